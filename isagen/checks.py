@@ -1,0 +1,38 @@
+"""The checks every finished kernel passes (run by ``KernelBuilder.finish``).
+
+1. registers: no leaked allocation; unified VGPR+AGPR count within the 512-entry file; SGPRs within
+   the addressable limit; LDS within the target's size;
+2. hazards: the minimum ``s_nop``s are inserted (``isagen.hazards.insert_nops``), then the finished
+   program is verified independently (``isagen.hazards.check_hazards``);
+3. waits: every register written by an outstanding memory operation is waited for before it is read
+   or overwritten, across loops and branches (``isagen.waits.check_waits``);
+4. kernel arguments: the metadata layout and the host packing come from the same list (by
+   construction), and every argument fits the kernarg segment.
+
+Returns a list of one-line problems (empty when the kernel is clean).
+"""
+
+from __future__ import annotations
+
+
+def register_problems(program) -> list[str]:
+    t = program.target
+    out = []
+    if program.leaks:
+        out.append(f"{program.name}: register allocation(s) never freed: {', '.join(program.leaks)}")
+    if program.next_free_vgpr > t.unified_regs_per_lane:
+        out.append(f"{program.name}: {program.vgprs} VGPRs + {program.agprs} AGPRs (accum_offset "
+                   f"{program.accum_offset}) exceed the {t.unified_regs_per_lane}-entry register file")
+    if program.lds_bytes > t.lds_bytes:
+        out.append(f"{program.name}: LDS {program.lds_bytes} bytes exceeds {t.name}'s {t.lds_bytes}")
+    return out
+
+
+def finish_program(program) -> list[str]:
+    from . import hazards, waits
+
+    problems = register_problems(program)
+    program.items = hazards.insert_nops(program.items, program.target)
+    problems += [str(v) for v in hazards.check_hazards(program.items, program.target)]
+    problems += [str(v) for v in waits.check_waits(program.items, program.target)]
+    return problems

@@ -1,0 +1,283 @@
+"""A kernel program and the builder that writes it.
+
+``KernelBuilder`` is what kernel generators use: it owns the register pools, the kernel arguments,
+the LDS layout and the instruction list, and exposes every instruction of the target's ISA table as
+a method::
+
+    k = KernelBuilder("axpy", "gfx942", workgroup_size=256)
+    x = k.args.pointer("x", "f32", access="read_only")
+    addr = k.vgpr(1, "addr")
+    k.v_lshlrev_b32(addr, 2, k.tid, comment="byte offset of this lane")
+    ...
+    program = k.finish()
+
+``finish()`` runs the project's checks (hazard nops inserted and verified, waits verified, register
+limits, leak check) and returns an immutable ``Program``.  Builders are pure: they never call the
+assembler (that is ``isagen.toolchain``'s job).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from .errors import AllocationError, CheckError, ISAError, SpecError
+from .isa.instruction import Instruction
+from .isa.operands import Label, Reg
+from .isa.table import isa_table
+from .kernarg import KernArgs
+from .regs import RegisterPool, default_align
+from .targets import Target, get_target
+
+
+class Comment(str):
+    """A comment line in the emitted assembly."""
+
+
+@dataclass(frozen=True)
+class LdsRegion:
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass
+class Program:
+    """A finished kernel: everything the assembler, the checkers, the runtime and reports need."""
+
+    name: str
+    target: Target
+    items: list                      # Instruction | Label | Comment, in program order
+    args: KernArgs
+    workgroup_size: tuple[int, int, int]
+    workgroup_ids: tuple[str, ...]   # enabled workgroup-id SGPRs, in x, y, z order
+    workitem_id_dims: int            # 1: x only (v0 holds ids packed x|y<<10|z<<20 on gfx90a+)
+    lds_regions: tuple[LdsRegion, ...]
+    lds_bytes: int
+    vgprs: int                       # arch VGPR high-water mark
+    agprs: int                       # AGPR high-water mark
+    sgprs: int                       # SGPR high-water mark (without VCC)
+    allocations: list                # regs.Allocation, all classes, in check-out order
+    header: list[str] = field(default_factory=list)   # comment lines for the top of the .s
+    rejected: str | None = None      # why the spec was rejected (only with --force)
+    leaks: list[str] = field(default_factory=list)    # allocations never freed (an error at finish)
+
+    # ------------------------------------------------------------------ derived descriptor fields
+    @property
+    def accum_offset(self) -> int:
+        g = self.target.accum_offset_granule
+        return max(g, (self.vgprs + g - 1) // g * g)
+
+    @property
+    def next_free_vgpr(self) -> int:
+        """Unified register count: arch VGPRs, then AGPRs from accum_offset."""
+        return self.accum_offset + self.agprs if self.agprs else max(self.vgprs, 1)
+
+    @property
+    def total_vgprs_allocated(self) -> int:
+        """Per-lane registers the hardware allocates (granule-rounded unified count)."""
+        g = self.target.vgpr_alloc_granule
+        return (self.next_free_vgpr + g - 1) // g * g
+
+    @property
+    def uses_vcc(self) -> bool:
+        return any(k[0] in ("vcc_lo", "vcc_hi") for i in self.instructions() for k in i.defs() + i.uses())
+
+    @property
+    def user_sgprs(self) -> int:
+        return 2                                  # the kernarg segment pointer, s[0:1]
+
+    @property
+    def flat_workgroup_size(self) -> int:
+        x, y, z = self.workgroup_size
+        return x * y * z
+
+    @property
+    def waves_per_workgroup(self) -> int:
+        return -(-self.flat_workgroup_size // self.target.wave_size)
+
+    def instructions(self) -> list[Instruction]:
+        return [i for i in self.items if isinstance(i, Instruction)]
+
+    def occupancy(self) -> dict:
+        """Waves per SIMD and what limits them (VGPRs, SGPRs, LDS, workgroup size)."""
+        t = self.target
+        limits = {"hardware": t.max_waves_per_simd}
+        limits["vgprs"] = t.unified_regs_per_lane // self.total_vgprs_allocated
+        sg = t.sgpr_alloc_granule
+        sgprs = (self.sgprs + (2 if self.uses_vcc else 0) + sg - 1) // sg * sg
+        limits["sgprs"] = t.sgprs_per_simd // max(sgprs, sg)
+        if self.lds_bytes:
+            lds = (self.lds_bytes + t.lds_alloc_granule - 1) // t.lds_alloc_granule * t.lds_alloc_granule
+            groups_per_cu = t.lds_bytes // lds
+            limits["lds"] = groups_per_cu * self.waves_per_workgroup // t.simds_per_cu
+        waves = min(limits.values())
+        return {"waves_per_simd": waves, "limited_by": min(limits, key=limits.get), "limits": limits}
+
+
+class KernelBuilder:
+    """Writes one kernel.  Instruction methods come from the target's ISA table."""
+
+    def __init__(self, name: str, target, *, workgroup_size=256, workgroup_ids: str = "x",
+                 workitem_id_dims: int = 1):
+        if not name.isidentifier():
+            raise SpecError(f"kernel name '{name}' is not a valid symbol")
+        self.name = name
+        self.target = get_target(target)
+        self.isa = isa_table(self.target)
+        if isinstance(workgroup_size, int):
+            workgroup_size = (workgroup_size, 1, 1)
+        self.workgroup_size = tuple(workgroup_size) + (1,) * (3 - len(workgroup_size))
+        flat = self.workgroup_size[0] * self.workgroup_size[1] * self.workgroup_size[2]
+        if not 1 <= flat <= self.target.max_workgroup_size:
+            raise SpecError(f"workgroup size {flat} outside 1..{self.target.max_workgroup_size}")
+        self.items: list = []
+        self.args = KernArgs()
+        self.header: list[str] = []
+        self.vgprs = RegisterPool("v", self.target.max_arch_vgprs)
+        self.agprs = RegisterPool("a", self.target.max_agprs)
+        self.sgprs = RegisterPool("s", self.target.max_sgprs)
+        self._pools = {"v": self.vgprs, "a": self.agprs, "s": self.sgprs}
+        self._lds: list[LdsRegion] = []
+        self._lds_top = 0
+        self._labels: set[str] = set()
+        # registers the hardware initialises at wave launch (AMDGPUUsage "Initial Kernel Execution State")
+        self.kernarg_ptr = self.sgprs.alloc(2, "kernarg_ptr", align=2, index=0, kernel=True)
+        if any(d not in "xyz" for d in workgroup_ids) or list(workgroup_ids) != sorted(set(workgroup_ids)):
+            raise SpecError(f"workgroup_ids must be a subset of 'xyz' in order, got '{workgroup_ids}'")
+        self.workgroup_ids = tuple(workgroup_ids)
+        self.workgroup_id = {}
+        for n, dim in enumerate(self.workgroup_ids):
+            self.workgroup_id[dim] = self.sgprs.alloc(1, f"wg_id_{dim}", index=2 + n, kernel=True)
+        if workitem_id_dims not in (1, 2, 3):
+            raise SpecError(f"workitem_id_dims must be 1, 2 or 3, got {workitem_id_dims}")
+        self.workitem_id_dims = workitem_id_dims
+        self.tid = self.vgprs.alloc(1, "tid", index=0)   # v0: packed work-item ids; free it when done
+
+    # ------------------------------------------------------------------ instructions
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        isa = self.__dict__.get("isa")
+        if isa is None or name not in isa:
+            raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
+        desc = isa[name]
+
+        def emit(*ops, comment: str | None = None, **mods) -> Instruction:
+            return self.emit(desc.make(ops, mods, comment))
+
+        emit.__name__ = name
+        emit.__doc__ = f"{name} {desc.signature()}"
+        return emit
+
+    def emit(self, inst: Instruction) -> Instruction:
+        if inst.desc.arch != self.target.name:
+            raise ISAError(f"{inst.name} was built for {inst.desc.arch}, this kernel targets {self.target.name}")
+        self.items.append(inst)
+        return inst
+
+    def wait(self, *, why: str, vmcnt: int | None = None, lgkmcnt: int | None = None) -> Instruction:
+        """``s_waitcnt`` with a reason, which every wait in isagen's output carries."""
+        mods = {k: v for k, v in (("vmcnt", vmcnt), ("lgkmcnt", lgkmcnt)) if v is not None}
+        if not mods:
+            raise ISAError("wait() needs vmcnt and/or lgkmcnt")
+        return self.s_waitcnt(comment=why, **mods)
+
+    def barrier(self, *, why: str) -> Instruction:
+        return self.s_barrier(comment=why)
+
+    def comment(self, text: str) -> None:
+        for line in str(text).splitlines() or [""]:
+            self.items.append(Comment(line))
+
+    def label(self, name: str) -> Label:
+        """A new unique local label (not yet placed): ``loop = k.label("loop")`` ... ``k.place(loop)``."""
+        base = f".L{self.name}_{name}"
+        text, n = base, 1
+        while text in self._labels:
+            n += 1
+            text = f"{base}_{n}"
+        self._labels.add(text)
+        return Label(text)
+
+    def place(self, label: Label) -> None:
+        if any(isinstance(i, Label) and i == label for i in self.items):
+            raise ISAError(f"label {label} placed twice")
+        self.items.append(label)
+
+    # ------------------------------------------------------------------ registers
+    def _alloc(self, cls, count, name, align, kernel):
+        return self._pools[cls].alloc(count, name, align or default_align(cls, count), kernel,
+                                      position=len(self.items))
+
+    def vgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False) -> Reg:
+        return self._alloc("v", count, name, align, kernel)
+
+    def agpr(self, count: int = 1, name: str = "acc", align: int | None = None, kernel: bool = False) -> Reg:
+        return self._alloc("a", count, name, align, kernel)
+
+    def sgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False) -> Reg:
+        return self._alloc("s", count, name, align, kernel)
+
+    def free(self, *regs: Reg) -> None:
+        for reg in regs:
+            self._pools[reg.cls].free(reg, len(self.items))
+
+    @contextlib.contextmanager
+    def temps(self, **requests):
+        """Scoped temporaries: ``with k.temps(addr="v2", idx="s1") as t: t.addr ...``; freed on exit."""
+        held = {}
+        try:
+            for name, req in requests.items():
+                cls, count = req[0], int(req[1:] or 1)
+                held[name] = self._alloc(cls, count, name, None, False)
+            yield type("Temps", (), held)()
+        finally:
+            for reg in held.values():
+                if reg.index in self._pools[reg.cls].live:
+                    self._pools[reg.cls].free(reg, len(self.items))
+
+    # ------------------------------------------------------------------ LDS
+    def lds(self, size: int, name: str, align: int = 16) -> LdsRegion:
+        """Reserve ``size`` bytes of LDS for this workgroup; fails past the target's LDS."""
+        offset = (self._lds_top + align - 1) // align * align
+        if offset + size > self.target.lds_bytes:
+            used = ", ".join(f"{r.name}={r.size}" for r in self._lds) or "nothing"
+            raise AllocationError(f"LDS overflow allocating '{name}' ({size} bytes at {offset}); "
+                                  f"{self.target.name} has {self.target.lds_bytes} bytes; already: {used}")
+        region = LdsRegion(name, offset, size)
+        self._lds.append(region)
+        self._lds_top = offset + size
+        return region
+
+    # ------------------------------------------------------------------ finishing
+    def finish(self, *, check: bool = True, force: bool = False) -> Program:
+        """Seal the kernel: append s_endpgm if missing, insert hazard nops, run every check.
+
+        With ``force`` the failed checks are recorded in the header instead of raised, so a broken
+        kernel can still be emitted for inspection.
+        """
+        if not self.items or not (isinstance(self.items[-1], Instruction) and self.items[-1].name == "s_endpgm"):
+            self.s_endpgm()
+        program = self._program()
+        if not check:
+            return program
+        from . import checks
+        problems = checks.finish_program(program)
+        if problems:
+            if not force:
+                raise CheckError(problems[0])
+            program.rejected = "; ".join(problems)
+        return program
+
+    def _program(self) -> Program:
+        leaks = [a for p in self._pools.values() for a in p.leaks()]
+        return Program(
+            name=self.name, target=self.target, items=list(self.items), args=self.args,
+            workgroup_size=self.workgroup_size, workgroup_ids=self.workgroup_ids,
+            workitem_id_dims=self.workitem_id_dims, lds_regions=tuple(self._lds), lds_bytes=self._lds_top,
+            vgprs=self.vgprs.peak, agprs=self.agprs.peak, sgprs=self.sgprs.peak,
+            allocations=sorted((a for p in self._pools.values() for a in p.history), key=lambda a: a.allocated_at),
+            header=list(self.header),
+            leaks=[f"{a.name} ({a.reg.physical()})" for a in leaks],
+        )

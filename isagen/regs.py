@@ -1,0 +1,149 @@
+"""Register allocation: one pool per class (VGPR, AGPR, SGPR) with named, aligned check-out.
+
+Every allocation has a name (it becomes the ``.set`` symbol in the emitted assembly and the label in
+register reports), an alignment, and a lifetime: either it is freed explicitly (``free``), or it is
+a scoped temporary (``with pool.scoped(...)``), or it is declared ``kernel=True`` and lives to the
+end.  ``check_leaks()`` at kernel end reports anything else still held.
+
+Overflow fails loudly: the error lists what is live in that class, largest first, so the kernel
+author sees where the registers went.  ``peak`` is the high-water mark (one past the highest register
+ever handed out), which is what the kernel descriptor must declare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+
+from .errors import AllocationError
+from .isa.operands import Reg
+
+_SYM_PREFIX = {"v": "vgpr_", "a": "agpr_", "s": "sgpr_"}
+_CLASS_NAME = {"v": "VGPR", "a": "AGPR", "s": "SGPR"}
+
+
+@dataclass
+class Allocation:
+    name: str
+    reg: Reg
+    kernel: bool          # lives to the end of the kernel (exempt from the leak check)
+    serial: int           # order of check-out
+    allocated_at: int = 0             # program position of the check-out
+    freed_at: int | None = None       # program position of the free (None: live to the end)
+
+    @property
+    def cls(self) -> str:
+        return self.reg.cls
+
+
+class RegisterPool:
+    """The registers of one class, from 0 to ``limit``-1."""
+
+    def __init__(self, cls: str, limit: int):
+        self.cls = cls
+        self.limit = limit
+        self.owner: list[Allocation | None] = [None] * limit
+        self.live: dict[int, Allocation] = {}          # first index -> allocation
+        self.history: list[Allocation] = []
+        self.peak = 0
+        self._symbols: set[str] = set()
+
+    # ------------------------------------------------------------------ check-out
+    def alloc(self, count: int, name: str, align: int = 1, kernel: bool = False,
+              index: int | None = None, position: int = 0) -> Reg:
+        """Check out ``count`` consecutive registers aligned to ``align`` (lowest free range first),
+        or exactly at ``index`` (for registers the hardware initialises, such as s[0:1]).
+        ``position`` is where in the program the allocation happens (for reports)."""
+        if count < 1:
+            raise AllocationError(f"{name}: cannot allocate {count} {_CLASS_NAME[self.cls]}s")
+        if align < 1 or align & (align - 1):
+            raise AllocationError(f"{name}: alignment {align} is not a power of two")
+        if index is not None:
+            start = index
+            if start + count > self.limit or any(self.owner[start:start + count]):
+                raise AllocationError(f"{name}: {self._range(start, count)} is not free "
+                                      f"({self.describe_live()})")
+        else:
+            start = self._find(count, align)
+            if start is None:
+                raise AllocationError(
+                    f"out of {_CLASS_NAME[self.cls]}s allocating '{name}' ({count} aligned to {align}; "
+                    f"limit {self.limit}, {self.free_count()} free but fragmented or too few); "
+                    f"live: {self.describe_live()}")
+        sym = self._symbol(name)
+        reg = Reg(self.cls, start, count, sym, start)
+        alloc = Allocation(name, reg, kernel, len(self.history), position)
+        for i in range(start, start + count):
+            self.owner[i] = alloc
+        self.live[start] = alloc
+        self.history.append(alloc)
+        self.peak = max(self.peak, start + count)
+        return reg
+
+    def free(self, reg: Reg, position: int | None = None) -> None:
+        alloc = self.live.get(reg.index)
+        if alloc is None or alloc.reg.count != reg.count:
+            raise AllocationError(f"freeing {reg.physical()} which is not a live {_CLASS_NAME[self.cls]} allocation")
+        for i in range(reg.index, reg.index + reg.count):
+            self.owner[i] = None
+        del self.live[reg.index]
+        alloc.freed_at = position
+
+    @contextlib.contextmanager
+    def scoped(self, count: int, name: str, align: int = 1, position=lambda: 0):
+        """A temporary: ``with pool.scoped(2, "addr") as tmp: ...`` frees it on exit."""
+        reg = self.alloc(count, name, align, position=position())
+        try:
+            yield reg
+        finally:
+            if reg.index in self.live:
+                self.free(reg, position())
+
+    # ------------------------------------------------------------------ queries
+    def free_count(self) -> int:
+        return sum(1 for o in self.owner if o is None)
+
+    def leaks(self) -> list[Allocation]:
+        return [a for a in self.live.values() if not a.kernel]
+
+    def describe_live(self) -> str:
+        if not self.live:
+            return "nothing"
+        allocs = sorted(self.live.values(), key=lambda a: (-a.reg.count, a.reg.index))
+        return ", ".join(f"{a.name}={a.reg.physical()}" for a in allocs)
+
+    def map(self) -> str:
+        """One character per register: '.' free, '#' in use (TensileLite-style picture)."""
+        return "".join("." if o is None else "#" for o in self.owner[: max(self.peak, 1)])
+
+    # ------------------------------------------------------------------ internals
+    def _find(self, count: int, align: int) -> int | None:
+        start = 0
+        while start + count <= self.limit:
+            window = self.owner[start:start + count]
+            busy = [i for i, o in enumerate(window) if o is not None]
+            if not busy:
+                return start
+            start = (start + busy[-1] + 1 + align - 1) // align * align
+        return None
+
+    def _symbol(self, name: str) -> str:
+        base = _SYM_PREFIX[self.cls] + re.sub(r"\W", "_", name)
+        sym, n = base, 1
+        while sym in self._symbols:
+            n += 1
+            sym = f"{base}_{n}"
+        self._symbols.add(sym)
+        return sym
+
+    @staticmethod
+    def _range(start: int, count: int) -> str:
+        return f"[{start}:{start + count - 1}]"
+
+
+def default_align(cls: str, count: int) -> int:
+    """Alignment the ISA requires for a tuple of ``count`` registers of class ``cls`` (gfx90a+)."""
+    if cls == "s":
+        return 1 if count == 1 else (2 if count == 2 else 4)
+    return 2 if count >= 2 else 1

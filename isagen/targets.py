@@ -1,0 +1,199 @@
+"""The GPU targets isagen generates code for: gfx942 (CDNA3) and gfx950 (CDNA4).
+
+One table holds every per-architecture fact a builder, a checker or a report needs.  Builders ask
+the target (``target.lds_bytes``, ``target.mfma("v_mfma_f32_16x16x32_bf16")``); nothing else in
+isagen hard-codes an architecture number.
+
+Sources: AMD's CDNA3/CDNA4 ISA guides and product data sheets, LLVM's AMDGPU backend
+(AMDGPUBaseInfo.cpp for register/LDS granules and limits), the AMD Matrix Instruction Calculator
+for MFMA cycles; see docs/targets.md.  Peak rates are derived (CUs x FLOP/CU/clock x clock) and
+checked against the data sheets in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import TargetError
+
+
+@dataclass(frozen=True)
+class MfmaInfo:
+    """One matrix instruction: shape, operand types, register counts and issue passes.
+
+    ``passes`` is LLVM's unit (one pass = 4 cycles of the SIMD's matrix core); the hazard tables are
+    written in passes.  ``a_regs``/``b_regs``/``c_regs`` are per-lane dword counts of the A, B and C/D
+    operands.  ``xdl`` is true for every MFMA except the f32/f64-input ones (the hazard rules differ).
+    """
+
+    mnemonic: str
+    m: int
+    n: int
+    k: int
+    in_type: str          # element type of A and B: bf16, f16, fp8, bf8, f8f6f4, xf32
+    out_type: str         # accumulator type: f32
+    a_regs: int
+    b_regs: int
+    c_regs: int
+    passes: int
+    xdl: bool = True
+
+    @property
+    def cycles(self) -> int:
+        return 4 * self.passes
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of one wave-level instruction (2*M*N*K)."""
+        return 2 * self.m * self.n * self.k
+
+
+@dataclass(frozen=True)
+class Product:
+    """A shipping accelerator of a target, for roofline numbers in reports."""
+
+    name: str
+    cus: int
+    xcds: int
+    clock_mhz: int          # peak engine clock
+    hbm_tb_s: float         # peak HBM bandwidth, TB/s
+    hbm_gib: int
+    bf16_flop_per_cu_clk: int
+    fp8_flop_per_cu_clk: int
+
+    @property
+    def peak_bf16_tflops(self) -> float:
+        """Dense BF16 peak (no sparsity)."""
+        return self.cus * self.bf16_flop_per_cu_clk * self.clock_mhz * 1e6 / 1e12
+
+    @property
+    def peak_fp8_tflops(self) -> float:
+        """Dense FP8 peak (no sparsity)."""
+        return self.cus * self.fp8_flop_per_cu_clk * self.clock_mhz * 1e6 / 1e12
+
+
+@dataclass(frozen=True)
+class Target:
+    """Per-architecture facts.  See the module docstring for sources."""
+
+    name: str                       # LLVM processor name, e.g. "gfx942"
+    family: str                     # "CDNA3" / "CDNA4"
+    products: tuple[Product, ...]
+    wave_size: int = 64
+    # --- unified VGPR/AGPR file (gfx90a+): 512 dwords per lane, arch VGPRs first, AGPRs from accum_offset
+    unified_regs_per_lane: int = 512
+    max_arch_vgprs: int = 256
+    max_agprs: int = 256
+    vgpr_alloc_granule: int = 8     # registers are allocated to a wave in blocks of 8
+    accum_offset_granule: int = 4   # .amdhsa_accum_offset is a multiple of 4 in [4, 256]
+    # --- SGPRs
+    max_sgprs: int = 102            # addressable SGPRs per wave (s0..s101); VCC is s[106:107]
+    sgprs_per_simd: int = 800
+    sgpr_alloc_granule: int = 16
+    # --- waves
+    simds_per_cu: int = 4
+    max_waves_per_simd: int = 8
+    max_workgroup_size: int = 1024
+    # --- LDS
+    lds_bytes: int = 65536          # per CU, and the most one workgroup may allocate
+    lds_banks: int = 32             # 4-byte banks
+    lds_alloc_granule: int = 512    # bytes; [verify] for gfx950
+    # --- memory instructions
+    lds_dma_widths: tuple[int, ...] = (1, 2, 4)  # bytes per lane of buffer_load ... lds
+    max_vmcnt: int = 63
+    max_lgkmcnt: int = 15
+    # --- data types
+    fp8_format: str = "fnuz"        # CDNA3: e4m3fnuz/e5m2fnuz; CDNA4: OCP e4m3fn/e5m2
+    mfmas: tuple[MfmaInfo, ...] = field(default_factory=tuple)
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def target_id(self) -> str:
+        """The target ID production devices run: SRAM ECC on, XNACK off."""
+        return f"{self.name}:sramecc+:xnack-"
+
+    @property
+    def flagship(self) -> Product:
+        return self.products[0]
+
+    def mfma(self, mnemonic: str) -> MfmaInfo:
+        for info in self.mfmas:
+            if info.mnemonic == mnemonic:
+                return info
+        known = ", ".join(m.mnemonic for m in self.mfmas)
+        raise TargetError(f"{self.name} has no MFMA '{mnemonic}' (it has: {known})")
+
+    def has_mfma(self, mnemonic: str) -> bool:
+        return any(m.mnemonic == mnemonic for m in self.mfmas)
+
+    def find_mfma(self, in_type: str, m: int, n: int) -> list[MfmaInfo]:
+        """MFMAs with the given input type and output tile, largest K first."""
+        found = [i for i in self.mfmas if i.in_type == in_type and i.m == m and i.n == n]
+        return sorted(found, key=lambda i: -i.k)
+
+
+# --------------------------------------------------------------------------- MFMA tables
+# Cycles from the AMD Matrix Instruction Calculator (CDNA3); CDNA4 rates from the MI355X data sheet
+# (peak FLOP/CU/clock): 16x16x32 bf16 is 16 cycles, 32x32x16 bf16 32 cycles, f8f6f4 K=128 32 cycles.
+
+def _mfma(mn, m, n, k, t, a, b, c, passes, xdl=True):
+    return MfmaInfo(mn, m, n, k, t, "f32", a, b, c, passes, xdl)
+
+
+_CDNA3_MFMAS = (
+    _mfma("v_mfma_f32_16x16x16_bf16", 16, 16, 16, "bf16", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_32x32x8_bf16", 32, 32, 8, "bf16", 2, 2, 16, 8),
+    _mfma("v_mfma_f32_16x16x16_f16", 16, 16, 16, "f16", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_32x32x8_f16", 32, 32, 8, "f16", 2, 2, 16, 8),
+    _mfma("v_mfma_f32_16x16x32_fp8_fp8", 16, 16, 32, "fp8", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_16x16x32_bf8_bf8", 16, 16, 32, "bf8", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_32x32x16_fp8_fp8", 32, 32, 16, "fp8", 2, 2, 16, 8),
+    _mfma("v_mfma_f32_32x32x16_bf8_bf8", 32, 32, 16, "bf8", 2, 2, 16, 8),
+)
+
+_CDNA3_ONLY_MFMAS = (
+    _mfma("v_mfma_f32_16x16x8_xf32", 16, 16, 8, "xf32", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_32x32x4_xf32", 32, 32, 4, "xf32", 2, 2, 16, 8),
+)
+
+_CDNA4_NEW_MFMAS = (
+    _mfma("v_mfma_f32_16x16x32_bf16", 16, 16, 32, "bf16", 4, 4, 4, 4),
+    _mfma("v_mfma_f32_32x32x16_bf16", 32, 32, 16, "bf16", 4, 4, 16, 8),
+    _mfma("v_mfma_f32_16x16x32_f16", 16, 16, 32, "f16", 4, 4, 4, 4),
+    _mfma("v_mfma_f32_32x32x16_f16", 32, 32, 16, "f16", 4, 4, 16, 8),
+    _mfma("v_mfma_f32_16x16x128_f8f6f4", 16, 16, 128, "f8f6f4", 8, 8, 4, 8),
+    _mfma("v_mfma_f32_32x32x64_f8f6f4", 32, 32, 64, "f8f6f4", 8, 8, 16, 16),
+)
+
+MI300X = Product("MI300X", cus=304, xcds=8, clock_mhz=2100, hbm_tb_s=5.3, hbm_gib=192,
+                 bf16_flop_per_cu_clk=2048, fp8_flop_per_cu_clk=4096)
+MI325X = Product("MI325X", cus=304, xcds=8, clock_mhz=2100, hbm_tb_s=6.0, hbm_gib=256,
+                 bf16_flop_per_cu_clk=2048, fp8_flop_per_cu_clk=4096)
+MI355X = Product("MI355X", cus=256, xcds=8, clock_mhz=2400, hbm_tb_s=8.0, hbm_gib=288,
+                 bf16_flop_per_cu_clk=4096, fp8_flop_per_cu_clk=8192)
+MI350X = Product("MI350X", cus=256, xcds=8, clock_mhz=2200, hbm_tb_s=8.0, hbm_gib=288,
+                 bf16_flop_per_cu_clk=4096, fp8_flop_per_cu_clk=8192)
+
+GFX942 = Target(
+    name="gfx942", family="CDNA3", products=(MI300X, MI325X),
+    lds_bytes=65536, lds_banks=32, lds_dma_widths=(1, 2, 4), fp8_format="fnuz",
+    mfmas=_CDNA3_MFMAS + _CDNA3_ONLY_MFMAS,
+)
+
+GFX950 = Target(
+    name="gfx950", family="CDNA4", products=(MI355X, MI350X),
+    lds_bytes=163840, lds_banks=64, lds_dma_widths=(1, 2, 4, 12, 16), fp8_format="ocp",
+    mfmas=_CDNA3_MFMAS + _CDNA4_NEW_MFMAS,
+)
+
+TARGETS: dict[str, Target] = {t.name: t for t in (GFX942, GFX950)}
+
+
+def get_target(name: str | Target) -> Target:
+    """Look a target up by name; accepts a full target ID such as 'gfx942:sramecc+:xnack-'."""
+    if isinstance(name, Target):
+        return name
+    base = str(name).split(":")[0].strip().lower()
+    if base not in TARGETS:
+        raise TargetError(f"unsupported target '{name}' (supported: {', '.join(TARGETS)})")
+    return TARGETS[base]
