@@ -1,0 +1,29 @@
+# isagen — `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+STAMP  := .venv-stamp
+
+.PHONY: demo test install deps bench clean
+
+# Python packages (and Debian's LLVM 19 where apt is available: llvm-objdump/readelf for the tests)
+deps: $(STAMP)
+$(STAMP): pyproject.toml
+	@if command -v apt-get >/dev/null 2>&1 && ! command -v llvm-mc-19 >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 clang-19 >/dev/null; \
+	  else echo "note: install llvm-19 lld-19 clang-19 (apt) for the LLVM cross-checks in the tests"; fi; fi
+	$(PYTHON) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+install: deps
+
+# generate a real kernel, assemble it, run it on the default backend (the emulator without an AMD GPU), check it against torch
+demo: deps
+	$(PYTHON) -m isagen demo
+
+test: deps
+	$(PYTHON) -m pytest -q
+
+bench: deps
+	$(PYTHON) bench/gen_speed.py
+
+clean:
+	rm -rf build out $(STAMP) .pytest_cache
