@@ -1,0 +1,789 @@
+#!/usr/bin/env python3
+"""Generate isagen/isa/data/opcodes.<target>.json from LLVM (not typed by hand).
+
+gfx942: for every encoding family, build machine words for every opcode value with distinct probe
+register numbers in each field (vdst=v8, src0=v16, src1=v24, src2=v32, sdst=s40 ...), disassemble
+them all in one batch with ``llvm-mc-19 --disassemble -mcpu=gfx942`` and read back, per opcode:
+the mnemonic, which fields appear in the text and in what order, each register operand's width
+(``v[8:9]`` -> 2 dwords), how each source prints inline constants and literals ("ctype"), which
+immediate format a SOPP/SOPK uses, whether a VOP1/2/C opcode has DPP/SDWA forms, VOP3 op_sel
+support.  Each probe word is preceded by a sentinel ``s_movk_i32 s0, <id>`` so the output can be
+matched to the input even when LLVM rejects a word (it prints a warning and skips 4 bytes).
+
+gfx950: LLVM 19 has no gfx950 and zig's clang 22 has no disassembler, so the gfx950 table starts
+from gfx942's, then every gfx942 entry's text is *assembled* for gfx950 with zig clang: entries that
+no longer assemble are dropped, entries whose bytes differ are re-keyed to the new opcode.  New
+gfx950 instructions are found by taking every AMDGPU mnemonic string in zig's binary that gfx942
+does not have and assembling it for gfx950 with a list of operand patterns; the first pattern that
+assembles gives the opcode (read from the object's .text) and the operand widths.
+
+Usage: python tools/gen_opcodes.py [--target gfx942|gfx950|all] [--families SOP1,VOP2,...]
+                                   [--out DIR] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from isagen.isa import fields as F  # noqa: E402
+
+LLVM_MC = os.environ.get("ISAGEN_LLVM_MC", "llvm-mc-19")
+SENTINEL = 0xB0010000          # s_movk_i32 s1, <id> (no probe writes s1)
+LIT = 0x12345678               # probe literal; as a word it decodes as a 32-bit VOP2
+LIT_NEG = 0xFFFFFFF0
+
+# probe register numbers: distinct first indices, aligned for 4-dword tuples
+V_DST, V_SRC0, V_SRC1, V_SRC2 = 8, 16, 24, 32
+S_SDST = 40
+
+REG_RE = re.compile(r"^(v|s|a|ttmp)(\d+)$|^(v|s|a|ttmp)\[(\d+):(\d+)\]$")
+
+
+# ============================================================================ llvm-mc driver
+
+def disassemble(probes: list[tuple[int, ...]], mcpu: str = "gfx942") -> list[str | None]:
+    """Disassemble each probe (tuple of dwords); None where LLVM rejects the first word."""
+    out: list[str | None] = [None] * len(probes)
+    step = 60000
+    for c0 in range(0, len(probes), step):
+        chunk = probes[c0:c0 + step]
+        lines = []
+        for i, pr in enumerate(chunk):
+            b = struct.pack("<%dI" % (len(pr) + 1), SENTINEL | i, *pr)
+            lines.append(" ".join("0x%02x" % x for x in b))
+        r = subprocess.run([LLVM_MC, "--disassemble", "-triple", "amdgcn-amd-amdhsa",
+                            "-mcpu=" + mcpu], input="\n".join(lines) + "\n",
+                           capture_output=True, text=True, check=False)
+        # a warning at column 21 is the probe's first byte (4 bytes of sentinel = 20 chars)
+        bad = {int(m.group(1)) - 1
+               for m in re.finditer(r"<stdin>:(\d+):21: warning", r.stderr)}
+        cur, first = None, False
+        for line in r.stdout.splitlines():
+            t = line.strip()
+            if t.startswith("s_movk_i32 s1, "):
+                cur, first = int(t.split(", ")[1], 0), True
+                continue
+            if cur is None or not first or t.startswith("."):
+                continue
+            first = False
+            if cur not in bad:
+                out[c0 + cur] = t
+    return out
+
+
+# ============================================================================ text parsing
+
+MOD_WORDS = {"off", "offen", "idxen", "lds", "gds", "sc0", "sc1", "nt", "glc", "slc", "clamp",
+             "tfe", "nv", "dlc", "bound_ctrl:0", "bound_ctrl:1"}
+
+
+def split_text(text: str) -> tuple[str, list[str], list[str]]:
+    """'mn a, b, c mod1 mod2' -> ('mn', ['a','b','c'], ['mod1','mod2'])."""
+    text = re.sub(r"/\*.*?\*/", "", text)
+    if " " not in text:
+        return text, [], []
+    mn, rest = text.split(" ", 1)
+    parts = _split_top(rest)
+    tail = parts[-1].split(" ")
+    parts[-1] = tail[0]
+    mods = tail[1:]
+    if len(parts) == 1 and (":" in parts[0] or parts[0] in MOD_WORDS - {"off"}):
+        mods = [parts[0]] + mods
+        parts = []
+    return mn, parts, mods
+
+
+def _split_top(s: str) -> list[str]:
+    """Split on ', ' outside parentheses/brackets (hwreg(a, b, c) stays one token)."""
+    out, depth, cur, i = [], 0, [], 0
+    while i < len(s):
+        ch = s[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if depth == 0 and s.startswith(", ", i):
+            out.append("".join(cur))
+            cur = []
+            i += 2
+            continue
+        cur.append(ch)
+        i += 1
+    out.append("".join(cur))
+    return out
+
+
+def reg_of(tok: str):
+    """('v', 8, 2) for 'v[8:9]' (modifiers stripped), or None."""
+    t = tok.strip("-|")
+    for p in ("neg(", "abs(", "sext("):
+        if t.startswith(p):
+            t = t[len(p):-1]
+    t = t.strip("-|")
+    m = REG_RE.match(t)
+    if not m:
+        return None
+    if m.group(1):
+        return m.group(1), int(m.group(2)), 1
+    return m.group(3), int(m.group(4)), int(m.group(5)) - int(m.group(4)) + 1
+
+
+def classify_const(texts: dict) -> str | None:
+    """Pick the ctype whose printer reproduces LLVM's text for codes 242, 248 and the literal."""
+    for ct in F.CTYPES:
+        ok = True
+        for key, got in texts.items():
+            if got is None:
+                continue
+            if key == "lit":
+                want = F.const_text(255, LIT, ct)
+            else:
+                want = F.const_text(key, None, ct)
+            if want != got:
+                ok = False
+                break
+        if ok:
+            return ct
+    return None
+
+
+# ============================================================================ families
+
+class Family:
+    """One encoding family: how to build a probe word from (opcode, field values)."""
+
+    name = ""
+    nops = 0
+    size = 4          # bytes without literal
+    # field -> list of probe values to try (first = preferred); 0 = "field left zero"
+    fields: dict = {}
+    # field -> (register file used in the text, index printed for probe value)
+    lit = False       # append a literal word to every probe
+
+    def encode(self, op: int, f: dict) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def token_field(self, tok: str, f: dict):
+        """Return (field, file, width) for an operand token, or None."""
+        r = reg_of(tok)
+        if r is None:
+            return None
+        file, idx, n = r
+        for name, val in f.items():
+            pi = self.printed_index(name, val) if val else None
+            if pi and _same(pi, file, idx):
+                return name, file, n
+        return None
+
+    def printed_index(self, name, val):
+        return None
+
+
+def _src9(val):
+    """9-bit source operand code -> (file, index) as printed."""
+    if val >= 256:
+        return "v", val - 256
+    return "s", val
+
+
+def _same(printed, file, idx):
+    """A VGPR-coded source may print as an AGPR (v_accvgpr_read/mov: the field names an AGPR)."""
+    return printed == (file, idx) or (printed[0] == "v" and file == "a" and printed[1] == idx)
+
+
+# -- scalar ------------------------------------------------------------------------------
+
+class SOP2(Family):
+    name, nops = "SOP2", 0x60
+    fields = {"sdst": [8, 0], "ssrc0": [16, 0], "ssrc1": [24, 0]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((2 << 30) | (op << 23) | (f["sdst"] << 16) | (f["ssrc1"] << 8) | f["ssrc0"],)
+
+    def printed_index(self, name, val):
+        return "s", val
+
+
+class SOP1(Family):
+    name, nops = "SOP1", 256
+    fields = {"sdst": [8, 0], "ssrc0": [16, 0]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((0x17D << 23) | (f["sdst"] << 16) | (op << 8) | f["ssrc0"],)
+
+    def printed_index(self, name, val):
+        return "s", val
+
+
+class SOPC(Family):
+    name, nops = "SOPC", 128
+    fields = {"ssrc0": [16, 0], "ssrc1": [24, 0]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((0x17E << 23) | (op << 16) | (f["ssrc1"] << 8) | f["ssrc0"],)
+
+    def printed_index(self, name, val):
+        return "s", val
+
+
+class SOPK(Family):
+    name, nops = "SOPK", 29       # 29..31 are the SOP1/SOPC/SOPP prefixes
+    fields = {"sdst": [8, 0]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((0xB << 28) | (op << 23) | (f["sdst"] << 16) | f.get("simm16", 0),)
+
+    def printed_index(self, name, val):
+        return "s", val
+
+
+class SOPP(Family):
+    name, nops = "SOPP", 128
+    fields = {}
+
+    def encode(self, op, f):
+        return ((0x17F << 23) | (op << 16) | f.get("simm16", 0),)
+
+
+class SMEM(Family):
+    name, nops, size = "SMEM", 256, 8
+    fields = {"sdata": [8, 0], "sbase": [16, 0]}
+
+    def encode(self, op, f):
+        return ((0x30 << 26) | (op << 18) | (1 << 17) | (f["sdata"] << 6) | (f["sbase"] >> 1),
+                0x10)
+
+    def printed_index(self, name, val):
+        return "s", val
+
+
+# -- vector ALU ----------------------------------------------------------------------------
+
+class VOP2(Family):
+    name, nops = "VOP2", 0x3E
+    fields = {"vdst": [V_DST], "src0": [256 + V_SRC0, V_SRC0], "vsrc1": [V_SRC1]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((op << 25) | (f["vdst"] << 17) | (f["vsrc1"] << 9) | f["src0"],)
+
+    def printed_index(self, name, val):
+        if name == "src0":
+            return _src9(val)
+        return ("v", val)
+
+
+class VOP1(Family):
+    name, nops = "VOP1", 256
+    fields = {"vdst": [V_DST], "src0": [256 + V_SRC0, V_SRC0]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((0x3F << 25) | (f["vdst"] << 17) | (op << 9) | f["src0"],)
+
+    def printed_index(self, name, val):
+        if name == "src0":
+            return _src9(val)
+        return ("v", val) if name != "vdst" else None
+
+    def token_field(self, tok, f):
+        r = reg_of(tok)
+        if r and r[1] == f["vdst"] and r[0] in "vsa" and not tok.startswith(("-", "|")):
+            # v_readfirstlane writes an SGPR, v_accvgpr_mov an AGPR through the vdst field
+            if r[0] != "v" or r[1] != 16:
+                return "vdst", r[0], r[2]
+        return super().token_field(tok, f)
+
+
+class VOPC(Family):
+    name, nops = "VOPC", 256
+    fields = {"src0": [256 + V_SRC0, V_SRC0], "vsrc1": [V_SRC1]}
+    lit = True
+
+    def encode(self, op, f):
+        return ((0x3E << 25) | (op << 17) | (f["vsrc1"] << 9) | f["src0"],)
+
+    def printed_index(self, name, val):
+        if name == "src0":
+            return _src9(val)
+        return ("v", val)
+
+
+class VOP3(Family):
+    name, nops, size = "VOP3", 0x380, 8   # 0x380.. is the VOP3P prefix (110100111)
+    fields = {"vdst": [V_DST], "sdst": [0, S_SDST],
+              "src0": [256 + V_SRC0, V_SRC0, 0], "src1": [256 + V_SRC1, V_SRC1, 0],
+              "src2": [256 + V_SRC2, V_SRC2, 0]}
+
+    def encode(self, op, f):
+        return ((0x34 << 26) | (op << 16) | (f["sdst"] << 8) | f["vdst"],
+                f["src0"] | (f["src1"] << 9) | (f["src2"] << 18))
+
+    def token_field(self, tok, f):
+        r = reg_of(tok)
+        if r is None:
+            return None
+        file, idx, n = r
+        if idx == f["vdst"] and file in "vsa":
+            return "vdst", file, n
+        if f["sdst"] and file == "s" and idx == f["sdst"]:
+            return "sdst", file, n
+        for s in ("src0", "src1", "src2"):
+            if f[s] and _same(_src9(f[s]), file, idx):
+                return s, file, n
+        return None
+
+
+class VOP3P(Family):
+    name, nops, size = "VOP3P", 128, 8
+    fields = {"vdst": [V_DST], "src0": [256 + V_SRC0, V_SRC0, 0],
+              "src1": [256 + V_SRC1, V_SRC1, 0], "src2": [256 + V_SRC2, V_SRC2, 0]}
+
+    def encode(self, op, f):
+        hi = f.get("op_sel_hi", 7)
+        return ((0x1A7 << 23) | (op << 16) | ((hi >> 2) & 1) << 14 | f["vdst"],
+                f["src0"] | (f["src1"] << 9) | (f["src2"] << 18) | ((hi & 3) << 27))
+
+    def token_field(self, tok, f):
+        r = reg_of(tok)
+        if r is None:
+            return None
+        file, idx, n = r
+        if idx == f["vdst"] and file in "va":
+            return "vdst", file, n
+        for s in ("src0", "src1", "src2"):
+            if f[s]:
+                ff, ii = _src9(f[s])
+                if ii == idx and (ff == file or (ff == "v" and file == "a")):
+                    return s, file, n
+        return None
+
+
+# -- memory --------------------------------------------------------------------------------
+
+class DS(Family):
+    name, nops, size = "DS", 256, 8
+    fields = {"vdst": [V_DST, 0], "addr": [V_SRC0, 0], "data0": [V_SRC1, 0],
+              "data1": [V_SRC2, 0]}
+
+    def encode(self, op, f):
+        return ((0x36 << 26) | (op << 17),
+                f["addr"] | (f["data0"] << 8) | (f["data1"] << 16) | (f["vdst"] << 24))
+
+    def printed_index(self, name, val):
+        return "v", val
+
+
+class MUBUF(Family):
+    name, nops, size = "MUBUF", 128, 8
+    fields = {"vdata": [V_DST, 0], "vaddr": [V_SRC0]}
+
+    def encode(self, op, f):
+        return ((0x38 << 26) | (op << 18) | (1 << 12),
+                f["vaddr"] | (f["vdata"] << 8) | ((V_SRC1 >> 2) << 16) | (S_SDST << 24))
+
+    def token_field(self, tok, f):
+        r = reg_of(tok)
+        if r is None:
+            return None
+        file, idx, n = r
+        if file == "v" and idx == f["vdata"] and f["vdata"]:
+            return "vdata", file, n
+        if file == "v" and idx == f["vaddr"]:
+            return "vaddr", file, n
+        if file == "s" and idx == V_SRC1:
+            return "srsrc", file, n
+        if file == "s" and idx == S_SDST:
+            return "soffset", file, n
+        return None
+
+
+class MTBUF(MUBUF):
+    name, nops = "MTBUF", 16
+
+    def encode(self, op, f):
+        dfmt = f.get("dfmt", 4)
+        nfmt = f.get("nfmt", 0)
+        return ((0x3A << 26) | (nfmt << 23) | (dfmt << 19) | (op << 15) | (1 << 12),
+                f["vaddr"] | (f["vdata"] << 8) | ((V_SRC1 >> 2) << 16) | (S_SDST << 24))
+
+
+class FLAT(Family):
+    name, nops, size = "FLAT", 128, 8
+    seg = 0
+    saddr = 0          # FLAT proper has no saddr: the field must be 0
+    fields = {"vdst": [V_DST, 0], "addr": [V_SRC0], "data": [V_SRC1, 0]}
+
+    def encode(self, op, f):
+        sve = (1 << 13) if self.seg == 1 else 0
+        return ((0x37 << 26) | (op << 18) | (self.seg << 14) | sve,
+                f["addr"] | (f["data"] << 8) | (f.get("saddr", self.saddr) << 16)
+                | (f["vdst"] << 24))
+
+    def printed_index(self, name, val):
+        return "v", val
+
+
+class GLOBAL(FLAT):
+    name, seg, saddr = "GLOBAL", 2, 0x7F
+
+
+class SCRATCH(FLAT):
+    name, seg, saddr = "SCRATCH", 1, 0x7F
+
+
+FAMILIES = [SOP2(), SOP1(), SOPC(), SOPK(), SOPP(), SMEM(), VOP1(), VOP2(), VOPC(), VOP3(),
+            VOP3P(), DS(), MUBUF(), MTBUF(), FLAT(), GLOBAL(), SCRATCH()]
+FAMILY_BY_NAME = {f.name: f for f in FAMILIES}
+
+
+# ============================================================================ probing
+
+def _combos(fam: Family):
+    names = list(fam.fields)
+    out = [{}]
+    for n in names:
+        out = [dict(c, **{n: v}) for c in out for v in fam.fields[n]]
+    return out
+
+
+def _score(fam, f, text):
+    """How well a probe's text is explained: (#attributed register tokens, -#unexplained)."""
+    mn, ops, mods = split_text(text)
+    hits, miss = 0, 0
+    for t in ops:
+        if reg_of(t) is None:
+            continue
+        if fam.token_field(t, f):
+            hits += 1
+        else:
+            miss += 1
+    return hits - 3 * miss
+
+
+def _template(fam, f, text):
+    mn, ops, mods = split_text(text)
+    tpl = []
+    for t in ops:
+        tf = fam.token_field(t, f)
+        if tf:
+            tpl.append(list(tf))
+        elif reg_of(t) is not None:
+            tpl.append(["?", t, 0])
+        elif t == "0x%x" % LIT:
+            tpl.append(["k", "", 0])    # the trailing literal (madmk K, s_setreg_imm32 value)
+        elif fam.name in ("SOPP", "SOPK") and t not in ("vcc", "exec"):
+            tpl.append(["simm16", "", 0])
+        elif fam.name == "SOPC" and t.startswith("gpr_idx("):
+            tpl.append(["gpr_idx", "", 0])   # s_set_gpr_idx_on: ssrc1 is a mode mask
+        elif fam.name == "SMEM" and t == "0x10":
+            tpl.append(["offset", "", 0])
+        elif fam.name == "SMEM" and t.isdigit():
+            tpl.append(["sdata_imm", "", 0])   # s_atc_probe: the sdata field is a 7-bit value
+        elif fam.name in ("GLOBAL", "SCRATCH") and t == "off":
+            tpl.append(["saddr", "s", 2 if fam.name == "GLOBAL" else 1])
+        else:
+            tpl.append(["=", t, 0])     # fixed token (vcc, off, an immediate ...)
+    return mn, tpl, mods
+
+
+def probe_family(fam: Family, mcpu="gfx942", ops=None) -> dict:
+    """Return {opcode: entry} for one family."""
+    ops = range(fam.nops) if ops is None else ops
+    combos = _combos(fam)
+    probes, meta = [], []
+    for op in ops:
+        for ci, c in enumerate(combos):
+            w = fam.encode(op, c)
+            if fam.lit:
+                w = w + (LIT,)
+            probes.append(w)
+            meta.append((op, ci))
+    texts = disassemble(probes, mcpu)
+    best: dict = {}
+    for (op, ci), t in zip(meta, texts):
+        if t is None or "Invalid" in t:
+            continue
+        c = combos[ci]
+        sc = _score(fam, c, t)
+        nset = sum(1 for v in c.values() if v)
+        key = (sc, -nset)
+        if op not in best or key > best[op][0]:
+            best[op] = (key, c, t)
+    table = {}
+    for op, (_, c, t) in sorted(best.items()):
+        mn, tpl, mods = _template(fam, c, t)
+        e = {"mn": mn, "ops": tpl}
+        if mn.endswith(("_e32", "_e64")):
+            e["name"] = mn[:-4]
+        table[op] = {"entry": e, "probe": c, "text": t, "mods": mods}
+    return table
+
+
+# ---------------------------------------------------------------------------- per-family extras
+
+def _ctype_probe(fam, table, srcs, mcpu):
+    """For each opcode and 9-bit source field, find how it prints inline constants/literals."""
+    probes, meta = [], []
+    for op, rec in table.items():
+        c = rec["probe"]
+        present = {t[0] for t in rec["entry"]["ops"]}
+        for s in srcs:
+            if s not in present:
+                continue
+            for code in (242, 248, 255):
+                if code == 255 and not fam.lit:
+                    continue
+                f = dict(c, **{s: code})
+                w = fam.encode(op, f)
+                if fam.lit:
+                    w = w + (LIT,)
+                probes.append(w)
+                meta.append((op, s, code))
+    texts = disassemble(probes, mcpu)
+    seen: dict = {}
+    for (op, s, code), t in zip(meta, texts):
+        if t is None:
+            continue
+        mn, ops, mods = split_text(t)
+        idx = [x[0] for x in table[op]["entry"]["ops"]].index(s)
+        if idx >= len(ops):
+            continue
+        tok = ops[idx].strip("-|")
+        seen.setdefault((op, s), {})["lit" if code == 255 else code] = tok
+    for (op, s), tx in seen.items():
+        ct = classify_const(tx)
+        if ct is None:
+            print(f"  warning: {fam.name} op {op} {s}: no ctype prints {tx}", file=sys.stderr)
+            continue
+        if ct != "b32":
+            table[op]["entry"].setdefault("ct", {})[s] = ct
+
+
+def _imm_formats(fam, table, mcpu, tables):
+    """SOPP/SOPK: find the formatter of simm16 that matches LLVM for many values."""
+    values = [0, 1, 3, 7, 15, 63, 64, 65, 0x70, 0xF70, 0x3F7F, 0xC07F, 0x1234, 0x8000, 0xFFF0,
+              0xFFFF, 0x0F7F, 0x4F0F, 0x07FF, 0xF800, 0x00C1, 0x0803]
+    probes, meta = [], []
+    for op, rec in table.items():
+        for v in values:
+            f = dict(rec["probe"], simm16=v)
+            w = fam.encode(op, f)
+            if fam.lit:
+                w = w + (LIT,)
+            probes.append(w)
+            meta.append((op, v))
+    texts = disassemble(probes, mcpu)
+    got: dict = {}
+    for (op, v), t in zip(meta, texts):
+        got.setdefault(op, {})[v] = t
+    for op, vt in got.items():
+        e = table[op]["entry"]
+        mn = e["mn"]
+        cands = []
+        for fmt in F.IMM_FORMATS:
+            ok = True
+            for v, t in vt.items():
+                if t is None or (fmt == "sendmsg" and v >= 1024):
+                    continue    # the sendmsg table covers 0..1023 (see _sendmsg_table)
+                want = _render_simm(fam, e, fmt, v, tables)
+                if want != t:
+                    ok = False
+                    break
+            if ok:
+                cands.append(fmt)
+        if not cands:
+            print(f"  warning: {fam.name} {mn}: no imm format matches {vt}", file=sys.stderr)
+            e["imm"] = "dec"
+        else:
+            e["imm"] = cands[0]
+        e["imm_valid"] = sorted(v for v, t in vt.items() if t is not None) if None in vt.values() else "all"
+
+
+def _render_simm(fam, e, fmt, v, tables):
+    s = F.fmt_imm(fmt, v, tables)
+    if fam.name == "SOPP":
+        return e["mn"] + (" " + s if s else "")
+    ops = []
+    for fld, file, n in e["ops"]:
+        if fld == "sdst":
+            ops.append(F.scalar_text(8, n))
+        elif fld == "simm16":
+            if s:
+                ops.append(s)
+        elif fld == "k":
+            ops.append("0x%x" % LIT)
+        else:
+            ops.append(file)
+    return e["mn"] + (" " + ", ".join(ops) if ops else "")
+
+
+def _hwreg_names(mcpu):
+    probes = [((0xB << 28) | (17 << 23) | (8 << 16) | (31 << 11) | i, LIT) for i in range(64)]
+    names = {}
+    for i, t in enumerate(disassemble(probes, mcpu)):
+        if t:
+            m = re.search(r"hwreg\(([A-Z_0-9]+)\)", t)
+            if m and m.group(1) != str(i):
+                names[i] = m.group(1)
+    return names
+
+
+def _sendmsg_table(mcpu):
+    # values past 1023 print as decimal except a few aliases nobody emits; keep the table small
+    probes = [((0x17F << 23) | (16 << 16) | v,) for v in range(1024)]
+    tab = {}
+    for v, t in enumerate(disassemble(probes, mcpu)):
+        if t:
+            s = t.split(" ", 1)[1] if " " in t else ""
+            if s != str(v):
+                tab[v] = s
+    return tab
+
+
+def _mtbuf_formats(mcpu):
+    probes, meta = [], []
+    fam = FAMILY_BY_NAME["MTBUF"]
+    for d in range(16):
+        for n in range(8):
+            probes.append(fam.encode(0, {"vdata": V_DST, "vaddr": V_SRC0, "dfmt": d, "nfmt": n}))
+            meta.append((d, n))
+    tab = {}
+    for (d, n), t in zip(meta, disassemble(probes, mcpu)):
+        if t is None:
+            continue
+        m = re.search(r"(format:\S+)", t)
+        tab[d * 8 + n] = m.group(1) if m else ""
+    return tab
+
+
+def _dpp_sdwa(fam, table, mcpu):
+    """Which VOP1/VOP2/VOPC opcodes have DPP and SDWA forms (as LLVM decodes them)."""
+    probes, meta = [], []
+    for op, rec in table.items():
+        c = dict(rec["probe"])
+        for kind, code, ext in (("dpp", 0xFA, 0xFF0000E4 | (V_SRC0)),
+                                ("sdwa", 0xF9, 0x06060600 | V_SRC0)):
+            f = dict(c, src0=code)
+            probes.append(fam.encode(op, f) + (ext,))
+            meta.append((op, kind))
+    for (op, kind), t in zip(meta, disassemble(probes, mcpu)):
+        if t and "Invalid" not in t:
+            mn = split_text(t)[0]
+            if mn.endswith("_" + kind):
+                table[op]["entry"][kind] = True
+
+
+def _vop3_opsel(table, mcpu):
+    fam = FAMILY_BY_NAME["VOP3"]
+    probes, meta = [], []
+    for op, rec in table.items():
+        if rec["probe"]["sdst"]:
+            continue
+        for bit in range(4):
+            w0, w1 = fam.encode(op, rec["probe"])
+            probes.append((w0 | (1 << (11 + bit)), w1))
+            meta.append((op, bit))
+    for (op, bit), t in zip(meta, disassemble(probes, mcpu)):
+        if t and "op_sel:[" in t:
+            lst = re.search(r"op_sel:\[([0-9,]+)\]", t).group(1).split(",")
+            table[op]["entry"]["opsel"] = len(lst)
+
+
+def _vop3p_kinds(table, mcpu):
+    """VOP3P: number of op_sel/neg elements LLVM prints; MAI (MFMA) opcodes."""
+    fam = FAMILY_BY_NAME["VOP3P"]
+    for op, rec in table.items():
+        e = rec["entry"]
+        if "mfma" in e["mn"] or "smfmac" in e["mn"]:
+            e["mai"] = True
+        else:
+            e["nsrc"] = sum(1 for t in e["ops"] if t[0] in ("src0", "src1", "src2"))
+
+
+def probe_target_gfx942(families=None, mcpu="gfx942") -> dict:
+    tables = {"hwreg": _hwreg_names(mcpu), "sendmsg": _sendmsg_table(mcpu),
+              "mtbuf_format": _mtbuf_formats(mcpu)}
+    out = {"target": mcpu, "generator": "tools/gen_opcodes.py",
+           "llvm": _llvm_version(), "tables": {k: {str(a): b for a, b in v.items()}
+                                                 for k, v in tables.items()},
+           "families": {}}
+    for fam in FAMILIES:
+        if families and fam.name not in families:
+            continue
+        print(f"probing {fam.name} ...", file=sys.stderr)
+        tab = probe_family(fam, mcpu)
+        if fam.name in ("VOP1", "VOP2", "VOPC", "SOP1", "SOP2", "SOPC"):
+            _ctype_probe(fam, tab, ("src0", "ssrc0", "ssrc1"), mcpu)
+        if fam.name in ("VOP3", "VOP3P"):
+            _ctype_probe(fam, tab, ("src0", "src1", "src2"), mcpu)
+        if fam.name in ("SOPP", "SOPK"):
+            _imm_formats(fam, tab, mcpu, tables)
+        if fam.name in ("VOP1", "VOP2", "VOPC"):
+            _dpp_sdwa(fam, tab, mcpu)
+        if fam.name == "VOP3":
+            _vop3_opsel(tab, mcpu)
+        if fam.name == "VOP3P":
+            _vop3p_kinds(tab, mcpu)
+        out["families"][fam.name] = {str(op): rec["entry"] for op, rec in tab.items()}
+        print(f"  {fam.name}: {len(tab)} opcodes", file=sys.stderr)
+    return out
+
+
+def _llvm_version():
+    try:
+        r = subprocess.run([LLVM_MC, "--version"], capture_output=True, text=True, check=False)
+        m = re.search(r"LLVM version (\S+)", r.stdout)
+        return m.group(1) if m else "?"
+    except OSError:
+        return "?"
+
+
+# ============================================================================ main
+
+def write_table(tab: dict, path: str):
+    with open(path, "w") as f:
+        json.dump(tab, f, indent=None, separators=(",", ":"), sort_keys=False)
+        f.write("\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--target", default="all", choices=["gfx942", "gfx950", "all"])
+    ap.add_argument("--families", default="")
+    ap.add_argument("--out", default=os.path.join(ROOT, "isagen", "isa", "data"))
+    args = ap.parse_args(argv)
+    fams = [x for x in args.families.split(",") if x]
+    if shutil.which(LLVM_MC) is None:
+        print(f"error: {LLVM_MC} not found (apt-get install llvm-19)", file=sys.stderr)
+        return 2
+    g942 = None
+    if args.target in ("gfx942", "all"):
+        g942 = probe_target_gfx942(fams)
+        write_table(g942, os.path.join(args.out, "opcodes.gfx942.json"))
+    if args.target in ("gfx950", "all"):
+        from gen_opcodes_gfx950 import build_gfx950  # noqa: E402  (tools/ sibling)
+        if g942 is None:
+            with open(os.path.join(args.out, "opcodes.gfx942.json")) as f:
+                g942 = json.load(f)
+        write_table(build_gfx950(g942), os.path.join(args.out, "opcodes.gfx950.json"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
