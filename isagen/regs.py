@@ -137,9 +137,8 @@ class RegisterPool:
         self._symbols.add(sym)
         return sym
 
-    @staticmethod
-    def _range(start: int, count: int) -> str:
-        return f"[{start}:{start + count - 1}]"
+    def _range(self, start: int, count: int) -> str:
+        return Reg(self.cls, start, count).physical()
 
 
 def default_align(cls: str, count: int) -> int:
