@@ -1,0 +1,87 @@
+"""LDS bank-conflict analysis for DS instructions, from the lanes' byte addresses.
+
+The LDS serves one access per bank per cycle.  A wave's DS instruction is split into phases (groups
+of lanes served together); within a phase, lanes that touch *different* dwords of the *same* bank are
+serialised, lanes that touch the same dword share it (broadcast).  An instruction's cost is the sum
+over phases of the worst bank's number of distinct dwords; it is conflict-free when every phase costs
+one cycle.
+
+Phase rules (reference notes, from the composable_kernel "LDS bank conflicts" document):
+* gfx942: 32 banks of 4 bytes, bank = (address / 4) % 32; a phase moves at most 128 bytes, so
+  b32 accesses go 32 lanes at a time, b64 16 lanes, b128 8 lanes.  ``ds_write_b128`` takes 8 phases
+  of 8 consecutive lanes; ``ds_read_b128``'s phases pair non-contiguous quads of lanes:
+  0-3+20-23, 4-7+16-19, 8-11+28-31, 12-15+24-27, 32-35+52-55, 36-39+48-51, 40-43+60-63, 44-47+56-59.
+* gfx950: 64 banks of 4 bytes [verify on hardware]; a phase moves at most 256 bytes, so lanes per
+  phase double; ``ds_read_b128`` keeps the gfx942 quad pairing, two pairs per phase [assumption].
+The analysis is used on the addresses the emulator observes (any kernel) and on the addresses a tile
+primitive computes for its layout (before any code runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_READ_B128_PAIRS_942 = [(0, 20), (4, 16), (8, 28), (12, 24), (32, 52), (36, 48), (40, 60), (44, 56)]
+
+
+@dataclass(frozen=True)
+class BankReport:
+    width: int                 # bytes per lane
+    phases: tuple[tuple[int, ...], ...]
+    cycles: tuple[int, ...]    # per phase: the worst bank's distinct dwords
+
+    @property
+    def total_cycles(self) -> int:
+        return sum(self.cycles)
+
+    @property
+    def ideal_cycles(self) -> int:
+        return len(self.phases)
+
+    @property
+    def conflict_free(self) -> bool:
+        return all(c <= 1 for c in self.cycles)
+
+    @property
+    def extra_cycles(self) -> int:
+        return self.total_cycles - self.ideal_cycles
+
+    def __str__(self) -> str:
+        if self.conflict_free:
+            return f"b{self.width * 8}: conflict-free ({self.ideal_cycles} phases)"
+        worst = max(range(len(self.cycles)), key=self.cycles.__getitem__)
+        return (f"b{self.width * 8}: {self.total_cycles} cycles for {self.ideal_cycles} phases "
+                f"(worst phase lanes {list(self.phases[worst])}: {self.cycles[worst]}-way)")
+
+
+def phases(target_name: str, width: int, op: str) -> list[tuple[int, ...]]:
+    """The lane groups served together for an access of ``width`` bytes per lane."""
+    banks = 64 if target_name == "gfx950" else 32
+    if width == 16 and op == "read":
+        quads = [tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942]
+        per = (banks * 4) // (width * 8)          # quad pairs per phase
+        return [sum(quads[i:i + per], ()) for i in range(0, len(quads), per)]
+    lanes = max(1, min(64, banks * 4 // width))
+    return [tuple(range(s, s + lanes)) for s in range(0, 64, lanes)]
+
+
+def analyse(addresses, width: int, target_name: str = "gfx942", op: str = "read",
+            active=None) -> BankReport:
+    """Bank conflicts of one DS access: ``addresses`` are the 64 lanes' byte addresses, ``width`` the
+    bytes each lane moves (4, 8, 12, 16), ``active`` an optional 64-entry mask of executing lanes."""
+    addr = np.asarray(addresses, dtype=np.int64).reshape(64)
+    mask = np.ones(64, bool) if active is None else np.asarray(active, bool).reshape(64)
+    banks = 64 if target_name == "gfx950" else 32
+    groups = phases(target_name, width, op)
+    cycles = []
+    for group in groups:
+        lanes = [lane for lane in group if mask[lane]]
+        if not lanes:
+            cycles.append(0)
+            continue
+        dwords = np.unique((addr[lanes, None] // 4 + np.arange((width + 3) // 4)[None, :]).ravel())
+        per_bank = np.bincount(dwords % banks, minlength=banks)
+        cycles.append(int(per_bank.max()))
+    return BankReport(width, tuple(groups), tuple(cycles))

@@ -1,0 +1,65 @@
+"""Bank-conflict analysis against hand-derived cases of the published phase rules."""
+
+import numpy as np
+
+from isagen.lds_banks import analyse, phases
+
+LANES = np.arange(64)
+
+
+def test_read_b128_phase_groups_are_the_published_ones():
+    groups = phases("gfx942", 16, "read")
+    assert groups[0] == (0, 1, 2, 3, 20, 21, 22, 23)
+    assert groups[1] == (4, 5, 6, 7, 16, 17, 18, 19)
+    assert groups[7] == (44, 45, 46, 47, 56, 57, 58, 59)
+    assert sorted(sum(groups, ())) == list(range(64))
+    assert phases("gfx942", 16, "write")[1] == tuple(range(8, 16))
+    assert len(phases("gfx942", 4, "read")) == 2 and len(phases("gfx942", 8, "read")) == 4
+
+
+def test_linear_accesses_are_conflict_free():
+    for width in (4, 8, 16):
+        for op in ("read", "write"):
+            assert analyse(LANES * width, width, "gfx942", op).conflict_free
+
+
+def test_broadcast_is_free():
+    assert analyse(np.zeros(64), 4).conflict_free
+    assert analyse(np.zeros(64), 16).conflict_free
+
+
+def test_column_of_a_128_byte_row_tile_conflicts():
+    # 16 rows of 128 bytes (64 bf16), every lane reading 16 bytes of column chunk 0 of its row:
+    # all 8 lanes of a phase hit banks 0-3 with different dwords -> 8-way.
+    addr = (LANES % 16) * 128
+    rep = analyse(addr, 16, "gfx942", "read")
+    assert rep.cycles == (8,) * 8 and rep.total_cycles == 64 and not rep.conflict_free
+
+
+def test_xor_swizzle_removes_the_conflict():
+    # the same reads with the 16-byte chunk index XOR-ed by (row % 8)
+    row = LANES % 16
+    chunk = (LANES // 16) ^ (row % 8)
+    rep = analyse(row * 128 + chunk * 16, 16, "gfx942", "read")
+    assert rep.conflict_free, str(rep)
+
+
+def test_stride_two_dwords_b32_is_two_way():
+    rep = analyse(LANES * 8, 4, "gfx942", "read")
+    assert rep.cycles == (2, 2)
+
+
+def test_gfx950_has_twice_the_banks():
+    # a 128-byte stride b32 access: dword 32*lane.  gfx942: 2 phases of 32 lanes, all on bank 0
+    # (32-way each); gfx950: one phase of 64 lanes over banks 0 and 32 (32-way): half the cycles.
+    assert analyse(LANES * 128, 4, "gfx942").cycles == (32, 32)
+    assert analyse(LANES * 128, 4, "gfx950").cycles == (32,)
+    # a 256-byte row read as b32 by 64 lanes is conflict-free on both
+    assert analyse(LANES * 4, 4, "gfx950").conflict_free
+
+
+def test_inactive_lanes_do_not_count():
+    addr = (LANES % 16) * 128
+    only_one = np.zeros(64, bool)
+    only_one[[0, 4, 8, 12, 32, 36, 40, 44]] = True
+    assert analyse(addr, 16, "gfx942", "read", active=only_one).conflict_free
