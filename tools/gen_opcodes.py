@@ -52,34 +52,60 @@ REG_RE = re.compile(r"^(v|s|a|ttmp)(\d+)$|^(v|s|a|ttmp)\[(\d+):(\d+)\]$")
 
 # ============================================================================ llvm-mc driver
 
-def disassemble(probes: list[tuple[int, ...]], mcpu: str = "gfx942") -> list[str | None]:
-    """Disassemble each probe (tuple of dwords); None where LLVM rejects the first word."""
+def disassemble(probes: list[tuple[int, ...]], mcpu: str = "gfx942",
+                tool: str | None = None) -> list[str | None]:
+    """Disassemble each probe (tuple of dwords); None where LLVM rejects the first word.
+
+    Each probe is preceded by two sentinel words ``s_movk_i32 s1, id`` and
+    ``s_movk_i32 s1, id ^ 0xa5a5`` (a pair that a random probe will not imitate), so the output
+    is matched to the input even when LLVM rejects or merges words.  If llvm-mc dies on a word
+    (LLVM 19 asserts on a few malformed encodings), that probe counts as rejected and the batch
+    goes on after it.
+    """
     out: list[str | None] = [None] * len(probes)
-    step = 60000
-    for c0 in range(0, len(probes), step):
-        chunk = probes[c0:c0 + step]
-        lines = []
-        for i, pr in enumerate(chunk):
-            b = struct.pack("<%dI" % (len(pr) + 1), SENTINEL | i, *pr)
-            lines.append(" ".join("0x%02x" % x for x in b))
-        r = subprocess.run([LLVM_MC, "--disassemble", "-triple", "amdgcn-amd-amdhsa",
-                            "-mcpu=" + mcpu], input="\n".join(lines) + "\n",
-                           capture_output=True, text=True, check=False)
-        # a warning at column 21 is the probe's first byte (4 bytes of sentinel = 20 chars)
-        bad = {int(m.group(1)) - 1
-               for m in re.finditer(r"<stdin>:(\d+):21: warning", r.stderr)}
-        cur, first = None, False
-        for line in r.stdout.splitlines():
-            t = line.strip()
-            if t.startswith("s_movk_i32 s1, "):
-                cur, first = int(t.split(", ")[1], 0), True
-                continue
-            if cur is None or not first or t.startswith("."):
-                continue
-            first = False
-            if cur not in bad:
-                out[c0 + cur] = t
+    pos, step = 0, 30000
+    while pos < len(probes):
+        chunk = probes[pos:pos + step]
+        seen = _disassemble_chunk(chunk, mcpu, tool or LLVM_MC, out, pos)
+        if seen is None:                 # finished normally
+            pos += len(chunk)
+        else:                            # crashed on probe `seen`: skip it
+            pos += seen + 1
     return out
+
+
+def _disassemble_chunk(chunk, mcpu, tool, out, base):
+    lines = []
+    for i, pr in enumerate(chunk):
+        b = struct.pack("<%dI" % (len(pr) + 2), SENTINEL | i, SENTINEL | (i ^ 0xA5A5), *pr)
+        lines.append(" ".join("0x%02x" % x for x in b))
+    r = subprocess.run([tool, "--disassemble", "-triple", "amdgcn-amd-amdhsa",
+                        "-mcpu=" + mcpu], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, check=False)
+    # a warning at column 41 is the probe's first byte (8 bytes of sentinels = 40 chars)
+    bad = {int(m.group(1)) - 1 for m in re.finditer(r"<stdin>:(\d+):41: warning", r.stderr)}
+    cur, first, prev, last = None, False, None, -1
+    for line in r.stdout.splitlines():
+        t = line.strip()
+        if t.startswith("s_movk_i32 s1, "):
+            v = int(t.split(", ")[1], 0)
+            if prev is not None and prev ^ 0xA5A5 == v and prev < len(chunk):
+                cur, first, prev, last = prev, True, None, prev
+                continue
+            prev = v
+            continue
+        prev = None
+        if cur is None or not first or t.startswith("."):
+            continue
+        first = False
+        if cur not in bad:
+            out[base + cur] = t
+    if r.returncode != 0:
+        if last < 0:
+            last = 0
+        out[base + last] = None
+        return last
+    return None
 
 
 # ============================================================================ text parsing
@@ -98,7 +124,8 @@ def split_text(text: str) -> tuple[str, list[str], list[str]]:
     tail = parts[-1].split(" ")
     parts[-1] = tail[0]
     mods = tail[1:]
-    if len(parts) == 1 and (":" in parts[0] or parts[0] in MOD_WORDS - {"off"}):
+    if len(parts) == 1 and reg_of(parts[0]) is None and (
+            ":" in parts[0] or parts[0] in MOD_WORDS - {"off"}):
         mods = [parts[0]] + mods
         parts = []
     return mn, parts, mods
@@ -699,10 +726,21 @@ def _vop3_opsel(table, mcpu):
             w0, w1 = fam.encode(op, rec["probe"])
             probes.append((w0 | (1 << (11 + bit)), w1))
             meta.append((op, bit))
+        w0, w1 = fam.encode(op, rec["probe"])
+        probes.append((w0, w1 | (7 << 29)))      # neg on every source
+        meta.append((op, "neg"))
+    negs = set()
     for (op, bit), t in zip(meta, disassemble(probes, mcpu)):
+        if bit == "neg":
+            if t and ("-" in t or "neg(" in t):
+                negs.add(op)
+            continue
         if t and "op_sel:[" in t:
             lst = re.search(r"op_sel:\[([0-9,]+)\]", t).group(1).split(",")
             table[op]["entry"]["opsel"] = len(lst)
+    for op, rec in table.items():
+        if op not in negs and not rec["probe"]["sdst"]:
+            rec["entry"]["nomods"] = True     # integer op: LLVM ignores the neg/abs bits
 
 
 def _vop3p_kinds(table, mcpu):

@@ -79,7 +79,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import json
+import os
+import struct
+
 from ..errors import CodeObjectError
+from . import fields as F
+from .fields import inline_constant_bits, literal_bits
 
 __all__ = ["Reg", "Operand", "Instruction", "DecodeError", "decode", "decode_one",
            "inline_constant_bits"]
@@ -195,21 +201,841 @@ class Instruction:
         return self.text
 
 
-# ----------------------------------------------------------------------------- constants
+# ----------------------------------------------------------------------------- tables
 
-def inline_constant_bits(code: int, ty: str = "b32") -> int:
-    """Raw bits of inline constant ``code`` (128..208, 240..248) seen by an operand of type ``ty``."""
-    raise NotImplementedError
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_TABLES: dict = {}
+
+TARGETS = ("gfx942", "gfx950")
 
 
-def literal_bits(value: int, ty: str = "b32") -> int:
-    """Raw bits of a 32-bit literal seen by an operand of type ``ty``."""
-    raise NotImplementedError
+class _Entry:
+    """One opcode of one family, prepared for fast decoding."""
+
+    __slots__ = ("mn", "name", "ops", "ct", "dpp", "sdwa", "opsel", "mai", "nsrc", "imm",
+                 "store", "load", "atomic", "rmw_dst", "lds_only", "hi_default", "mix", "width",
+                 "nomods")
+
+    def __init__(self, family: str, e: dict):
+        self.mn = e["mn"]
+        self.name = e.get("name", self.mn)
+        self.ops = tuple((o[0], o[1], o[2]) for o in e["ops"])
+        self.ct = e.get("ct", {})
+        self.dpp = e.get("dpp", False)
+        self.sdwa = e.get("sdwa", False)
+        self.opsel = e.get("opsel", 0)
+        self.mai = e.get("mai", False)
+        self.nsrc = e.get("nsrc", 0)
+        self.imm = e.get("imm", "dec")
+        self.nomods = e.get("nomods", False)
+        n = self.name
+        self.atomic = "atomic" in n
+        self.store = "_store" in n or n.startswith("ds_write") or (
+            family == "DS" and not any(o[0] == "vdst" for o in self.ops))
+        self.load = "_load" in n or (family == "DS" and any(o[0] == "vdst" for o in self.ops))
+        # destinations that are also read: accumulate-into-dst ALU ops, conditional moves,
+        # read-modify-write SOPK, lane writes and sparse MFMA (C is vdst)
+        self.rmw_dst = (any(k in n for k in ("_mac_", "_fmac", "v_dot2c", "v_writelane",
+                                             "v_smfmac", "s_cmov", "s_bitset", "v_swap",
+                                             "v_mad_mix", "v_cvt_pk_bf16")) or
+                        n in ("s_addk_i32", "s_mulk_i32", "s_cmovk_i32") or
+                        n.startswith("v_fma_mixhi") or n.startswith("v_fma_mixlo"))
+        self.lds_only = False
+        self.mix = n.startswith(("v_fma_mix", "v_mad_mix"))
+        self.hi_default = 0 if self.mix else (1 << max(self.nsrc, 0)) - 1
+        self.width = {o[0]: o[2] for o in self.ops}
+
+
+class _Table:
+    def __init__(self, target: str):
+        path = os.path.join(_DATA_DIR, f"opcodes.{target}.json")
+        try:
+            with open(path) as f:
+                raw = json.load(f)
+        except OSError as exc:
+            raise CodeObjectError(f"no opcode table for {target}: {path}: {exc.strerror}") from None
+        self.target = target
+        self.fam = {fam: {int(op): _Entry(fam, e) for op, e in ops.items()}
+                    for fam, ops in raw["families"].items()}
+        t = raw.get("tables", {})
+        self.tables = {k: {int(a): b for a, b in v.items()} for k, v in t.items()}
+
+
+def opcode_table(target: str = "gfx942") -> _Table:
+    target = target.split(":")[0]
+    tab = _TABLES.get(target)
+    if tab is None:
+        if target not in TARGETS:
+            raise CodeObjectError(f"no decoder for target '{target}' (supported: gfx942, gfx950)")
+        tab = _TABLES[target] = _Table(target)
+    return tab
+
+
+# ----------------------------------------------------------------------------- operand helpers
+
+_SEL = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
+_UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
+
+
+def _scalar_reg(code: int, n: int) -> Reg:
+    # a 64-bit SGPR operand ignores bit 0 of its code, a 128-bit+ one bits 1:0 (as LLVM decodes)
+    if n > 1 and code <= 123:
+        code &= ~1 if n == 2 else ~3
+    if code <= 101:
+        return Reg("s", code, n)
+    if 108 <= code <= 123:
+        return Reg("ttmp", code - 108, n)
+    return Reg("special", code, n)
+
+
+def _reg_text(r: Reg) -> str:
+    if r.file in ("v", "a"):
+        return f"{r.file}{r.index}" if r.count == 1 else f"{r.file}[{r.index}:{r.index + r.count - 1}]"
+    return F.scalar_text(r.code, r.count)
+
+
+class _Bad(Exception):
+    """Internal: the word is not a valid instruction (turned into DecodeError with the offset)."""
+
+
+def _src(role, code, n, ct, lit, afile=False, read=True):
+    """Operand for a 9-bit source field (VGPR 256+, SGPR, special, inline constant, literal)."""
+    if code >= 256:
+        r = Reg("a" if afile else "v", code - 256, n)
+        return Operand(role, "reg", r, 0, read, False, text=_reg_text(r))
+    if code <= 127 or 235 <= code <= 239 or 251 <= code <= 254:
+        r = _scalar_reg(code, n)
+        return Operand(role, "reg", r, 0, read, False, text=F.scalar_text(r.code, n))
+    if code == 255:
+        if lit is None:
+            raise _Bad("literal missing")
+        return Operand(role, "literal", None, lit, read, False, text=F.const_text(255, lit, ct))
+    if 128 <= code <= 208 or 240 <= code <= 248:
+        return Operand(role, "const", None, code, read, False, text=F.const_text(code, None, ct))
+    raise _Bad(f"source operand code {code} is reserved")
+
+
+def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
+    if not (neg or abs_ or sext):
+        return op
+    t = op.text
+    if sext:
+        t = f"sext({t})"
+    if abs_:
+        t = f"|{t}|"
+    if neg:
+        # LLVM writes neg(...) for a negated immediate without abs (so "-1" stays unambiguous)
+        if op.kind in ("const", "literal") and not abs_:
+            t = f"neg({t})"
+        else:
+            t = "-" + t
+    return Operand(op.role, op.kind, op.reg, op.value, op.read, op.write, neg, abs_, sext,
+                   op.implicit, t)
+
+
+def _vreg(role, idx, n, file="v", read=False, write=False):
+    r = Reg(file, idx, n)
+    return Operand(role, "reg", r, 0, read, write, text=_reg_text(r))
+
+
+def _sreg(role, code, n, read=False, write=False):
+    r = _scalar_reg(code, n)
+    return Operand(role, "reg", r, 0, read, write, text=F.scalar_text(r.code, n))
+
+
+def _imm(role, value, text):
+    return Operand(role, "imm", None, value, True, False, text=text)
+
+
+def _bits(v, lo, n):
+    return (v >> lo) & ((1 << n) - 1)
+
+
+def _lst(bits, n):
+    return "[" + ",".join(str((bits >> i) & 1) for i in range(n)) + "]"
+
+
+def _sext(v, bits):
+    return v - (1 << bits) if v & (1 << (bits - 1)) else v
+
+
+# ----------------------------------------------------------------------------- the decoder
+
+class _Decoder:
+    def __init__(self, target: str):
+        self.t = opcode_table(target)
+        self.target = self.t.target
+        self.fam = self.t.fam
+
+    # .................................................................. dispatch
+    def one(self, data, off, base):
+        n = len(data)
+        if off + 4 > n:
+            raise _Bad("truncated instruction")
+        w0 = int.from_bytes(data[off:off + 4], "little")
+        if w0 >> 31 == 0:
+            op = (w0 >> 25) & 0x3F
+            if op == 0x3E:
+                return self.vopc(data, off, w0, base)
+            if op == 0x3F:
+                return self.vop1(data, off, w0, base)
+            return self.vop2(data, off, w0, base)
+        if w0 >> 30 == 2:
+            top = w0 >> 23
+            if top == 0x17D:
+                return self.sop1(data, off, w0, base)
+            if top == 0x17E:
+                return self.sopc(data, off, w0, base)
+            if top == 0x17F:
+                return self.sopp(data, off, w0, base)
+            if w0 >> 28 == 0xB:
+                return self.sopk(data, off, w0, base)
+            return self.sop2(data, off, w0, base)
+        enc = w0 >> 26
+        if off + 8 > n:
+            raise _Bad("truncated instruction")
+        w1 = int.from_bytes(data[off + 4:off + 8], "little")
+        if enc == 0x34:
+            if w0 >> 23 == 0x1A7:
+                return self.vop3p(data, off, w0, w1, base)
+            return self.vop3(data, off, w0, w1, base)
+        if enc == 0x30:
+            return self.smem(off, w0, w1, base)
+        if enc == 0x36:
+            return self.ds(off, w0, w1, base)
+        if enc == 0x37:
+            return self.flat(off, w0, w1, base)
+        if enc == 0x38:
+            return self.mubuf(off, w0, w1, base, "MUBUF")
+        if enc == 0x3A:
+            return self.mubuf(off, w0, w1, base, "MTBUF")
+        raise _Bad("unknown encoding")
+
+    def entry(self, family, op):
+        e = self.fam.get(family, {}).get(op)
+        if e is None:
+            raise _Bad(f"unknown {family} opcode {op}")
+        return e
+
+    @staticmethod
+    def literal(data, off):
+        if off + 4 > len(data):
+            raise _Bad("truncated literal")
+        return int.from_bytes(data[off:off + 4], "little")
+
+    @staticmethod
+    def words(data, off, size):
+        return struct.unpack_from("<%dI" % (size // 4), data, off)
+
+    def make(self, data, off, base, size, family, opcode, e, variant, ops, mods, text_mods,
+             mnemonic=None, mai=False):
+        mn = mnemonic or e.mn
+        body = ", ".join(o.text for o in ops if o.text != "")
+        text = mn + (" " + body if body else "")
+        if text_mods:
+            text += " " + " ".join(text_mods)
+        return Instruction(base + off, size, self.words(data, off, size), family, opcode, mn,
+                           e.name, variant, tuple(ops), mods, mai, self.target, text)
+
+    # .................................................................. scalar ALU
+    def _sop_operands(self, e, fields, lit, rd_dst=False):
+        ops = []
+        for fld, file, n in e.ops:
+            if fld == "sdst":
+                rmw = e.rmw_dst or rd_dst
+                ops.append(_sreg("sdst", fields["sdst"], n, read=rmw, write=True))
+            elif fld in ("ssrc0", "ssrc1"):
+                ops.append(_src(fld, fields[fld], n, e.ct.get(fld, "b32"), lit))
+            elif fld == "gpr_idx":
+                ops.append(_imm("ssrc1", fields["ssrc1"], F.fmt_gpr_idx(fields["ssrc1"])))
+            elif fld == "k":
+                ops.append(Operand("k", "literal", None, lit, True, False,
+                                   text=F.literal_text(lit, "b32")))
+            elif fld == "=":
+                ops.append(_fixed(file))
+        return ops
+
+    def _sop(self, data, off, base, family, op, fields):
+        e = self.entry(family, op)
+        uses_lit = fields.get("ssrc0") == 255 or fields.get("ssrc1") == 255 or any(
+            o[0] == "k" for o in e.ops)
+        if any(o[0] == "gpr_idx" for o in e.ops) and fields.get("ssrc0") != 255:
+            uses_lit = False
+        lit = self.literal(data, off + 4) if uses_lit else None
+        ops = self._sop_operands(e, fields, lit)
+        return self.make(data, off, base, 8 if uses_lit else 4, family, op, e, "", ops, {}, [])
+
+    def sop2(self, data, off, w0, base):
+        f = {"sdst": _bits(w0, 16, 7), "ssrc1": _bits(w0, 8, 8), "ssrc0": w0 & 0xFF}
+        return self._sop(data, off, base, "SOP2", _bits(w0, 23, 7), f)
+
+    def sop1(self, data, off, w0, base):
+        f = {"sdst": _bits(w0, 16, 7), "ssrc0": w0 & 0xFF}
+        return self._sop(data, off, base, "SOP1", _bits(w0, 8, 8), f)
+
+    def sopc(self, data, off, w0, base):
+        f = {"ssrc1": _bits(w0, 8, 8), "ssrc0": w0 & 0xFF}
+        return self._sop(data, off, base, "SOPC", _bits(w0, 16, 7), f)
+
+    def sopk(self, data, off, w0, base):
+        op = _bits(w0, 23, 5)
+        e = self.entry("SOPK", op)
+        simm = w0 & 0xFFFF
+        sdst = _bits(w0, 16, 7)
+        has_k = any(o[0] == "k" for o in e.ops)
+        lit = self.literal(data, off + 4) if has_k else None
+        n = e.name
+        ops = []
+        for fld, file, w in e.ops:
+            if fld == "sdst":
+                if n.startswith(("s_cmpk", "s_setreg", "s_cbranch_i_fork")):
+                    ops.append(_sreg("sdst", sdst, w, read=True))
+                else:
+                    ops.append(_sreg("sdst", sdst, w, read=e.rmw_dst, write=True))
+            elif fld == "simm16":
+                ops.append(_imm("simm16", simm, F.fmt_imm(e.imm, simm, self.t.tables)))
+            elif fld == "k":
+                ops.append(Operand("k", "literal", None, lit, True, False,
+                                   text=F.literal_text(lit, "b32")))
+        mods = {"simm16": simm}
+        if n == "s_call_b64":
+            mods["branch"] = True
+            mods["simm16"] = _sext(simm, 16)
+        return self.make(data, off, base, 8 if has_k else 4, "SOPK", op, e, "", ops, mods, [])
+
+    def sopp(self, data, off, w0, base):
+        op = _bits(w0, 16, 7)
+        e = self.entry("SOPP", op)
+        simm = w0 & 0xFFFF
+        txt = F.fmt_imm(e.imm, simm, self.t.tables)
+        ops = [_imm("simm16", simm, txt)] if txt else []
+        mods = {"simm16": simm}
+        if e.imm == "dec" and "branch" in e.name:
+            mods["branch"] = True
+            mods["simm16"] = _sext(simm, 16)
+        if e.name == "s_waitcnt":
+            mods.update(F.waitcnt_fields(simm))
+        return self.make(data, off, base, 4, "SOPP", op, e, "", ops, mods, [])
+
+    # .................................................................. SMEM
+    def smem(self, off, w0, w1, base):
+        data = self._data
+        op = _bits(w0, 18, 8)
+        e = self.entry("SMEM", op)
+        sdata, sbase = _bits(w0, 6, 7), (w0 & 0x3F) << 1
+        imm, glc, soe = _bits(w0, 17, 1), _bits(w0, 16, 1), _bits(w0, 14, 1)
+        offset = w1 & 0x1FFFFF
+        soff = _bits(w1, 25, 7)
+        ops = []
+        mods = {"imm": imm, "soe": soe, "glc": glc, "sc0": glc}
+        tm = []
+        for fld, file, n in e.ops:
+            if fld == "sdata":
+                store = "store" in e.name
+                ret = not store and (not e.atomic or glc)
+                ops.append(_sreg("sdata", sdata, n, read=store or e.atomic, write=ret))
+            elif fld == "sdata_imm":
+                ops.append(_imm("sdata", sdata, F.fmt_u16_small_dec(sdata)))
+            elif fld == "sbase":
+                ops.append(_sreg("sbase", sbase, n, read=True))
+            elif fld == "offset":
+                if imm:
+                    o = _sext(offset, 21)
+                    mods["offset"] = o
+                    if soe:
+                        ops.append(_sreg("soffset", soff, 1, read=True))
+                        if o:
+                            tm.append("offset:" + _hex_signed(o))
+                    else:
+                        ops.append(_imm("offset", o, _hex_signed(o)))
+                else:     # SGPR offset: soffset field with soe, else the offset field
+                    ops.append(_sreg("soffset", soff if soe else offset & 0x7F, 1, read=True))
+                    mods["offset"] = 0
+        if glc and not e.name.startswith("s_atc_probe"):
+            tm.append("glc")
+        return self.make(data, off, base, 8, "SMEM", op, e, "", ops, mods, tm)
+
+    # .................................................................. VOP1/VOP2/VOPC (+DPP/SDWA)
+    def _vop_e32(self, data, off, base, family, op, vdst, src0, vsrc1):
+        e = self.entry(family, op)
+        if src0 == 0xFA or src0 == 0xF9:
+            return self._dpp_sdwa(data, off, base, family, op, e, vdst, src0, vsrc1)
+        uses_k = any(o[0] == "k" for o in e.ops)
+        lit = self.literal(data, off + 4) if (src0 == 255 or uses_k) else None
+        size = 8 if lit is not None else 4
+        ops = []
+        seen_src = False
+        for fld, file, n in e.ops:
+            if fld == "vdst":
+                if file == "s":
+                    ops.append(_sreg("vdst", vdst, n, write=True))
+                else:
+                    ops.append(_vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True))
+            elif fld == "src0":
+                ops.append(_src("src0", src0, n, e.ct.get("src0", "b32"), lit, afile=file == "a"))
+                seen_src = True
+            elif fld == "vsrc1":
+                ops.append(_vreg("vsrc1", vsrc1, n, file, read=True))
+                seen_src = True
+            elif fld == "k":      # madmk/fmaak K: LLVM prints it as raw 32-bit hex
+                ops.append(Operand("k", "literal", None, lit, True, False, text="0x%x" % lit))
+            elif fld == "=":
+                ops.append(_fixed(file, read=seen_src or family == "VOPC" and False,
+                                  write=not seen_src))
+        if family == "VOP1" and e.name == "v_swap_b32":
+            ops = [_rw(o) for o in ops]
+        return self.make(data, off, base, size, family, op, e, "e32" if e.mn != e.name else "",
+                         ops, {}, [])
+
+    def vop1(self, data, off, w0, base):
+        return self._vop_e32(data, off, base, "VOP1", _bits(w0, 9, 8), _bits(w0, 17, 8),
+                             w0 & 0x1FF, 0)
+
+    def vop2(self, data, off, w0, base):
+        return self._vop_e32(data, off, base, "VOP2", _bits(w0, 25, 6), _bits(w0, 17, 8),
+                             w0 & 0x1FF, _bits(w0, 9, 8))
+
+    def vopc(self, data, off, w0, base):
+        return self._vop_e32(data, off, base, "VOPC", _bits(w0, 17, 8), 0, w0 & 0x1FF,
+                             _bits(w0, 9, 8))
+
+    def _dpp_sdwa(self, data, off, base, family, op, e, vdst, marker, vsrc1):
+        w1 = self.literal(data, off + 4)
+        src0 = w1 & 0xFF
+        ops, mods, tm = [], {}, []
+        if marker == 0xFA:
+            variant = "dpp"
+            ctrl = _bits(w1, 8, 9)
+            mods.update(dpp_ctrl=ctrl, bound_ctrl=_bits(w1, 19, 1), row_mask=_bits(w1, 28, 4),
+                        bank_mask=_bits(w1, 24, 4))
+            negs = (_bits(w1, 20, 1), _bits(w1, 22, 1))
+            abss = (_bits(w1, 21, 1), _bits(w1, 23, 1))
+            sexts = (0, 0)
+            s0_sgpr = False
+        else:
+            variant = "sdwa"
+            negs = (_bits(w1, 20, 1), _bits(w1, 28, 1))
+            abss = (_bits(w1, 21, 1), _bits(w1, 29, 1))
+            sexts = (_bits(w1, 19, 1), _bits(w1, 27, 1))
+            s0_sgpr, s1_sgpr = _bits(w1, 23, 1), _bits(w1, 31, 1)
+            mods.update(src0_sel=_bits(w1, 16, 3), src1_sel=_bits(w1, 24, 3))
+            if family != "VOPC":
+                mods.update(dst_sel=_bits(w1, 8, 3), dst_unused=_bits(w1, 11, 2),
+                            clamp=_bits(w1, 13, 1), omod=_bits(w1, 14, 2))
+        mn = e.name + "_" + variant
+        for fld, file, n in e.ops:
+            if fld == "vdst":
+                rmw = e.rmw_dst or (variant == "sdwa" and mods.get("dst_unused") == 2)
+                if file == "s":
+                    ops.append(_sreg("vdst", vdst, n, write=True))
+                else:
+                    ops.append(_vreg("vdst", vdst, n, file, read=rmw, write=True))
+            elif fld == "src0":
+                if variant == "sdwa" and s0_sgpr:
+                    o = _src("src0", src0, n, e.ct.get("src0", "b32"), None)
+                else:
+                    o = _vreg("src0", src0, n, file if file in "va" else "v", read=True)
+                ops.append(_mod(o, negs[0], abss[0], sexts[0]))
+            elif fld == "vsrc1":
+                if variant == "sdwa" and s1_sgpr:
+                    o = _src("vsrc1", vsrc1, n, e.ct.get("vsrc1", "b32"), None)
+                else:
+                    o = _vreg("vsrc1", vsrc1, n, read=True)
+                ops.append(_mod(o, negs[1], abss[1], sexts[1]))
+            elif fld == "=":
+                if family == "VOPC" and variant == "sdwa" and _bits(w1, 15, 1):
+                    ops.append(_sreg("sdst", _bits(w1, 8, 7), 2, write=True))
+                else:
+                    ops.append(_fixed(file, read=any(o.role == "src0" for o in ops),
+                                      write=not any(o.role == "src0" for o in ops)))
+        if variant == "dpp":
+            tm.append(_dpp_ctrl_text(mods["dpp_ctrl"]))
+            tm.append("row_mask:0x%x" % mods["row_mask"])
+            tm.append("bank_mask:0x%x" % mods["bank_mask"])
+            if mods["bound_ctrl"]:
+                tm.append("bound_ctrl:1")
+        else:
+            if mods.get("clamp"):
+                tm.append("clamp")
+            if mods.get("omod"):
+                tm.append(("", "mul:2", "mul:4", "div:2")[mods["omod"]])
+            if family != "VOPC":
+                tm.append("dst_sel:" + _SEL[mods["dst_sel"]] if mods["dst_sel"] < 7 else "dst_sel:?")
+                tm.append("dst_unused:" + _UNUSED[mods["dst_unused"] % 3])
+            tm.append("src0_sel:" + _SEL[mods["src0_sel"]] if mods["src0_sel"] < 7 else "?")
+            if any(o.role == "vsrc1" for o in ops):
+                tm.append("src1_sel:" + _SEL[mods["src1_sel"]] if mods["src1_sel"] < 7 else "?")
+        return self.make(data, off, base, 8, family, op, e, variant, ops, mods, tm, mnemonic=mn)
+
+    # .................................................................. VOP3
+    def vop3(self, data, off, w0, w1, base):
+        op = _bits(w0, 16, 10)
+        if op < 256:
+            fam, sub = "VOPC", op
+        elif op < 320:
+            fam, sub = "VOP2", op - 256
+        elif op < 448:
+            fam, sub = "VOP1", op - 320
+        else:
+            fam, sub = "VOP3", op
+        e = self.fam["VOP3"].get(op)
+        if e is None:
+            raise _Bad(f"unknown VOP3 opcode {op}")
+        vdst = w0 & 0xFF
+        clamp = _bits(w0, 15, 1)
+        srcs = (w1 & 0x1FF, _bits(w1, 9, 9), _bits(w1, 18, 9))
+        neg = _bits(w1, 29, 3)
+        omod = _bits(w1, 27, 2)
+        has_sdst = any(o[0] == "sdst" for o in e.ops)
+        abs_ = 0 if has_sdst or e.nomods else _bits(w0, 8, 3)
+        if e.nomods:
+            neg = 0
+        opsel = 0 if has_sdst else _bits(w0, 11, 4)
+        mods = {"clamp": clamp, "omod": omod, "neg": neg, "abs": abs_, "op_sel": opsel}
+        ops = []
+        for fld, file, n in e.ops:
+            if fld == "vdst":
+                if file == "s":
+                    ops.append(_sreg("vdst", vdst, n, write=True))
+                else:
+                    ops.append(_vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True))
+            elif fld == "sdst":
+                ops.append(_sreg("sdst", _bits(w0, 8, 7), n, write=True))
+            elif fld in ("src0", "src1", "src2"):
+                i = ord(fld[3]) - 48
+                o = _src(fld, srcs[i], n, e.ct.get(fld, "b32"), None, afile=file == "a")
+                ops.append(_mod(o, (neg >> i) & 1, (abs_ >> i) & 1))
+            elif fld == "=":
+                ops.append(_fixed(file))
+        tm = []
+        if e.opsel and opsel:
+            k = e.opsel
+            bits = [(opsel >> i) & 1 for i in range(k - 1)] + [(opsel >> 3) & 1]
+            tm.append("op_sel:[" + ",".join(map(str, bits)) + "]")
+        if clamp:
+            tm.append("clamp")
+        if omod:
+            tm.append(("", "mul:2", "mul:4", "div:2")[omod])
+        variant = "e64" if e.mn.endswith("_e64") else ""
+        return self.make(data, off, base, 8, "VOP3", op, e, variant, ops, mods, tm)
+
+    # .................................................................. VOP3P / MAI
+    def vop3p(self, data, off, w0, w1, base):
+        op = _bits(w0, 16, 7)
+        e = self.entry("VOP3P", op)
+        vdst = w0 & 0xFF
+        srcs = (w1 & 0x1FF, _bits(w1, 9, 9), _bits(w1, 18, 9))
+        ops, tm = [], []
+        if e.mai:
+            acc_cd, abid, cbsz = _bits(w0, 15, 1), _bits(w0, 11, 4), _bits(w0, 8, 3)
+            blgp, acc = _bits(w1, 29, 3), _bits(w1, 27, 2)
+            mods = {"acc_cd": acc_cd, "abid": abid, "cbsz": cbsz, "blgp": blgp, "acc": acc}
+            for fld, file, n in e.ops:
+                if fld == "vdst":
+                    ops.append(_vreg("vdst", vdst, n, "a" if acc_cd else "v",
+                                     read=e.rmw_dst, write=True))
+                else:
+                    i = ord(fld[3]) - 48
+                    af = bool(acc & (1 << i)) if i < 2 else bool(acc_cd)
+                    if i == 2 and "smfmac" in e.name:
+                        af = False
+                    ops.append(_src(fld, srcs[i], n, e.ct.get(fld, "b32"), None, afile=af))
+            if cbsz:
+                tm.append(f"cbsz:{cbsz}")
+            if abid:
+                tm.append(f"abid:{abid}")
+            if "f64" in e.name:
+                if blgp:
+                    tm.append("neg:" + _lst(blgp, 3))
+            elif blgp:
+                tm.append(f"blgp:{blgp}")
+            return self.make(data, off, base, 8, "VOP3P", op, e, "", ops, mods, tm, mai=True)
+        clamp = _bits(w0, 15, 1)
+        opsel = _bits(w0, 11, 3)
+        hi = _bits(w1, 27, 2) | (_bits(w0, 14, 1) << 2)
+        neg_lo, neg_hi = _bits(w1, 29, 3), _bits(w0, 8, 3)
+        mods = {"clamp": clamp, "op_sel": opsel, "op_sel_hi": hi, "neg_lo": neg_lo,
+                "neg_hi": neg_hi}
+        for fld, file, n in e.ops:
+            if fld == "vdst":
+                ops.append(_vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True))
+            else:
+                i = ord(fld[3]) - 48
+                o = _src(fld, srcs[i], n, e.ct.get(fld, "b32"), None, afile=file == "a")
+                if e.mix:
+                    o = _mod(o, (neg_lo >> i) & 1, (neg_hi >> i) & 1)
+                elif (neg_lo >> i) & 1:
+                    o = Operand(o.role, o.kind, o.reg, o.value, o.read, o.write, True, False,
+                                False, False, o.text)
+                ops.append(o)
+        k = e.nsrc
+        mask = (1 << k) - 1
+        if opsel & mask:
+            tm.append("op_sel:" + _lst(opsel, k))
+        if (hi & mask) != (e.hi_default & mask):
+            tm.append("op_sel_hi:" + _lst(hi, k))
+        if not e.mix:
+            if neg_lo & mask:
+                tm.append("neg_lo:" + _lst(neg_lo, k))
+            if neg_hi & mask:
+                tm.append("neg_hi:" + _lst(neg_hi, k))
+        if clamp:
+            tm.append("clamp")
+        return self.make(data, off, base, 8, "VOP3P", op, e, "", ops, mods, tm)
+
+    # .................................................................. DS
+    def ds(self, off, w0, w1, base):
+        data = self._data
+        op = _bits(w0, 17, 8)
+        e = self.entry("DS", op)
+        off0, off1, gds, acc = w0 & 0xFF, _bits(w0, 8, 8), _bits(w0, 16, 1), _bits(w0, 25, 1)
+        f = {"addr": w1 & 0xFF, "data0": _bits(w1, 8, 8), "data1": _bits(w1, 16, 8),
+             "vdst": _bits(w1, 24, 8)}
+        file = "a" if acc else "v"
+        ops = []
+        for fld, _, n in e.ops:
+            if fld == "vdst":
+                ops.append(_vreg("vdst", f["vdst"], n, file, write=True))
+            elif fld == "addr":
+                ops.append(_vreg("addr", f["addr"], n, read=True))
+            else:
+                ops.append(_vreg(fld, f[fld], n, file, read=True))
+        mods = {"offset0": off0, "offset1": off1, "gds": gds, "acc": acc}
+        tm = []
+        two = e.name.endswith(("2_b32", "2_b64", "2st64_b32", "2st64_b64", "2_rtn_b32",
+                               "2_rtn_b64", "2st64_rtn_b32", "2st64_rtn_b64")) or \
+            "read2" in e.name or "write2" in e.name
+        if two:
+            if off0:
+                tm.append(f"offset0:{off0}")
+            if off1:
+                tm.append(f"offset1:{off1}")
+        else:
+            o = off0 | (off1 << 8)
+            mods["offset"] = o
+            if o:
+                tm.append("offset:" + (_swizzle_text(o) if e.name == "ds_swizzle_b32" else str(o)))
+        if gds and self.target not in ("gfx942", "gfx950"):
+            tm.append("gds")     # gfx940+ has no GDS: LLVM ignores the bit and prints nothing
+        return self.make(data, off, base, 8, "DS", op, e, "", ops, mods, tm)
+
+    # .................................................................. MUBUF / MTBUF
+    def mubuf(self, off, w0, w1, base, family):
+        data = self._data
+        if family == "MUBUF":
+            op = _bits(w0, 18, 7)
+        else:
+            op = _bits(w0, 15, 4)
+        e = self.entry(family, op)
+        offset, offen, idxen = w0 & 0xFFF, _bits(w0, 12, 1), _bits(w0, 13, 1)
+        sc0 = _bits(w0, 14, 1)
+        if family == "MUBUF":
+            sc1, lds, nt = _bits(w0, 15, 1), _bits(w0, 16, 1), _bits(w0, 17, 1)
+        else:
+            sc1, lds, nt = _bits(w1, 21, 1), 0, _bits(w1, 22, 1)
+        acc = _bits(w1, 23, 1)
+        vaddr, vdata, srsrc, soff = w1 & 0xFF, _bits(w1, 8, 8), _bits(w1, 16, 5) << 2, _bits(w1, 24, 8)
+        mods = {"offset": offset, "offen": offen, "idxen": idxen, "sc0": sc0, "sc1": sc1,
+                "nt": nt, "lds": lds, "acc": acc}
+        ops = []
+        for fld, _, n in e.ops:
+            if fld == "vdata":
+                if lds:
+                    continue
+                if e.atomic:
+                    ops.append(_vreg("vdata", vdata, n, "a" if acc else "v", read=True,
+                                     write=bool(sc0)))
+                else:
+                    ops.append(_vreg("vdata", vdata, n, "a" if acc else "v", read=e.store,
+                                     write=not e.store))
+            elif fld == "vaddr":
+                k = offen + idxen
+                if k:
+                    ops.append(_vreg("vaddr", vaddr, k, read=True))
+                else:
+                    ops.append(_fixed("off"))
+            elif fld == "srsrc":
+                ops.append(_sreg("srsrc", srsrc, 4, read=True))
+            elif fld == "soffset":
+                ops.append(_src("soffset", soff, 1, "b32", None))
+        tm = []
+        if family == "MTBUF":
+            dfmt, nfmt = _bits(w0, 19, 4), _bits(w0, 23, 3)
+            mods.update(dfmt=dfmt, nfmt=nfmt)
+            ft = self.t.tables.get("mtbuf_format", {}).get(dfmt * 8 + nfmt, "")
+            if ft:
+                tm.append(ft)
+        if idxen:
+            tm.append("idxen")
+        if offen:
+            tm.append("offen")
+        if offset:
+            tm.append(f"offset:{offset}")
+        if sc0:
+            tm.append("sc0")
+        if nt:
+            tm.append("nt")
+        if sc1:
+            tm.append("sc1")
+        if lds:
+            tm.append("lds")
+        return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
+
+    # .................................................................. FLAT / GLOBAL / SCRATCH
+    def flat(self, off, w0, w1, base):
+        data = self._data
+        seg = _bits(w0, 14, 2)
+        family = ("FLAT", "SCRATCH", "GLOBAL", None)[seg]
+        if family is None:
+            raise _Bad("FLAT segment 3 is reserved")
+        op = _bits(w0, 18, 7)
+        e = self.entry(family, op)
+        sve = _bits(w0, 13, 1) if family == "SCRATCH" else 0
+        sc0, nt, sc1 = _bits(w0, 16, 1), _bits(w0, 17, 1), _bits(w0, 25, 1)
+        offset = w0 & 0x1FFF
+        offset = offset if family == "FLAT" else _sext(offset, 13)
+        addr, dat, saddr, vdst, acc = w1 & 0xFF, _bits(w1, 8, 8), _bits(w1, 16, 7), \
+            _bits(w1, 24, 8), _bits(w1, 23, 1)
+        file = "a" if acc else "v"
+        mods = {"offset": offset, "sc0": sc0, "sc1": sc1, "nt": nt, "seg": seg, "sve": sve,
+                "acc": acc}
+        ops = []
+        saddr_off = saddr == 0x7F
+        if e.atomic and sc0 and not any(o[0] == "vdst" for o in e.ops):
+            dw = e.width.get("data", 1)
+            if "cmpswap" in e.name:
+                dw //= 2
+            ops.append(_vreg("vdst", vdst, dw, file, write=True))
+        for fld, _, n in e.ops:
+            if fld == "vdst":
+                ops.append(_vreg("vdst", vdst, n, file, write=True))
+            elif fld == "addr":
+                if family == "SCRATCH":
+                    if sve:
+                        ops.append(_vreg("addr", addr, 1, read=True))
+                    else:
+                        ops.append(_fixed("off"))
+                elif family == "GLOBAL":
+                    ops.append(_vreg("addr", addr, 2 if saddr_off else 1, read=True))
+                else:
+                    ops.append(_vreg("addr", addr, 2, read=True))
+            elif fld == "data":
+                ops.append(_vreg("data", dat, n, file, read=True))
+            elif fld == "saddr":
+                if saddr_off:
+                    ops.append(_fixed("off"))
+                else:
+                    ops.append(_sreg("saddr", saddr, n, read=True))
+        tm = []
+        if offset:
+            tm.append(f"offset:{offset}")
+        if sc0:
+            tm.append("sc0")
+        if nt:
+            tm.append("nt")
+        if sc1:
+            tm.append("sc1")
+        return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
+
+    # .................................................................. driver
+    def decode(self, data, base=0, start=0, end=None):
+        self._data = data
+        end = len(data) if end is None else end
+        out = []
+        off = start
+        one = self.one
+        while off < end:
+            try:
+                ins = one(data, off, base)
+            except _Bad as exc:
+                w = data[off:off + 8].hex()
+                raise DecodeError(f"offset 0x{base + off:x}: cannot decode {self.target} word(s) "
+                                  f"{w}: {exc}") from None
+            out.append(ins)
+            off += ins.size
+        return out
+
+
+def _fixed(name, read=False, write=False) -> Operand:
+    """A fixed token of LLVM's syntax: 'off', or an implicit vcc/exec."""
+    if name in ("vcc", "exec"):
+        code = 106 if name == "vcc" else 126
+        return Operand(name, "reg", Reg("special", code, 2), 0, read, write, implicit=True,
+                       text=name)
+    return Operand(name, "imm", None, 0, False, False, text=name)
+
+
+def _rw(o: Operand) -> Operand:
+    if o.reg is None:
+        return o
+    return Operand(o.role, o.kind, o.reg, o.value, True, True, o.neg, o.abs, o.sext,
+                   o.implicit, o.text)
+
+
+def _hex_signed(v: int) -> str:
+    return "-0x%x" % -v if v < 0 else "0x%x" % v
+
+
+_DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13C: "wave_ror:1",
+             0x140: "row_mirror", 0x141: "row_half_mirror", 0x142: "row_bcast:15",
+             0x143: "row_bcast:31"}
+
+
+def _dpp_ctrl_text(c: int) -> str:
+    if c <= 0xFF:
+        return "quad_perm:[%d,%d,%d,%d]" % (c & 3, (c >> 2) & 3, (c >> 4) & 3, (c >> 6) & 3)
+    if 0x101 <= c <= 0x10F:
+        return f"row_shl:{c - 0x100}"
+    if 0x111 <= c <= 0x11F:
+        return f"row_shr:{c - 0x110}"
+    if 0x121 <= c <= 0x12F:
+        return f"row_ror:{c - 0x120}"
+    if c in _DPP_WAVE:
+        return _DPP_WAVE[c]
+    raise _Bad(f"reserved dpp_ctrl 0x{c:x}")
+
+
+def _swizzle_text(o: int) -> str:
+    if o & 0x8000:
+        return "swizzle(QUAD_PERM,%d,%d,%d,%d)" % (o & 3, (o >> 2) & 3, (o >> 4) & 3, (o >> 6) & 3)
+    and_m, or_m, xor_m = o & 0x1F, (o >> 5) & 0x1F, (o >> 10) & 0x1F
+    if and_m == 0x1F and or_m == 0 and xor_m and (xor_m & (xor_m - 1)) == 0:
+        return f"swizzle(SWAP,{xor_m})"
+    if and_m == 0x1F and or_m == 0 and xor_m and (xor_m & (xor_m + 1)) == 0:
+        return f"swizzle(REVERSE,{xor_m + 1})"
+    if xor_m == 0 and and_m and ((0x1F - and_m + 1) & (0x1F - and_m)) == 0:
+        size = 0x1F - and_m + 1
+        if or_m < size:
+            return f"swizzle(BROADCAST,{size},{or_m})"
+    mask = ""
+    for i in range(4, -1, -1):
+        a, r, x = (and_m >> i) & 1, (or_m >> i) & 1, (xor_m >> i) & 1
+        mask += "0" if not a and not r else "1" if not a and r else "i" if a and not x else "p"
+    return f'swizzle(BITMASK_PERM,"{mask}")'
+
+
+_DECODERS: dict = {}
+
+
+def _decoder(target: str) -> _Decoder:
+    target = target.split(":")[0]
+    d = _DECODERS.get(target)
+    if d is None:
+        d = _DECODERS[target] = _Decoder(target)
+    return d
 
 
 def decode(data: bytes, target: str = "gfx942", base: int = 0) -> list[Instruction]:
-    raise NotImplementedError
+    """Decode every instruction of ``data`` (a .text slice); ``pc`` = ``base`` + offset."""
+    return _decoder(target).decode(bytes(data), base)
 
 
-def decode_one(data: bytes, offset: int, target: str = "gfx942", base: int = 0) -> Instruction:
-    raise NotImplementedError
+def decode_one(data: bytes, offset: int = 0, target: str = "gfx942", base: int = 0) -> Instruction:
+    """Decode the instruction at ``offset`` of ``data``."""
+    d = _decoder(target)
+    d._data = data = bytes(data)
+    try:
+        return d.one(data, offset, base)
+    except _Bad as exc:
+        raise DecodeError(f"offset 0x{base + offset:x}: cannot decode {d.target} word(s) "
+                          f"{data[offset:offset + 8].hex()}: {exc}") from None

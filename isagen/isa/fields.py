@@ -52,10 +52,7 @@ CTYPES = ("b32", "b64", "f16", "i16", "bf16")
 def const_text(code: int, literal: int | None, ctype: str) -> str:
     """LLVM's text of source operand ``code`` (inline constant or 255 = literal)."""
     if code == 255:
-        lit = literal or 0
-        if ctype in ("f16", "i16", "bf16"):
-            return "0x%x" % (lit & 0xFFFF)
-        return "0x%x" % lit
+        return literal_text(literal or 0, ctype)
     if is_inline_int(code):
         return str(inline_int(code))
     fp = FP_INLINE[code]
@@ -64,6 +61,41 @@ def const_text(code: int, literal: int | None, ctype: str) -> str:
     if ctype == "b64" and code == 248:
         return INV_2PI_F64_TEXT
     return fp[4]
+
+
+_FP32_TEXT = {v[0]: v[4] for v in FP_INLINE.values()}
+_FP16_TEXT = {v[2]: v[4] for v in FP_INLINE.values()}
+_BF16_TEXT = {v[3]: v[4] for v in FP_INLINE.values()}
+_FP64HI_TEXT = {v[1] >> 32: v[4] for k, v in FP_INLINE.items() if k != 248}
+
+
+def literal_text(lit: int, ctype: str) -> str:
+    """LLVM prints a literal that equals an inline constant's value as that constant."""
+    if ctype == "i16":
+        s = lit - (1 << 32) if lit & 0x80000000 else lit
+        if -16 <= s <= 64:
+            return str(s)
+        if lit in _FP32_TEXT:
+            return _FP32_TEXT[lit]
+        return "0x%x" % (lit & 0xFFFF)
+    if ctype in ("f16", "bf16"):
+        v = lit & 0xFFFF
+        s = v - 0x10000 if v & 0x8000 else v
+        if -16 <= s <= 64:
+            return str(s)
+        if ctype == "f16" and v in _FP16_TEXT:
+            return _FP16_TEXT[v]
+        if ctype == "bf16" and v in _BF16_TEXT:
+            return _BF16_TEXT[v]
+        return "0x%x" % v
+    s = lit - (1 << 32) if lit & 0x80000000 else lit
+    if ctype != "b64" and -16 <= s <= 64:
+        return str(s)
+    if ctype == "b32" and lit in _FP32_TEXT:
+        return _FP32_TEXT[lit]
+    if ctype == "b64" and lit in _FP64HI_TEXT:
+        return _FP64HI_TEXT[lit]
+    return "0x%x" % lit
 
 
 def inline_constant_bits(code: int, ty: str = "b32") -> int:
@@ -133,7 +165,7 @@ def scalar_text(code: int, count: int) -> str:
         return f"ttmp{i}" if count == 1 else f"ttmp[{i}:{i + count - 1}]"
     if count == 2 and code in SPECIAL_PAIRS:
         return SPECIAL_PAIRS[code]
-    if count == 1 or code >= 235:
+    if count == 1 or code >= 235 or code == 125:
         return SPECIAL_SCALAR.get(code, f"<scalar {code}>")
     return f"<scalar {code}x{count}>"
 
