@@ -193,7 +193,7 @@ class Toolchain:
 
 
 # --------------------------------------------------------------------------- discovery
-_VERSION_CACHE: dict[tuple[str, float], str] = {}
+_VERSION_CACHE: dict[tuple, str] = {}
 _PROBE_CACHE: dict[tuple[str, str, str], "ProbeResult"] = {}
 _FIND_CACHE: dict[tuple, "Toolchain"] = {}
 
@@ -213,20 +213,24 @@ def _run(cmd: list[str], cwd: str | None = None) -> subprocess.CompletedProcess:
         raise ToolchainError(f"cannot run {cmd[0]}: {e.strerror}") from None
 
 
-def _llvm_version(argv: tuple[str, ...], path: str) -> str:
-    """'19.1.7' from ``--version`` (cached per path and modification time)."""
+def _tool_version(argv: tuple[str, ...], path: str, arg: str = "--version") -> str:
+    """The version a tool prints ('19.1.7'), cached per command and the executable's mtime."""
     try:
-        key = (path, os.stat(path).st_mtime)
+        key = (argv, arg, os.stat(path).st_mtime)
     except OSError:
-        key = (path, 0.0)
+        key = (argv, arg, 0.0)
     if key not in _VERSION_CACHE:
         try:
-            out = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60).stdout
+            out = subprocess.run([*argv, arg], capture_output=True, text=True, timeout=60).stdout
         except (OSError, subprocess.TimeoutExpired):
             out = ""
-        m = re.search(r"(?:LLVM|clang) version (\d+(?:\.\d+)*)", out)
+        m = re.search(r"(?:LLVM version|clang version|LLD|^)\s*(\d+\.\d+(?:\.\d+)*)", out)
         _VERSION_CACHE[key] = m.group(1) if m else "unknown"
     return _VERSION_CACHE[key]
+
+
+def _llvm_version(argv: tuple[str, ...], path: str) -> str:
+    return _tool_version(argv, path)
 
 
 def _major(version: str) -> int:
@@ -309,11 +313,8 @@ def _zig_binary() -> tuple[tuple[str, ...], str] | None:
 def _zig_toolchain(zig: tuple[tuple[str, ...], str]) -> Toolchain:
     argv, path = zig
     clang = Tool((*argv, "clang"), path, _llvm_version((*argv, "clang"), path))
-    try:
-        zv = subprocess.run([*argv, "version"], capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        zv = "unknown"
-    return Toolchain("ziglang", "clang", clang, Tool((*argv, "ld.lld"), path, clang.version), note=f"zig {zv}")
+    lld = Tool((*argv, "ld.lld"), path, _llvm_version((*argv, "ld.lld"), path))
+    return Toolchain("ziglang", "clang", clang, lld, note=f"zig {_tool_version(argv, path, 'version')}")
 
 
 def _rocm_dir() -> str:
@@ -450,9 +451,10 @@ def _assemble_in(tc: Toolchain, tmp: str, texts: list[str], tid: TargetID, name:
         sources[base] = text
         obj = src[:-2] + ".o"
         r = _run(tc.assemble_command(tid, src, obj), cwd=tmp)
-        unknown = re.search(r"'([^']+)' is not a recognized processor", r.stderr)
+        unknown = re.search(r"'([^']+)' is not a recognized processor|invalid target ID '([^':]+)|"
+                            r"unknown target CPU '([^']+)'", r.stderr)
         if unknown:
-            raise ToolchainError(f"{tc.assembler.name} does not know {unknown.group(1)}")
+            raise ToolchainError(f"{tc.assembler.name} does not know {next(g for g in unknown.groups() if g)}")
         if r.returncode != 0:
             raise ToolchainError(_assembler_error(r.stderr, sources, tc.assembler.name))
         with open(obj, "rb") as f:
@@ -485,7 +487,8 @@ def _pick_target_id(asm_text: str, target) -> TargetID:
     if in_source is None:
         return asked
     if in_source.processor != asked.processor:
-        raise ToolchainError(f"source is for {in_source} (.amdgcn_target) but was assembled for {asked.processor}")
+        raise ToolchainError(f"the source's .amdgcn_target is {in_source}, but it was to be assembled for "
+                             f"{asked.processor}")
     explicit = isinstance(target, str) and ":" in target
     if explicit and in_source != asked:
         raise ToolchainError(f"source's .amdgcn_target is {in_source}, but {asked} was asked for")
@@ -565,7 +568,7 @@ def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
     return bytes(data), meta
 
 
-def _note_source(meta: dict) -> str:
+def _note_source(meta: dict, code_object_version: int) -> str:
     """Assembly for one NT_AMDGPU_METADATA note holding ``meta`` (msgpack bytes, written raw)."""
     import msgpack
 
@@ -573,7 +576,7 @@ def _note_source(meta: dict) -> str:
     name = b"AMDGPU\0"
     body = struct.pack("<III", len(name), len(desc), NT_AMDGPU_METADATA) + name + b"\0" * (-len(name) % 4)
     body += desc + b"\0" * (-len(desc) % 4)
-    lines = ['.section .note,"a",@note', ".p2align 2"]
+    lines = [f".amdhsa_code_object_version {code_object_version}", '.section .note,"a",@note', ".p2align 2"]
     for i in range(0, len(body), 16):
         lines.append(".byte " + ", ".join(str(b) for b in body[i:i + 16]))
     return "\n".join(lines) + "\n"
@@ -588,7 +591,7 @@ def link(objects: list[bytes], *, name: str = "kernels", toolchain: Toolchain | 
     """
     if not objects:
         raise ToolchainError("link() needs at least one object")
-    flags = set()
+    flags, abis = set(), set()
     for n, obj in enumerate(objects):
         if obj[:4] != b"\x7fELF":
             raise ToolchainError(f"object {n} is not an ELF file")
@@ -596,6 +599,10 @@ def link(objects: list[bytes], *, name: str = "kernels", toolchain: Toolchain | 
             raise ToolchainError(f"object {n} is not a relocatable object (pass assemble_object() results, "
                                  "not linked code objects)")
         flags.add(_read_eflags(obj))
+        abis.add(obj[8])
+    if len(abis) != 1:
+        versions = ", ".join(f"v{a + 2}" for a in sorted(abis))
+        raise ToolchainError(f"cannot link objects of different code object versions: {versions}")
     if len(flags) != 1:
         ids = ", ".join(sorted(str(target_id_from_eflags(f)) for f in flags))
         raise ToolchainError(f"cannot link objects for different targets: {ids}")
@@ -628,7 +635,7 @@ def link(objects: list[bytes], *, name: str = "kernels", toolchain: Toolchain | 
                 f.write(data)
             paths.append(p)
         if merged is not None:
-            paths += _assemble_in(tc, tmp, [_note_source(merged)], tid, f"{safe}_metadata")
+            paths += _assemble_in(tc, tmp, [_note_source(merged, abis.pop() + 2)], tid, f"{safe}_metadata")
         out = _link_in(tc, tmp, paths, os.path.join(tmp, f"{safe}.co"))
     _check_eflags(out, tid, "the linked code object")
     return out
