@@ -173,20 +173,15 @@ def test_target_id_parsing():
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
-def test_feature_any_target_id(target):
+def test_feature_any_target_id(target, tmp_path):
     text = emit.render_assembly(program(target), target_id=target)
     co = toolchain.assemble(text, target)
     flags = e_flags(co)
     assert flags & 0xFF == {"gfx942": 0x4C, "gfx950": 0x4F}[target]
     assert flags & 0x300 == 0x100 and flags & 0xC00 == 0x400          # XNACK_ANY_V4, SRAMECC_ANY_V4
     if READELF:
-        path = f"/tmp/isagen-test-any-{os.getpid()}-{target}.co"
-        try:
-            with open(path, "wb") as f:
-                f.write(co)
-            assert re.search(r"Flags:.*xnack, sramecc", readelf("-h", path))
-        finally:
-            os.unlink(path)
+        (tmp_path / "any.co").write_bytes(co)
+        assert re.search(r"Flags:.*xnack, sramecc", readelf("-h", str(tmp_path / "any.co")))
 
 
 def test_source_and_requested_target_must_agree(sources):
