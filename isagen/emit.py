@@ -14,7 +14,7 @@ from . import __version__
 from .errors import TargetError
 from .isa.instruction import Instruction
 from .isa.operands import Label
-from .program import Comment, Program
+from .program import EXTRA_SGPRS, Comment, Program  # noqa: F401  (EXTRA_SGPRS re-exported)
 
 
 CODE_OBJECT_VERSION = 5
@@ -23,7 +23,6 @@ CODE_OBJECT_VERSION = 5
 # whether or not the kernel touches VCC and whatever the xnack setting.  clang-19 for gfx942 and
 # clang-22 for gfx950 both report `.sgpr_count` = next_free_sgpr + 6; tests/test_codeobject_fields.py
 # checks ours against that and against the descriptor's SGPR granule.
-EXTRA_SGPRS = 6
 
 
 def render_assembly(program: Program, target_id: str | None = None) -> str:
@@ -123,7 +122,7 @@ def next_free_sgpr(program: Program) -> int:
 def sgpr_count(program: Program) -> int:
     """SGPRs the wave is given, as LLVM counts them for the descriptor granule and ``.sgpr_count``:
     the allocated ones plus the 6 reserved for VCC, FLAT_SCRATCH and XNACK_MASK (see EXTRA_SGPRS)."""
-    return next_free_sgpr(program) + EXTRA_SGPRS
+    return program.sgpr_count
 
 
 def kernel_metadata(program: Program) -> dict:

@@ -30,6 +30,17 @@ from .regs import RegisterPool, default_align
 from .targets import Target, get_target
 
 
+EXTRA_SGPRS = 6
+
+
+def _waves_for_sgprs(sgprs: int) -> int:
+    """Waves per SIMD the SGPR file allows on gfx9 (800 SGPRs; LLVM getOccupancyWithNumSGPRs)."""
+    for limit, waves in ((80, 10), (88, 9), (100, 8)):
+        if sgprs <= limit:
+            return waves
+    return 7
+
+
 class Comment(str):
     """A comment line in the emitted assembly."""
 
@@ -84,6 +95,13 @@ class Program:
         return any(k[0] in ("vcc_lo", "vcc_hi") for i in self.instructions() for k in i.defs() + i.uses())
 
     @property
+    def sgpr_count(self) -> int:
+        """SGPRs the wave is given, as LLVM counts them for the descriptor granule and the metadata's
+        ``.sgpr_count``: the allocated ones plus 6 always reserved on gfx9 (VCC, FLAT_SCRATCH,
+        XNACK_MASK), with or without VCC use and with xnack- (checked against clang 19 and 22)."""
+        return max(self.sgprs, 1) + EXTRA_SGPRS
+
+    @property
     def user_sgprs(self) -> int:
         return 2                                  # the kernarg segment pointer, s[0:1]
 
@@ -104,9 +122,7 @@ class Program:
         t = self.target
         limits = {"hardware": t.max_waves_per_simd}
         limits["vgprs"] = t.unified_regs_per_lane // self.total_vgprs_allocated
-        sg = t.sgpr_alloc_granule
-        sgprs = (self.sgprs + (2 if self.uses_vcc else 0) + sg - 1) // sg * sg
-        limits["sgprs"] = t.sgprs_per_simd // max(sgprs, sg)
+        limits["sgprs"] = _waves_for_sgprs(self.sgpr_count)
         if self.lds_bytes:
             lds = (self.lds_bytes + t.lds_alloc_granule - 1) // t.lds_alloc_granule * t.lds_alloc_granule
             groups_per_cu = t.lds_bytes // lds
