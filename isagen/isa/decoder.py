@@ -92,7 +92,15 @@ __all__ = ["Reg", "Operand", "Instruction", "DecodeError", "decode", "decode_one
 
 
 class DecodeError(CodeObjectError):
-    """A word at a given byte offset is not a valid instruction of the target."""
+    """A word at a given byte offset is not a valid instruction of the target.
+
+    ``offset`` is the byte offset in the decoded buffer, ``reason`` the message without it.
+    """
+
+    def __init__(self, message: str, offset: int | None = None, reason: str = ""):
+        super().__init__(message)
+        self.offset = offset
+        self.reason = reason or message
 
 
 # ----------------------------------------------------------------------------- registers
@@ -551,7 +559,7 @@ class _Decoder:
                 else:     # SGPR offset: soffset field with soe, else the offset field
                     ops.append(_sreg("soffset", soff if soe else offset & 0x7F, 1, read=True))
                     mods["offset"] = 0
-        if glc and not e.name.startswith("s_atc_probe"):
+        if glc and not e.name.startswith(("s_atc_probe", "s_dcache_discard")):
             tm.append("glc")
         return self.make(data, off, base, 8, "SMEM", op, e, "", ops, mods, tm)
 
@@ -948,9 +956,7 @@ class _Decoder:
             try:
                 ins = one(data, off, base)
             except _Bad as exc:
-                w = data[off:off + 8].hex()
-                raise DecodeError(f"offset 0x{base + off:x}: cannot decode {self.target} word(s) "
-                                  f"{w}: {exc}") from None
+                raise _error(self.target, data, off, base, exc) from None
             out.append(ins)
             off += ins.size
         return out
@@ -1037,5 +1043,12 @@ def decode_one(data: bytes, offset: int = 0, target: str = "gfx942", base: int =
     try:
         return d.one(data, offset, base)
     except _Bad as exc:
-        raise DecodeError(f"offset 0x{base + offset:x}: cannot decode {d.target} word(s) "
-                          f"{data[offset:offset + 8].hex()}: {exc}") from None
+        raise _error(d.target, data, offset, base, exc) from None
+
+
+def _error(target, data, off, base, exc) -> DecodeError:
+    words = " ".join("%08x" % w for w in struct.unpack_from(
+        "<%dI" % (min(8, len(data) - off) // 4), data, off)) if off + 4 <= len(data) else \
+        data[off:].hex()
+    reason = f"cannot decode {target} instruction {words}: {exc}"
+    return DecodeError(f"offset 0x{base + off:x}: {reason}", off, reason)
