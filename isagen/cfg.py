@@ -1,0 +1,260 @@
+"""Control-flow graph of a program's item list, and the one-line ``Violation`` the checkers report.
+
+A basic block is a maximal run of items entered only at its top and left only at its bottom.  Blocks
+split before a ``Label`` (a join point: any branch may land there) and after every branch and
+``s_endpgm``.  Successors come from the branch target (``s_branch``, ``s_cbranch_*``) and from
+falling through to the next block (everything but ``s_branch`` and ``s_endpgm``).  ``Comment`` items
+belong to whichever block they sit in and never split one.
+
+Positions are indices into ``Program.items`` (``#12`` is ``items[12]``), so a report points at the
+exact object a builder emitted.  The hazard pass, the wait checker and the register-liveness report
+all work on this graph; loops are ordinary back edges, found with ``CFG.back_edges()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import CheckError
+from .isa.instruction import Instruction
+from .isa.operands import Label
+
+
+def is_branch(inst: Instruction) -> bool:
+    return "branch" in inst.desc.flags
+
+
+def is_conditional_branch(inst: Instruction) -> bool:
+    return is_branch(inst) and inst.name.startswith("s_cbranch")
+
+
+def ends_program(inst: Instruction) -> bool:
+    return inst.name.startswith("s_endpgm")
+
+
+def branch_target(inst: Instruction) -> str:
+    """The label name a branch jumps to."""
+    for spec, value in zip(inst.desc.operands, inst.ops):
+        if spec.kind == "label":
+            return str(value)
+    raise CheckError(f"{inst.render(False)}: branch without a label operand")
+
+
+@dataclass
+class Block:
+    """Items ``start .. end-1`` of the program; ``instrs`` are the positions of its instructions."""
+
+    index: int
+    start: int
+    end: int
+    labels: list[str] = field(default_factory=list)
+    instrs: list[int] = field(default_factory=list)
+    succs: list[int] = field(default_factory=list)
+    preds: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.labels[0] if self.labels else f"bb{self.index}"
+
+    def __repr__(self) -> str:
+        return f"<Block {self.name} items[{self.start}:{self.end}] -> {self.succs}>"
+
+
+class CFG:
+    """Blocks and edges of one item list.  ``blocks[0]`` is the entry."""
+
+    def __init__(self, items: list):
+        self.items = items
+        self.blocks: list[Block] = []
+        self.label_block: dict[str, int] = {}
+        self._block_of: dict[int, int] = {}     # instruction position -> block index
+        self._split()
+        self._link()
+
+    # ------------------------------------------------------------------ construction
+    def _split(self) -> None:
+        cur = Block(0, 0, 0)
+        placed: set[str] = set()
+        for pos, item in enumerate(self.items):
+            if isinstance(item, Label):
+                if cur.instrs:                              # a label is a join point: start a new block
+                    cur.end = pos
+                    self.blocks.append(cur)
+                    cur = Block(len(self.blocks), pos, pos)
+                if item.name in placed:
+                    raise CheckError(f"#{pos} label {item.name} placed twice")
+                placed.add(item.name)
+                cur.labels.append(item.name)
+            elif isinstance(item, Instruction):
+                cur.instrs.append(pos)
+                if is_branch(item) or ends_program(item):   # control leaves here: close the block
+                    cur.end = pos + 1
+                    self.blocks.append(cur)
+                    cur = Block(len(self.blocks), pos + 1, pos + 1)
+                    continue
+            # comments (and anything else) just ride along in the current block
+        cur.end = len(self.items)
+        if cur.instrs or cur.labels or not self.blocks:
+            self.blocks.append(cur)
+        for b in self.blocks:
+            for name in b.labels:
+                self.label_block[name] = b.index
+            for pos in b.instrs:
+                self._block_of[pos] = b.index
+
+    def _link(self) -> None:
+        for b in self.blocks:
+            last = self.items[b.instrs[-1]] if b.instrs else None
+            targets: list[int] = []
+            falls_through = True
+            if last is not None and ends_program(last):
+                falls_through = False
+            elif last is not None and is_branch(last):
+                name = branch_target(last)
+                if name not in self.label_block:
+                    raise CheckError(f"#{b.instrs[-1]} {last.render(False)}: branch to label {name}, "
+                                     "which is never placed")
+                targets.append(self.label_block[name])
+                falls_through = is_conditional_branch(last)
+            if falls_through and b.index + 1 < len(self.blocks):
+                targets.append(b.index + 1)
+            for t in targets:
+                if t not in b.succs:
+                    b.succs.append(t)
+                    self.blocks[t].preds.append(b.index)
+
+    # ------------------------------------------------------------------ queries
+    def block_of(self, pos: int) -> Block:
+        """The block holding the instruction at item position ``pos``."""
+        return self.blocks[self._block_of[pos]]
+
+    def edges(self) -> list[tuple[int, int]]:
+        return [(b.index, s) for b in self.blocks for s in b.succs]
+
+    def reachable(self) -> set[int]:
+        seen, stack = {0}, [0]
+        while stack:
+            for s in self.blocks[stack.pop()].succs:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return seen
+
+    def rpo(self) -> list[int]:
+        """Reachable blocks in reverse postorder (a good order for forward dataflow)."""
+        seen: set[int] = set()
+        post: list[int] = []
+        stack = [(0, iter(self.blocks[0].succs))]
+        seen.add(0)
+        while stack:
+            node, it = stack[-1]
+            for s in it:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append((s, iter(self.blocks[s].succs)))
+                    break
+            else:
+                stack.pop()
+                post.append(node)
+        return post[::-1]
+
+    def back_edges(self) -> list[tuple[int, int]]:
+        """Edges ``(u, v)`` whose target ``v`` dominates ``u``: the loops' latches back to their headers."""
+        dom = self.dominators()
+        return [(u, v) for u, v in self.edges() if u in dom and v in dom[u]]
+
+    def dominators(self) -> dict[int, set[int]]:
+        """For each reachable block, the set of blocks that dominate it (itself included)."""
+        order = self.rpo()
+        everything = set(order)
+        dom = {b: set(everything) for b in order}
+        dom[0] = {0}
+        changed = True
+        while changed:
+            changed = False
+            for b in order[1:]:
+                preds = [p for p in self.blocks[b].preds if p in everything]
+                new = set.intersection(*(dom[p] for p in preds)) if preds else set()
+                new = new | {b}
+                if new != dom[b]:
+                    dom[b] = new
+                    changed = True
+        return dom
+
+    def prev_instructions(self, pos: int) -> list[int]:
+        """Positions of the instructions that can execute immediately before the one at ``pos``
+        (the previous one in its block, or the last instruction of every predecessor path; blocks
+        without instructions are looked through)."""
+        b = self.block_of(pos)
+        i = b.instrs.index(pos)
+        if i > 0:
+            return [b.instrs[i - 1]]
+        return self.block_exit_instructions(b.preds)
+
+    def block_exit_instructions(self, block_indices) -> list[int]:
+        """Last instructions reachable backwards from the ends of the given blocks."""
+        out: list[int] = []
+        seen: set[int] = set()
+        stack = list(block_indices)
+        while stack:
+            bi = stack.pop()
+            if bi in seen:
+                continue
+            seen.add(bi)
+            blk = self.blocks[bi]
+            if blk.instrs:
+                if blk.instrs[-1] not in out:
+                    out.append(blk.instrs[-1])
+            else:
+                stack.extend(blk.preds)
+        return out
+
+
+def build_cfg(items: list) -> CFG:
+    return CFG(items)
+
+
+# --------------------------------------------------------------------------- reporting
+@dataclass(frozen=True)
+class Violation:
+    """A rule a finished program breaks at one position.
+
+    ``str()`` is one line: the position (index into ``Program.items``), the instruction text, and
+    what is wrong: the register, the instruction that makes it a problem and what is missing.
+    """
+
+    pos: int
+    inst: Instruction
+    reg: str
+    message: str
+    source: int | None = None     # position of the other instruction of the pair, when there is one
+    kind: str = ""                # "hazard" | "wait"
+
+    def __str__(self) -> str:
+        return f"#{self.pos} {self.inst.render(with_comment=False)}: {self.message}"
+
+
+def format_keys(keys) -> str:
+    """Register keys as compact assembler ranges: ``{('v',2),('v',3),('a',0)}`` -> ``a0, v[2:3]``."""
+    by_cls: dict[str, list[int]] = {}
+    for cls, idx in keys:
+        by_cls.setdefault(cls, []).append(idx)
+    parts = []
+    for pair in ("vcc", "exec"):
+        if f"{pair}_lo" in by_cls and f"{pair}_hi" in by_cls:
+            del by_cls[f"{pair}_lo"], by_cls[f"{pair}_hi"]
+            parts.append(pair)
+    for cls in sorted(by_cls):
+        idxs = sorted(set(by_cls[cls]))
+        if cls not in ("v", "a", "s"):
+            parts.append(cls)
+            continue
+        start = prev = idxs[0]
+        for i in idxs[1:] + [None]:
+            if i is not None and i == prev + 1:
+                prev = i
+                continue
+            parts.append(f"{cls}{start}" if start == prev else f"{cls}[{start}:{prev}]")
+            if i is not None:
+                start = prev = i
+    return ", ".join(parts)
