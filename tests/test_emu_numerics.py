@@ -272,3 +272,16 @@ def test_denormal_flush():
     hv = h.view(np.float16).astype(np.float64)
     ref16 = np.where(np.abs(hv) < 2.0 ** -14, np.copysign(0.0, hv), hv)
     assert same_values(nx.f16_to_f32(nx.flush_denorm_f16(h)), ref16)
+
+
+def test_shapes_and_scalars_preserved():
+    """Every helper keeps the input's shape, 0-d scalars included (the executor passes both)."""
+    grid = RNG.standard_normal((3, 5)).astype(np.float32)[:, ::2]          # strided view
+    for fn, arg in [(nx.f32_to_bf16, grid), (nx.f32_to_f16, grid), (nx.f32_to_f16_rtz, grid),
+                    (nx.f32_bits, grid), (nx.flush_denorm_f32, grid), (nx.f32_to_bf16_trunc, grid),
+                    (lambda x: nx.f32_to_fp8(x, "e4m3fn"), grid)]:
+        assert fn(arg).shape == (3, 3) and fn(np.float32(1.5)).shape == ()
+    codes = np.arange(6, dtype=np.uint16).reshape(2, 3)
+    for fn in (nx.bf16_to_f32, nx.f16_to_f32, lambda c: nx.fp8_to_f32(c, "e5m2"), nx.bits_f32):
+        assert fn(codes).shape == (2, 3) and fn(np.uint16(7)).shape == ()
+    assert nx.f32_to_bf16(np.float32(1.0)) == 0x3F80 and nx.bf16_to_f32(np.uint16(0x3F80)) == 1.0

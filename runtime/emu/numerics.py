@@ -82,12 +82,12 @@ __all__ = [
 
 def f32_bits(x) -> np.ndarray:
     """The IEEE-754 bits of float32 values (converting other float dtypes to float32 first)."""
-    return np.ascontiguousarray(np.asarray(x, dtype=np.float32)).view(np.uint32)
+    return np.asarray(x, dtype=np.float32).view(np.uint32)      # same itemsize: any strides, any ndim
 
 
 def bits_f32(u) -> np.ndarray:
     """float32 values whose bits are ``u`` (taken modulo 2**32)."""
-    return np.ascontiguousarray(np.asarray(u).astype(np.uint32, copy=False)).view(np.float32)
+    return np.asarray(u).astype(np.uint32, copy=False).view(np.float32)
 
 
 def _u32(u) -> np.ndarray:
@@ -121,8 +121,7 @@ def f32_to_bf16_trunc(x) -> np.ndarray:
 
 def f16_to_f32(h) -> np.ndarray:
     """f16 bits -> float32, exact (subnormals and NaN payloads kept)."""
-    h16 = np.ascontiguousarray((_u32(h) & 0xFFFF).astype(np.uint16))
-    return h16.view(np.float16).astype(np.float32)
+    return (_u32(h) & 0xFFFF).astype(np.uint16).view(np.float16).astype(np.float32)
 
 
 def _quiet_f16_nan(b: np.ndarray) -> np.ndarray:
@@ -133,7 +132,7 @@ def f32_to_f16(x) -> np.ndarray:
     """float32 -> f16 bits, round to nearest even; overflow -> inf; NaN -> quiet NaN."""
     xf = np.asarray(x, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        h = np.ascontiguousarray(xf.astype(np.float16)).view(np.uint16).astype(np.uint32)
+        h = xf.astype(np.float16).view(np.uint16).astype(np.uint32)
     b = f32_bits(xf)
     nan = (b & 0x7FFFFFFF) > 0x7F800000
     return np.where(nan, _quiet_f16_nan(b), h).astype(np.uint16)

@@ -1,0 +1,478 @@
+"""The MFMA (matrix fused multiply-add) unit of the CPU emulator, vectorised over waves.
+
+API
+===
+``mfma(name, target, a, b, c, cbsz=0, abid=0, blgp=0) -> d``
+    ``name``    the instruction (``Instruction.name``, e.g. ``"v_mfma_f32_32x32x8_bf16"``).
+    ``target``  ``"gfx942"`` / ``"gfx950"`` (or a ``Target``): picks the fp8 encodings (FNUZ on gfx942,
+                OCP on gfx950) and rejects instructions the architecture does not have.
+    ``a``, ``b`` ``uint32[a_regs, W, 64]`` / ``uint32[b_regs, W, 64]``: the raw bits of the A and B
+                register tuples of W waves (register-major, as the executor's register file
+                ``V[num_regs, W, 64]`` slices them; any strides).
+    ``c``       ``uint32[c_regs, W, 64]`` raw bits of SrcC (f32 / i32 words, f64 as register pairs,
+                low word first), or anything that broadcasts to it (an inline-constant SrcC).
+    returns     ``uint32[c_regs, W, 64]``: the raw bits of D (a new array; inputs are not modified).
+    ``cbsz``/``abid`` (A-block broadcast) and ``blgp`` (B lane pattern) follow the ISA where the
+    instruction has them (see "Modifiers"); a non-zero value for an instruction without them raises
+    :class:`MfmaError` naming the instruction and the field - never ignored.
+    ``scale_a``/``scale_b`` (keyword; only ``v_mfma_scale_*``): ``uint32[W, 64]`` (or broadcastable)
+    contents of the two scale VGPRs; ``opsel_a``/``opsel_b`` (0..3) pick the byte holding the E8M0
+    exponent.  The scale of A's K-block ``kb`` (32 elements) for row i is in lane ``kb*M + i``, of
+    B's for column j in lane ``kb*N + j``; factor ``2**(e-127)``, e = 255 is NaN [verify on hardware].
+
+``spec(name, target=None) -> MfmaSpec`` the instruction's shape, types and register counts;
+``SPECS`` all supported instructions.  ``layout(name)`` the cached index arrays (see below).
+``a_slot(spec, block, i, k)``, ``b_slot(spec, block, k, j)`` -> ``(reg, sub, lane)`` and
+``cd_slot(spec, block, i, j)`` -> ``(reg, lane)``: where one element lives (reg = register offset in
+the operand tuple, the low register of a pair for 64-bit elements; sub = element index inside the
+32-bit register, i.e. bits [sub*w + w-1 : sub*w] for w-bit elements).
+
+Supported instructions
+======================
+gfx942 and gfx950 (CDNA3 names as LLVM prints them):
+    f32:   v_mfma_f32_{32x32x1_2b, 16x16x1_4b, 4x4x1_16b, 32x32x2, 16x16x4}_f32
+    f16:   v_mfma_f32_{32x32x4_2b, 16x16x4_4b, 4x4x4_16b, 32x32x8, 16x16x16}_f16   (and _bf16)
+    i8:    v_mfma_i32_{32x32x4_2b, 16x16x4_4b, 4x4x4_16b, 32x32x16, 16x16x32}_i8
+    f64:   v_mfma_f64_16x16x4_f64, v_mfma_f64_4x4x4_4b_f64
+    fp8:   v_mfma_f32_16x16x32_{fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8}, v_mfma_f32_32x32x16_{same}
+gfx942 only: v_mfma_f32_16x16x8_xf32, v_mfma_f32_32x32x4_xf32
+gfx950 only: v_mfma_f32_{16x16x32, 32x32x16}_{bf16, f16}, v_mfma_i32_{16x16x64, 32x32x32}_i8,
+             v_mfma_f32_16x16x128_f8f6f4, v_mfma_f32_32x32x64_f8f6f4 with fp8/bf8 A and B (cbsz/blgp =
+             0 e4m3 or 1 e5m2 select the A/B formats; 2/3/4 = fp6/bf6/fp4 raise MfmaError), and the
+             block-scaled v_mfma_scale_f32_16x16x128_f8f6f4 / v_mfma_scale_f32_32x32x64_f8f6f4 (same).
+Not supported: sparse SMFMAC, fp6/fp4 inputs.
+
+Lane layouts
+============
+gfx9 rule (AMD Matrix Instruction Calculator, CDNA3; tested element by element against its output in
+tests/data/mfma_layouts_cdna3.json).  With B blocks and ``kl = K*M*B/64`` consecutive k per lane:
+    A[i][k] of block b: lane ``b*M + (k // kl)*M*B + i``, element ``k % kl`` of the lane's registers
+        (register ``(k % kl) // per_reg``, sub ``(k % kl) % per_reg``; per_reg = 32 / element bits).
+    B[k][j]: the same with j for i.
+    C/D[i][j] of block b (32-bit): rows per register group h = 4, ``g = 64 // N`` row groups per
+        register set, ``bpr = ceil(64 / (M*N/4))`` blocks per register:
+        register ``b*M*N/64 + (i // (4*g))*4 + i % 4``, lane ``(b % bpr)*N + ((i // 4) % g)*bpr*N + j``.
+        16x16: reg ``i % 4``, lane ``16*(i//4) + j``;  32x32: reg ``4*(i//8) + i%4``, lane
+        ``32*((i//4)%2) + j`` (i.e. lane L / reg r hold row ``8*(r//4) + 4*(L//32) + r%4`` - not
+        tinygrad's ``16*(L//32) + r``).  64-bit outputs use h = 1 and count register pairs.
+The gfx950 double-rate f16/bf16/i8 instructions follow the same rule (kl = 8 for 16x16x32 and
+32x32x16: lane group g = lane // M holds k in [8g, 8g+8), two per VGPR): CK's xdlops table gives
+``k_per_blk = 8`` for them and Triton's gfx950 lowering feeds them ``kWidth = 8`` dot operands
+(docs/emu_notes.md).  The f8f6f4 instructions with fp8 inputs use the layout of AMD's CDNA4
+matrix-core blog (ROCm blogs, "Matrix Core Programming on AMD CDNA3 and CDNA4"): byte ``r`` (0..31)
+of lane L (group ``g = L // M``, ``G = 64 // M`` groups) holds ``k = 16*g + 16*G*(r // 16) + r % 16``
+[verify on hardware].  Note that one permutation of k applied to both A and B does not change D, so
+for equal-width A/B formats only the row/column and k-pairing of A and B is observable.
+
+Modifiers (CDNA3 ISA, calculator semantics)
+    CBSZ/ABID, multi-block instructions only: block b of the result uses the A block
+        ``(b // 2**cbsz) * 2**cbsz + abid`` (cbsz <= log2(blocks), abid < 2**cbsz).
+    BLGP, multi-block instructions and v_mfma_f32_{32x32x2,16x16x4}_f32: B is read from lane
+        ``f(lane)``: 1 ``lane % 32``; 2 ``32 + lane % 32``; 3 ``(lane + 16) % 64``; 4..7 ``16*(blgp-4) +
+        lane % 16``.
+    f64 instructions: BLGP bits 0/1/2 negate A/B/C (gfx940+); the executor must not pre-negate.
+
+Numerics
+========
+Inputs are decoded exactly (bf16/f16/fp8 via numerics.py; xf32 inputs are f32 registers truncated
+to 10 mantissa bits [verify]; f16 and fp8 subnormals are kept).  Every product is exact; the K-sum
+and the addition of C are done in float64, then rounded once to float32 (round to nearest even).
+Hardware order is not documented (tinygrad sums in fp32 in k order, pantheonsim in double), so
+compare with a tolerance.  i8 -> i32 is exact integer arithmetic wrapping modulo 2**32.  f64 is
+float64 matmul + C.  NaN/inf propagate as IEEE arithmetic does.
+
+Speed: the gather index arrays are built once per instruction (``layout``) and one call does one
+gather per operand, one batched ``matmul`` over W waves x blocks, and one scatter-free gather into the
+D register order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from isagen.errors import ISAError
+
+from . import numerics as nx
+
+__all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "layout", "mfma", "a_slot", "b_slot", "cd_slot",
+           "supported"]
+
+
+class MfmaError(ISAError):
+    """An MFMA the emulator cannot run as asked (unknown, not on this target, or a bad modifier)."""
+
+
+_BITS = {"f32": 32, "xf32": 32, "f16": 16, "bf16": 16, "i8": 8, "fp8": 8, "bf8": 8, "f8f6f4": 8,
+         "f64": 64}
+
+
+@dataclass(frozen=True)
+class MfmaSpec:
+    name: str
+    m: int
+    n: int
+    k: int
+    blocks: int
+    a_type: str           # f32 xf32 f16 bf16 i8 fp8 bf8 f8f6f4 f64
+    b_type: str
+    out_type: str         # f32 i32 f64
+    archs: frozenset
+    cbsz_abid: bool       # A-block broadcast supported
+    blgp: bool            # B lane patterns supported (for f64: the negate bits)
+    layout: str = "gfx9"  # "gfx9" | "f8f6f4"
+    scaled: bool = False  # v_mfma_scale_*: E8M0 block scales of A and B
+
+    @property
+    def in_bits(self) -> int:
+        return _BITS[self.a_type]
+
+    @property
+    def out_bits(self) -> int:
+        return 64 if self.out_type == "f64" else 32
+
+    @property
+    def k_per_lane(self) -> int:
+        return self.k * self.m * self.blocks // 64
+
+    @property
+    def a_regs(self) -> int:
+        return self.k_per_lane * self.in_bits // 32
+
+    @property
+    def b_regs(self) -> int:
+        return self.k * self.n * self.blocks // 64 * self.in_bits // 32
+
+    @property
+    def c_regs(self) -> int:
+        return self.m * self.n * self.blocks // 64 * self.out_bits // 32
+
+
+_BOTH = frozenset({"gfx942", "gfx950"})
+_G942 = frozenset({"gfx942"})
+_G950 = frozenset({"gfx950"})
+
+
+def _build_specs() -> dict[str, MfmaSpec]:
+    specs: dict[str, MfmaSpec] = {}
+
+    def add(name, m, n, k, blocks, a, b, out, archs, cbsz_abid=False, blgp=False, lay="gfx9", scaled=False):
+        specs[name] = MfmaSpec(name, m, n, k, blocks, a, b, out, archs, cbsz_abid, blgp, lay, scaled)
+
+    add("v_mfma_f32_32x32x1_2b_f32", 32, 32, 1, 2, "f32", "f32", "f32", _BOTH, True, True)
+    add("v_mfma_f32_16x16x1_4b_f32", 16, 16, 1, 4, "f32", "f32", "f32", _BOTH, True, True)
+    add("v_mfma_f32_4x4x1_16b_f32", 4, 4, 1, 16, "f32", "f32", "f32", _BOTH, True, True)
+    add("v_mfma_f32_32x32x2_f32", 32, 32, 2, 1, "f32", "f32", "f32", _BOTH, False, True)
+    add("v_mfma_f32_16x16x4_f32", 16, 16, 4, 1, "f32", "f32", "f32", _BOTH, False, True)
+    for t, out, tag in (("f16", "f32", "f32"), ("bf16", "f32", "f32"), ("i8", "i32", "i32")):
+        add(f"v_mfma_{tag}_32x32x4_2b_{t}", 32, 32, 4, 2, t, t, out, _BOTH, True, True)
+        add(f"v_mfma_{tag}_16x16x4_4b_{t}", 16, 16, 4, 4, t, t, out, _BOTH, True, True)
+        add(f"v_mfma_{tag}_4x4x4_16b_{t}", 4, 4, 4, 16, t, t, out, _BOTH, True, True)
+    for t in ("f16", "bf16"):
+        add(f"v_mfma_f32_32x32x8_{t}", 32, 32, 8, 1, t, t, "f32", _BOTH)
+        add(f"v_mfma_f32_16x16x16_{t}", 16, 16, 16, 1, t, t, "f32", _BOTH)
+        add(f"v_mfma_f32_32x32x16_{t}", 32, 32, 16, 1, t, t, "f32", _G950)
+        add(f"v_mfma_f32_16x16x32_{t}", 16, 16, 32, 1, t, t, "f32", _G950)
+    add("v_mfma_i32_32x32x16_i8", 32, 32, 16, 1, "i8", "i8", "i32", _BOTH)
+    add("v_mfma_i32_16x16x32_i8", 16, 16, 32, 1, "i8", "i8", "i32", _BOTH)
+    add("v_mfma_i32_32x32x32_i8", 32, 32, 32, 1, "i8", "i8", "i32", _G950)
+    add("v_mfma_i32_16x16x64_i8", 16, 16, 64, 1, "i8", "i8", "i32", _G950)
+    add("v_mfma_f64_16x16x4_f64", 16, 16, 4, 1, "f64", "f64", "f64", _BOTH, False, True)
+    add("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, 4, "f64", "f64", "f64", _BOTH, False, True)
+    add("v_mfma_f32_16x16x8_xf32", 16, 16, 8, 1, "xf32", "xf32", "f32", _G942)
+    add("v_mfma_f32_32x32x4_xf32", 32, 32, 4, 1, "xf32", "xf32", "f32", _G942)
+    for a in ("fp8", "bf8"):
+        for b in ("fp8", "bf8"):
+            add(f"v_mfma_f32_16x16x32_{a}_{b}", 16, 16, 32, 1, a, b, "f32", _BOTH)
+            add(f"v_mfma_f32_32x32x16_{a}_{b}", 32, 32, 16, 1, a, b, "f32", _BOTH)
+    add("v_mfma_f32_16x16x128_f8f6f4", 16, 16, 128, 1, "f8f6f4", "f8f6f4", "f32", _G950, lay="f8f6f4")
+    add("v_mfma_f32_32x32x64_f8f6f4", 32, 32, 64, 1, "f8f6f4", "f8f6f4", "f32", _G950, lay="f8f6f4")
+    add("v_mfma_scale_f32_16x16x128_f8f6f4", 16, 16, 128, 1, "f8f6f4", "f8f6f4", "f32", _G950,
+        lay="f8f6f4", scaled=True)
+    add("v_mfma_scale_f32_32x32x64_f8f6f4", 32, 32, 64, 1, "f8f6f4", "f8f6f4", "f32", _G950,
+        lay="f8f6f4", scaled=True)
+    return specs
+
+
+SPECS: dict[str, MfmaSpec] = _build_specs()
+
+
+def _target_name(target) -> str:
+    if target is None:
+        return ""
+    if isinstance(target, str):
+        return target.split(":")[0].strip().lower()
+    return target.name
+
+
+def spec(name: str, target=None) -> MfmaSpec:
+    """The instruction's description; with ``target``, check that the architecture has it."""
+    s = SPECS.get(name)
+    if s is None:
+        raise MfmaError(f"the emulator has no MFMA '{name}' (supported: see runtime/emu/mfma.py)")
+    t = _target_name(target)
+    if t and t not in s.archs:
+        raise MfmaError(f"{name} does not exist on {t} (it is a {'/'.join(sorted(s.archs))} instruction)")
+    return s
+
+
+def supported(target) -> list[str]:
+    """Names of the MFMAs the emulator runs on ``target``."""
+    t = _target_name(target)
+    return [n for n, s in SPECS.items() if t in s.archs]
+
+
+# ----------------------------------------------------------------------------- element positions
+
+def _elem_per_word(s: MfmaSpec) -> int:
+    """Elements per storage word: a word is a 32-bit register, or a register pair for f64."""
+    return 1 if s.in_bits == 64 else 32 // s.in_bits
+
+
+def _input_slot(s: MfmaSpec, rows: int, block: int, row: int, k: int) -> tuple[int, int, int]:
+    """(word, sub, lane) of element (row, k) of an input whose other dimension is ``rows``."""
+    if s.layout == "f8f6f4":
+        groups = 64 // rows
+        g = (k % (16 * groups)) // 16
+        r = 16 * (k // (16 * groups)) + k % 16          # byte index within the lane's 32 bytes
+        return r // 4, r % 4, g * rows + row
+    kl = s.k * rows * s.blocks // 64
+    per = _elem_per_word(s)
+    e = k % kl
+    lane = block * rows + (k // kl) * rows * s.blocks + row
+    return e // per, e % per, lane
+
+
+def _out_slot(s: MfmaSpec, block: int, i: int, j: int) -> tuple[int, int]:
+    """(word, lane) of C/D[i][j] of ``block``; a word is a register (32-bit) or a pair (f64)."""
+    h = 1 if s.out_bits == 64 else 4
+    g = 64 // s.n
+    bpr = -(-64 // (s.m * s.n // h))
+    word = block * (s.m * s.n // 64) + (i // (h * g)) * h + i % h
+    lane = (block % bpr) * s.n + ((i // h) % g) * bpr * s.n + j
+    return word, lane
+
+
+def a_slot(s: MfmaSpec, block: int, i: int, k: int) -> tuple[int, int, int]:
+    """(reg, sub, lane) of A[i][k] of ``block`` (reg is the low register of a pair for f64)."""
+    w, sub, lane = _input_slot(s, s.m, block, i, k)
+    return (2 * w if s.in_bits == 64 else w), sub, lane
+
+
+def b_slot(s: MfmaSpec, block: int, k: int, j: int) -> tuple[int, int, int]:
+    """(reg, sub, lane) of B[k][j] of ``block``."""
+    w, sub, lane = _input_slot(s, s.n, block, j, k)
+    return (2 * w if s.in_bits == 64 else w), sub, lane
+
+
+def cd_slot(s: MfmaSpec, block: int, i: int, j: int) -> tuple[int, int]:
+    """(reg, lane) of C/D[i][j] of ``block`` (reg is the low register of a pair for f64)."""
+    w, lane = _out_slot(s, block, i, j)
+    return (2 * w if s.out_bits == 64 else w), lane
+
+
+# ----------------------------------------------------------------------------- index arrays
+
+_BLGP_LANE = {
+    0: lambda L: L,
+    1: lambda L: L % 32,
+    2: lambda L: 32 + L % 32,
+    3: lambda L: (L + 16) % 64,
+    4: lambda L: L % 16,
+    5: lambda L: 16 + L % 16,
+    6: lambda L: 32 + L % 16,
+    7: lambda L: 48 + L % 16,
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Gather indices of one instruction + modifier setting (positions in the per-wave flat arrays).
+
+    Inputs are flattened per wave as ``[word][lane][sub]`` (word = register, or register pair for
+    f64): ``a_idx[b, i, k]`` and ``b_idx[b, k, j]`` index that.  ``d_src[w*64 + lane]`` is the
+    flat ``(b, i, j)`` index of the result element that D word ``w`` holds in ``lane``.
+    """
+
+    a_idx: np.ndarray
+    b_idx: np.ndarray
+    d_src: np.ndarray
+
+
+@lru_cache(maxsize=None)
+def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
+    """Index arrays for ``name`` with the given (already validated) modifiers; cached."""
+    s = SPECS[name]
+    per = _elem_per_word(s)
+    a_idx = np.empty((s.blocks, s.m, s.k), np.int64)
+    b_idx = np.empty((s.blocks, s.k, s.n), np.int64)
+    bc = 1 << cbsz
+    lane_of = _BLGP_LANE[blgp] if not s.out_type == "f64" else _BLGP_LANE[0]
+    for blk in range(s.blocks):
+        src_blk = (blk // bc) * bc + abid
+        for i in range(s.m):
+            for k in range(s.k):
+                w, sub, lane = _input_slot(s, s.m, src_blk, i, k)
+                a_idx[blk, i, k] = (w * 64 + lane) * per + sub
+        for k in range(s.k):
+            for j in range(s.n):
+                w, sub, lane = _input_slot(s, s.n, blk, j, k)
+                b_idx[blk, k, j] = (w * 64 + lane_of(lane)) * per + sub
+    words = s.c_regs // (2 if s.out_bits == 64 else 1)
+    d_src = np.full(words * 64, -1, np.int64)
+    for blk in range(s.blocks):
+        for i in range(s.m):
+            for j in range(s.n):
+                w, lane = _out_slot(s, blk, i, j)
+                d_src[w * 64 + lane] = (blk * s.m + i) * s.n + j
+    if cbsz == 0 and blgp == 0:            # the unmodified layout must be a bijection
+        assert np.array_equal(np.sort(a_idx.ravel()), np.arange(a_idx.size)), name
+        assert np.array_equal(np.sort(b_idx.ravel()), np.arange(b_idx.size)), name
+    assert (d_src >= 0).all(), name
+    for arr in (a_idx, b_idx, d_src):
+        arr.flags.writeable = False
+    return Layout(a_idx, b_idx, d_src)
+
+
+# ----------------------------------------------------------------------------- execution
+
+def _words(x: np.ndarray, pairs: bool) -> np.ndarray:
+    """uint32[regs, W, 64] -> per-wave words [W, words, 64] (uint64 register pairs when ``pairs``)."""
+    x = np.ascontiguousarray(np.moveaxis(np.asarray(x, dtype=np.uint32), 1, 0))
+    if pairs:
+        W, R, L = x.shape
+        x = x.reshape(W, R // 2, 2, L)
+        x = x[:, :, 0, :].astype(np.uint64) | (x[:, :, 1, :].astype(np.uint64) << np.uint64(32))
+    return x
+
+
+def _elements(x: np.ndarray, bits: int) -> np.ndarray:
+    """Per-wave words [W, words, 64] -> raw elements [W, words*64*per] in [word][lane][sub] order."""
+    W = x.shape[0]
+    if bits == 16:
+        return x.view(np.uint16).reshape(W, -1)
+    if bits == 8:
+        return x.view(np.uint8).reshape(W, -1)
+    return x.reshape(W, -1)
+
+
+def _decode(raw: np.ndarray, kind: str, target: str) -> np.ndarray:
+    if kind == "bf16":
+        return nx.bf16_to_f32(raw).astype(np.float64)
+    if kind == "f16":
+        return raw.view(np.float16).astype(np.float64)
+    if kind in ("fp8", "bf8"):
+        return nx.fp8_table(nx.fp8_format(target, kind)).astype(np.float64)[raw]
+    if kind == "f32":
+        return raw.view(np.float32).astype(np.float64)
+    if kind == "xf32":
+        return (raw & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if kind == "i8":
+        return raw.view(np.int8).astype(np.int64)
+    if kind == "f64":
+        return raw.view(np.float64)
+    raise AssertionError(kind)
+
+
+_F8F6F4_FORMATS = {0: "fp8", 1: "bf8"}
+_F8F6F4_NAMES = {2: "fp6 (e2m3)", 3: "bf6 (e3m2)", 4: "fp4 (e2m1)"}
+
+
+def _check_modifiers(s: MfmaSpec, cbsz: int, abid: int, blgp: int) -> tuple[str, str, int, int, int]:
+    """Validate the modifiers; returns (a_kind, b_kind, cbsz, abid, blgp) for the layout."""
+    cbsz, abid, blgp = int(cbsz), int(abid), int(blgp)
+    if s.layout == "f8f6f4":
+        for field, v in (("cbsz", cbsz), ("blgp", blgp)):
+            if v not in _F8F6F4_FORMATS:
+                what = _F8F6F4_NAMES.get(v, f"format code {v}")
+                raise MfmaError(f"{s.name}: {field}={v} selects {what} inputs; the emulator runs "
+                                "only fp8 (0) and bf8 (1) inputs of the f8f6f4 MFMAs")
+        if abid:
+            raise MfmaError(f"{s.name}: abid={abid} is not defined for this instruction (must be 0)")
+        return _F8F6F4_FORMATS[cbsz], _F8F6F4_FORMATS[blgp], 0, 0, 0
+    if cbsz or abid:
+        if not s.cbsz_abid:
+            raise MfmaError(f"{s.name}: cbsz={cbsz} abid={abid} given, but this instruction has no "
+                            "A-block broadcast (CBSZ/ABID must be 0)")
+        max_cbsz = min(4, s.blocks.bit_length() - 1)
+        if not 0 <= cbsz <= max_cbsz:
+            raise MfmaError(f"{s.name}: cbsz={cbsz} out of range 0..{max_cbsz}")
+        if not 0 <= abid < (1 << cbsz):
+            raise MfmaError(f"{s.name}: abid={abid} out of range 0..{(1 << cbsz) - 1} for cbsz={cbsz}")
+    if blgp:
+        if not s.blgp:
+            raise MfmaError(f"{s.name}: blgp={blgp} given, but this instruction has no B lane "
+                            "patterns (BLGP must be 0)")
+        if not 0 <= blgp <= 7:
+            raise MfmaError(f"{s.name}: blgp={blgp} out of range 0..7")
+    return s.a_type, s.b_type, cbsz, abid, (0 if s.out_type == "f64" else blgp)
+
+
+_E8M0 = np.array([2.0 ** (e - 127) for e in range(255)] + [np.nan], np.float64)
+
+
+def _block_scales(s: MfmaSpec, scale, opsel: int, rows: int, W: int, which: str) -> np.ndarray:
+    """E8M0 scale factors [W, rows, K/32] of A (rows = M) or B (rows = N) from the scale VGPR."""
+    if scale is None:
+        raise MfmaError(f"{s.name}: the {which} scale operand is missing")
+    if not 0 <= int(opsel) <= 3:
+        raise MfmaError(f"{s.name}: op_sel byte {opsel} of the {which} scale out of range 0..3")
+    reg = np.broadcast_to(np.asarray(scale, dtype=np.uint32), (W, 64))
+    e = (reg >> np.uint32(8 * int(opsel))) & np.uint32(0xFF)
+    kb = s.k // 32
+    lane = (np.arange(kb)[None, :] * rows + np.arange(rows)[:, None])       # [rows, kb]
+    return _E8M0[e[:, lane]]
+
+
+def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0, *,
+         scale_a=None, scale_b=None, opsel_a: int = 0, opsel_b: int = 0) -> np.ndarray:
+    """Execute one MFMA for W waves: see the module docstring for shapes and semantics."""
+    t = _target_name(target)
+    s = spec(name, t)
+    a_kind, b_kind, cbsz, abid, lay_blgp = _check_modifiers(s, cbsz, abid, blgp)
+    if not s.scaled and (scale_a is not None or scale_b is not None or opsel_a or opsel_b):
+        raise MfmaError(f"{name} takes no scale operands (only the v_mfma_scale_* forms do)")
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.ndim != 3 or a.shape[0] != s.a_regs or a.shape[2] != 64:
+        raise MfmaError(f"{name}: A must be uint32[{s.a_regs}, W, 64], got {a.shape}")
+    if b.shape != (s.b_regs,) + a.shape[1:]:
+        raise MfmaError(f"{name}: B must be uint32[{s.b_regs}, {a.shape[1]}, 64], got {b.shape}")
+    W = a.shape[1]
+    c = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    lay = layout(name, cbsz, abid, lay_blgp)
+    pairs = s.in_bits == 64
+
+    a_el = _decode(_elements(_words(a, pairs), s.in_bits)[:, lay.a_idx], a_kind, t)   # [W, B, M, K]
+    b_el = _decode(_elements(_words(b, pairs), s.in_bits)[:, lay.b_idx], b_kind, t)   # [W, B, K, N]
+    if s.scaled:      # exact: powers of two applied to A and B before the (exact) products
+        sa = _block_scales(s, scale_a, opsel_a, s.m, W, "A")                         # [W, M, K/32]
+        sb = _block_scales(s, scale_b, opsel_b, s.n, W, "B")                         # [W, N, K/32]
+        a_el = a_el * np.repeat(sa, 32, axis=2)[:, None, :, :]
+        b_el = b_el * np.repeat(sb, 32, axis=2).transpose(0, 2, 1)[:, None, :, :]
+    c_w = _words(c, s.out_bits == 64).reshape(W, -1)                                   # [W, words*64]
+
+    if s.out_type == "f64":
+        if blgp & 1:
+            a_el = -a_el
+        if blgp & 2:
+            b_el = -b_el
+        cv = c_w.view(np.float64)
+        if blgp & 4:
+            cv = -cv
+        prod = np.matmul(a_el, b_el).reshape(W, -1)[:, lay.d_src]
+        d = (prod + cv).view(np.uint64)
+        lo = (d & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        hi = (d >> np.uint64(32)).astype(np.uint32)
+        d32 = np.stack([lo.reshape(W, -1, 64), hi.reshape(W, -1, 64)], axis=2).reshape(W, -1, 64)
+        return np.ascontiguousarray(np.moveaxis(d32, 0, 1))
+    if s.out_type == "i32":
+        prod = np.matmul(a_el, b_el).reshape(W, -1)[:, lay.d_src]
+        d = (prod + c_w.view(np.int32)).astype(np.uint64).astype(np.uint32)   # wraps modulo 2**32
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            prod = np.matmul(a_el, b_el).reshape(W, -1)[:, lay.d_src]
+            d = (prod + c_w.view(np.float32)).astype(np.float32).view(np.uint32)
+    return np.ascontiguousarray(np.moveaxis(d.reshape(W, s.c_regs, 64), 0, 1))
