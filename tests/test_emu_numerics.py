@@ -69,6 +69,7 @@ def test_fp8_format_facts():
     """The per-arch formats and their documented special values (OCP spec, AMD CDNA3 ISA)."""
     assert nx.fp8_format("gfx942", "fp8") == "e4m3fnuz" and nx.fp8_format("gfx942", "bf8") == "e5m2fnuz"
     assert nx.fp8_format("gfx950", "fp8") == "e4m3fn" and nx.fp8_format("gfx950", "bf8") == "e5m2"
+    assert nx.fp8_formats("gfx942") == ("e4m3fnuz", "e5m2fnuz") and nx.fp8_formats("gfx950:sramecc+:xnack-") == ("e4m3fn", "e5m2")
     assert {f: nx.fp8_max(f) for f in nx.FP8_FORMATS} == {
         "e4m3fnuz": 240.0, "e5m2fnuz": 57344.0, "e4m3fn": 448.0, "e5m2": 57344.0}
     nan_codes = {f: sorted(int(c) for c in np.flatnonzero(np.isnan(nx.fp8_table(f)))) for f in nx.FP8_FORMATS}

@@ -38,6 +38,7 @@ fp8 / bf8 (8-bit floats).  Format names are torch's:
     ``"e5m2"``     gfx950 bf8 (OCP): bias 15, max 57344, +-inf = 0x7c / 0xfc, NaN = 0x7d..0x7f (+sign).
     ``fp8_format(target, kind) -> str``   kind "fp8" or "bf8" -> the format name on ``target``
                                           ("gfx942"/"gfx950" or a ``Target``).
+    ``fp8_formats(target) -> (fp8_fmt, bf8_fmt)``  both at once.
     ``fp8_table(fmt) -> float32[256]``    decode table (read-only), built from the bit layout.
     ``fp8_to_f32(codes, fmt) -> float32`` decode (``v_cvt_f32_fp8``, MFMA inputs); subnormals exact.
     ``f32_to_fp8(x, fmt, saturate=False) -> uint8``
@@ -73,7 +74,7 @@ __all__ = [
     "bf16_to_f32", "f32_to_bf16", "f32_to_bf16_trunc",
     "f16_to_f32", "f32_to_f16", "f32_to_f16_rtz",
     "lo16", "hi16", "pack16", "byte_of", "pack_bytes",
-    "FP8_FORMATS", "fp8_format", "fp8_table", "fp8_to_f32", "f32_to_fp8", "fp8_max",
+    "FP8_FORMATS", "fp8_format", "fp8_formats", "fp8_table", "fp8_to_f32", "f32_to_fp8", "fp8_max",
     "is_denorm_f32", "flush_denorm_f32", "flush_denorm_f16",
 ]
 
@@ -200,6 +201,11 @@ def fp8_format(target, kind: str) -> str:
     if t.fp8_format == "fnuz":
         return "e4m3fnuz" if kind == "fp8" else "e5m2fnuz"
     return "e4m3fn" if kind == "fp8" else "e5m2"
+
+
+def fp8_formats(target) -> tuple[str, str]:
+    """(fp8 format, bf8 format) of ``target``: ("e4m3fnuz", "e5m2fnuz") or ("e4m3fn", "e5m2")."""
+    return fp8_format(target, "fp8"), fp8_format(target, "bf8")
 
 
 def _spec(fmt: str):
