@@ -1,0 +1,383 @@
+"""YAML kernel specs: load, validate against the generator's declared schema, build.
+
+A spec names its generator and fixes the parameters of one kernel::
+
+    kernel: elementwise             # the generator (kernels/registry.py)
+    name: axpy_f32                  # the kernel symbol and the output file stem
+    description: y = alpha*x + y in fp32
+    targets: [gfx942, gfx950]       # what `isagen gen --target all` builds
+    params: {op: axpy, dtype: f32, block: 256, vec: 4}
+    shapes: {n: 1000000}            # default run-time shapes (isagen run, benchmarks)
+    reference: alpha * x + y        # torch expression (or a reference-function name) for runtime checks
+
+Every problem is a ``SpecError`` whose message is one line naming the file, the line and the field::
+
+    specs/axpy_f32.yaml:7: params.block: 100 is not a power of two
+
+``-D name=value`` overrides (``load_spec(path, overrides=["block=128"])``) are parsed per the declared
+parameter type and validated the same way.  See docs/specs.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import IsagenError, SpecError
+from .targets import TARGETS, Target, get_target
+
+FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference")
+REQUIRED = ("kernel", "name", "targets")
+
+
+def bundled_specs_dir() -> Path:
+    """The specs shipped with isagen (``specs/`` of the repository, ``isagen/specs`` when installed)."""
+    return Path(__file__).resolve().parent / "specs"
+
+
+@dataclass
+class Override:
+    name: str
+    text: str          # the value as written after '='
+
+    def __str__(self) -> str:
+        return f"-D {self.name}={self.text}"
+
+
+def _as_overrides(items) -> list[Override]:
+    return [o if isinstance(o, Override) else parse_overrides([o])[0] for o in items or ()]
+
+
+def parse_overrides(items) -> list[Override]:
+    """``["block=128", "dtype=bf16"]`` -> overrides; a malformed item is a SpecError."""
+    out = []
+    for item in items or []:
+        name, sep, text = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise SpecError(f"-D {item}: expected name=value (for example -D block=128)")
+        out.append(Override(name, text))
+    return out
+
+
+@dataclass
+class Spec:
+    path: str                         # as given (for messages)
+    name: str
+    kernel: str
+    description: str
+    targets: tuple[str, ...]
+    params: "Params"
+    shapes: dict
+    reference: str | None
+    generator: "Generator"
+    lines: dict = field(default_factory=dict)        # "params.block" -> line number in the file
+    overridden: dict = field(default_factory=dict)   # param name -> Override
+
+    # ------------------------------------------------------------------ messages
+    def where(self, fieldname: str) -> str:
+        """``file:line: field`` (or ``file: -D x=y: field`` for an override) as an error prefix."""
+        pname = fieldname.split(".", 1)[1] if fieldname.startswith("params.") else None
+        if pname and pname in self.overridden:
+            return f"{self.path}: {self.overridden[pname]}: {fieldname}"
+        line = self.lines.get(fieldname)
+        if line is None and pname:
+            return f"{self.path}: {fieldname} (default {self.params.get(pname)!r})"
+        return f"{self.path}:{line}: {fieldname}" if line else f"{self.path}: {fieldname}"
+
+    def error(self, fieldname: str, message: str) -> SpecError:
+        return SpecError(f"{self.where(fieldname)}: {message}")
+
+    # ------------------------------------------------------------------ targets
+    def select_targets(self, which: str | None = None) -> list[Target]:
+        """``None``/``"all"``: every target the spec lists; otherwise that one (which the spec must list)."""
+        if which in (None, "all"):
+            return [get_target(t) for t in self.targets]
+        target = get_target(which)
+        if target.name not in self.targets:
+            raise self.error("targets", f"the spec lists {', '.join(self.targets)}; "
+                                        f"target {target.name} is not one of them")
+        return [target]
+
+    # ------------------------------------------------------------------ building
+    def header(self) -> list[str]:
+        lines = [f"spec: {self.path} (generator '{self.kernel}')"]
+        if self.description:
+            lines.append(f"description: {self.description}")
+        lines.append(f"params: {self.params.describe()}")
+        if self.reference:
+            lines.append(f"reference: {self.reference}")
+        return lines
+
+    def validate(self, target) -> Target:
+        """Check that this spec can be built for ``target`` (listed, and the generator's own rules for
+        parameter combinations); returns the Target.  Cheap: nothing is built."""
+        target = self.select_targets(target.name if isinstance(target, Target) else target)[0]
+        gen = self.generator
+        for fieldname, message in (gen.validate(self.params, target) if gen.validate else []):
+            raise self.error(f"params.{fieldname}", message)
+        return target
+
+    def build(self, target, *, force: bool = False):
+        """Spec + target -> finished ``Program`` (checks run).  With ``force``, rejections of a kernel
+        that can be built are recorded in ``Program.rejected`` (and the .s header) instead of raised."""
+        from .program import KernelBuilder, Program
+
+        target = self.validate(target)
+        gen = self.generator
+        try:
+            result = gen.fn(self.params, target)
+            if isinstance(result, KernelBuilder):
+                result.header[:0] = self.header()
+                program = result.finish(force=force)
+            elif isinstance(result, Program):
+                program = result
+            else:
+                raise TypeError(f"generator '{gen.name}' returned {type(result).__name__}, "
+                                "not a KernelBuilder or Program")
+        except SpecError as e:
+            raise SpecError(_prefixed(self.path, target, e)) from None
+        except IsagenError as e:
+            raise type(e)(_prefixed(self.path, target, e)) from None
+        rejections = gen.check(self.params, target, program) if gen.check else []
+        if rejections:
+            if not force:
+                fieldname, message = rejections[0]
+                more = f" (and {len(rejections) - 1} more)" if len(rejections) > 1 else ""
+                raise self.error(f"params.{fieldname}", f"{message}{more}; --force emits it anyway")
+            reasons = [f"params.{f}: {m}" for f, m in rejections]
+            program.rejected = "; ".join([program.rejected] * bool(program.rejected) + reasons)
+        return program
+
+    def launch_info(self, target):
+        """The launch contract (``isagen.launch.LaunchInfo``) of this spec's kernel on ``target``."""
+        return self.generator.launch_info(self.params, get_target(target))
+
+    def launch_dims(self, target, shapes: dict | None = None):
+        """Grid and workgroup size for ``shapes`` (default: the spec's ``shapes:``)."""
+        merged = dict(self.shapes)
+        merged.update(shapes or {})
+        return self.generator.launch_dims(self.params, merged, get_target(target))
+
+
+def _prefixed(path: str, target: Target, error: Exception) -> str:
+    text = str(error)
+    return text if text.startswith(path) else f"{path} [{target.name}]: {text}"
+
+
+# ---------------------------------------------------------------------- loading
+def load_spec(path, overrides=()) -> Spec:
+    """Read and validate one spec file; ``overrides`` are ``-D`` strings or ``Override``s."""
+    path_text = str(path)
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise SpecError(f"{path_text}: no such spec file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path_text}: cannot read the spec ({e.__class__.__name__})") from None
+    return parse_spec(text, path_text, overrides)
+
+
+def load_specs(paths, overrides=()) -> list[Spec]:
+    """Specs from files and directories (a directory gives its ``*.yaml`` files, sorted)."""
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+            if not found:
+                raise SpecError(f"{p}: no *.yaml specs in this directory")
+            files += found
+        else:
+            files.append(p)
+    return [load_spec(f, overrides) for f in files]
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML, with duplicate mapping keys reported instead of silently overwritten."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key '{key}' (first at line {seen[key] + 1})", key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_error(path: str, e: yaml.YAMLError) -> SpecError:
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark is not None else path
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    context = getattr(e, "context", None)
+    context_mark = getattr(e, "context_mark", None)
+    detail = problem
+    if context and "duplicate" not in problem:
+        started = ""
+        if context_mark is not None and mark is not None and context_mark.line != mark.line:
+            started = f" that starts at line {context_mark.line + 1}"
+        detail = f"{problem} ({context}{started})"
+    return SpecError(f"{where}: malformed YAML: {detail}")
+
+
+def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
+    """Validate spec text (see the module docstring); ``path`` is used in messages."""
+    from isagen.kernels.registry import Params, get_generator
+
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader) if root is not None else None
+    except yaml.YAMLError as e:
+        raise _yaml_error(path, e) from None
+    if root is None:
+        raise SpecError(f"{path}: the spec is empty (needs at least: {', '.join(REQUIRED)})")
+    if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
+        raise SpecError(f"{path}:{root.start_mark.line + 1}: a spec is a mapping of fields "
+                        f"({', '.join(FIELDS)}), got {_kind(data)}")
+
+    # line numbers of top-level fields and of their direct children (params.block, shapes.n)
+    lines: dict[str, int] = {}
+    for key_node, value_node in root.value:
+        key = str(key_node.value)
+        lines[key] = key_node.start_mark.line + 1
+        if isinstance(value_node, yaml.MappingNode):
+            for k2, _ in value_node.value:
+                lines[f"{key}.{k2.value}"] = k2.start_mark.line + 1
+        elif isinstance(value_node, yaml.SequenceNode):
+            for i, item in enumerate(value_node.value):
+                lines[f"{key}[{i}]"] = item.start_mark.line + 1
+
+    def err(fieldname: str, message: str) -> SpecError:
+        line = lines.get(fieldname) or lines.get(fieldname.split(".")[0].split("[")[0])
+        return SpecError(f"{path}:{line}: {fieldname}: {message}" if line else f"{path}: {fieldname}: {message}")
+
+    for key in data:
+        if not isinstance(key, str):
+            raise err(str(key), f"field names are strings, got {_kind(key)}")
+        if key not in FIELDS:
+            near = difflib.get_close_matches(key, FIELDS, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise err(key, f"unknown field{hint}; a spec has: {', '.join(FIELDS)}")
+    for key in REQUIRED:
+        if key not in data:
+            raise SpecError(f"{path}: missing required field '{key}'")
+
+    # kernel / name / description
+    kernel = data["kernel"]
+    if not isinstance(kernel, str):
+        raise err("kernel", f"expected a generator name, got {_kind(kernel)}")
+    try:
+        gen = get_generator(kernel)
+    except SpecError as e:
+        raise err("kernel", str(e)) from None
+    name = data["name"]
+    if not isinstance(name, str) or not name.isidentifier():
+        raise err("name", f"must be a valid kernel symbol (letters, digits, _), got {_show(name)}")
+    description = data.get("description", "")
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise err("description", f"expected a string, got {_kind(description)}")
+    description = " ".join(description.split())
+
+    # targets
+    targets = data["targets"]
+    if isinstance(targets, str):
+        targets = [targets]
+    if not isinstance(targets, list) or not targets:
+        raise err("targets", f"expected a non-empty list of targets, got {_kind(targets)}")
+    seen = []
+    for i, t in enumerate(targets):
+        fname = f"targets[{i}]"
+        if not isinstance(t, str):
+            raise err(fname, f"expected a target name, got {_kind(t)}")
+        if t not in TARGETS:
+            raise err(fname, f"unknown target '{t}' (isagen supports: {', '.join(TARGETS)})")
+        if t not in gen.targets:
+            raise err(fname, f"generator '{gen.name}' does not support {t} (it supports: {', '.join(gen.targets)})")
+        if t in seen:
+            raise err(fname, f"target {t} listed twice")
+        seen.append(t)
+
+    # params: file values, then -D overrides, validated against the schema
+    raw = data.get("params") or {}
+    if not isinstance(raw, dict):
+        raise err("params", f"expected a mapping of parameter: value, got {_kind(raw)}")
+    values = gen.defaults()
+    for key, value in raw.items():
+        fname = f"params.{key}"
+        if key not in gen.params:
+            raise err(fname, gen.unknown_param(str(key)))
+        problem = gen.params[key].problem(value)
+        if problem:
+            raise err(fname, problem)
+        values[key] = gen.params[key].coerce(value)
+    overridden = {}
+    for ov in _as_overrides(overrides):
+        prefix = f"{path}: {ov}: params.{ov.name}"
+        if ov.name not in gen.params:
+            raise SpecError(f"{prefix}: {gen.unknown_param(ov.name)}")
+        schema = gen.params[ov.name]
+        try:
+            value = schema.parse(ov.text)
+        except ValueError as e:
+            raise SpecError(f"{prefix}: {e}") from None
+        problem = schema.problem(value)
+        if problem:
+            raise SpecError(f"{prefix}: {problem}")
+        values[ov.name] = schema.coerce(value)
+        overridden[ov.name] = ov
+
+    # shapes: default run-time shapes, named by the generator
+    shapes = data.get("shapes") or {}
+    if not isinstance(shapes, dict):
+        raise err("shapes", f"expected a mapping of shape: size, got {_kind(shapes)}")
+    for key, value in shapes.items():
+        fname = f"shapes.{key}"
+        if key not in gen.shapes:
+            known = ", ".join(gen.shapes) or "none"
+            raise err(fname, f"unknown shape '{key}' for generator '{gen.name}' (it takes: {known})")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise err(fname, f"expected a size (integer >= 0), got {_show(value)}")
+
+    # reference: a Python/torch expression or a reference-function name
+    reference = data.get("reference")
+    if reference is not None:
+        if not isinstance(reference, str) or not reference.strip():
+            raise err("reference", f"expected a torch expression or a reference name, got {_kind(reference)}")
+        try:
+            ast.parse(reference.strip(), mode="eval")
+        except SyntaxError as e:
+            raise err("reference", f"not a valid expression ({e.msg}): {reference.strip()}") from None
+        reference = reference.strip()
+
+    spec = Spec(path=path, name=name, kernel=kernel, description=description, targets=tuple(seen),
+                params=Params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
+                lines=lines, overridden=overridden)
+    return spec
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string '{value}'"
+    return f"a {type(value).__name__}"
+
+
+def _show(value) -> str:
+    return f"'{value}'" if isinstance(value, str) else _kind(value)
