@@ -1,0 +1,277 @@
+"""The command line: exit codes and one-line errors, gen/list/targets/toolchain output against the
+facts they report (targets.py, the generator schema, the toolchain finder, LLVM's readelf)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from isagen.cli import main
+from isagen.kernels import registry
+from isagen.kernels.registry import Param, generator, load_generators
+from isagen.program import KernelBuilder
+from isagen.spec import bundled_specs_dir, load_specs
+from isagen.targets import TARGETS
+
+ROOT = Path(__file__).resolve().parents[1]
+READELF = shutil.which("llvm-readelf-19") or shutil.which("llvm-readelf")
+
+
+def run_module(*args, env=None, cwd=None):
+    """``python -m isagen ...`` in a subprocess."""
+    full_env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "isagen", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd or ROOT, timeout=120)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [l for l in stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    assert lines[0].startswith("isagen: error: ")
+    return lines[0]
+
+
+def spec_text(**params):
+    body = "".join(f"  {k}: {v}\n" for k, v in params.items())
+    return textwrap.dedent("""\
+        kernel: elementwise
+        name: cli_axpy
+        description: cli test
+        targets: [gfx942, gfx950]
+        params:
+        """) + body
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    path = tmp_path / "cli_axpy.yaml"
+    path.write_text(spec_text(op="axpy", dtype="f32", vec=4))
+    return path
+
+
+# ---------------------------------------------------------------------------- python -m isagen
+def test_module_entry_point_and_version():
+    r = run_module("--version")
+    assert r.returncode == 0 and r.stdout.strip() == "isagen 0.1.0"
+
+
+def test_module_reports_a_bad_spec_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kernel: elementwise\nname: x\ntargets: [gfx942]\nparams: {block: 100}\n")
+    r = run_module("gen", str(bad), "-o", str(tmp_path / "out"))
+    assert r.returncode == 2
+    line = one_error_line(r.stderr)
+    assert f"{bad}:4: params.block: 100 is not a power of two" in line
+
+
+def test_missing_toolchain_is_one_line(tmp_path, spec_file):
+    empty = tmp_path / "no_llvm"
+    empty.mkdir()
+    r = run_module("gen", str(spec_file), "--target", "gfx942", "-o", str(tmp_path / "out"),
+                   env={"ISAGEN_LLVM_DIR": str(empty)})
+    assert r.returncode == 2
+    line = one_error_line(r.stderr)
+    assert "ISAGEN_LLVM_DIR" in line and "gfx942" in line
+    # the .s was still written (generation does not need the toolchain); no .co
+    assert (tmp_path / "out" / "cli_axpy.gfx942.s").exists()
+    assert not (tmp_path / "out" / "cli_axpy.gfx942.co").exists()
+    r = run_module("gen", str(spec_file), "--asm-only", "-o", str(tmp_path / "out2"),
+                   env={"ISAGEN_LLVM_DIR": str(empty)})
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["cli_axpy.gfx942.s", "cli_axpy.gfx950.s"]
+
+
+# ---------------------------------------------------------------------------- gen
+def test_gen_writes_both_targets_and_reports_resources(tmp_path, spec_file, capsys):
+    out = tmp_path / "out"
+    assert main(["gen", str(spec_file), "-o", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    for t in ("gfx942", "gfx950"):
+        assert (out / f"cli_axpy.{t}.s").read_text().startswith("// cli_axpy for " + t)
+        assert (out / f"cli_axpy.{t}.co").read_bytes()[:4] == b"\x7fELF"
+        line = next(l for l in stdout.splitlines() if f"cli_axpy {t}" in l)
+        assert re.search(r"ok \d+\.\d\d s · \d+ VGPRs, 0 AGPRs, \d+ SGPRs, LDS 0 B; occupancy \d waves/SIMD", line)
+    specs = load_specs([spec_file])
+    program = specs[0].build("gfx942")
+    occ = program.occupancy()
+    assert f"{program.vgprs} VGPRs" in stdout and f"occupancy {occ['waves_per_simd']} waves/SIMD" in stdout
+
+
+@pytest.mark.skipif(READELF is None, reason="needs llvm-readelf (apt install llvm-19)")
+def test_define_override_reaches_the_code_object(tmp_path, spec_file, capsys):
+    out = tmp_path / "out"
+    assert main(["gen", str(spec_file), "--target", "gfx942", "-D", "block=128", "-o", str(out)]) == 0
+    notes = subprocess.run([READELF, "--notes", str(out / "cli_axpy.gfx942.co")], capture_output=True,
+                           text=True, check=True).stdout
+    assert re.search(r"\.max_flat_workgroup_size:\s+128\b", notes), notes
+
+
+def test_library_build_shows_progress(tmp_path, capsys):
+    specs = load_specs([bundled_specs_dir()])
+    total = sum(len(s.targets) for s in specs)
+    assert main(["gen", str(bundled_specs_dir()), "--asm-only", "-o", str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
+    i = 0
+    for s in sorted(specs, key=lambda s: s.path):
+        for t in s.targets:
+            i += 1
+            assert re.search(rf"^\[{i}/{total}\] {s.name} {t} … ok \d+\.\d\d s", stdout, re.M), stdout
+            assert (tmp_path / f"{s.name}.{t}.s").exists()
+    assert f"wrote {total} files (.s) to {tmp_path}/" in stdout
+
+
+def test_force_emits_with_the_reason(tmp_path, spec_file, capsys):
+    out = tmp_path / "out"
+    args = ["gen", str(spec_file), "--target", "gfx942", "-D", "unroll=16", "-D", "min_occupancy=4",
+            "--asm-only", "-o", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "params.min_occupancy" in one_error_line(err) and "--force" in err
+    assert not (out / "cli_axpy.gfx942.s").exists()
+    assert main(args + ["--force"]) == 0
+    captured = capsys.readouterr()
+    assert "REJECTED" in captured.out and captured.err == ""
+    header = (out / "cli_axpy.gfx942.s").read_text().split(".amdgcn_target")[0]
+    assert "REJECTED" in header and "min_occupancy=4" in header and "waves/SIMD" in header
+
+
+def test_target_selection(tmp_path, spec_file, capsys):
+    only942 = tmp_path / "only942.yaml"
+    only942.write_text(spec_text(op="add", dtype="bf16", vec=8).replace("[gfx942, gfx950]", "[gfx942]")
+                       .replace("name: cli_axpy", "name: only942"))
+    assert main(["gen", str(only942), "--target", "gfx950", "--asm-only", "-o", str(tmp_path)]) == 2
+    assert "gfx950 is not one of them" in one_error_line(capsys.readouterr().err)
+    # in a library build a spec without the target is skipped, the others are built
+    assert main(["gen", str(only942), str(spec_file), "--target", "gfx950", "--asm-only", "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "skip only942" in out and (tmp_path / "cli_axpy.gfx950.s").exists()
+    assert not (tmp_path / "only942.gfx950.s").exists()
+    assert main(["gen", str(spec_file), "--target", "gfx90a", "-o", str(tmp_path)]) == 2
+    assert "unsupported target 'gfx90a'" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("kernel: elementwise\nname: a\ntargets: [gfx942\n", "malformed YAML"),
+    ("kernel: nope\nname: a\ntargets: [gfx942]\n", "unknown kernel generator 'nope'"),
+    ("kernel: elementwise\nname: a\ntargets: [gfx942]\nblock: 64\n", "block: unknown field"),
+    ("kernel: elementwise\nname: a\ntargets: [gfx942]\nparams: {dtype: bf16, vec: 1}\n",
+     "params.vec: vec=1 with bf16 is 2 bytes per lane"),
+])
+def test_spec_errors_exit_2_with_one_line(tmp_path, capsys, text, words):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    assert main(["gen", str(path), "-o", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    line = one_error_line(captured.err)
+    assert str(path) in line and words in line
+
+
+@pytest.fixture
+def overflow_generators(monkeypatch):
+    """Two throwaway generators that ask for more registers / LDS than the target has."""
+    load_generators()
+    monkeypatch.setattr(registry, "GENERATORS", dict(registry.GENERATORS))
+
+    @generator("test_vgpr_hog", params={"vgprs": Param("int", 300, "VGPRs to allocate")})
+    def vgpr_hog(p, target):
+        k = KernelBuilder(p.name, target, workgroup_size=64)
+        k.vgpr(p.vgprs, "hog")
+        return k
+
+    @generator("test_lds_hog", params={"lds": Param("int", 1 << 20, "LDS bytes")})
+    def lds_hog(p, target):
+        k = KernelBuilder(p.name, target, workgroup_size=64)
+        k.lds(p.lds, "hog")
+        return k
+
+
+@pytest.mark.parametrize("kernel, words", [("test_vgpr_hog", "out of VGPRs allocating 'hog'"),
+                                           ("test_lds_hog", f"LDS overflow allocating 'hog'")])
+def test_register_and_lds_overflow_exit_2(tmp_path, capsys, overflow_generators, kernel, words):
+    path = tmp_path / "hog.yaml"
+    path.write_text(f"kernel: {kernel}\nname: hog\ntargets: [gfx942]\n")
+    assert main(["gen", str(path), "--asm-only", "-o", str(tmp_path)]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert words in line and f"{path} [gfx942]" in line
+    if kernel == "test_lds_hog":
+        assert str(TARGETS["gfx942"].lds_bytes) in line
+
+
+def test_duplicate_names_in_a_library_build(tmp_path, spec_file, capsys):
+    twin = tmp_path / "twin.yaml"
+    twin.write_text(spec_file.read_text())
+    assert main(["gen", str(spec_file), str(twin), "--asm-only", "-o", str(tmp_path)]) == 2
+    assert "would overwrite each other" in one_error_line(capsys.readouterr().err)
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "gen" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- list / targets / toolchain
+def test_list_shows_specs_and_schema(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for s in load_specs([bundled_specs_dir()]):
+        line = next(l for l in out.splitlines() if l.strip().startswith(s.name + " "))
+        assert s.kernel in line and ", ".join(s.targets) in line
+        assert s.params.describe() in out
+    for name, gen in load_generators().items():
+        assert f"  {name}: " in out
+        for pname, p in gen.params.items():
+            row = next(l for l in out.splitlines() if l.strip().startswith(pname + " "))
+            assert p.type in row and str(p.default) in row
+
+
+def test_list_reports_an_invalid_spec(tmp_path, capsys):
+    (tmp_path / "ok.yaml").write_text(spec_text(op="add"))
+    (tmp_path / "broken.yaml").write_text("kernel: elementwise\nname: b\ntargets: [gfx942]\nparams: {op: div}\n")
+    assert main(["list", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "broken.yaml: INVALID" in captured.out and "cli_axpy" in captured.out
+    assert "params.op: 'div' is not one of" in one_error_line(captured.err)
+
+
+def test_targets_prints_the_table(capsys):
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    for t in TARGETS.values():
+        assert f"{t.name} ({t.target_id})" in out
+        block = out.split(f"{t.name} ({t.target_id})")[1].split("\n\n")[0]
+        assert f"{t.wave_size} lanes" in block
+        assert f"{t.lds_bytes} bytes" in block and f"{t.lds_banks} banks" in block
+        assert f"{t.max_sgprs} per wave" in block and f"{t.unified_regs_per_lane} per lane" in block
+        assert ", ".join(map(str, t.lds_dma_widths)) + " bytes per lane" in block
+        assert t.fp8_format.upper() in block
+        for p in t.products:
+            row = next(l for l in out.splitlines() if l.strip().startswith(p.name + " "))
+            cols = row.split()
+            assert cols[1] == t.name and int(cols[2]) == p.cus and int(cols[3]) == p.xcds
+            assert int(cols[4]) == p.clock_mhz
+            assert float(cols[5]) == pytest.approx(p.peak_bf16_tflops, abs=0.05)
+            assert float(cols[6]) == pytest.approx(p.peak_fp8_tflops, abs=0.05)
+            assert float(cols[7]) == pytest.approx(p.hbm_tb_s) and int(cols[8]) == p.hbm_gib
+        mfma_block = out.split(f"MFMAs on {t.name}")[1].split("\n\n")[0]
+        for m in t.mfmas:
+            row = next(l for l in mfma_block.splitlines() if l.split() and l.split()[0] == m.mnemonic)
+            cols = row.split()
+            assert cols[1] == f"{m.m}x{m.n}x{m.k}" and int(cols[-2]) == m.passes and int(cols[-1]) == 4 * m.passes
+
+
+def test_toolchain_report_names_each_targets_assembler(capsys):
+    from isagen.toolchain import find_toolchain
+
+    assert main(["toolchain"]) == 0
+    out = capsys.readouterr().out
+    for t in TARGETS:
+        tc = find_toolchain(t)
+        line = next(l for l in out.splitlines() if l.startswith(t + " "))
+        assert tc.assembler.name in line
