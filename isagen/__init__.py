@@ -6,3 +6,20 @@ Layers, one way only: ISA tables and instruction objects (``isagen.isa``) → ke
 """
 
 __version__ = "0.1.0"
+
+# ``isagen.build`` / ``isagen.Kernel`` load on first use, so ``import isagen`` stays light (no torch, no yaml)
+_LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel")}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'isagen' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,0 +1,123 @@
+"""The on-disk cache of built kernels.
+
+A built kernel is stored under a key that is the SHA-256 of everything that determines its bytes:
+the spec's content, the parameters, the target, isagen's version and the toolchain's version.  A
+second ``isagen.build`` of the same thing loads the entry instead of generating and assembling.
+
+Location: ``$ISAGEN_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/isagen``, else ``~/.cache/isagen``.
+One entry is one directory ``kernels/<name>-<key>/`` holding
+
+- ``kernel.co`` — the code object,
+- ``kernel.s``  — the assembly it came from (for reading),
+- ``entry.json`` — what a launch needs (kernarg layout, workgroup size, launch rule, tensors, scalars),
+  the key and the SHA-256 of both files.
+
+Entries are written into a temporary directory and renamed into place (atomic on POSIX), so a
+reader sees a whole entry or none.  Loading verifies the key and both hashes; an entry that fails
+is reported (``CacheWarning``, naming the directory), removed and rebuilt — never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+FORMAT = 1          # bump when the entry layout changes: older entries then simply miss
+ENTRY_FILES = ("kernel.co", "kernel.s")
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was unreadable or corrupt and is being rebuilt."""
+
+
+def cache_dir() -> Path:
+    """The cache root (created on first write, not here)."""
+    env = os.environ.get("ISAGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg and os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"
+    return base / "isagen"
+
+
+def cache_key(**parts) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``parts`` (keys sorted, no whitespace)."""
+    text = json.dumps({"format": FORMAT, **parts}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def entry_dir(name: str, key: str, root: Path | None = None) -> Path:
+    return (root or cache_dir()) / "kernels" / f"{name}-{key[:32]}"
+
+
+def load(name: str, key: str, root: Path | None = None) -> tuple[dict, bytes, str] | None:
+    """``(entry, code_object, assembly)`` for ``key``, or None when there is no valid entry."""
+    path = entry_dir(name, key, root)
+    if not path.is_dir():
+        return None
+    try:
+        entry = json.loads((path / "entry.json").read_text())
+        co = (path / "kernel.co").read_bytes()
+        asm = (path / "kernel.s").read_bytes()
+        problem = None
+        if entry.get("format") != FORMAT or entry.get("key") != key:
+            problem = "its key does not match"
+        elif entry.get("sha256", {}).get("kernel.co") != _sha(co):
+            problem = "kernel.co does not match its recorded SHA-256"
+        elif entry.get("sha256", {}).get("kernel.s") != _sha(asm):
+            problem = "kernel.s does not match its recorded SHA-256"
+    except (OSError, ValueError, AttributeError) as e:
+        problem = f"it cannot be read ({e.__class__.__name__}: {e})"
+    if problem:
+        warnings.warn(f"isagen cache entry {path} is corrupt ({problem}); rebuilding it", CacheWarning, stacklevel=3)
+        shutil.rmtree(path, ignore_errors=True)
+        return None
+    return entry, co, asm.decode()
+
+
+def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None = None) -> Path:
+    """Write an entry atomically; returns its directory.  A concurrent writer of the same key wins
+    harmlessly (both wrote the same content)."""
+    final = entry_dir(name, key, root)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    asm_bytes = asm.encode()
+    entry = dict(entry, format=FORMAT, key=key, sha256={"kernel.co": _sha(co), "kernel.s": _sha(asm_bytes)})
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        for fname, data in (("kernel.co", co), ("kernel.s", asm_bytes),
+                            ("entry.json", json.dumps(entry, indent=1, sort_keys=True).encode())):
+            with open(tmp / fname, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        if final.exists():                 # a stale or corrupt entry (a valid one would have loaded)
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():         # someone else's entry appeared meanwhile: keep theirs
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def clear(root: Path | None = None) -> int:
+    """Remove every entry; returns how many were removed."""
+    kernels = (root or cache_dir()) / "kernels"
+    n = 0
+    if kernels.is_dir():
+        for p in kernels.iterdir():
+            shutil.rmtree(p, ignore_errors=True)
+            n += 1
+    return n
