@@ -227,19 +227,12 @@ class Generator:
     def launch_dims(self, params: Params, shapes: dict, target) -> Launch:
         """Grid (workgroups) and workgroup size for these sizes, after checking the contract's
         requirements; what ``hipModuleLaunchKernel`` gets."""
-        from isagen.launch import evaluate
-
         info = self.launch_info(params, target)
         missing = [s for s in info.size_symbols if s not in shapes]
         if missing:
             raise LaunchError(f"{params.name}: missing size(s) {', '.join(missing)} "
                               f"(the kernel takes: {', '.join(info.size_symbols)})")
-        env = {**info.constants, **{k: int(v) for k, v in shapes.items()}}
-        for expr, message in info.requires:
-            if not evaluate(expr, env, "requires"):
-                shown = ", ".join(f"{k}={v}" for k, v in shapes.items())
-                raise LaunchError(f"{params.name}: {message} ({shown})")
-        grid = tuple(evaluate(g, env, f"grid[{i}]") for i, g in enumerate(info.grid))
+        grid = info.grid_for({k: int(v) for k, v in shapes.items()}, params.name)
         return Launch(grid, tuple(info.block), info.shared_bytes)
 
 
