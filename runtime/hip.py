@@ -150,9 +150,10 @@ def check_single_runtime(maps_text: str | None = None) -> None:
 class HipModule:
     """A code object loaded on one device, with its kernel functions looked up once."""
 
-    def __init__(self, hip, handle, device_index: int):
+    def __init__(self, hip, handle, device_index: int, image: bytes):
         self.hip = hip
         self.handle = handle
+        self.image = image              # kept alive with the module: the runtime may refer to it
         self.device_index = device_index
         self._functions: dict[str, object] = {}
 
@@ -187,7 +188,7 @@ def load_module(co: bytes, device_index: int, *, device_arch: str | None = None,
         if not _runtime_checked:
             check_single_runtime()
             _runtime_checked = True
-        module = _modules[key] = HipModule(hip, handle, device_index)
+        module = _modules[key] = HipModule(hip, handle, device_index, co)
         return module
 
 
