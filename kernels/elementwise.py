@@ -191,7 +191,8 @@ def elementwise(p, target) -> KernelBuilder:
     for u in range(p.unroll):
         later = (p.unroll - 1 - u) * held
         k.wait(vmcnt=min(later, target.max_vmcnt),
-               why=f"chunk {u} has landed ({later} later loads may still be in flight)")
+               why=f"chunk {u} has landed" + (f" ({later} later load{'s' * (later > 1)} may still be in flight)"
+                                               if later else ""))
         k.comment(f"compute chunk {u}: {op.formula}" + (" in fp32" if half else ""))
         for j in range(u * dwords, (u + 1) * dwords):
             alu.dword(k, result[j], {t: data[t][j] for t in op.inputs}, alpha)
