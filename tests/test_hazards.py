@@ -1,0 +1,342 @@
+"""The s_nop pass and the hazard verifier (isagen.hazards).
+
+The expected wait states come from LLVM, not from isagen:
+
+* ``mai-hazards-gfx940.mir`` (llvm/test/CodeGen/AMDGPU, RUN lines for gfx940 and gfx950): each case is
+  an instruction pair and the ``S_NOP`` count LLVM's post-RA hazard recognizer puts between them.
+  The MIR cases use LLVM's test MFMAs (i8, f16 4x4 ...); each row below uses an isagen MFMA with the
+  same pass count and the same XDL class, which is what the recognizer keys on.
+* ``llvm.amdgcn.mfma.gfx950.bf16.ll``: llc output for gfx950 with the s_nops LLVM chose for
+  v_mfma_f32_32x32x16_bf16 (counted here as independent instructions plus the s_nop).
+* For rules the MIR file has no case for, the constant or helper named in GCNHazardRecognizer.cpp
+  (and the pull request that set it) is cited.
+
+For every row: ``insert_nops`` on the bare pair puts exactly that many wait states between them;
+``check_hazards`` flags the pair with one wait state fewer and accepts it with that many.
+"""
+
+import random
+
+import pytest
+
+from isagen import hazards
+from isagen.errors import CheckError
+from isagen.isa.operands import EXEC, M0, VCC, A, Label, S, V
+from isagen.isa.table import isa_table
+
+G942, G950 = "gfx942", "gfx950"
+
+
+def T(target):
+    return isa_table(target)
+
+
+def mfma(t, name, dst, a, b, c):
+    return T(t)[name](dst, a, b, c)
+
+
+# (target, citation, producer builder, consumer builder, wait states)
+# builders take the ISA table of the target
+MI16, MI32, MI32_950, MI16_F16 = ("v_mfma_f32_16x16x16_bf16", "v_mfma_f32_32x32x8_bf16",
+                                  "v_mfma_f32_32x32x16_bf16", "v_mfma_f32_16x16x16_f16")
+MI_F8F6F4_32 = "v_mfma_f32_32x32x64_f8f6f4"    # 16 passes (gfx950 only)
+
+VECTORS = []
+
+
+def vec(targets, cite, prod, cons, n):
+    for t in targets:
+        VECTORS.append(pytest.param(t, prod, cons, n, id=f"{t}-{cite}"))
+
+
+BOTH = (G942, G950)
+# --- VALU -> MFMA (checkMAIHazards90A, LegacyVALUNotDotWritesVGPRWaitStates = 2)
+vec(BOTH, "valu_write_vgpr_sgemm_mfma_read", lambda I: I["v_mov_b32"](V[1], 1),
+    lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), 2)
+vec(BOTH, "valu_write_agpr_sgemm_mfma_read", lambda I: I["v_accvgpr_write_b32"](A[4], 1),
+    lambda I: I[MI16](A[0:4], A[4:6], V[2:4], A[0:4]), 2)
+vec(BOTH, "accmov_write_agpr_sgemm_mfma_read", lambda I: I["v_accvgpr_mov_b32"](A[4], A[5]),
+    lambda I: I[MI16](A[0:4], A[4:6], V[2:4], A[0:4]), 2)
+# --- VALU writes EXEC -> MFMA (vcmpx_write_exec_mfma: S_NOP 3)
+vec(BOTH, "vcmpx_write_exec_mfma", lambda I: I["v_cmp_gt_f32"](EXEC, 0, V[1]),
+    lambda I: I[MI16](A[4:8], A[8:10], V[2:4], A[0:4]), 4)
+# --- MFMA -> MFMA SrcC
+vec(BOTH, "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_same_vgpr_as_srcc (4-pass chain)",
+    lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), 0)
+vec((G942,), "xdl_sgemm16x16_4pass_mfma_write_agpr_mfma_read_overlap (GFX940: S_NOP 4)",
+    lambda I: I[MI16](A[2:6], V[0:2], V[2:4], A[0:4]), lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), 5)
+vec((G950,), "xdl_sgemm16x16_4pass_mfma_write_agpr_mfma_read_overlap (GFX950: S_NOP 5)",
+    lambda I: I[MI16](A[2:6], V[0:2], V[2:4], A[0:4]), lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), 6)
+vec((G942,), "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_overlap (8-pass; GFX940: S_NOP 7 + S_NOP 0)",
+    lambda I: I[MI32](V[2:18], V[26:28], V[28:30], V[0:16]), lambda I: I[MI32](V[0:16], V[26:28], V[28:30], V[0:16]), 9)
+vec((G950,), "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_overlap (8-pass; GFX950: S_NOP 7 + S_NOP 1)",
+    lambda I: I[MI32](V[2:18], V[26:28], V[28:30], V[0:16]), lambda I: I[MI32](V[0:16], V[26:28], V[28:30], V[0:16]), 10)
+vec((G950,), "xdl_sgemm32x32_mfma_write_vgpr_mfma_read_overlap (16-pass; GFX950: S_NOP 7 + 7 + 1)",
+    lambda I: I[MI_F8F6F4_32](A[2:18], V[0:8], V[8:16], A[0:16]),
+    lambda I: I[MI_F8F6F4_32](A[0:16], V[0:8], V[8:16], A[0:16]), 18)
+# llvm PR #218363: a *different* MFMA opcode on the same accumulator gets the overlap count, not 0
+vec((G942,), "llvm#218363 different opcode on the same accumulator (xdl_write->xdl_srcc_overlap, 4-pass)",
+    lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), lambda I: I[MI16_F16](A[0:4], V[0:2], V[2:4], A[0:4]), 5)
+vec((G950,), "llvm#218363 16x16x32_f16 then 16x16x16_f16 on one tuple (gfx950 overlap table, 4-pass)",
+    lambda I: I["v_mfma_f32_16x16x32_f16"](A[0:4], V[0:4], V[4:8], A[0:4]),
+    lambda I: I[MI16_F16](A[0:4], V[0:2], V[2:4], A[0:4]), 6)
+# --- MFMA -> MFMA SrcA/B
+vec((G942,), "xdl_sgemm16x16_mfma_write_agpr_mfma_srca_read_overlap (8-pass; S_NOP 7 + S_NOP 2)",
+    lambda I: I[MI32](A[0:16], V[0:2], V[2:4], A[0:16]), lambda I: I[MI16](A[20:24], A[0:2], V[0:2], A[20:24]), 11)
+vec((G950,), "GFX940_XDL_N_PassWritesVGPROverlappedSrcABWaitStates, gfx950 8-pass (llvm#126732)",
+    lambda I: I[MI32](A[0:16], V[0:2], V[2:4], A[0:16]), lambda I: I[MI16](A[20:24], A[0:2], V[0:2], A[20:24]), 12)
+vec((G942,), "xdl_sgemm4x4_mfma_write_agpr_mfma_srcb_read_overlap pattern, 4-pass (P+3)",
+    lambda I: I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), lambda I: I[MI16](A[8:12], V[0:2], A[2:4], A[8:12]), 7)
+# --- MFMA -> VALU / memory (checkMAIVALUHazards)
+vec((G942,), "xdl_sgemm16X16X16_mfma_write_vgpr_valu_read (4-pass; S_NOP 6)",
+    lambda I: I[MI16](V[4:8], V[0:2], V[2:4], V[4:8]), lambda I: I["v_mov_b32"](V[10], V[4]), 7)
+vec((G950,), "GFX940_XDL_N_PassWriteVgprVALUMemExpReadWaitStates gfx950 4-pass (llvm#126727)",
+    lambda I: I[MI16](V[4:8], V[0:2], V[2:4], V[4:8]), lambda I: I["v_mov_b32"](V[10], V[4]), 8)
+vec((G942,), "xdl_sgemm16X16X16_mfma_write_vgpr_vm_read (4-pass; S_NOP 6)",
+    lambda I: I[MI16](V[4:8], V[0:2], V[2:4], V[4:8]),
+    lambda I: I["buffer_store_dword"](V[4], V[20], S[0:4], 0, offen=True), 7)
+vec((G942,), "xdl_sgemm16X16X16_mfma_write_vgpr_valu_write (4-pass WAW; S_NOP 6)",
+    lambda I: I[MI16](V[0:4], V[4:6], V[6:8], V[0:4]), lambda I: I["v_mov_b32"](V[1], 0), 7)
+vec((G942,), "xdl_smfma16x16_write_vgpr_accv_read pattern, 8-pass (S_NOP 7 + S_NOP 2)",
+    lambda I: I[MI32](A[0:16], V[0:2], V[2:4], A[0:16]), lambda I: I["v_accvgpr_read_b32"](V[10], A[0]), 11)
+vec((G942,), "xdl_smfma16x16_write_vgpr_lds_read pattern, 8-pass",
+    lambda I: I[MI32](V[0:16], V[20:22], V[22:24], V[0:16]), lambda I: I["ds_write_b32"](V[30], V[1]), 11)
+vec((G950,), "llvm.amdgcn.mfma.gfx950.bf16.ll test_mfma_f32_32x32x16_bf16__mac__flags: s_nop 11 before v_accvgpr_read",
+    lambda I: I[MI32_950](A[0:16], V[0:4], V[4:8], A[0:16]), lambda I: I["v_accvgpr_read_b32"](V[0], A[0]), 12)
+vec((G950,), "llvm.amdgcn.mfma.gfx950.bf16.ll test_mfma_f32_32x32x16_bf16 (VGPR form): 3 VALU + s_nop 8 before the store",
+    lambda I: I[MI32_950](V[16:32], V[40:44], V[44:48], V[0:16]),
+    lambda I: I["global_store_dwordx4"](V[32:34], V[28:32], "off"), 12)
+# --- MFMA SrcC read -> VALU overwrite (WAR)
+vec((G950,), "llvm.amdgcn.mfma.gfx950.bf16.ll test_mfma_f32_32x32x16_bf16__vgprcd: 4 instrs + s_nop 2 before v_mov v16",
+    lambda I: I[MI32_950](V[0:16], V[38:42], V[42:46], V[16:32]), lambda I: I["v_mov_b32"](V[16], S[16]), 7)
+vec((G942,), "GFX940_XDL4PassReadVgprVALUWarWaitStates = 3",
+    lambda I: I[MI16](V[4:8], V[0:2], V[2:4], V[8:12]), lambda I: I["v_mov_b32"](V[9], 0), 3)
+vec((G942,), "SMFMA16x16ReadVgprVALUWarWaitStates = 7 (8-pass XDL)",
+    lambda I: I[MI32](V[16:32], V[0:2], V[2:4], V[32:48]), lambda I: I["v_mov_b32"](V[40], 0), 7)
+# --- VALU writes data a wide store still reads (checkVALUHazardsHelper; llvm#197267)
+vec(BOTH, "flat_store_data_agpr_overwritten (S_NOP 1; here with VGPR data)",
+    lambda I: I["global_store_dwordx4"](V[4:6], V[8:12], "off"), lambda I: I["v_mov_b32"](V[8], 0), 2)
+vec(BOTH, "llvm#197267 buffer_store_dwordx4 with SGPR soffset (S_NOP 0)",
+    lambda I: I["buffer_store_dwordx4"](V[4:8], V[1], S[0:4], S[8], offen=True), lambda I: I["v_mov_b32"](V[5], 0), 1)
+vec(BOTH, "llvm#197267 buffer_store_dwordx4 with constant soffset (S_NOP 1)",
+    lambda I: I["buffer_store_dwordx4"](V[4:8], V[1], S[0:4], 0, offen=True), lambda I: I["v_mov_b32"](V[7], 0), 2)
+# --- scalar and lane hazards
+vec(BOTH, "checkReadM0Hazards: SALU writes M0 before LDS DMA",
+    lambda I: I["s_mov_b32"](M0, S[9]), lambda I: I["buffer_load_dword_lds"](V[1], S[0:4], 0, offen=True), 1)
+vec(BOTH, "checkVMEMHazards: VmemSgprWaitStates (v_readfirstlane writes the soffset SGPR)",
+    lambda I: I["v_readfirstlane_b32"](S[9], V[3]), lambda I: I["buffer_load_dword"](V[2], V[1], S[0:4], S[9], offen=True), 5)
+vec(BOTH, "hasVDecCoExecHazard: VALUWriteSGPRVALUReadWaitstates (v_cmp vcc then v_cndmask)",
+    lambda I: I["v_cmp_gt_f32"](VCC, 0, V[1]), lambda I: I["v_cndmask_b32"](V[3], 0, V[4], VCC), 2)
+vec(BOTH, "checkRWLaneHazards: RWLaneWaitStates (lane select written by VALU)",
+    lambda I: I["v_readfirstlane_b32"](S[6], V[2]), lambda I: I["v_readlane_b32"](S[7], V[1], S[6]), 4)
+vec(BOTH, "hasTransForwardingHazard: TransDefWaitstates",
+    lambda I: I["v_exp_f32"](V[1], V[0]), lambda I: I["v_add_f32"](V[2], V[1], V[3]), 1)
+
+
+def wait_states_before(items, consumer_text):
+    """Wait states the s_nops directly before the consumer give."""
+    out, i = 0, len(items) - 1
+    while not (hasattr(items[i], "render") and items[i].render(False) == consumer_text):
+        i -= 1
+    i -= 1
+    while i >= 0 and getattr(items[i], "name", "") == "s_nop":
+        out += int(items[i].ops[0]) + 1
+        i -= 1
+    return out
+
+
+def padded(I, prod, cons, n):
+    """prod, n wait states of s_nop (split as LLVM would), cons, s_endpgm."""
+    items = [prod]
+    while n > 0:
+        k = min(n, 16)
+        items.append(I["s_nop"](k - 1))
+        n -= k
+    return items + [cons, I["s_endpgm"]()]
+
+
+@pytest.mark.parametrize("target,prod,cons,n", VECTORS)
+def test_llvm_vectors(target, prod, cons, n):
+    I = T(target)
+    p, c = prod(I), cons(I)
+    out = hazards.insert_nops([p, c, I["s_endpgm"]()], target)
+    assert wait_states_before(out, c.render(False)) == n
+    assert hazards.check_hazards(out, target) == []
+    assert hazards.check_hazards(padded(I, p, c, n), target) == []
+    if n:
+        found = hazards.check_hazards(padded(I, p, c, n - 1), target)
+        assert len(found) >= 1
+        assert all(v.pos == (1 if n == 1 else 2 + (n - 2) // 16) and v.source == 0 for v in found)
+        assert f"needs {n}" in str(found[0]) and str(found[0]).startswith(f"#{found[0].pos} {c.render(False)}:")
+
+
+def test_table_matches_the_llvm_helper_formulas():
+    for p in (2, 4, 8, 16):
+        # GFX940_XDL_N_PassWritesVGPROverlappedXDLOrSMFMASrcCWaitStates = P + 1 + IsGFX950
+        assert hazards.wait_states(G942, "xdl_write->xdl_srcc_overlap", p) == p + 1
+        assert hazards.wait_states(G950, "xdl_write->xdl_srcc_overlap", p) == p + 2
+        # GFX940_XDL_N_PassWritesVGPROverlappedSGEMMDGEMMSrcCWaitStates = P + 1 + (P != 2 && IsGFX950)
+        assert hazards.wait_states(G950, "xdl_write->smfma_srcc_overlap", p) == p + 1 + (p != 2)
+        # ..._SrcAB / ..._VALUMemExpRead / ..._VALUWaw = P + 3 + (P != 2 && IsGFX950)
+        for rule in ("xdl_write->mfma_srcab", "xdl_write->valu_mem_read", "xdl_write->valu_mem_write"):
+            assert hazards.wait_states(G942, rule, p) == p + 3
+            assert hazards.wait_states(G950, rule, p) == p + 3 + (p != 2)
+        assert hazards.wait_states(G942, "smfma_write->mfma_srcab", p) == p + 2
+        assert hazards.wait_states(G942, "xdl_srcc_read->valu_mem_write", p) == p - 1
+    assert hazards.max_window(G942) == 19 and hazards.max_window(G950) == 20
+
+
+def test_independent_instructions_count_as_wait_states():
+    I = T(G942)
+    p, c = I[MI16](A[0:4], V[0:2], V[2:4], A[0:4]), I["v_accvgpr_read_b32"](V[10], A[0])
+    for k in range(0, 9):
+        filler = [I["s_mov_b32"](S[20 + i], i) for i in range(k)]
+        out = hazards.insert_nops([p] + filler + [c, I["s_endpgm"]()], G942)
+        assert wait_states_before(out, c.render(False)) == max(0, 7 - k)
+        assert hazards.check_hazards(out, G942) == []
+    # an s_nop already there counts N+1, and nothing is added to a program that is already padded
+    items = [p, I["s_nop"](3), I["v_mov_b32"](V[11], 0), I["s_nop"](1), c, I["s_endpgm"]()]
+    assert hazards.insert_nops(items, G942) == items
+    assert hazards.check_hazards(items, G942) == []
+    assert len(hazards.check_hazards(items[:3] + [I["s_nop"](0)] + items[4:], G942)) == 1
+
+
+def test_long_waits_are_split_and_every_nop_says_why():
+    I = T(G950)
+    p = I[MI_F8F6F4_32](A[0:16], V[0:8], V[8:16], A[0:16])          # 16 passes: P + 4 = 20 on gfx950
+    c = I["v_accvgpr_read_b32"](V[20], A[3])
+    out = hazards.insert_nops([p, c, I["s_endpgm"]()], G950)
+    nops = [i for i in out if i.name == "s_nop"]
+    assert [int(n.ops[0]) for n in nops] == [15, 3]
+    assert "v_mfma_f32_32x32x64_f8f6f4 (16 passes) writes a[0:15], v_accvgpr_read_b32 reads a3: 20 wait states" \
+        in nops[0].comment
+    assert all(n.comment.startswith("hazard:") for n in nops)
+
+
+def test_register_rewritten_in_between_ends_the_older_hazard():
+    I = T(G942)
+    # the accumulator chain: only the last MFMA's result matters to the read
+    items = [I[MI32](A[0:16], V[0:2], V[2:4], A[0:16]), I[MI32](A[0:16], V[0:2], V[2:4], A[0:16]),
+             I["v_accvgpr_read_b32"](V[10], A[0]), I["s_endpgm"]()]
+    out = hazards.insert_nops(items, G942)
+    assert wait_states_before(out, items[2].render(False)) == 11
+    # a VALU overwrite of the register (after its own WAW wait) makes the VALU rule the one that counts
+    items = [I[MI16](V[0:4], V[4:6], V[6:8], V[0:4]), I["v_mov_b32"](V[1], 0), I["v_add_f32"](V[2], V[1], V[1]),
+             I["s_endpgm"]()]
+    out = hazards.insert_nops(items, G942)
+    assert wait_states_before(out, "v_mov_b32 v1, 0") == 7
+    assert wait_states_before(out, "v_add_f32 v2, v1, v1") == 0
+    assert hazards.check_hazards(out, G942) == []
+
+
+def _loop(I, body_top, tail):
+    loop = Label(".Lt_loop")
+    return [I["s_mov_b32"](S[20], 4), loop] + body_top + tail + [
+        I["s_sub_u32"](S[20], S[20], 1), I["s_cmp_lg_u32"](S[20], 0), I["s_cbranch_scc1"](loop), I["s_endpgm"]()]
+
+
+def test_loop_back_edge_hazard_is_caught_and_fixed():
+    I = T(G942)
+    read = I["v_accvgpr_read_b32"](V[10], A[0])
+    items = _loop(I, [read, I["v_add_f32"](V[11], V[10], V[11])], [I[MI16](A[0:4], V[0:2], V[2:4], A[0:4])])
+    found = hazards.check_hazards(items, G942)
+    assert len(found) == 1 and found[0].pos == 2 and found[0].source == 4
+    assert "3 wait states between; needs 7" in str(found[0])        # s_sub, s_cmp, s_cbranch
+    out = hazards.insert_nops(items, G942)
+    assert wait_states_before(out, read.render(False)) == 4
+    assert out.index(read) == 3 and isinstance(out[1], Label)        # after the label: on the back edge path
+    assert hazards.check_hazards(out, G942) == []
+    assert hazards.insert_nops(out, G942) == out
+
+
+def test_join_takes_the_worst_predecessor():
+    I = T(G942)
+    other, join = Label(".Lj_else"), Label(".Lj_join")
+    read = I["v_accvgpr_read_b32"](V[10], A[0])
+    items = [I["s_cmp_eq_u32"](S[2], 0), I["s_cbranch_scc0"](other),
+             I[MI32](A[0:16], V[0:2], V[2:4], A[0:16]),      # then: 8-pass MFMA, then a branch (1 wait state)
+             I["s_branch"](join),
+             other, I["v_mov_b32"](V[3], 0), I["v_mov_b32"](V[4], 0),
+             join, read, I["s_endpgm"]()]
+    found = hazards.check_hazards(items, G942)
+    assert [(v.pos, v.source) for v in found] == [(8, 2)]
+    out = hazards.insert_nops(items, G942)
+    assert wait_states_before(out, read.render(False)) == 10
+    assert hazards.check_hazards(out, G942) == []
+
+
+def test_unplaced_branch_target_is_an_error():
+    I = T(G942)
+    with pytest.raises(CheckError, match="never placed"):
+        hazards.insert_nops([I["s_branch"](Label(".Lmissing")), I["s_endpgm"]()], G942)
+
+
+# --------------------------------------------------------------------------- random programs
+def _random_program(rng, I, target, n, loop):
+    """Instructions drawn from the hazard-relevant kinds, on a small register pool so they collide."""
+    mfmas = [MI16, MI32] + ([MI32_950] if target == G950 else ["v_mfma_f32_16x16x8_xf32"])
+    acc = [A[0:4], A[4:8], A[2:6]]
+    acc16 = [A[0:16], A[16:32]]
+
+    def one():
+        r = rng.randrange(12)
+        if r < 3:
+            name = rng.choice(mfmas)
+            if name == MI32 or name == MI32_950:
+                d = rng.choice(acc16)
+                return I[name](d, V[0:(2 if name == MI32 else 4)], V[4:(6 if name == MI32 else 8)], rng.choice(acc16))
+            d = rng.choice(acc)
+            return I[name](d, rng.choice([V[0:2], A[0:2], A[4:6]]), V[2:4], rng.choice(acc))
+        if r == 3:
+            return I["v_accvgpr_read_b32"](V[rng.randrange(8, 12)], A[rng.randrange(0, 20)])
+        if r == 4:
+            return I["v_accvgpr_write_b32"](A[rng.randrange(0, 20)], V[rng.randrange(8, 12)])
+        if r == 5:
+            return I["v_mov_b32"](V[rng.randrange(0, 12)], 0)
+        if r == 6:
+            return I["v_cmp_gt_f32"](rng.choice([VCC, S[10:12]]), 0, V[rng.randrange(8, 12)])
+        if r == 7:
+            return I["v_cndmask_b32"](V[rng.randrange(8, 12)], 0, V[9], rng.choice([VCC, S[10:12]]))
+        if r == 8:
+            return I["buffer_store_dwordx4"](V[8:12], V[1], S[0:4], rng.choice([0, S[12]]), offen=True)
+        if r == 9:
+            return I["s_mov_b32"](rng.choice([M0, S[12]]), 0)
+        if r == 10:
+            return I["buffer_load_dword_lds"](V[1], S[0:4], S[12], offen=True)
+        return I["s_nop"](rng.randrange(0, 3))
+    body = [one() for _ in range(n)]
+    if not loop:
+        return body + [I["s_endpgm"]()]
+    head = Label(".Lr_loop")
+    cut = rng.randrange(1, n)
+    return body[:cut] + [head] + body[cut:] + [I["s_cbranch_vccnz"](head), I["s_endpgm"]()]
+
+
+@pytest.mark.parametrize("target", [G942, G950])
+def test_random_straight_line_programs_pass_and_every_nop_is_needed(target):
+    rng = random.Random(20261123 + len(target))
+    I = T(target)
+    for _ in range(40):
+        items = _random_program(rng, I, target, rng.randrange(4, 18), loop=False)
+        out = hazards.insert_nops(items, target)
+        assert hazards.check_hazards(out, target) == [], "\n".join(map(str, out))
+        assert bool(hazards.check_hazards(items, target)) == (len(out) != len(items))
+        # minimality: one wait state fewer in front of any padded instruction is a hazard
+        for i, item in enumerate(out):
+            if getattr(item, "name", "") == "s_nop" and (item.comment or "").startswith("hazard:") and \
+                    not getattr(out[i + 1], "name", "") == "s_nop":
+                k = int(item.ops[0])
+                shorter = out[:i] + ([I["s_nop"](k - 1)] if k else []) + out[i + 1:]
+                assert hazards.check_hazards(shorter, target), f"nop at {i} was not needed:\n" + \
+                    "\n".join(map(str, out))
+
+
+@pytest.mark.parametrize("target", [G942, G950])
+def test_random_loops_pass_the_verifier(target):
+    rng = random.Random(7 + len(target))
+    I = T(target)
+    for _ in range(25):
+        items = _random_program(rng, I, target, rng.randrange(3, 14), loop=True)
+        out = hazards.insert_nops(items, target)
+        assert hazards.check_hazards(out, target) == [], "\n".join(map(str, out))
+        assert hazards.insert_nops(out, target) == out
