@@ -59,18 +59,20 @@ def disassemble(probes: list[tuple[int, ...]], mcpu: str = "gfx942",
     Each probe is preceded by two sentinel words ``s_movk_i32 s1, id`` and
     ``s_movk_i32 s1, id ^ 0xa5a5`` (a pair that a random probe will not imitate), so the output
     is matched to the input even when LLVM rejects or merges words.  If llvm-mc dies on a word
-    (LLVM 19 asserts on a few malformed encodings), that probe counts as rejected and the batch
-    goes on after it.
+    (LLVM 19 crashes on a few malformed encodings), the batch is bisected until that word is
+    isolated; it counts as rejected.
     """
     out: list[str | None] = [None] * len(probes)
-    pos, step = 0, 30000
-    while pos < len(probes):
-        chunk = probes[pos:pos + step]
-        seen = _disassemble_chunk(chunk, mcpu, tool or LLVM_MC, out, pos)
-        if seen is None:                 # finished normally
-            pos += len(chunk)
-        else:                            # crashed on probe `seen`: skip it
-            pos += seen + 1
+    todo = [(lo, min(lo + 30000, len(probes))) for lo in range(0, len(probes), 30000)]
+    while todo:
+        lo, hi = todo.pop()
+        if _disassemble_chunk(probes[lo:hi], mcpu, tool or LLVM_MC, out, lo) is None:
+            continue
+        if hi - lo > 1:                  # llvm-mc died: bisect to isolate the word
+            mid = (lo + hi) // 2
+            todo += [(mid, hi), (lo, mid)]
+        else:
+            out[lo] = None
     return out
 
 
@@ -84,13 +86,13 @@ def _disassemble_chunk(chunk, mcpu, tool, out, base):
                        capture_output=True, text=True, check=False)
     # a warning at column 41 is the probe's first byte (8 bytes of sentinels = 40 chars)
     bad = {int(m.group(1)) - 1 for m in re.finditer(r"<stdin>:(\d+):41: warning", r.stderr)}
-    cur, first, prev, last = None, False, None, -1
+    cur, first, prev = None, False, None
     for line in r.stdout.splitlines():
         t = line.strip()
         if t.startswith("s_movk_i32 s1, "):
             v = int(t.split(", ")[1], 0)
             if prev is not None and prev ^ 0xA5A5 == v and prev < len(chunk):
-                cur, first, prev, last = prev, True, None, prev
+                cur, first, prev = prev, True, None
                 continue
             prev = v
             continue
@@ -101,10 +103,9 @@ def _disassemble_chunk(chunk, mcpu, tool, out, base):
         if cur not in bad:
             out[base + cur] = t
     if r.returncode != 0:
-        if last < 0:
-            last = 0
-        out[base + last] = None
-        return last
+        for i in range(len(chunk)):
+            out[base + i] = None
+        return r.returncode
     return None
 
 
@@ -173,8 +174,8 @@ def classify_const(texts: dict) -> str | None:
         for key, got in texts.items():
             if got is None:
                 continue
-            if key == "lit":
-                want = F.const_text(255, LIT, ct)
+            if isinstance(key, tuple):
+                want = F.const_text(255, key[1], ct)
             else:
                 want = F.const_text(key, None, ct)
             if want != got:
@@ -573,15 +574,16 @@ def _ctype_probe(fam, table, srcs, mcpu):
         for s in srcs:
             if s not in present:
                 continue
-            for code in (242, 248, 255):
+            for code, lit in ((242, LIT), (248, LIT), (255, LIT), (255, 0x3C00),
+                              (255, 0x3F800000)):
                 if code == 255 and not fam.lit:
                     continue
                 f = dict(c, **{s: code})
                 w = fam.encode(op, f)
                 if fam.lit:
-                    w = w + (LIT,)
+                    w = w + (lit,)
                 probes.append(w)
-                meta.append((op, s, code))
+                meta.append((op, s, code if code != 255 else lit))
     texts = disassemble(probes, mcpu)
     seen: dict = {}
     for (op, s, code), t in zip(meta, texts):
@@ -592,7 +594,7 @@ def _ctype_probe(fam, table, srcs, mcpu):
         if idx >= len(ops):
             continue
         tok = ops[idx].strip("-|")
-        seen.setdefault((op, s), {})["lit" if code == 255 else code] = tok
+        seen.setdefault((op, s), {})[("lit", code) if code > 255 else code] = tok
     for (op, s), tx in seen.items():
         ct = classify_const(tx)
         if ct is None:
@@ -702,45 +704,88 @@ def _mtbuf_formats(mcpu):
 def _dpp_sdwa(fam, table, mcpu):
     """Which VOP1/VOP2/VOPC opcodes have DPP and SDWA forms (as LLVM decodes them)."""
     probes, meta = [], []
+    dpp = (0xF << 28) | (0xF << 24) | (0xE4 << 8) | V_SRC0     # quad_perm:[0,1,2,3], all masks
     for op, rec in table.items():
         c = dict(rec["probe"])
-        for kind, code, ext in (("dpp", 0xFA, 0xFF0000E4 | (V_SRC0)),
+        for kind, code, ext in (("dpp", 0xFA, dpp), ("dpp_mods", 0xFA, dpp | (3 << 20)),
                                 ("sdwa", 0xF9, 0x06060600 | V_SRC0)):
             f = dict(c, src0=code)
             probes.append(fam.encode(op, f) + (ext,))
             meta.append((op, kind))
+    mods = set()
     for (op, kind), t in zip(meta, disassemble(probes, mcpu)):
-        if t and "Invalid" not in t:
+        if t and "Invalid" not in t and "/*" not in t:
             mn = split_text(t)[0]
-            if mn.endswith("_" + kind):
+            if kind == "dpp_mods":
+                if "-" in t or "|" in t:
+                    mods.add(op)
+            elif mn.endswith("_" + kind):
                 table[op]["entry"][kind] = True
+    for op, rec in table.items():
+        if rec["entry"].get("dpp") and op not in mods:
+            rec["entry"]["dpp_nomods"] = True    # integer op: LLVM ignores DPP neg/abs bits
+
+
+def _ds_offsets(table, mcpu):
+    """DS opcodes that take two 8-bit offsets (offset0:/offset1:) instead of one 16-bit offset."""
+    fam = FAMILY_BY_NAME["DS"]
+    ops = list(table)
+    probes = []
+    for op in ops:
+        w0, w1 = fam.encode(op, table[op]["probe"])
+        probes.append((w0 | 0x0201, w1))
+    for op, t in zip(ops, disassemble(probes, mcpu)):
+        if t and "offset0:" in t:
+            table[op]["entry"]["off2"] = True
 
 
 def _vop3_opsel(table, mcpu):
     fam = FAMILY_BY_NAME["VOP3"]
     probes, meta = [], []
     for op, rec in table.items():
-        if rec["probe"]["sdst"]:
-            continue
-        for bit in range(4):
+        vop3b = bool(rec["probe"]["sdst"])     # bits 14:8 hold sdst: no op_sel/abs there
+        for bit in range(0 if vop3b else 4):
             w0, w1 = fam.encode(op, rec["probe"])
             probes.append((w0 | (1 << (11 + bit)), w1))
             meta.append((op, bit))
         w0, w1 = fam.encode(op, rec["probe"])
-        probes.append((w0, w1 | (7 << 29)))      # neg on every source
-        meta.append((op, "neg"))
-    negs = set()
+        for i in range(3):
+            if vop3b:
+                probes.append((w0, w1 | (1 << (29 + i))))
+                meta.append((op, ("neg", i)))
+                continue
+            probes.append((w0, w1 | (1 << (29 + i))))      # neg on source i
+            meta.append((op, ("neg", i)))
+            probes.append((w0 | (1 << (8 + i)), w1))        # abs on source i
+            meta.append((op, ("abs", i)))
+    negm: dict = {}
+    absm: dict = {}
     for (op, bit), t in zip(meta, disassemble(probes, mcpu)):
-        if bit == "neg":
-            if t and ("-" in t or "neg(" in t):
-                negs.add(op)
+        if isinstance(bit, tuple):
+            kind, i = bit
+            if t is None:
+                continue
+            ops = split_text(t)[1]
+            srcs = [k for k, x in enumerate(table[op]["entry"]["ops"]) if x[0] == f"src{i}"]
+            if not srcs or srcs[0] >= len(ops):
+                continue
+            tok = ops[srcs[0]]
+            if kind == "neg" and (tok.startswith("-") or tok.startswith("neg(")):
+                negm[op] = negm.get(op, 0) | (1 << i)
+            if kind == "abs" and "|" in tok:
+                absm[op] = absm.get(op, 0) | (1 << i)
             continue
         if t and "op_sel:[" in t:
             lst = re.search(r"op_sel:\[([0-9,]+)\]", t).group(1).split(",")
             table[op]["entry"]["opsel"] = len(lst)
     for op, rec in table.items():
-        if op not in negs and not rec["probe"]["sdst"]:
-            rec["entry"]["nomods"] = True     # integer op: LLVM ignores the neg/abs bits
+        nsrc = sum(1 for x in rec["entry"]["ops"] if x[0].startswith("src"))
+        full = (1 << nsrc) - 1
+        # sources whose neg/abs bits LLVM prints (integer operands ignore them)
+        if negm.get(op, 0) != full:
+            rec["entry"]["negm"] = negm.get(op, 0)
+        if absm.get(op, 0) != full and not rec["probe"]["sdst"]:
+            rec["entry"]["absm"] = absm.get(op, 0)
 
 
 def _vop3p_kinds(table, mcpu):
@@ -776,6 +821,8 @@ def probe_target_gfx942(families=None, mcpu="gfx942") -> dict:
             _dpp_sdwa(fam, tab, mcpu)
         if fam.name == "VOP3":
             _vop3_opsel(tab, mcpu)
+        if fam.name == "DS":
+            _ds_offsets(tab, mcpu)
         if fam.name == "VOP3P":
             _vop3p_kinds(tab, mcpu)
         out["families"][fam.name] = {str(op): rec["entry"] for op, rec in tab.items()}
@@ -790,6 +837,78 @@ def _llvm_version():
         return m.group(1) if m else "?"
     except OSError:
         return "?"
+
+
+# ============================================================================ cross-check words
+
+def fuzz_words(family: str, op: int, rng) -> tuple[int, ...]:
+    """A random machine word of ``family``/``op`` (most fields random), for decoder cross-checks
+    against LLVM.  Many are invalid; callers keep the ones llvm-mc accepts."""
+    r = rng.getrandbits
+    if family == "SOP2":
+        return ((2 << 30) | (op << 23) | r(23),)
+    if family == "SOP1":
+        return ((0x17D << 23) | (r(7) << 16) | (op << 8) | r(8),)
+    if family == "SOPC":
+        return ((0x17E << 23) | (op << 16) | r(16),)
+    if family == "SOPK":
+        return ((0xB << 28) | (op << 23) | r(23),)
+    if family == "SOPP":
+        return ((0x17F << 23) | (op << 16) | rng.choice([r(16), r(4), r(10)]),)
+    if family == "SMEM":
+        return ((0x30 << 26) | (op << 18) | r(18), r(32))
+    src = rng.choice([r(9), 0xFA, 0xF9, 255, 128 + r(7), 256 + r(8), 240 + r(3)])
+    if family == "VOP1":
+        return ((0x3F << 25) | (r(8) << 17) | (op << 9) | src,)
+    if family == "VOP2":
+        return ((op << 25) | (r(16) << 9) | src,)
+    if family == "VOPC":
+        return ((0x3E << 25) | (op << 17) | (r(8) << 9) | src,)
+    if family == "VOP3":
+        w0 = (0x34 << 26) | (op << 16) | (r(16) if rng.random() < 0.3 else r(8) | (r(1) << 15))
+        w1 = r(32) if rng.random() < 0.5 else r(27) | (r(1) << (27 + rng.randrange(5)))
+        return (w0, w1)
+    if family == "VOP3P":
+        return ((0x1A7 << 23) | (op << 16) | r(16), r(32))
+    if family == "DS":
+        w0 = (0x36 << 26) | (op << 17) | r(16) | (r(1) << 25)
+        w1 = r(32) if rng.random() < 0.3 else r(8) | (r(8) << 24) | (rng.choice([0, r(8)]) << 8)
+        return (w0, w1)
+    if family == "MUBUF":
+        return ((0x38 << 26) | (op << 18) | r(18), r(32))
+    if family == "MTBUF":
+        return ((0x3A << 26) | (op << 15) | r(15) | (r(7) << 19), r(32))
+    seg = {"FLAT": 0, "SCRATCH": 1, "GLOBAL": 2}[family]
+    w0 = (0x37 << 26) | (op << 18) | (seg << 14) | r(14) | (r(2) << 16) | (r(1) << 25)
+    w1 = r(32)
+    if family == "FLAT":
+        w1 &= ~(0x7F << 16)
+    elif rng.random() < 0.5:
+        w1 |= 0x7F << 16
+    return (w0, w1)
+
+
+def fuzz_extension(words: tuple[int, ...], rng) -> tuple[int, ...]:
+    """Append a random trailing dword (literal or DPP/SDWA word).  SDWA words get selectors
+    in range: llvm-mc-19 crashes on SDWA sel 7 (it would only cost time: the batch is bisected)."""
+    r = rng.getrandbits
+    if len(words) == 1 and (words[0] & 0x1FF) == 0xF9 and (words[0] >> 31 == 0):
+        ext = r(32)
+        for lo in (8, 16, 24):
+            if (ext >> lo) & 7 == 7:
+                ext &= ~(1 << lo)
+        return words + (ext,)
+    return words + (rng.choice([0x12345678, 0xFFFFFFF0, 0x3F800000, 0x3C00, 0x40490FDB, r(32)]),)
+
+
+def canonical_words(family: str, op: int) -> list[tuple[int, ...]]:
+    """The probe words of an opcode (aligned registers v8/v16/v24/v32, s40): they assemble back."""
+    fam = FAMILY_BY_NAME[family]
+    out = []
+    for c in _combos(fam):
+        w = fam.encode(op, c)
+        out.append(w + (LIT,) if fam.lit else w)
+    return out
 
 
 # ============================================================================ main

@@ -222,7 +222,7 @@ class _Entry:
 
     __slots__ = ("mn", "name", "ops", "ct", "dpp", "sdwa", "opsel", "mai", "nsrc", "imm",
                  "store", "load", "atomic", "rmw_dst", "lds_only", "hi_default", "mix", "width",
-                 "nomods")
+                 "negm", "absm", "dpp_nomods", "off2")
 
     def __init__(self, family: str, e: dict):
         self.mn = e["mn"]
@@ -235,7 +235,10 @@ class _Entry:
         self.mai = e.get("mai", False)
         self.nsrc = e.get("nsrc", 0)
         self.imm = e.get("imm", "dec")
-        self.nomods = e.get("nomods", False)
+        self.negm = e.get("negm", 7)      # sources whose neg bit LLVM honours
+        self.absm = e.get("absm", 7)
+        self.dpp_nomods = e.get("dpp_nomods", False)
+        self.off2 = e.get("off2", False)
         n = self.name
         self.atomic = "atomic" in n
         self.store = "_store" in n or n.startswith("ds_write") or (
@@ -618,6 +621,8 @@ class _Decoder:
                         bank_mask=_bits(w1, 24, 4))
             negs = (_bits(w1, 20, 1), _bits(w1, 22, 1))
             abss = (_bits(w1, 21, 1), _bits(w1, 23, 1))
+            if e.dpp_nomods:
+                negs = abss = (0, 0)
             sexts = (0, 0)
             s0_sgpr = False
         else:
@@ -695,9 +700,8 @@ class _Decoder:
         neg = _bits(w1, 29, 3)
         omod = _bits(w1, 27, 2)
         has_sdst = any(o[0] == "sdst" for o in e.ops)
-        abs_ = 0 if has_sdst or e.nomods else _bits(w0, 8, 3)
-        if e.nomods:
-            neg = 0
+        abs_ = 0 if has_sdst else _bits(w0, 8, 3) & e.absm
+        neg &= e.negm
         opsel = 0 if has_sdst else _bits(w0, 11, 4)
         mods = {"clamp": clamp, "omod": omod, "neg": neg, "abs": abs_, "op_sel": opsel}
         ops = []
@@ -810,10 +814,7 @@ class _Decoder:
                 ops.append(_vreg(fld, f[fld], n, file, read=True))
         mods = {"offset0": off0, "offset1": off1, "gds": gds, "acc": acc}
         tm = []
-        two = e.name.endswith(("2_b32", "2_b64", "2st64_b32", "2st64_b64", "2_rtn_b32",
-                               "2_rtn_b64", "2st64_rtn_b32", "2st64_rtn_b64")) or \
-            "read2" in e.name or "write2" in e.name
-        if two:
+        if e.off2:
             if off0:
                 tm.append(f"offset0:{off0}")
             if off1:

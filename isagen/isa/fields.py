@@ -46,7 +46,9 @@ def is_inline_const(code: int) -> bool:
 #:   f16  - 16-bit fp operand: fp constants by value, literal as its low 16 bits in hex
 #:   i16  - 16-bit integer operand: fp constants as the hex of their f16 encoding, literal low 16
 #:   bf16 - 16-bit bf16 operand (gfx950): fp constants by value, literal low 16
-CTYPES = ("b32", "b64", "f16", "i16", "bf16")
+#:   pk16 - packed 16-bit pair (v_dot2c_f32_f16, v_pk_fmac_f16): a literal equal to an f16
+#:          constant's bits prints as that constant, otherwise as 32-bit hex
+CTYPES = ("b32", "b64", "f16", "i16", "bf16", "pk16")
 
 
 def const_text(code: int, literal: int | None, ctype: str) -> str:
@@ -71,6 +73,13 @@ _FP64HI_TEXT = {v[1] >> 32: v[4] for k, v in FP_INLINE.items() if k != 248}
 
 def literal_text(lit: int, ctype: str) -> str:
     """LLVM prints a literal that equals an inline constant's value as that constant."""
+    if ctype == "pk16":
+        s = lit - (1 << 32) if lit & 0x80000000 else lit
+        if -16 <= s <= 64:
+            return str(s)
+        if lit in _FP16_TEXT:
+            return _FP16_TEXT[lit]
+        return "0x%x" % lit
     if ctype == "i16":
         s = lit - (1 << 32) if lit & 0x80000000 else lit
         if -16 <= s <= 64:

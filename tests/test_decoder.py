@@ -1,0 +1,201 @@
+"""The machine-code decoder against LLVM's own disassembler, plus its data model.
+
+* fuzz: random words of every opcode of every gfx942 family are disassembled by llvm-mc-19; every
+  word LLVM accepts must decode to exactly LLVM's text (known, documented exceptions aside);
+* the opcode table is what tools/gen_opcodes.py makes from LLVM today (a sample of families);
+* operands: registers/constants/literals, read/write sets the emulator and the reports rely on;
+* errors: an unknown opcode names the byte offset.
+"""
+
+import os
+import random
+import shutil
+import struct
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import gen_opcodes as G  # noqa: E402
+
+from isagen.errors import CodeObjectError  # noqa: E402
+from isagen.isa import decoder as D  # noqa: E402
+from isagen.isa.fields import inline_constant_bits, literal_bits  # noqa: E402
+
+HAVE_MC = shutil.which(G.LLVM_MC) is not None
+needs_mc = pytest.mark.skipif(not HAVE_MC, reason=f"{G.LLVM_MC} not installed (apt-get install llvm-19)")
+
+
+def _bytes(words):
+    return struct.pack("<%dI" % len(words), *words)
+
+
+def _one(words, target="gfx942"):
+    return D.decode_one(_bytes(words), 0, target)
+
+
+def known_difference(text: str) -> bool:
+    """LLVM texts we do not reproduce, on purpose (see the decoder docstring):
+    comments LLVM adds for encodings it considers invalid, s_sendmsg immediates above 1023,
+    'sext(...)' that LLVM prints for the neg bit of an integer DPP/VOP3 operand, and ds_swizzle
+    BITMASK_PERM patterns (we print the offset's swizzle() form for QUAD_PERM/SWAP/REVERSE/
+    BROADCAST only).  None of these occurs in compiler output for gfx942."""
+    return ("/*" in text or "sext(" in text and "_sdwa" not in text or "BITMASK_PERM" in text)
+
+
+@needs_mc
+def test_fuzz_every_gfx942_opcode_matches_llvm_mc():
+    rng = random.Random(1234)
+    tab = D.opcode_table("gfx942")
+    probes, meta = [], []
+    for fam, ops in tab.fam.items():
+        for op in ops:
+            for _ in range(8):
+                probes.append(G.fuzz_extension(G.fuzz_words(fam, op, rng), rng))
+                meta.append((fam, op))
+            canon = G.canonical_words(fam, op)
+            for w in canon:
+                probes.append(w + (0x12345678,) if len(w) == 1 or fam in ("VOP3", "VOP3P") else w)
+                meta.append((fam, op))
+    texts = G.disassemble(probes, "gfx942")
+    compared, mismatches, covered = 0, [], set()
+    for (fam, op), w, t in zip(meta, probes, texts):
+        if t is None or known_difference(t):
+            continue
+        if t.startswith("s_sendmsg") and (w[0] & 0xFFFF) > 1023:
+            continue
+        try:
+            mine = D.decode_one(_bytes(w), 0, "gfx942").text
+        except CodeObjectError as exc:
+            mine = f"error: {exc}"
+        compared += 1
+        covered.add((fam, op))
+        if mine != t:
+            mismatches.append(f"{fam} {' '.join('%08x' % x for x in w)}: llvm '{t}' isagen '{mine}'")
+    assert compared > 7000, compared
+    assert not mismatches, f"{len(mismatches)} of {compared} differ:\n" + "\n".join(mismatches[:30])
+    # every opcode of the table was compared at least once
+    missing = [(f, o) for f, ops in tab.fam.items() for o in ops if (f, o) not in covered]
+    assert not missing, missing[:20]
+
+
+@needs_mc
+@pytest.mark.parametrize("families", [("SOP1", "SOPK", "SOPP"), ("VOPC", "DS", "GLOBAL")])
+def test_generator_reproduces_committed_table(families):
+    committed = D.opcode_table("gfx942")
+    import json
+    with open(os.path.join(ROOT, "isagen", "isa", "data", "opcodes.gfx942.json")) as f:
+        raw = json.load(f)
+    fresh = G.probe_target_gfx942(families=set(families))
+    for fam in families:
+        assert fresh["families"][fam] == raw["families"][fam], fam
+    assert fresh["tables"]["hwreg"] == raw["tables"]["hwreg"]
+    assert committed.fam["SOPP"][12].name == "s_waitcnt"
+
+
+# ----------------------------------------------------------------------------- data model
+
+def test_vop2_registers_and_rw():
+    # v_add_f32_e32 v1, v2, v3
+    i = _one([(1 << 25) | (1 << 17) | (3 << 9) | (256 + 2)])
+    assert (i.family, i.opcode, i.mnemonic, i.name, i.variant) == ("VOP2", 1, "v_add_f32_e32",
+                                                                   "v_add_f32", "e32")
+    assert i.text == "v_add_f32_e32 v1, v2, v3"
+    assert i.writes == (D.Reg("v", 1),)
+    assert set(i.reads) == {D.Reg("v", 2), D.Reg("v", 3)}
+    assert i.size == 4 and i.words == ((1 << 25) | (1 << 17) | (3 << 9) | 258,)
+
+
+def test_fmac_reads_its_destination_and_literal():
+    # v_fmac_f32_e32 v4, 0x40490fdb, v5  (trailing literal)
+    i = _one([(59 << 25) | (4 << 17) | (5 << 9) | 255, 0x40490FDB])
+    assert i.size == 8 and i.text == "v_fmac_f32_e32 v4, 0x40490fdb, v5"
+    lit = i.operands[1]
+    assert lit.kind == "literal" and lit.value == 0x40490FDB
+    assert D.Reg("v", 4) in i.reads and D.Reg("v", 4) in i.writes
+
+
+def test_inline_constants_by_operand_type():
+    # v_mov_b32_e32 v0, 1.0 / -16 and their bits as different operand types
+    i = _one([(0x3F << 25) | (1 << 9) | 242])
+    op = i.operands[1]
+    assert op.kind == "const" and op.value == 242 and op.text == "1.0"
+    assert op.const_bits("f32") == 0x3F800000
+    assert op.const_bits("f16") == 0x3C00
+    assert op.const_bits("bf16") == 0x3F80
+    assert op.const_bits("f64") == 0x3FF0000000000000
+    assert inline_constant_bits(208, "i32") == 0xFFFFFFF0        # -16
+    assert inline_constant_bits(208, "i64") == 0xFFFFFFFFFFFFFFF0
+    assert inline_constant_bits(192, "b32") == 64
+    assert inline_constant_bits(248, "f32") == 0x3E22F983        # 1/(2*pi)
+    assert literal_bits(0x40000000, "f64") == 0x4000000000000000
+    assert literal_bits(0x12345678, "f16") == 0x5678
+
+
+def test_vopc_e32_writes_vcc_and_cndmask_reads_it():
+    cmp = _one([(0x3E << 25) | (0xC4 << 17) | (3 << 9) | 4])       # v_cmp_gt_i32_e32 vcc, s4, v3
+    assert cmp.text == "v_cmp_gt_i32_e32 vcc, s4, v3"
+    vcc = D.Reg("special", 106, 2)
+    assert vcc in cmp.writes and vcc.name == "vcc" and vcc.code == 106
+    assert D.Reg("s", 4) in cmp.reads
+    cnd = _one([(0 << 25) | (1 << 17) | (3 << 9) | 258])           # v_cndmask_b32_e32 v1, v2, v3, vcc
+    assert cnd.text == "v_cndmask_b32_e32 v1, v2, v3, vcc"
+    assert vcc in cnd.reads and vcc not in cnd.writes
+
+
+def test_mfma_agprs_and_modifiers():
+    # v_mfma_f32_16x16x16_bf16 a[0:3], v[0:1], v[2:3], a[0:3] cbsz:1 abid:2 blgp:3
+    i = _one([0xD3E19100, 0x64020500])
+    assert i.mai and i.family == "VOP3P"
+    assert i.text == "v_mfma_f32_16x16x16_bf16 a[0:3], v[0:1], v[2:3], a[0:3] cbsz:1 abid:2 blgp:3"
+    assert i.mods["cbsz"] == 1 and i.mods["abid"] == 2 and i.mods["blgp"] == 3 and i.mods["acc_cd"] == 1
+    assert i.writes == (D.Reg("a", 0, 4),)
+    assert set(i.reads) == {D.Reg("v", 0, 2), D.Reg("v", 2, 2), D.Reg("a", 0, 4)}
+
+
+def test_memory_operands():
+    # buffer_load_dword v1, v2, s[4:7], 0 offen offset:16 sc0 nt sc1
+    ld = _one([0xE052D010, 0x80010102])
+    assert ld.text == "buffer_load_dword v1, v2, s[4:7], 0 offen offset:16 sc0 nt sc1"
+    assert ld.mods["offen"] == 1 and ld.mods["offset"] == 16 and ld.mods["sc0"] == ld.mods["sc1"] == 1
+    assert ld.writes == (D.Reg("v", 1),) and D.Reg("s", 4, 4) in ld.reads
+    # global_load_dword v1, v2, s[2:3] offset:-8
+    g = _one([0xDC509FF8, 0x01020002])
+    assert g.text == "global_load_dword v1, v2, s[2:3] offset:-8" and g.mods["offset"] == -8
+    assert g.family == "GLOBAL" and D.Reg("s", 2, 2) in g.reads
+    # global_store_dword v[2:3], v5, off: a store reads its data
+    st = _one([(0x37 << 26) | (0x1C << 18) | (2 << 14), 2 | (5 << 8) | (0x7F << 16)])
+    assert st.text == "global_store_dword v[2:3], v5, off"
+    assert st.writes == () and set(st.reads) == {D.Reg("v", 2, 2), D.Reg("v", 5)}
+    # ds_read2_b32 v[2:3], v1 offset1:32
+    ds = _one([0xD86E2000, 0x02000001])
+    assert ds.text == "ds_read2_b32 v[2:3], v1 offset1:32" and ds.mods["offset1"] == 32
+    assert ds.writes == (D.Reg("v", 2, 2),)
+
+
+def test_waitcnt_and_branch_target():
+    w = _one([0xBF8C0370])
+    assert w.text == "s_waitcnt vmcnt(0) lgkmcnt(3)"
+    assert (w.mods["vmcnt"], w.mods["lgkmcnt"], w.mods["expcnt"]) == (0, 3, 7)
+    b = D.decode(_bytes([0xBF800000, 0xBF85FFFE]), "gfx942", base=0x100)[1]  # s_cbranch_scc1 -2
+    assert b.pc == 0x104 and b.branch_target == 0x100 and b.text == "s_cbranch_scc1 65534"
+
+
+def test_scalar_pairs_align_like_the_hardware():
+    # s_mov_b64 with an odd sdst code: the low bit is ignored
+    i = _one([(0x17D << 23) | (49 << 16) | (1 << 8) | 2])
+    assert i.text == "s_mov_b64 s[48:49], s[2:3]" and i.writes == (D.Reg("s", 48, 2),)
+
+
+def test_unknown_opcode_names_the_offset():
+    data = _bytes([0xBF800000, 0xBF800000, 0xFFFFFFFF])
+    with pytest.raises(D.DecodeError) as e:
+        D.decode(data, "gfx942")
+    assert "offset 0x8" in str(e.value) and "ffffffff" in str(e.value)
+    assert e.value.offset == 8
+    with pytest.raises(D.DecodeError, match="offset 0x4: .*truncated"):
+        D.decode(_bytes([0xBF800000]) + b"\xff\x02", "gfx942")
+    with pytest.raises(D.DecodeError, match="offset 0x0: .*unknown SOPP opcode 127"):
+        D.decode(_bytes([(0x17F << 23) | (0x7F << 16)]), "gfx942")
