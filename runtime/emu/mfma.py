@@ -21,6 +21,7 @@ API
     B's for column j in lane ``kb*N + j``; factor ``2**(e-127)``, e = 255 is NaN [verify on hardware].
 
 ``spec(name, target=None) -> MfmaSpec`` the instruction's shape, types and register counts;
+``validate(name, target, cbsz, abid, blgp) -> MfmaSpec`` the same checks ``mfma()`` makes, without running;
 ``SPECS`` all supported instructions.  ``layout(name)`` the cached index arrays (see below).
 ``a_slot(spec, block, i, k)``, ``b_slot(spec, block, k, j)`` -> ``(reg, sub, lane)`` and
 ``cd_slot(spec, block, i, j)`` -> ``(reg, lane)``: where one element lives (reg = register offset in
@@ -97,8 +98,8 @@ from isagen.errors import ISAError
 
 from . import numerics as nx
 
-__all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "layout", "mfma", "a_slot", "b_slot", "cd_slot",
-           "supported"]
+__all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "validate", "layout", "mfma", "a_slot", "b_slot",
+           "cd_slot", "supported"]
 
 
 class MfmaError(ISAError):
@@ -338,44 +339,6 @@ def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
 
 # ----------------------------------------------------------------------------- execution
 
-def _words(x: np.ndarray, pairs: bool) -> np.ndarray:
-    """uint32[regs, W, 64] -> per-wave words [W, words, 64] (uint64 register pairs when ``pairs``)."""
-    x = np.ascontiguousarray(np.moveaxis(np.asarray(x, dtype=np.uint32), 1, 0))
-    if pairs:
-        W, R, L = x.shape
-        x = x.reshape(W, R // 2, 2, L)
-        x = x[:, :, 0, :].astype(np.uint64) | (x[:, :, 1, :].astype(np.uint64) << np.uint64(32))
-    return x
-
-
-def _elements(x: np.ndarray, bits: int) -> np.ndarray:
-    """Per-wave words [W, words, 64] -> raw elements [W, words*64*per] in [word][lane][sub] order."""
-    W = x.shape[0]
-    if bits == 16:
-        return x.view(np.uint16).reshape(W, -1)
-    if bits == 8:
-        return x.view(np.uint8).reshape(W, -1)
-    return x.reshape(W, -1)
-
-
-def _decode(raw: np.ndarray, kind: str, target: str) -> np.ndarray:
-    if kind == "bf16":
-        return nx.bf16_to_f32(raw).astype(np.float64)
-    if kind == "f16":
-        return raw.view(np.float16).astype(np.float64)
-    if kind in ("fp8", "bf8"):
-        return nx.fp8_table(nx.fp8_format(target, kind)).astype(np.float64)[raw]
-    if kind == "f32":
-        return raw.view(np.float32).astype(np.float64)
-    if kind == "xf32":
-        return (raw & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-    if kind == "i8":
-        return raw.view(np.int8).astype(np.int64)
-    if kind == "f64":
-        return raw.view(np.float64)
-    raise AssertionError(kind)
-
-
 _F8F6F4_FORMATS = {0: "fp8", 1: "bf8"}
 _F8F6F4_NAMES = {2: "fp6 (e2m3)", 3: "bf6 (e3m2)", 4: "fp4 (e2m1)"}
 
@@ -410,6 +373,85 @@ def _check_modifiers(s: MfmaSpec, cbsz: int, abid: int, blgp: int) -> tuple[str,
     return s.a_type, s.b_type, cbsz, abid, (0 if s.out_type == "f64" else blgp)
 
 
+@lru_cache(maxsize=None)
+def _decode_table(kind: str, target: str):
+    """Lookup table raw code -> value (float64, int64 for i8) for 8/16-bit kinds; None otherwise."""
+    codes16 = np.arange(65536, dtype=np.uint32)
+    with np.errstate(invalid="ignore"):              # signalling NaN codes widen with a warning
+        if kind == "bf16":
+            return nx.bf16_to_f32(codes16).astype(np.float64)
+        if kind == "f16":
+            return nx.f16_to_f32(codes16).astype(np.float64)
+    if kind in ("fp8", "bf8"):
+        return nx.fp8_table(nx.fp8_format(target, kind)).astype(np.float64)
+    if kind == "i8":
+        return np.arange(256, dtype=np.uint8).view(np.int8).astype(np.int64)
+    return None
+
+
+def _decode(raw: np.ndarray, kind: str, target: str) -> np.ndarray:
+    table = _decode_table(kind, target)
+    if table is not None:
+        return np.take(table, raw)
+    with np.errstate(invalid="ignore"):
+        if kind == "f32":
+            return raw.view(np.float32).astype(np.float64)
+        if kind == "xf32":
+            return (raw & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if kind == "f64":
+        return raw.view(np.float64)
+    raise AssertionError(kind)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Flat gather indices for W waves: ``a_idx[w, b, i, k]`` into the A operand's flat elements
+    (``[reg][w][lane][sub]``, i.e. the operand array as given), ``b_idx`` likewise, and
+    ``d_idx[r, w, lane]`` into the flat ``[w][b][i][j]`` products.  ``prod``/``acc`` are scratch
+    buffers reused by every call (fresh large temporaries cost page faults on each call)."""
+
+    a_idx: np.ndarray
+    b_idx: np.ndarray
+    d_idx: np.ndarray
+    prod: np.ndarray      # [W, B, M, N] product scratch
+    acc: np.ndarray       # [words, W, 64] gathered products (+ C) scratch
+
+
+@lru_cache(maxsize=512)
+def _plan(name: str, cbsz: int, abid: int, blgp: int, W: int) -> _Plan:
+    s = SPECS[name]
+    lay = layout(name, cbsz, abid, blgp)
+    per = _elem_per_word(s)
+    wave_stride = 64 * per
+
+    def spread(idx: np.ndarray) -> np.ndarray:
+        # per-wave flat [word][lane][sub] -> operand flat [word][w][lane][sub]
+        word, rest = np.divmod(idx, wave_stride)
+        w = np.arange(W).reshape((W,) + (1,) * idx.ndim)
+        return (word * (W * wave_stride) + w * wave_stride + rest).astype(np.intp)
+
+    words = s.c_regs // (2 if s.out_bits == 64 else 1)
+    bmn = s.blocks * s.m * s.n
+    d_idx = (lay.d_src.reshape(words, 1, 64) + (np.arange(W) * bmn).reshape(1, W, 1)).astype(np.intp)
+    acc_t = np.int64 if s.out_type == "i32" else np.float64
+    return _Plan(spread(lay.a_idx), spread(lay.b_idx), d_idx,
+                 np.empty((W, s.blocks, s.m, s.n), acc_t), np.empty((words, W, 64), acc_t))
+
+
+def _flat_elements(x: np.ndarray, bits: int) -> np.ndarray:
+    """The operand's elements flat in [reg][w][lane][sub] order (register pairs -> uint64 for f64)."""
+    x = np.ascontiguousarray(x, dtype=np.uint32)
+    if bits == 64:
+        R, W, L = x.shape
+        pair = x.reshape(R // 2, 2, W, L)
+        return (pair[:, 0].astype(np.uint64) | (pair[:, 1].astype(np.uint64) << np.uint64(32))).ravel()
+    if bits == 16:
+        return x.view(np.uint16).ravel()
+    if bits == 8:
+        return x.view(np.uint8).ravel()
+    return x.ravel()
+
+
 _E8M0 = np.array([2.0 ** (e - 127) for e in range(255)] + [np.nan], np.float64)
 
 
@@ -424,6 +466,13 @@ def _block_scales(s: MfmaSpec, scale, opsel: int, rows: int, W: int, which: str)
     kb = s.k // 32
     lane = (np.arange(kb)[None, :] * rows + np.arange(rows)[:, None])       # [rows, kb]
     return _E8M0[e[:, lane]]
+
+
+def validate(name: str, target, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> MfmaSpec:
+    """Check an MFMA and its modifiers for ``target`` without running it (for compile time)."""
+    s = spec(name, target)
+    _check_modifiers(s, cbsz, abid, blgp)
+    return s
 
 
 def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0, *,
@@ -441,38 +490,40 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     if b.shape != (s.b_regs,) + a.shape[1:]:
         raise MfmaError(f"{name}: B must be uint32[{s.b_regs}, {a.shape[1]}, 64], got {b.shape}")
     W = a.shape[1]
-    c = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
-    lay = layout(name, cbsz, abid, lay_blgp)
-    pairs = s.in_bits == 64
+    plan = _plan(name, cbsz, abid, lay_blgp, W)
+    bits = s.in_bits
 
-    a_el = _decode(_elements(_words(a, pairs), s.in_bits)[:, lay.a_idx], a_kind, t)   # [W, B, M, K]
-    b_el = _decode(_elements(_words(b, pairs), s.in_bits)[:, lay.b_idx], b_kind, t)   # [W, B, K, N]
+    a_el = _decode(np.take(_flat_elements(a, bits), plan.a_idx), a_kind, t)        # [W, B, M, K]
+    b_el = _decode(np.take(_flat_elements(b, bits), plan.b_idx), b_kind, t)        # [W, B, K, N]
     if s.scaled:      # exact: powers of two applied to A and B before the (exact) products
         sa = _block_scales(s, scale_a, opsel_a, s.m, W, "A")                         # [W, M, K/32]
         sb = _block_scales(s, scale_b, opsel_b, s.n, W, "B")                         # [W, N, K/32]
         a_el = a_el * np.repeat(sa, 32, axis=2)[:, None, :, :]
         b_el = b_el * np.repeat(sb, 32, axis=2).transpose(0, 2, 1)[:, None, :, :]
-    c_w = _words(c, s.out_bits == 64).reshape(W, -1)                                   # [W, words*64]
 
     if s.out_type == "f64":
         if blgp & 1:
             a_el = -a_el
         if blgp & 2:
             b_el = -b_el
-        cv = c_w.view(np.float64)
+        c64 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+        cv = _flat_elements(c64, 64).view(np.float64).reshape(s.c_regs // 2, W, 64)
         if blgp & 4:
             cv = -cv
-        prod = np.matmul(a_el, b_el).reshape(W, -1)[:, lay.d_src]
+        np.matmul(a_el, b_el, out=plan.prod)
+        prod = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                 # [pairs, W, 64]
         d = (prod + cv).view(np.uint64)
-        lo = (d & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        hi = (d >> np.uint64(32)).astype(np.uint32)
-        d32 = np.stack([lo.reshape(W, -1, 64), hi.reshape(W, -1, 64)], axis=2).reshape(W, -1, 64)
-        return np.ascontiguousarray(np.moveaxis(d32, 0, 1))
+        out = np.empty((s.c_regs // 2, 2, W, 64), np.uint32)
+        out[:, 0] = d & np.uint64(0xFFFFFFFF)
+        out[:, 1] = d >> np.uint64(32)
+        return out.reshape(s.c_regs, W, 64)
+
+    c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    np.matmul(a_el, b_el, out=plan.prod)
+    acc = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                      # [c_regs, W, 64]
     if s.out_type == "i32":
-        prod = np.matmul(a_el, b_el).reshape(W, -1)[:, lay.d_src]
-        d = (prod + c_w.view(np.int32)).astype(np.uint64).astype(np.uint32)   # wraps modulo 2**32
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            prod = np.matmul(a_el, b_el).reshape(W, -1)[:, lay.d_src]
-            d = (prod + c_w.view(np.float32)).astype(np.float32).view(np.uint32)
-    return np.ascontiguousarray(np.moveaxis(d.reshape(W, s.c_regs, 64), 0, 1))
+        np.add(acc, c32.view(np.int32), out=acc)
+        return acc.astype(np.uint32)                                # int64 -> uint32 wraps mod 2**32
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.add(acc, c32.view(np.float32), out=acc)
+        return acc.astype(np.float32).view(np.uint32)
