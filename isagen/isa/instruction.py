@@ -2,12 +2,13 @@
 
 Instructions are immutable values.  ``render()`` gives LLVM assembler syntax; ``defs()``/``uses()``
 give the register keys written and read (explicit operands plus implicit ones such as EXEC, VCC,
-SCC, M0), which every analysis (hazards, waits, liveness, reports) works on.
+SCC, M0), which every analysis (hazards, waits, liveness, reports) works on.  ``size`` is the number
+of bytes the assembler will emit (checked against LLVM for every table entry in the tests).
 """
 
 from __future__ import annotations
 
-from .operands import Label, Reg, Special, operand_keys, render_constant
+from .operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constant, operand_keys, render_constant
 
 
 class Instruction:
@@ -32,6 +33,21 @@ class Instruction:
     def counter(self) -> str | None:
         return self.desc.counter
 
+    @property
+    def encoding(self) -> str:
+        """``e32``/``e64``/``dpp`` for VOP1/VOP2/VOPC instructions (which form LLVM will pick), else
+        ``native``."""
+        return self.desc.encoding(self.ops, self.mods)
+
+    @property
+    def size(self) -> int:
+        """Bytes of machine code (4, 8 or 12: instruction words plus a trailing literal)."""
+        return self.desc.size(self.ops, self.mods)
+
+    @property
+    def is_dpp(self) -> bool:
+        return self.desc.is_dpp(self.mods)
+
     def operand(self, name: str):
         """The value of the operand called ``name`` in the table (e.g. ``'vdst'``, ``'src0'``)."""
         return self.ops[self.desc.operand_index(name)]
@@ -41,10 +57,15 @@ class Instruction:
 
     # ------------------------------------------------------------------ dataflow
     def def_operands(self) -> list:
+        """Operand values the instruction writes (destinations, read-write operands)."""
         return [value for spec, value in zip(self.desc.operands, self.ops) if spec.is_def]
 
     def use_operands(self) -> list:
-        return [value for spec, value in zip(self.desc.operands, self.ops) if not spec.is_def]
+        """Operand values the instruction reads.  A read-write operand (``name+kind`` in the table) is
+        both; so is the destination of a DPP move, whose disabled lanes keep their old value."""
+        dpp = self.is_dpp
+        return [value for spec, value in zip(self.desc.operands, self.ops)
+                if spec.is_use or (dpp and spec.is_def and spec.name == "vdst")]
 
     def defs(self) -> list[tuple[str, int]]:
         keys = []
@@ -64,14 +85,17 @@ class Instruction:
 
     # ------------------------------------------------------------------ rendering
     def render_operands(self) -> str:
-        return ", ".join(_render_value(x) for x in self.ops)
+        ftype = self.desc.ftype
+        wide = "f32" if self.desc.fmt == "VOP3P" else "f64"       # packed f32 pairs are two f32s
+        return ", ".join(_render_value(x, spec.kind, wide if spec.width == 2 else ftype)
+                         for spec, x in zip(self.desc.operands, self.ops))
 
     def render_modifiers(self) -> str:
         return self.desc.render_modifiers(self.mods)
 
     def render(self, with_comment: bool = True) -> str:
         text = self.desc.asm
-        if self.desc.is_dpp(self.mods):
+        if self.is_dpp:
             text += "_dpp"
         ops = self.render_operands()
         if ops:
@@ -95,9 +119,19 @@ class Instruction:
         return hash(self.render(False))
 
 
-def _render_value(value) -> str:
+def _render_value(value, kind: str = "vsrc", ftype: str = "f32") -> str:
+    """LLVM's spelling of one operand (as its printer writes it, so a round trip compares equal)."""
     if isinstance(value, (Reg, Special, Label)) or hasattr(value, "keys"):
         return str(value)
-    if isinstance(value, str):     # pre-rendered text such as a waitcnt expression or hwreg()
-        return value
-    return render_constant(value)
+    if kind in ("simm16", "uimm16"):          # SOPK immediates print as 16-bit hex
+        return hex(value & 0xFFFF)
+    if kind in ("soff", "soffu"):             # SMEM byte offsets print as signed hex
+        return hex(value)
+    if kind == "imm":                         # SOPP immediates: decimal up to 64, then hex
+        return str(value) if value <= 64 else hex(value)
+    if kind == "lit":                         # a literal K is always the 32 bits of the operand
+        return hex(value & 0xFFFFFFFF) if isinstance(value, int) else hex(f32_bits(value) if ftype != "f16"
+                                                                             else f16_bits(value))
+    if ftype == "bf16" and isinstance(value, float) and not is_inline_constant(value):
+        return hex(f32_bits(value) >> 16)     # a bf16 literal: the upper half of the f32 bits
+    return render_constant(value, ftype)

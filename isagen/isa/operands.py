@@ -186,9 +186,47 @@ def abs_(x) -> Mod:
     return Mod(x.reg, x.neg, True) if isinstance(x, Mod) else Mod(x, abs=True)
 
 
+# ------------------------------------------------------------------------- "off"
+class _Off:
+    """The ``off`` operand: no VGPR address (MUBUF ``vaddr`` without offen/idxen) or no SGPR base
+    (global ``saddr``).  Touches no register.  Use ``OFF`` (or the string ``"off"``)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def keys(self) -> list:
+        return []
+
+    count = 0
+
+    def __str__(self) -> str:
+        return "off"
+
+    def __repr__(self) -> str:
+        return "OFF"
+
+
+OFF = _Off()
+
+
 # ------------------------------------------------------------------------- constants
+# The hardware's inline constants (no literal dword): integers -16..64 and these fp values, encoded
+# as the bit pattern of the operand's float type.  -0.0 is *not* one of them (it needs a literal).
 _INLINE_FLOATS = (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0)
 INV_2PI = 0.15915494309189532
+_INV_2PI_F32_BITS = 0x3E22F983
+
+
+def f32_bits(value: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def f16_bits(value: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", value))[0]
 
 
 def is_inline_int(value: int) -> bool:
@@ -196,7 +234,15 @@ def is_inline_int(value: int) -> bool:
 
 
 def is_inline_float(value: float) -> bool:
-    return value in _INLINE_FLOATS or value == 0.0 or math.isclose(value, INV_2PI, rel_tol=0, abs_tol=1e-9)
+    """True for +0.0, ±0.5, ±1, ±2, ±4 and 1/(2π) (the fp32 value whose bits are 0x3e22f983)."""
+    if value == 0.0:
+        return math.copysign(1.0, value) > 0
+    if value in _INLINE_FLOATS:
+        return True
+    try:
+        return f32_bits(value) == _INV_2PI_F32_BITS
+    except (OverflowError, struct.error):
+        return False
 
 
 def is_inline_constant(value) -> bool:
@@ -210,11 +256,13 @@ def is_inline_constant(value) -> bool:
     return False
 
 
-def render_constant(value) -> str:
+def render_constant(value, ftype: str = "f32") -> str:
     """LLVM syntax for an integer or float constant.
 
-    Integers outside the inline range render in hex (LLVM's own style for literals); floats that are
-    not inline constants render as the hex of their fp32 bits, so no decimal rounding can creep in.
+    Integers outside the inline range render in hex (LLVM's own style for literals).  Floats that
+    are not inline constants render as the hex of their bits in the operand's float type
+    (``ftype``: f32, or f16 for 16-bit float operands), so no decimal rounding can creep in.  For
+    64-bit operands (``ftype`` f64) 1/(2π) is spelled with double precision, as LLVM requires.
     """
     if isinstance(value, bool):
         raise ISAError("booleans are not instruction constants")
@@ -225,13 +273,16 @@ def render_constant(value) -> str:
             raise ISAError(f"constant {value} does not fit in 32 bits")
         return hex(value & 0xFFFFFFFF)
     if isinstance(value, float):
-        if value == 0.0:
-            return "0"
-        if value in _INLINE_FLOATS:
-            return repr(value)
-        if math.isclose(value, INV_2PI, abs_tol=1e-9):
-            return "0.15915494"
-        return hex(struct.unpack("<I", struct.pack("<f", value))[0])
+        if is_inline_float(value):
+            if value == 0.0:
+                return "0"
+            if value in _INLINE_FLOATS:
+                return repr(value)
+            return "0.15915494309189532" if ftype == "f64" else "0.15915494"
+        try:
+            return hex(f16_bits(value) if ftype == "f16" else f32_bits(value))
+        except (OverflowError, struct.error):
+            raise ISAError(f"constant {value!r} does not fit in {ftype}") from None
     raise ISAError(f"not a constant: {value!r}")
 
 
@@ -239,3 +290,97 @@ def operand_keys(op) -> list[tuple[str, int]]:
     """Register keys an operand value touches (empty for constants and labels)."""
     keys = getattr(op, "keys", None)
     return keys() if keys else []
+
+
+# ------------------------------------------------------------------------- ds_swizzle offsets
+# ds_swizzle_b32's 16-bit offset selects a lane pattern.  Bit 15 set: QUAD_PERM (bits [7:0] give the
+# source lane of each lane within a group of 4).  Bit 15 clear: BITMASK mode on the 5-bit lane id
+# within a group of 32: src = ((lane & and_mask) | or_mask) ^ xor_mask, masks at [4:0], [9:5],
+# [14:10].  LLVM spells the common patterns SWAP, REVERSE, BROADCAST and BITMASK_PERM.
+_SWIZZLE_MODES = ("QUAD_PERM", "BITMASK_PERM", "SWAP", "REVERSE", "BROADCAST")
+
+
+def swizzle(mode: str, *args) -> int:
+    """The ds_swizzle_b32 ``offset`` for a named pattern, as LLVM's ``swizzle(...)`` macro defines it:
+
+    ``swizzle("QUAD_PERM", l0, l1, l2, l3)``  each lane of a quad reads lane ``l<i>`` of the quad;
+    ``swizzle("SWAP", n)``                    swap groups of n lanes (n = 1, 2, 4, 8, 16);
+    ``swizzle("REVERSE", n)``                 reverse lanes within groups of n (2, 4, 8, 16, 32);
+    ``swizzle("BROADCAST", n, lane)``         lane ``lane`` of each group of n lanes to the group;
+    ``swizzle("BITMASK_PERM", "01pip")``      per bit of the lane id (MSB first): 0 force 0,
+                                              1 force 1, p preserve, i invert.
+    """
+    where = f"swizzle({mode}{''.join(', ' + repr(a) for a in args)})"
+    mode = str(mode).upper()
+    if mode not in _SWIZZLE_MODES:
+        raise ISAError(f"{where}: unknown mode (use one of {', '.join(_SWIZZLE_MODES)})")
+    if mode == "QUAD_PERM":
+        if len(args) != 4 or any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= 3 for x in args):
+            raise ISAError(f"{where}: QUAD_PERM takes 4 lane numbers 0..3")
+        return 0x8000 | sum(x << (2 * i) for i, x in enumerate(args))
+    if mode == "BITMASK_PERM":
+        if len(args) != 1 or not isinstance(args[0], str) or len(args[0]) != 5 or set(args[0]) - set("01pi"):
+            raise ISAError(f"{where}: BITMASK_PERM takes a 5-character string of 0, 1, p, i")
+        and_mask = or_mask = xor_mask = 0
+        for i, c in enumerate(args[0]):
+            bit = 1 << (4 - i)
+            if c == "1":
+                or_mask |= bit
+            elif c == "p":
+                and_mask |= bit
+            elif c == "i":
+                and_mask |= bit
+                xor_mask |= bit
+        return and_mask | or_mask << 5 | xor_mask << 10
+    if not args or any(not isinstance(x, int) or isinstance(x, bool) for x in args):
+        raise ISAError(f"{where}: {mode} takes integer arguments")
+    n = args[0]
+    if mode == "SWAP":
+        if len(args) != 1 or n not in (1, 2, 4, 8, 16):
+            raise ISAError(f"{where}: SWAP takes a group size of 1, 2, 4, 8 or 16")
+        return 0x1F | n << 10
+    if mode == "REVERSE":
+        if len(args) != 1 or n not in (2, 4, 8, 16, 32):
+            raise ISAError(f"{where}: REVERSE takes a group size of 2, 4, 8, 16 or 32")
+        return 0x1F | (n - 1) << 10
+    if len(args) != 2 or n not in (2, 4, 8, 16, 32) or not 0 <= args[1] < n:
+        raise ISAError(f"{where}: BROADCAST takes a group size of 2..32 (power of two) and a lane below it")
+    return (0x20 - n) | args[1] << 5
+
+
+def canonical_swizzle(offset: int) -> int:
+    """The same lane pattern with LLVM's canonical masks (what its ``swizzle(...)`` text parses to).
+
+    In BITMASK mode a lane-id bit that ``and_mask`` clears, or ``or_mask`` forces, is a constant; LLVM's
+    printer writes it as ``0``/``1``, which parses back as or_mask only.  Normalising here makes the
+    rendered text round-trip to the same 16 bits.  QUAD_PERM offsets are returned unchanged."""
+    if offset & 0x8000:
+        return offset
+    and_mask, or_mask, xor_mask = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
+    keep = and_mask & ~or_mask & 0x1F                  # bits that follow the lane id
+    const = ((or_mask ^ xor_mask) & ~keep) & 0x1F      # bits forced to a constant
+    return keep | const << 5 | (xor_mask & keep) << 10
+
+
+def swizzle_text(offset: int) -> str:
+    """LLVM's spelling of a ds_swizzle_b32 offset (what its printer writes after ``offset:``)."""
+    if offset & 0xFF00 == 0x8000:
+        return "swizzle(QUAD_PERM," + ",".join(str((offset >> (2 * i)) & 3) for i in range(4)) + ")"
+    if offset & 0x8000:                  # bit 15 with bits [14:8] set: no named pattern
+        return str(offset)
+    and_mask, or_mask, xor_mask = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
+    if and_mask == 0x1F and or_mask == 0 and xor_mask and xor_mask & (xor_mask - 1) == 0:
+        return f"swizzle(SWAP,{xor_mask})"
+    if and_mask == 0x1F and or_mask == 0 and xor_mask and (xor_mask + 1) & xor_mask == 0:
+        return f"swizzle(REVERSE,{xor_mask + 1})"
+    group = 0x20 - and_mask
+    if group > 1 and group & (group - 1) == 0 and or_mask < group and xor_mask == 0:
+        return f"swizzle(BROADCAST,{group},{or_mask})"
+    chars = []
+    for i in range(4, -1, -1):           # LLVM prints what each lane-id bit becomes, MSB first
+        bit = 1 << i
+        if and_mask & bit and not or_mask & bit:
+            chars.append("i" if xor_mask & bit else "p")
+        else:
+            chars.append("1" if bool(or_mask & bit) != bool(xor_mask & bit) else "0")
+    return f'swizzle(BITMASK_PERM,"{"".join(chars)}")'
