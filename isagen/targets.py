@@ -30,8 +30,9 @@ class MfmaInfo:
     m: int
     n: int
     k: int
-    in_type: str          # element type of A and B: bf16, f16, fp8, bf8, f8f6f4, xf32
-    out_type: str         # accumulator type: f32
+    in_type: str          # element type of A and B: bf16, f16, fp8, bf8, fp8_bf8, bf8_fp8 (A_B), i8,
+                          # f8f6f4 (format chosen by cbsz/blgp), xf32
+    out_type: str         # accumulator type: f32 (i32 for i8)
     a_regs: int
     b_regs: int
     c_regs: int
@@ -134,10 +135,15 @@ class Target:
 
 # --------------------------------------------------------------------------- MFMA tables
 # Cycles from the AMD Matrix Instruction Calculator (CDNA3); CDNA4 rates from the MI355X data sheet
-# (peak FLOP/CU/clock): 16x16x32 bf16 is 16 cycles, 32x32x16 bf16 32 cycles, f8f6f4 K=128 32 cycles.
+# (peak FLOP/CU/clock).  Passes are LLVM's: the ReleaseAtCycles of the MFMA's write resource in
+# SISchedule.td (SIDPGFX942FullSpeedModel / SIDPGFX950FullSpeedModel), which GCNHazardRecognizer uses
+# for its wait-state counts: 16x16x{16,32,64} are 4 passes and 32x32x{8,16,32} 8 passes on both
+# targets; f8f6f4 K=128/K=64 are 8/16 passes when either input is fp8/bf8 (cbsz or blgp <= 1, the
+# default) and 4/8 passes for fp6/fp4 inputs (the table keeps the fp8 figure, the conservative one).
+# Register counts are checked by assembling every MFMA with LLVM (tests/test_isa_encoding.py).
 
-def _mfma(mn, m, n, k, t, a, b, c, passes, xdl=True):
-    return MfmaInfo(mn, m, n, k, t, "f32", a, b, c, passes, xdl)
+def _mfma(mn, m, n, k, t, a, b, c, passes, xdl=True, out="f32"):
+    return MfmaInfo(mn, m, n, k, t, out, a, b, c, passes, xdl)
 
 
 _CDNA3_MFMAS = (
@@ -147,8 +153,14 @@ _CDNA3_MFMAS = (
     _mfma("v_mfma_f32_32x32x8_f16", 32, 32, 8, "f16", 2, 2, 16, 8),
     _mfma("v_mfma_f32_16x16x32_fp8_fp8", 16, 16, 32, "fp8", 2, 2, 4, 4),
     _mfma("v_mfma_f32_16x16x32_bf8_bf8", 16, 16, 32, "bf8", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_16x16x32_fp8_bf8", 16, 16, 32, "fp8_bf8", 2, 2, 4, 4),
+    _mfma("v_mfma_f32_16x16x32_bf8_fp8", 16, 16, 32, "bf8_fp8", 2, 2, 4, 4),
     _mfma("v_mfma_f32_32x32x16_fp8_fp8", 32, 32, 16, "fp8", 2, 2, 16, 8),
     _mfma("v_mfma_f32_32x32x16_bf8_bf8", 32, 32, 16, "bf8", 2, 2, 16, 8),
+    _mfma("v_mfma_f32_32x32x16_fp8_bf8", 32, 32, 16, "fp8_bf8", 2, 2, 16, 8),
+    _mfma("v_mfma_f32_32x32x16_bf8_fp8", 32, 32, 16, "bf8_fp8", 2, 2, 16, 8),
+    _mfma("v_mfma_i32_16x16x32_i8", 16, 16, 32, "i8", 2, 2, 4, 4, out="i32"),
+    _mfma("v_mfma_i32_32x32x16_i8", 32, 32, 16, "i8", 2, 2, 16, 8, out="i32"),
 )
 
 _CDNA3_ONLY_MFMAS = (
@@ -161,8 +173,13 @@ _CDNA4_NEW_MFMAS = (
     _mfma("v_mfma_f32_32x32x16_bf16", 32, 32, 16, "bf16", 4, 4, 16, 8),
     _mfma("v_mfma_f32_16x16x32_f16", 16, 16, 32, "f16", 4, 4, 4, 4),
     _mfma("v_mfma_f32_32x32x16_f16", 32, 32, 16, "f16", 4, 4, 16, 8),
+    _mfma("v_mfma_i32_16x16x64_i8", 16, 16, 64, "i8", 4, 4, 4, 4, out="i32"),
+    _mfma("v_mfma_i32_32x32x32_i8", 32, 32, 32, "i8", 4, 4, 16, 8, out="i32"),
     _mfma("v_mfma_f32_16x16x128_f8f6f4", 16, 16, 128, "f8f6f4", 8, 8, 4, 8),
     _mfma("v_mfma_f32_32x32x64_f8f6f4", 32, 32, 64, "f8f6f4", 8, 8, 16, 16),
+    # block-scaled (MX) forms: two extra VGPR operands carry the E8M0 scales of A and B
+    _mfma("v_mfma_scale_f32_16x16x128_f8f6f4", 16, 16, 128, "f8f6f4", 8, 8, 4, 8),
+    _mfma("v_mfma_scale_f32_32x32x64_f8f6f4", 32, 32, 64, "f8f6f4", 8, 8, 16, 16),
 )
 
 MI300X = Product("MI300X", cus=304, xcds=8, clock_mhz=2100, hbm_tb_s=5.3, hbm_gib=192,
