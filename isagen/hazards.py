@@ -542,7 +542,7 @@ class _Profile:
         self.srcc = set(self.src.get("src2", ())) if self.mfma else set()
         self.dst = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
         self.ws = int(inst.ops[0]) + 1 if inst.name == "s_nop" else 1
-        self.dpp = "dpp" in inst.mods
+        self.dpp = inst.desc.is_dpp(inst.mods)
         self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
         if inst.desc.fmt == "VOP3" and inst.mods.get("op_sel"):
             n_src = len([name for name in self.src if name.startswith("src")])
