@@ -39,10 +39,9 @@ def _one(words, target="gfx942"):
 def known_difference(text: str) -> bool:
     """LLVM texts we do not reproduce, on purpose (see the decoder docstring):
     comments LLVM adds for encodings it considers invalid, s_sendmsg immediates above 1023,
-    'sext(...)' that LLVM prints for the neg bit of an integer DPP/VOP3 operand, and ds_swizzle
-    BITMASK_PERM patterns (we print the offset's swizzle() form for QUAD_PERM/SWAP/REVERSE/
-    BROADCAST only).  None of these occurs in compiler output for gfx942."""
-    return ("/*" in text or "sext(" in text and "_sdwa" not in text or "BITMASK_PERM" in text)
+    and 'sext(...)' that LLVM prints for the neg bit of an integer DPP/VOP3 operand.  Neither
+    occurs in compiler output."""
+    return "/*" in text or "sext(" in text and "_sdwa" not in text
 
 
 @needs_mc

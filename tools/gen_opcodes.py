@@ -79,7 +79,10 @@ def disassemble(probes: list[tuple[int, ...]], mcpu: str = "gfx942",
 def _disassemble_chunk(chunk, mcpu, tool, out, base):
     lines = []
     for i, pr in enumerate(chunk):
-        b = struct.pack("<%dI" % (len(pr) + 2), SENTINEL | i, SENTINEL | (i ^ 0xA5A5), *pr)
+        # two s_nop words after the probe absorb a rejected probe's trailing words being read
+        # as the start of a longer instruction, so the next sentinel pair stays intact
+        b = struct.pack("<%dI" % (len(pr) + 4), SENTINEL | i, SENTINEL | (i ^ 0xA5A5), *pr,
+                        0xBF800000, 0xBF800000)
         lines.append(" ".join("0x%02x" % x for x in b))
     r = subprocess.run([tool, "--disassemble", "-triple", "amdgcn-amd-amdhsa",
                         "-mcpu=" + mcpu], input="\n".join(lines) + "\n",

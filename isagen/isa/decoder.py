@@ -1003,21 +1003,25 @@ def _dpp_ctrl_text(c: int) -> str:
 
 
 def _swizzle_text(o: int) -> str:
-    if o & 0x8000:
+    """ds_swizzle_b32's offset as LLVM prints it (swizzle macros of the AMDGPU assembler)."""
+    if o & 0xFF00 == 0x8000:
         return "swizzle(QUAD_PERM,%d,%d,%d,%d)" % (o & 3, (o >> 2) & 3, (o >> 4) & 3, (o >> 6) & 3)
+    if o & 0x8000:
+        return str(o)
     and_m, or_m, xor_m = o & 0x1F, (o >> 5) & 0x1F, (o >> 10) & 0x1F
     if and_m == 0x1F and or_m == 0 and xor_m and (xor_m & (xor_m - 1)) == 0:
         return f"swizzle(SWAP,{xor_m})"
     if and_m == 0x1F and or_m == 0 and xor_m and (xor_m & (xor_m + 1)) == 0:
         return f"swizzle(REVERSE,{xor_m + 1})"
-    if xor_m == 0 and and_m and ((0x1F - and_m + 1) & (0x1F - and_m)) == 0:
-        size = 0x1F - and_m + 1
-        if or_m < size:
-            return f"swizzle(BROADCAST,{size},{or_m})"
+    group = 0x1F - and_m + 1
+    if group > 1 and (group & (group - 1)) == 0 and or_m < group and xor_m == 0:
+        return f"swizzle(BROADCAST,{group},{or_m})"
+    p0 = (0 | or_m) ^ xor_m                 # lane bit when the source bit is 0 ...
+    p1 = (and_m | or_m) ^ xor_m             # ... and when it is 1
     mask = ""
     for i in range(4, -1, -1):
-        a, r, x = (and_m >> i) & 1, (or_m >> i) & 1, (xor_m >> i) & 1
-        mask += "0" if not a and not r else "1" if not a and r else "i" if a and not x else "p"
+        b0, b1 = (p0 >> i) & 1, (p1 >> i) & 1
+        mask += "1" if b0 and b1 else "0" if not b0 and not b1 else "p" if b1 else "i"
     return f'swizzle(BITMASK_PERM,"{mask}")'
 
 
