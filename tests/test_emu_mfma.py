@@ -459,6 +459,18 @@ def test_waves_vectorised_and_strided_register_file():
     v_copy = V.copy()
     M.mfma(name, "gfx942", V[0:2], V[8:10], V[16:32])
     assert np.array_equal(V, v_copy)                          # inputs untouched
+    # out= writes D in place, also over C (accumulating into the same registers)
+    res = M.mfma(name, "gfx942", V[0:2], V[8:10], V[16:32], out=V[16:32])
+    assert res.base is V or res is V[16:32].base or np.shares_memory(res, V)
+    assert np.array_equal(V[16:32], d) and np.array_equal(V[:16], v_copy[:16])
+    for nm, regs in (("v_mfma_f32_4x4x4_16b_f16", (2, 2, 4)), ("v_mfma_f64_16x16x4_f64", (2, 2, 8)),
+                     ("v_mfma_i32_16x16x32_i8", (2, 2, 4))):
+        s2 = M.spec(nm)
+        kinds = (s2.a_type, s2.b_type, {"f32": "f32", "f64": "f64", "i32": "f32"}[s2.out_type])
+        ops3 = [random_regs(k, r, W, "gfx942") for k, r in zip(kinds, regs)]
+        want = M.mfma(nm, "gfx942", *ops3)
+        buf = np.zeros_like(ops3[2])
+        assert M.mfma(nm, "gfx942", *ops3, out=buf) is buf and np.array_equal(buf, want)
 
 
 @pytest.mark.parametrize("call,match", [

@@ -12,6 +12,9 @@ API
     ``c``       ``uint32[c_regs, W, 64]`` raw bits of SrcC (f32 / i32 words, f64 as register pairs,
                 low word first), or anything that broadcasts to it (an inline-constant SrcC).
     returns     ``uint32[c_regs, W, 64]``: the raw bits of D (a new array; inputs are not modified).
+    ``out``     optional ``uint32[c_regs, W, 64]`` to write D into instead (e.g. the destination
+                registers ``V[d0:d1]`` when every wave of the batch takes part); it may be the same
+                memory as ``c`` (accumulating in place) but must not overlap A or B.
     ``cbsz``/``abid`` (A-block broadcast) and ``blgp`` (B lane pattern) follow the ISA where the
     instruction has them (see "Modifiers"); a non-zero value for an instruction without them raises
     :class:`MfmaError` naming the instruction and the field - never ignored.
@@ -405,16 +408,36 @@ def _decode(raw: np.ndarray, kind: str, target: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Plan:
-    """Flat gather indices for W waves: ``a_idx[w, b, i, k]`` into the A operand's flat elements
-    (``[reg][w][lane][sub]``, i.e. the operand array as given), ``b_idx`` likewise, and
-    ``d_idx[r, w, lane]`` into the flat ``[w][b][i][j]`` products.  ``prod``/``acc`` are scratch
-    buffers reused by every call (fresh large temporaries cost page faults on each call)."""
+    """Gather indices for W waves and reused scratch.
+
+    ``a_idx[w, b, i, k]`` / ``b_idx[w, b, k, j]`` index the operand's flat elements (``[reg][w][lane]
+    [sub]``, i.e. the operand array as given).  Single-block instructions (``rows is not None``)
+    gather A's rows in D-register order instead: row ``rho = reg*(64/N) + lane//N`` of the product
+    is D's register ``reg``, lanes ``lane//N*N .. +N``, so the product *is* D up to swapping the wave
+    and register axes and needs no gather.  Multi-block instructions gather D with ``d_idx[r, w, lane]``
+    (flat ``[w][b][i][j]`` products).  ``prod``/``acc``: scratch reused by every call (fresh large
+    temporaries cost page faults each call; the emulator is single-threaded)."""
 
     a_idx: np.ndarray
     b_idx: np.ndarray
-    d_idx: np.ndarray
-    prod: np.ndarray      # [W, B, M, N] product scratch
-    acc: np.ndarray       # [words, W, 64] gathered products (+ C) scratch
+    d_idx: np.ndarray | None
+    prod: np.ndarray      # [W, B, M, N] products
+    acc: np.ndarray       # [words, W, 64] gathered products (multi-block and f64 paths)
+    rows: np.ndarray | None   # i of each product row (single-block), None: rows are i
+
+
+def _d_row_order(s: MfmaSpec) -> np.ndarray | None:
+    """For single-block instructions: i of each product row rho in D-register order (see _Plan)."""
+    if s.blocks != 1 or 64 % s.n:
+        return None
+    per_reg = 64 // s.n
+    order = np.full(s.m, -1, np.int64)
+    for i in range(s.m):
+        word, lane = _out_slot(s, 0, i, 0)
+        if lane % s.n or any(_out_slot(s, 0, i, j) != (word, lane + j) for j in range(s.n)):
+            return None
+        order[word * per_reg + lane // s.n] = i
+    return order if (order >= 0).all() else None
 
 
 @lru_cache(maxsize=512)
@@ -431,11 +454,15 @@ def _plan(name: str, cbsz: int, abid: int, blgp: int, W: int) -> _Plan:
         return (word * (W * wave_stride) + w * wave_stride + rest).astype(np.intp)
 
     words = s.c_regs // (2 if s.out_bits == 64 else 1)
-    bmn = s.blocks * s.m * s.n
-    d_idx = (lay.d_src.reshape(words, 1, 64) + (np.arange(W) * bmn).reshape(1, W, 1)).astype(np.intp)
     acc_t = np.int64 if s.out_type == "i32" else np.float64
-    return _Plan(spread(lay.a_idx), spread(lay.b_idx), d_idx,
-                 np.empty((W, s.blocks, s.m, s.n), acc_t), np.empty((words, W, 64), acc_t))
+    order = _d_row_order(s) if s.out_bits == 32 else None
+    a_idx = lay.a_idx if order is None else lay.a_idx[:, order, :]
+    d_idx = None
+    if order is None:
+        bmn = s.blocks * s.m * s.n
+        d_idx = (lay.d_src.reshape(words, 1, 64) + (np.arange(W) * bmn).reshape(1, W, 1)).astype(np.intp)
+    return _Plan(spread(a_idx), spread(lay.b_idx), d_idx,
+                 np.empty((W, s.blocks, s.m, s.n), acc_t), np.empty((words, W, 64), acc_t), order)
 
 
 def _flat_elements(x: np.ndarray, bits: int) -> np.ndarray:
@@ -476,7 +503,7 @@ def validate(name: str, target, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> 
 
 
 def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0, *,
-         scale_a=None, scale_b=None, opsel_a: int = 0, opsel_b: int = 0) -> np.ndarray:
+         scale_a=None, scale_b=None, opsel_a: int = 0, opsel_b: int = 0, out=None) -> np.ndarray:
     """Execute one MFMA for W waves: see the module docstring for shapes and semantics."""
     t = _target_name(target)
     s = spec(name, t)
@@ -497,6 +524,8 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     b_el = _decode(np.take(_flat_elements(b, bits), plan.b_idx), b_kind, t)        # [W, B, K, N]
     if s.scaled:      # exact: powers of two applied to A and B before the (exact) products
         sa = _block_scales(s, scale_a, opsel_a, s.m, W, "A")                         # [W, M, K/32]
+        if plan.rows is not None:                                    # A's rows are in D order
+            sa = sa[:, plan.rows, :]
         sb = _block_scales(s, scale_b, opsel_b, s.n, W, "B")                         # [W, N, K/32]
         a_el = a_el * np.repeat(sa, 32, axis=2)[:, None, :, :]
         b_el = b_el * np.repeat(sb, 32, axis=2).transpose(0, 2, 1)[:, None, :, :]
@@ -513,17 +542,26 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
         np.matmul(a_el, b_el, out=plan.prod)
         prod = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                 # [pairs, W, 64]
         d = (prod + cv).view(np.uint64)
-        out = np.empty((s.c_regs // 2, 2, W, 64), np.uint32)
-        out[:, 0] = d & np.uint64(0xFFFFFFFF)
-        out[:, 1] = d >> np.uint64(32)
-        return out.reshape(s.c_regs, W, 64)
+        res = np.empty((s.c_regs // 2, 2, W, 64), np.uint32)
+        res[:, 0] = d & np.uint64(0xFFFFFFFF)
+        res[:, 1] = d >> np.uint64(32)
+        res = res.reshape(s.c_regs, W, 64)
+        if out is None:
+            return res
+        out[...] = res
+        return out
 
     c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    if out is None:
+        out = np.empty((s.c_regs, W, 64), np.uint32)
     np.matmul(a_el, b_el, out=plan.prod)
-    acc = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                      # [c_regs, W, 64]
-    if s.out_type == "i32":
-        np.add(acc, c32.view(np.int32), out=acc)
-        return acc.astype(np.uint32)                                # int64 -> uint32 wraps mod 2**32
-    with np.errstate(invalid="ignore", over="ignore"):
-        np.add(acc, c32.view(np.float32), out=acc)
-        return acc.astype(np.float32).view(np.uint32)
+    if plan.rows is not None:
+        acc = plan.prod.reshape(W, s.c_regs, 64).transpose(1, 0, 2)             # a view: D order
+    else:
+        acc = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                 # [c_regs, W, 64]
+    if s.out_type == "i32":     # int64 sum, stored modulo 2**32
+        np.add(acc, c32.view(np.int32), out=out.view(np.int32), dtype=np.int64, casting="unsafe")
+        return out
+    with np.errstate(invalid="ignore", over="ignore"):   # float64 sum, one rounding to f32 (RNE)
+        np.add(acc, c32.view(np.float32), out=out.view(np.float32), dtype=np.float64, casting="unsafe")
+    return out
