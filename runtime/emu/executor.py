@@ -1,0 +1,255 @@
+"""Compile a kernel's decoded instructions once into handlers, and run batches of waves through them.
+
+Each instruction becomes a :class:`Step` whose ``fn(st, ws)`` executes it for the waves ``ws`` of the
+batch ``st`` (see wave.py).  Steps are grouped into basic blocks (from a branch target or the
+instruction after a terminator to the next terminator or target); the scheduler repeatedly picks the
+waves standing at the lowest PC, runs that block for all of them as one group, and lets the block's
+terminator move their PCs.  Waves of all workgroups of a batch that stand at the same PC therefore
+execute together as one numpy operation over ``[waves, 64]``; waves that diverge (per-wave scalar
+branches) run as smaller groups and merge again at the next common PC.  ``s_barrier`` parks a wave
+until every wave of its workgroup that has not ended is parked, then releases them together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import report as R
+from .access import CompileError, Ctx
+from .report import EmulatorError, Report
+from .wave import ALL, BARRIER, DONE, RUN
+
+# categories counted in the launch statistics
+CATEGORIES = ("salu", "branch", "smem", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma", "nop",
+              "waitcnt", "barrier", "other")
+
+
+class Step:
+    """One compiled instruction."""
+
+    __slots__ = ("inst", "idx", "fn", "cat", "term", "counter", "result", "lds_write", "nop_slots",
+                 "mfma", "reads", "writes", "error", "is_load", "scalar_dst", "flags")
+
+    def __init__(self, inst, idx: int, fn, cat: str, *, term: bool = False, counter: str | None = None,
+                 result: str | None = None):
+        self.inst, self.idx, self.fn, self.cat, self.term = inst, idx, fn, cat, term
+        self.counter = counter        # 'vm' | 'lgkm' | 'smem' | None: which counter the instruction increments
+        self.result = result          # kind of the register result: 'vm' | 'lds' | 'smem' | 'mfma' | None
+        self.lds_write = False        # writes LDS asynchronously (ds store / LDS DMA)
+        self.nop_slots = 1            # issue slots it occupies (s_nop N: N+1)
+        self.mfma = None              # MfmaInfo-like (passes, xdl) for MFMAs
+        self.reads = ()               # register keys read (sanitizer)
+        self.writes = ()
+        self.error = None
+        self.is_load = False
+        self.scalar_dst = False
+        self.flags = {}
+
+
+class Block:
+    __slots__ = ("start", "end", "steps", "fns", "execs", "cats")
+
+    def __init__(self, start: int, steps: list[Step]):
+        self.start = start
+        self.steps = steps
+        self.end = start + len(steps)
+        self.fns = [s.fn for s in steps]
+        self.execs = 0                     # sum over executions of the number of waves
+        cats: dict[str, int] = {}
+        for s in steps:
+            cats[s.cat] = cats.get(s.cat, 0) + 1
+        self.cats = cats
+
+
+class Program:
+    """A kernel's code compiled for the emulator."""
+
+    def __init__(self, insts: list, ctx: Ctx):
+        self.ctx = ctx
+        self.insts = insts
+        ctx.pc_index = {inst.pc: i for i, inst in enumerate(insts)}
+        from .compile import compile_step
+        self.steps: list[Step] = []
+        for i, inst in enumerate(insts):
+            try:
+                step = compile_step(inst, i, ctx)
+            except CompileError as e:
+                step = _error_step(inst, i, str(e), e.category)
+            self.steps.append(step)
+        if ctx.sanitize:
+            from .sanitizer import instrument
+            for s in self.steps:
+                instrument(s, ctx)
+        self._blocks: dict[int, Block] = {}
+        leaders = {0}
+        for i, s in enumerate(self.steps):
+            t = s.inst.branch_target
+            if t is not None and t in ctx.pc_index:
+                leaders.add(ctx.pc_index[t])
+            if s.term:
+                leaders.add(i + 1)
+        self.leaders = leaders
+        self.has_mfma = any(s.mfma is not None for s in self.steps)
+
+    def block_at(self, i: int) -> Block:
+        b = self._blocks.get(i)
+        if b is None:
+            j = i
+            n = len(self.steps)
+            while j < n:
+                s = self.steps[j]
+                j += 1
+                if s.term or j in self.leaders:
+                    break
+            b = self._blocks[i] = Block(i, self.steps[i:j])
+        return b
+
+    def reset_counts(self) -> None:
+        for b in self._blocks.values():
+            b.execs = 0
+
+    def category_counts(self) -> dict:
+        out = {c: 0 for c in CATEGORIES}
+        for b in self._blocks.values():
+            if b.execs:
+                for c, k in b.cats.items():
+                    out[c] = out.get(c, 0) + k * b.execs
+        return out
+
+
+def _error_step(inst, idx: int, message: str, category: str) -> Step:
+    def fn(st, ws):
+        st.run.fault(category, inst, message, ws, None)
+    s = Step(inst, idx, fn, "other")
+    s.error = message
+    return s
+
+
+# ============================================================================ running
+
+class RunContext:
+    """Per-launch context shared by the batches: reporting, statistics, options."""
+
+    def __init__(self, kernel: str, program: Program, device, on_error: str, budget: int):
+        self.kernel = kernel
+        self.program = program
+        self.device = device
+        self.memory = device.memory
+        self.on_error = on_error
+        self.reports: list[Report] = []
+        self._seen: set = set()
+        self.budget = budget
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.lds_bytes_read = 0
+        self.lds_bytes_written = 0
+        self.batch = None
+
+    def fault(self, category: str, inst, message: str, ws, rows_lanes, address: int | None = None,
+              wave: int | None = None) -> None:
+        """Report a problem of the waves ``ws`` of the current batch.  ``rows_lanes``: a bool
+        [n, 64] mask over (group row, lane) of the lanes concerned, or None for the whole wave."""
+        st = self.batch
+        widx = np.arange(st.W)[ws] if not isinstance(ws, slice) else np.arange(st.W)[ws]
+        row, lanes = 0, ()
+        if rows_lanes is not None:
+            m = np.asarray(rows_lanes)
+            if m.ndim == 1:
+                m = m[:, None]
+            r, lanes = R.first_bad(m)
+            row = r if r is not None else 0
+        if wave is None:
+            wave = int(widx[row]) if len(widx) else 0
+        g = int(st.wg[wave])
+        rep = Report(category, self.kernel, int(inst.pc), inst.text, message,
+                     workgroup=tuple(int(x) for x in st.wg_id[g]), wave=int(st.wave_in_wg[wave]),
+                     lanes=tuple(lanes), address=address)
+        if self.on_error == "raise":
+            raise EmulatorError(rep)
+        key = (category, int(inst.pc), message)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.reports.append(rep)
+        if category in (R.BUDGET, R.FAULT, R.UNSUPPORTED):
+            raise _Abort(rep)
+
+
+class _Abort(Exception):
+    """Stops a batch after a report that leaves no sensible way to continue (collect mode)."""
+
+    def __init__(self, report):
+        self.report = report
+
+
+def run_batch(prog: Program, st, rc: RunContext) -> None:
+    """Run every wave of the batch ``st`` to s_endpgm."""
+    rc.batch = st
+    st.run = rc
+    W = st.W
+    budget = rc.budget
+    n_blocks = 0
+    status, pcs = st.status, st.pc
+    try:
+        while True:
+            running = status == RUN
+            nrun = int(np.count_nonzero(running))
+            if nrun == 0:
+                if not _release_barriers(st, prog, rc):
+                    break
+                continue
+            if nrun == W:
+                p0 = pcs[0]
+                if (pcs == p0).all():
+                    ws, pc = ALL, int(p0)
+                else:
+                    pc = int(pcs.min())
+                    ws = np.nonzero(pcs == pc)[0]
+            else:
+                pc = int(pcs[running].min())
+                ws = np.nonzero(running & (pcs == pc))[0]
+                if ws.size == W:
+                    ws = ALL
+            if pc >= len(prog.steps):
+                rc.fault(R.FAULT, prog.insts[-1], "execution ran past the end of the kernel's code "
+                         "(missing s_endpgm?)", ws, None)
+                status[ws] = DONE
+                continue
+            block = prog.block_at(pc)
+            nw = W if isinstance(ws, slice) else ws.size
+            block.execs += nw
+            for fn in block.fns:
+                fn(st, ws)
+            if not block.steps[-1].term:
+                pcs[ws] = block.end
+            st.icount[ws] += len(block.steps)
+            n_blocks += 1
+            if n_blocks & 255 == 0 and st.icount.max() > budget:
+                _budget_exceeded(st, prog, rc)
+    except _Abort:
+        pass
+    finally:
+        rc.batch = None
+
+
+def _budget_exceeded(st, prog, rc) -> None:
+    w = int(np.argmax(st.icount))
+    inst = prog.insts[min(int(st.pc[w]), len(prog.insts) - 1)]
+    rc.fault(R.BUDGET, inst, f"instruction budget of {rc.budget} per wave exhausted (an infinite loop or "
+             f"a barrier that never completes?); raise Device(max_wave_instructions=...) if the kernel "
+             f"really runs this long", np.array([w]), None)
+    st.status[:] = DONE
+
+
+def _release_barriers(st, prog, rc) -> bool:
+    """Release every workgroup whose live waves all wait at a barrier.  False when nothing waits."""
+    at = st.status == BARRIER
+    if not at.any():
+        return False
+    # with no runnable wave, every live wave of every workgroup waits: release them all
+    waiting = np.nonzero(at)[0]
+    groups = np.unique(st.wg[waiting])
+    if st.san is not None:
+        st.san.barrier(st, groups)
+    st.status[waiting] = RUN
+    return True

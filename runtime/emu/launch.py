@@ -1,0 +1,398 @@
+"""Loading code objects and launching kernels on the emulated device.
+
+``Module(device, co_bytes)`` reads the code object (``isagen.codeobject``), checks it is for the
+device's processor, and compiles each kernel's machine code on first launch.  ``launch`` packs the
+explicit arguments exactly as the metadata's ``.args`` lay them out, fills the hidden arguments of
+code object v5 that the metadata declares, sets up the initial register state the hardware gives a
+wave (user SGPRs in the fixed order, workgroup IDs, packed work-item IDs in v0, EXEC for partial
+waves, preloaded kernel arguments), and runs the workgroups in batches.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import numpy as np
+
+from isagen.codeobject import read_code_object
+from isagen.errors import CodeObjectError, LaunchError
+
+from .access import PRIVATE_BASE, SHARED_BASE, Ctx
+from .executor import Program, RunContext, run_batch
+from .report import EmulatorError
+from .wave import EXEC_LO, Batch
+
+# bytes of VGPR file one batch may hold (the batch size adapts to the kernel's register count)
+BATCH_VGPR_BYTES = 192 << 20
+MAX_BATCH_WAVES = 2048
+
+
+class Kernel:
+    """One kernel of a module, compiled lazily (once per sanitize setting)."""
+
+    def __init__(self, module, k):
+        self.module = module
+        self.k = k
+        self.name = k.name
+        self.kd = k.descriptor
+        self.meta = k.metadata or {}
+        self._programs: dict[bool, Program] = {}
+        self._insts = None
+
+    def program(self, sanitize: bool) -> Program:
+        p = self._programs.get(sanitize)
+        if p is None:
+            if self._insts is None:
+                self._insts = self.k.decode()
+            kd = self.kd
+            dev = self.module.device
+            nregs = kd.vgpr_count
+            accum = kd.accum_offset
+            if accum > nregs:
+                accum = nregs
+            ctx = Ctx(kernel=self.name, target=dev.target.name, nregs=nregs, accum_offset=accum,
+                      sanitize=sanitize, lds_dma_inst_offset=dev.lds_dma_inst_offset,
+                      denorm32=kd.float_denorm_mode_32, denorm16=kd.float_denorm_mode_16_64,
+                      code_base=self.k.code_address, dx10_clamp=kd.dx10_clamp, ieee=kd.ieee_mode)
+            p = self._programs[sanitize] = Program(self._insts, ctx)
+        return p
+
+    @property
+    def explicit_args(self) -> list[dict]:
+        return [a for a in self.meta.get(".args", []) if not str(a.get(".value_kind", "")).startswith("hidden_")]
+
+    @property
+    def hidden_args(self) -> list[dict]:
+        return [a for a in self.meta.get(".args", []) if str(a.get(".value_kind", "")).startswith("hidden_")]
+
+
+class Module:
+    """A loaded code object: ``launch(name, grid, block, args, shared_bytes=0)``."""
+
+    def __init__(self, device, co_bytes):
+        self.device = device
+        if isinstance(co_bytes, (bytes, bytearray, memoryview)):
+            self.co = read_code_object(bytes(co_bytes))
+        else:
+            self.co = read_code_object(co_bytes)
+        want = device.target.name
+        if self.co.mach != want:
+            raise LaunchError(f"code object is for {self.co.mach}, the emulated device is {want} "
+                              f"(create Device('{self.co.mach}'))")
+        self._kernels: dict[str, Kernel] = {}
+        self.last_stats: dict | None = None
+        self.last_reports: list = []
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return list(self.co.kernels)
+
+    def kernel(self, name: str) -> Kernel:
+        if name.endswith(".kd"):
+            name = name[:-3]
+        k = self._kernels.get(name)
+        if k is None:
+            if name not in self.co.kernels:
+                raise LaunchError(f"no kernel named '{name}' in the module (kernels: "
+                                  f"{', '.join(self.co.kernels) or 'none'})")
+            k = self._kernels[name] = Kernel(self, self.co.kernels[name])
+        return k
+
+    # ------------------------------------------------------------------ launch
+    def launch(self, name: str, grid=(1, 1, 1), block=(64, 1, 1), args=(), shared_bytes: int = 0,
+               on_error: str = "raise", sanitize: bool | None = None):
+        """Run kernel ``name`` over ``grid`` workgroups of ``block`` work-items.
+
+        ``args`` follow the metadata's explicit ``.args`` in order: device buffers or integer
+        addresses for pointers, numpy scalars (or Python numbers) for values.  ``on_error``:
+        ``"raise"`` (an EmulatorError at the first report) or ``"collect"`` (run on, return the list
+        of reports).  ``sanitize`` overrides the device's setting for this launch.
+        """
+        if on_error not in ("raise", "collect"):
+            raise LaunchError(f"on_error must be 'raise' or 'collect', not {on_error!r}")
+        k = self.kernel(name)
+        dev = self.device
+        san = dev.sanitize if sanitize is None else bool(sanitize)
+        grid = _dims(grid, "grid")
+        block = _dims(block, "block")
+        threads = block[0] * block[1] * block[2]
+        maxwg = int(k.meta.get(".max_flat_workgroup_size", 1024) or 1024)
+        if threads > maxwg:
+            raise LaunchError(f"block {block} has {threads} work-items; kernel '{k.name}' allows at most {maxwg} "
+                              f"(.max_flat_workgroup_size)")
+        reqd = k.meta.get(".reqd_workgroup_size")
+        if reqd and tuple(reqd) != block:
+            raise LaunchError(f"kernel '{k.name}' requires block {tuple(reqd)} (.reqd_workgroup_size), got {block}")
+        shared_bytes = int(shared_bytes)
+        if shared_bytes < 0:
+            raise LaunchError(f"shared_bytes must be >= 0, got {shared_bytes}")
+        lds_total = k.kd.group_segment_fixed_size + shared_bytes
+        if lds_total > dev.target.lds_bytes:
+            raise LaunchError(f"kernel '{k.name}' needs {lds_total} bytes of LDS ({k.kd.group_segment_fixed_size} "
+                              f"static + {shared_bytes} dynamic); {dev.target.name} has {dev.target.lds_bytes}")
+        prog = k.program(san)
+        mem = dev.memory
+        temps = []
+        try:
+            kbuf = mem.alloc(max(self._kernarg_size(k), 8), dev, f"kernarg of {k.name}")
+            temps.append(kbuf)
+            extra = self._support_buffers(k, grid, block, kbuf, temps)
+            kernarg = self._pack_args(k, args, grid, block, shared_bytes, extra)
+            mem.write_bytes(kbuf.addr, kernarg)
+            rc = RunContext(k.name, prog, dev, on_error, dev.max_wave_instructions)
+            prog.reset_counts()
+            t0 = time.perf_counter()
+            nwaves_wg = (threads + 63) // 64
+            total_wg = grid[0] * grid[1] * grid[2]
+            per_wave = max(prog.ctx.nregs, 1) * 64 * 4
+            wg_per_batch = max(1, min(total_wg, BATCH_VGPR_BYTES // (per_wave * nwaves_wg),
+                                      max(1, MAX_BATCH_WAVES // nwaves_wg)))
+            for first in range(0, total_wg, wg_per_batch):
+                n = min(wg_per_batch, total_wg - first)
+                st = self._batch(k, prog, first, n, grid, block, kbuf, kernarg, extra, lds_total, san)
+                st.stats = rc
+                run_batch(prog, st, rc)
+                if rc.reports and on_error == "collect" and any(r.category in ("budget", "fault", "unsupported")
+                                                                for r in rc.reports):
+                    break
+            elapsed = time.perf_counter() - t0
+        finally:
+            for b in temps:
+                try:
+                    mem.free(b)
+                except LaunchError:
+                    pass
+        cats = prog.category_counts()
+        self.last_stats = {
+            "kernel": k.name, "grid": grid, "block": block, "workgroups": total_wg,
+            "waves": total_wg * nwaves_wg, "wave_instructions": int(sum(cats.values())),
+            "categories": {c: v for c, v in cats.items() if v},
+            "global_bytes_read": rc.bytes_read, "global_bytes_written": rc.bytes_written,
+            "lds_bytes_read": rc.lds_bytes_read, "lds_bytes_written": rc.lds_bytes_written,
+            "seconds": elapsed, "sanitized": san, "reports": len(rc.reports),
+        }
+        self.last_reports = list(rc.reports)
+        return list(rc.reports)
+
+    # ------------------------------------------------------------------ arguments
+    @staticmethod
+    def _kernarg_size(k: Kernel) -> int:
+        size = int(k.meta.get(".kernarg_segment_size", k.kd.kernarg_size) or 0)
+        size = max(size, k.kd.kernarg_size)
+        end = max([int(a[".offset"]) + int(a[".size"]) for a in k.meta.get(".args", [])] or [0])
+        return max(size, end)
+
+    def _pack_args(self, k: Kernel, args, grid, block, shared_bytes, extra) -> bytes:
+        explicit = k.explicit_args
+        args = list(args)
+        if len(args) != len(explicit):
+            desc = ", ".join(f"{a.get('.name', f'arg{i}')}:{_kind(a)}" for i, a in enumerate(explicit))
+            raise LaunchError(f"kernel '{k.name}' takes {len(explicit)} arguments ({desc}), got {len(args)}")
+        buf = bytearray(self._kernarg_size(k))
+        for i, (a, v) in enumerate(zip(explicit, args)):
+            off, sz = int(a[".offset"]), int(a[".size"])
+            nm = a.get(".name", f"#{i}")
+            vk = a.get(".value_kind", "by_value")
+            if vk in ("global_buffer", "dynamic_shared_pointer", "image", "sampler", "pipe", "queue"):
+                addr = _address(v, nm)
+                buf[off:off + sz] = addr.to_bytes(8, "little")[:sz]
+            else:
+                buf[off:off + sz] = _value_bytes(v, sz, nm, a.get(".value_type"))
+        self._hidden(k, buf, grid, block, shared_bytes, extra)
+        return bytes(buf)
+
+    def _hidden(self, k: Kernel, buf, grid, block, shared_bytes, extra):
+        dims = 3 if (grid[2] > 1 or block[2] > 1) else 2 if (grid[1] > 1 or block[1] > 1) else 1
+        for a in k.hidden_args:
+            vk, off, sz = a[".value_kind"], int(a[".offset"]), int(a[".size"])
+            val = 0
+            if vk.startswith("hidden_block_count_"):
+                val = grid["xyz".index(vk[-1])]
+            elif vk.startswith("hidden_group_size_"):
+                val = block["xyz".index(vk[-1])]
+            elif vk.startswith("hidden_remainder_"):
+                val = 0                       # grid counts whole workgroups
+            elif vk == "hidden_grid_dims":
+                val = dims
+            elif vk == "hidden_dynamic_lds_size":
+                val = shared_bytes
+            elif vk == "hidden_private_base":
+                val = PRIVATE_BASE >> 32
+            elif vk == "hidden_shared_base":
+                val = SHARED_BASE >> 32
+            elif vk == "hidden_queue_ptr":
+                val = extra["queue"]
+            buf[off:off + sz] = int(val).to_bytes(8, "little")[:sz]
+
+    def _support_buffers(self, k: Kernel, grid, block, kbuf, temps) -> dict:
+        """Dispatch packet and queue for kernels that ask for their pointers."""
+        mem = self.device.memory
+        dev = self.device
+        out = {"dispatch": 0, "queue": 0}
+        us = k.kd.user_sgprs
+        if us.get("dispatch_ptr"):
+            pkt = mem.alloc(64, dev, "dispatch packet")
+            temps.append(pkt)
+            dims = 3 if (grid[2] > 1 or block[2] > 1) else 2 if (grid[1] > 1 or block[1] > 1) else 1
+            data = struct.pack("<HHHHHHIIIIIQQQQ", 0, dims, block[0], block[1], block[2], 0,
+                               grid[0] * block[0], grid[1] * block[1], grid[2] * block[2],
+                               k.kd.private_segment_fixed_size, k.kd.group_segment_fixed_size,
+                               0, kbuf.addr, 0, 0)
+            mem.write_bytes(pkt.addr, data)
+            out["dispatch"] = pkt.addr
+        if us.get("queue_ptr") or any(a[".value_kind"] == "hidden_queue_ptr" for a in k.hidden_args):
+            q = mem.alloc(256, dev, "queue")
+            temps.append(q)
+            out["queue"] = q.addr
+        return out
+
+    # ------------------------------------------------------------------ initial wave state
+    def _batch(self, k: Kernel, prog: Program, first: int, n: int, grid, block, kbuf, kernarg, extra,
+               lds_total, san) -> Batch:
+        kd = k.kd
+        threads = block[0] * block[1] * block[2]
+        nw = (threads + 63) // 64
+        W = n * nw
+        st = Batch(prog.ctx.nregs, W, n, lds_total)
+        lin = first + np.arange(n)
+        gx, gy = grid[0], grid[1]
+        st.wg_id[:, 0] = lin % gx
+        st.wg_id[:, 1] = (lin // gx) % gy
+        st.wg_id[:, 2] = lin // (gx * gy)
+        st.wg[:] = np.repeat(np.arange(n), nw)
+        st.wave_in_wg[:] = np.tile(np.arange(nw), n)
+        # EXEC: the work-items that exist
+        t = st.wave_in_wg[:, None] * 64 + np.arange(64)[None, :]
+        live = t < threads
+        st.EXEC[:] = live
+        st.set_exec(slice(None), live)
+        # v0 (packed x | y << 10 | z << 20 on gfx90a+)
+        x = t % block[0]
+        y = (t // block[0]) % block[1]
+        z = t // (block[0] * block[1])
+        dims = kd.workitem_id_vgprs
+        v0 = x.astype(np.uint32)
+        if dims >= 1:
+            v0 |= (y.astype(np.uint32) << 10)
+        if dims >= 2:
+            v0 |= (z.astype(np.uint32) << 20)
+        st.V[0] = np.where(live, v0, 0)
+        # user SGPRs in hardware order
+        layout = kd.user_sgpr_layout()
+        s_init = []
+        for nm, s0, cnt in layout:
+            vals = [0] * cnt
+            if nm == "kernarg_segment_ptr":
+                vals = [kbuf.addr & 0xFFFFFFFF, kbuf.addr >> 32]
+            elif nm == "dispatch_ptr":
+                vals = [extra["dispatch"] & 0xFFFFFFFF, extra["dispatch"] >> 32]
+            elif nm == "queue_ptr":
+                vals = [extra["queue"] & 0xFFFFFFFF, extra["queue"] >> 32]
+            elif nm == "private_segment_buffer":
+                vals = [0, 0, 0xFFFFFFFF, 0x00027000]
+            elif nm == "flat_scratch_init":
+                vals = [0, 0]
+            elif nm == "private_segment_size":
+                vals = [kd.private_segment_fixed_size]
+            elif nm == "kernarg_preload":
+                off = kd.kernarg_preload_offset * 4
+                raw = kernarg[off: off + 4 * cnt].ljust(4 * cnt, b"\0")
+                vals = list(struct.unpack(f"<{cnt}I", raw))
+            for j, v in enumerate(vals):
+                st.S[s0 + j] = v & 0xFFFFFFFF
+            s_init += list(range(s0, s0 + cnt))
+        nxt = kd.user_sgpr_count
+        for d, on in enumerate(kd.workgroup_id_enabled):
+            if on:
+                st.S[nxt] = st.wg_id[st.wg, d].astype(np.uint32)
+                s_init.append(nxt)
+                nxt += 1
+        if kd.workgroup_info_enabled:
+            st.S[nxt] = 0
+            s_init.append(nxt)
+            nxt += 1
+        if kd.private_segment_enabled:
+            st.S[nxt] = 0           # private segment wave byte offset
+            s_init.append(nxt)
+            nxt += 1
+        # private (scratch) memory per lane
+        priv = kd.private_segment_fixed_size
+        if priv or kd.uses_dynamic_stack:
+            st.scratch = np.zeros((W, 64, max(priv, 0) + (16384 if kd.uses_dynamic_stack else 0)), np.uint8)
+        # entry point
+        entry = 0
+        if kd.kernarg_preload_length and self.device.kernarg_preload:
+            entry = prog.ctx.pc_index.get(k.k.code_address + 256, 0)
+        st.pc[:] = entry
+        if prog.ctx.sanitize:
+            from .sanitizer import Sanitizer
+            sz = Sanitizer(prog, st)
+            st.san = sz
+            sz.init_vgprs([0])
+            sz.init_sgprs(s_init + [EXEC_LO, EXEC_LO + 1])
+        return st
+
+
+# ============================================================================ argument helpers
+
+def _dims(v, what) -> tuple:
+    if isinstance(v, (int, np.integer)):
+        v = (int(v),)
+    try:
+        t = tuple(int(x) for x in v)
+    except (TypeError, ValueError):
+        raise LaunchError(f"{what} must be up to three positive integers, got {v!r}") from None
+    if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
+        raise LaunchError(f"{what} must be up to three positive integers, got {v!r}")
+    return t + (1,) * (3 - len(t))
+
+
+def _kind(a: dict) -> str:
+    vk = a.get(".value_kind", "?")
+    return "pointer" if vk == "global_buffer" else f"{a.get('.size')}-byte value"
+
+
+def _address(v, name) -> int:
+    if v is None:
+        return 0
+    if hasattr(v, "data_ptr") and not isinstance(v, np.ndarray):
+        v = v.data_ptr()
+    if isinstance(v, np.ndarray):
+        raise LaunchError(f"argument '{name}' is a pointer: pass a device buffer (dev.to_device(array)), "
+                          "not a host numpy array")
+    try:
+        a = int(v)
+    except (TypeError, ValueError):
+        raise LaunchError(f"argument '{name}' is a pointer; got {type(v).__name__}") from None
+    if not 0 <= a < (1 << 64):
+        raise LaunchError(f"argument '{name}': address {a:#x} out of range")
+    return a
+
+
+def _value_bytes(v, size, name, vtype=None) -> bytes:
+    if isinstance(v, np.generic):
+        b = v.tobytes()
+        if len(b) != size:
+            raise LaunchError(f"argument '{name}' takes {size} bytes; got a {v.dtype} ({len(b)} bytes)")
+        return b
+    if isinstance(v, bool):
+        v = int(v)
+    if isinstance(v, int):
+        if not -(1 << (8 * size - 1)) <= v < (1 << (8 * size)):
+            raise LaunchError(f"argument '{name}' = {v} does not fit in {size} bytes")
+        return (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    if isinstance(v, float):
+        if size == 4:
+            return struct.pack("<f", v)
+        if size == 8:
+            return struct.pack("<d", v)
+        if size == 2:
+            return np.float16(v).tobytes()
+    if isinstance(v, (bytes, bytearray)) and len(v) == size:
+        return bytes(v)
+    raise LaunchError(f"argument '{name}' is a {size}-byte value; got {v!r} (pass a numpy scalar such as "
+                      f"np.int32(n) or np.float32(x))")
+
+
+__all__ = ["Module", "Kernel", "EmulatorError", "CodeObjectError"]

@@ -1,0 +1,54 @@
+"""Matrix instructions (MFMA): operand gathering around ``mfma.mfma()`` (helper-7's lane layouts and
+arithmetic).  MFMAs ignore EXEC: every lane's registers take part and every lane of D is written."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .access import CompileError, is_vreg
+from .executor import Step
+
+U32 = np.uint32
+
+
+def compile_mfma(inst, idx, ctx) -> Step:
+    from . import mfma as M
+    name = inst.name
+    if name.startswith("v_smfmac"):
+        raise CompileError(f"{name}: sparse MFMA (SMFMAC) is not modelled")
+    m = inst.mods
+    cbsz, abid, blgp = m.get("cbsz", 0), m.get("abid", 0), m.get("blgp", 0)
+    try:
+        spec = M.validate(name, ctx.target, cbsz, abid, blgp)
+    except Exception as e:                     # MfmaError: unknown / wrong target / bad modifier
+        raise CompileError(str(e)) from None
+    ops = {o.role: o for o in inst.operands}
+    d, a, b, c = ops["vdst"], ops["src0"], ops["src1"], ops["src2"]
+    di = ctx.vindex(d.reg, spec.c_regs)
+    ai = ctx.vindex(a.reg, spec.a_regs)
+    bi = ctx.vindex(b.reg, spec.b_regs)
+    na, nb, nc = spec.a_regs, spec.b_regs, spec.c_regs
+    if is_vreg(c):
+        ci = ctx.vindex(c.reg, nc)
+        read_c = lambda st, ws: st.V[ci:ci + nc, ws]
+    else:
+        cbits = U32(c.const_bits("f64" if spec.out_type == "f64" else ("i32" if spec.out_type == "i32" else "f32")) & 0xFFFFFFFF)
+        if spec.out_type == "f64":
+            v = c.const_bits("f64")
+            pair = np.array([v & 0xFFFFFFFF, v >> 32], U32)
+            const = np.tile(pair, nc // 2)[:, None, None]
+        else:
+            const = np.full((nc, 1, 1), cbits, U32)
+        read_c = lambda st, ws: const
+    target = ctx.target
+    scaled = spec.scaled
+    if scaled:
+        raise CompileError(f"{name}: scaled MFMA operands are not wired yet")
+
+    def h(st, ws):
+        A = st.V[ai:ai + na, ws]
+        B = st.V[bi:bi + nb, ws]
+        C = read_c(st, ws)
+        D = M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp)
+        st.V[di:di + nc, ws] = D
+    return Step(inst, idx, h, "mfma")

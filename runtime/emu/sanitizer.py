@@ -1,0 +1,664 @@
+"""The sanitizer: finds what hand-written assembly gets wrong and the hardware does not report.
+
+Categories (see report.py):
+
+* ``missing-wait`` — a register read (or overwritten) before the memory instruction that writes it
+  has been waited for.  A per-wave scoreboard follows the counters as the hardware keeps them: VMEM
+  results (and LDS DMA) retire in order on ``vmcnt``; LDS results retire in order on ``lgkmcnt``; SMEM
+  results may return out of order, so they are ready only after ``lgkmcnt(0)``.  The emulator writes
+  every result at issue, so a kernel that passes here reads nothing the hardware could deliver late.
+* ``hazard`` — too few wait states between an instruction and a dependent one where the hardware has
+  no interlock (MFMA results, VALU writes read by MFMA/DPP/VMEM, transcendental results, M0 before LDS
+  DMA, VCC before v_div_fmas).  The wait-state counts are ``isagen.hazards.WAIT_STATES`` (LLVM's
+  GCNHazardRecognizer); each instruction is one wait state, ``s_nop N`` is N+1.
+* ``lds-race`` — one wave reads LDS words another wave of its workgroup wrote, or writes words another
+  wave read or wrote, with no ``s_barrier`` between (per-workgroup barrier generations); a write still
+  outstanding (no ``s_waitcnt``) when the barrier is passed counts as written after it.
+* ``uninitialized`` — a read of a VGPR lane or SGPR that neither the hardware's initial state nor any
+  instruction has written.
+* ``oob-global`` / ``oob-lds`` are checked by the memory instructions themselves (always on).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isagen import hazards as HZ
+from isagen.targets import get_target
+
+from . import report as R
+from .wave import ALL, EXEC_LO, M0, VCC_LO
+
+NEVER = -(1 << 40)
+
+# MFMA passes (LLVM's unit: 4 cycles) per instruction, from the AMD Matrix Instruction Calculator's
+# cycle counts (CDNA3) and the MI355X rates for the CDNA4 additions.
+_PASSES = {
+    "v_mfma_f32_32x32x1_2b_f32": 16, "v_mfma_f32_16x16x1_4b_f32": 8, "v_mfma_f32_4x4x1_16b_f32": 2,
+    "v_mfma_f32_32x32x2_f32": 16, "v_mfma_f32_16x16x4_f32": 8,
+    "v_mfma_f32_32x32x4_2b_f16": 16, "v_mfma_f32_16x16x4_4b_f16": 8, "v_mfma_f32_4x4x4_16b_f16": 2,
+    "v_mfma_f32_32x32x8_f16": 8, "v_mfma_f32_16x16x16_f16": 4,
+    "v_mfma_f32_32x32x4_2b_bf16": 16, "v_mfma_f32_16x16x4_4b_bf16": 8, "v_mfma_f32_4x4x4_16b_bf16": 2,
+    "v_mfma_f32_32x32x8_bf16": 8, "v_mfma_f32_16x16x16_bf16": 4,
+    "v_mfma_i32_32x32x4_2b_i8": 16, "v_mfma_i32_16x16x4_4b_i8": 8, "v_mfma_i32_4x4x4_16b_i8": 2,
+    "v_mfma_i32_32x32x16_i8": 8, "v_mfma_i32_16x16x32_i8": 4,
+    "v_mfma_f64_16x16x4_f64": 8, "v_mfma_f64_4x4x4_4b_f64": 4,
+    "v_mfma_f32_16x16x8_xf32": 4, "v_mfma_f32_32x32x4_xf32": 8,
+    "v_mfma_f32_16x16x32_bf16": 4, "v_mfma_f32_32x32x16_bf16": 8,
+    "v_mfma_f32_16x16x32_f16": 4, "v_mfma_f32_32x32x16_f16": 8,
+    "v_mfma_i32_16x16x64_i8": 4, "v_mfma_i32_32x32x32_i8": 8,
+    "v_mfma_f32_16x16x128_f8f6f4": 8, "v_mfma_f32_32x32x64_f8f6f4": 16,
+    "v_mfma_scale_f32_16x16x128_f8f6f4": 8, "v_mfma_scale_f32_32x32x64_f8f6f4": 16,
+}
+
+
+class MfmaKind:
+    __slots__ = ("name", "passes", "xdl")
+
+    def __init__(self, name: str, target: str):
+        self.name = name
+        p = None
+        t = get_target(target)
+        if t.has_mfma(name):
+            p = t.mfma(name).passes
+        if p is None:
+            p = _PASSES.get(name)
+        if p is None:
+            for pre, q in (("_32x32", 8), ("_16x16", 4), ("_4x4", 2)):
+                if pre in name:
+                    p = q
+                    break
+        self.passes = p or 4
+        # XDL: every MFMA except the f32-input and f64 forms
+        self.xdl = not (name.endswith("_f32") and "xf32" not in name) and "_f64" not in name
+
+
+# ============================================================================ per-instruction metadata
+
+def _reg_keys(reg, ctx) -> list[int]:
+    """Sanitizer keys of a register operand: unified VGPR index, or nregs + scalar code."""
+    if reg.file in ("v", "a"):
+        try:
+            i = ctx.vindex(reg)
+        except Exception:
+            return []
+        return list(range(i, i + reg.count))
+    if reg.file in ("s", "ttmp") or (reg.file == "special" and reg.index < 128):
+        c = reg.code
+        return [ctx.nregs + c + k for k in range(reg.count) if c + k < 128]
+    return []
+
+
+def instrument(step, ctx) -> None:
+    """Wrap ``step.fn`` with the sanitizer's checks (called once per instruction at compile time)."""
+    inst = step.inst
+    if step.error:
+        return
+    name = inst.name
+    fam = inst.family
+    nregs = ctx.nregs
+    is_valu = fam in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P") and not inst.mai
+    is_mfma = bool(inst.mai)
+    is_mem = fam in ("MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH", "DS")
+    is_trans = step.cat == "trans"
+    if is_mfma:
+        step.mfma = MfmaKind(name, ctx.target)
+    accumulate = name in ("v_fmac_f32", "v_mac_f32", "v_fmac_f16", "v_mac_f16", "v_fmac_f64") or \
+        name.startswith(("v_dot2c", "v_dot4c", "v_dot8c")) or "_atomic_" in name or name.startswith("ds_")
+    reads, writes = [], []
+    roles = {}
+    uninit_reads = []
+    for o in inst.operands:
+        if o.kind != "reg" or o.reg is None:
+            continue
+        keys = _reg_keys(o.reg, ctx)
+        if o.read:
+            reads += keys
+            for k in keys:
+                roles.setdefault(k, o.role)
+            if not (o.write and not accumulate):
+                uninit_reads += keys
+        if o.write:
+            writes += keys
+    # implicit reads the decoder does not list
+    if step.cat == "lds_dma" or name in ("ds_read_addtid_b32", "ds_write_addtid_b32") or name.startswith("s_movrel"):
+        reads.append(nregs + M0)
+        uninit_reads.append(nregs + M0)
+    if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
+        reads += [nregs + VCC_LO, nregs + VCC_LO + 1]
+        uninit_reads += [nregs + VCC_LO, nregs + VCC_LO + 1]
+    step.reads = tuple(dict.fromkeys(reads))
+    step.writes = tuple(dict.fromkeys(writes))
+    uninit_v = tuple(k for k in dict.fromkeys(uninit_reads) if k < nregs)
+    uninit_s = tuple(k for k in dict.fromkeys(uninit_reads) if k >= nregs)
+    wv = tuple(k for k in step.writes if k < nregs)
+    wsc = tuple(k for k in step.writes if k >= nregs)
+    src_c = set()
+    src_ab = set()
+    if is_mfma:
+        for o in inst.operands:
+            if o.kind == "reg" and o.read:
+                ks = _reg_keys(o.reg, ctx)
+                (src_c if o.role == "src2" else src_ab).update(ks)
+    is_dpp = inst.variant == "dpp"
+    dpp_src = set()
+    if is_dpp:
+        o = next((o for o in inst.operands if o.role == "src0" and o.kind == "reg"), None)
+        if o is not None:
+            dpp_src = set(_reg_keys(o.reg, ctx))
+    vmem_sreads = tuple(k for k in step.reads if k >= nregs) if fam in ("MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH") else ()
+    counter, result = step.counter, step.result
+    also_lgkm = bool(step.flags.get("also_lgkm")) if isinstance(step.flags, dict) else False
+    waitcnt = name == "s_waitcnt"
+    wflags = step.flags if waitcnt else None
+    nop_slots = step.nop_slots
+    base = step.fn
+    target = ctx.target
+    cls = "mfma" if is_mfma else "valu" if is_valu else "mem" if is_mem else "salu" if fam.startswith("SOP") else "smem"
+    writes_exec = any(k in (nregs + EXEC_LO, nregs + EXEC_LO + 1) for k in step.writes) or name.startswith("v_cmpx")
+    writes_m0 = (nregs + M0) in step.writes and fam.startswith("SOP")
+    rules = HZ.WAIT_STATES[get_target(target).name]
+    # instructions whose implicit M0 read matters for the LDS-DMA hazard
+    reads_m0_dma = step.cat == "lds_dma"
+    is_div_fmas = name in ("v_div_fmas_f32", "v_div_fmas_f64")
+
+    def checked(st, ws):
+        san = st.san
+        # ------------------------------------------------------------ before
+        if waitcnt:
+            san.waitcnt(st, ws, wflags)
+        else:
+            if san.any_pending:
+                san.check_pending(st, ws, inst, step.reads, step.writes, result)
+            if uninit_v:
+                san.check_uninit_v(st, ws, inst, uninit_v, is_mfma)
+            if uninit_s:
+                san.check_uninit_s(st, ws, inst, uninit_s)
+            if san.haz:
+                san.check_hazards(st, ws, inst, step, cls, rules, src_c, src_ab, dpp_src, vmem_sreads,
+                                  is_trans, reads_m0_dma, is_div_fmas)
+        # ------------------------------------------------------------ execute
+        base(st, ws)
+        # ------------------------------------------------------------ after
+        if wv:
+            san.mark_v(st, ws, wv, is_mfma)
+        if wsc:
+            san.mark_s(st, ws, wsc)
+        if counter is not None:
+            san.issue(st, ws, counter, result, step.writes, step.idx, also_lgkm)
+        if san.haz:
+            san.record(st, ws, step, cls, wv, wsc, src_c, is_trans, writes_exec, writes_m0)
+        san.slot[ws] += nop_slots
+    step.fn = checked
+
+
+# ============================================================================ per-batch state
+
+class Sanitizer:
+    """Scoreboard, initialisation map, hazard history and LDS race shadow of one batch."""
+
+    def __init__(self, prog, st):
+        ctx = prog.ctx
+        self.prog = prog
+        self.ctx = ctx
+        self.nregs = nregs = ctx.nregs
+        W = st.W
+        K = nregs + 128
+        self.K = K
+        self.issued = {"vm": np.zeros(W, np.int64), "lds": np.zeros(W, np.int64), "smem": np.zeros(W, np.int64)}
+        self.done = {"vm": np.zeros(W, np.int64), "lds": np.zeros(W, np.int64), "smem": np.zeros(W, np.int64)}
+        self.pend = {k: np.zeros((K, W), np.int64) for k in ("vm", "lds", "smem")}
+        self.prod = {k: np.full((K, W), -1, np.int64) for k in ("vm", "lds", "smem")}
+        self.maybe = {"vm": set(), "lds": set(), "smem": set()}
+        self.any_pending = False
+        self.vinit = np.zeros((nregs, W, 64), np.bool_)
+        self.sinit = np.zeros((128, W), np.bool_)
+        self.vfull: set[int] = set()
+        self.sfull: set[int] = set()
+        self.slot = np.zeros(W, np.int64)
+        self.haz = True
+        # hazard history: key -> (slot[W], producer step, extra)
+        self.mfma_w: dict[int, tuple] = {}
+        self.mfma_c: dict[int, tuple] = {}      # MFMA SrcC reads (WAR)
+        self.valu_w: dict[int, np.ndarray] = {}  # VGPR/SGPR key -> slot of the last VALU write
+        self.trans_w: dict[int, np.ndarray] = {}
+        self.any_w: dict[int, np.ndarray] = {}   # VGPR key -> slot of the last write (DPP rule)
+        self.exec_w = np.full(W, NEVER, np.int64)
+        self.m0_w = np.full(W, NEVER, np.int64)
+        # LDS race shadow, one generation counter per workgroup
+        G = st.G
+        self.LW = LW = st.lds.shape[1] // 4
+        n = G * LW
+        self.wr_wave = np.full(n, -1, np.int16)
+        self.wr_gen = np.zeros(n, np.int32)
+        self.wr_inst = np.zeros(n, np.int32)
+        self.wr_late = np.zeros(n, np.bool_)
+        self.wr_dma = np.zeros(n, np.int64)      # vm sequence of an LDS-DMA write (0: none)
+        self.rd_mask = np.zeros(n, np.uint32)
+        self.rd_gen = np.full(n, -1, np.int32)
+        self.rd_inst = np.zeros(n, np.int32)
+        self.gen = np.zeros(G, np.int32)
+        self.pending_lds: list[tuple] = []       # (kind, seq[m], flat words[m], waves[m])
+
+    # ------------------------------------------------------------------ initial state
+    def init_vgprs(self, keys, lanes=None):
+        for k in keys:
+            if lanes is None:
+                self.vinit[k] = True
+                self.vfull.add(k)
+            else:
+                self.vinit[k] |= lanes
+
+    def init_sgprs(self, codes):
+        for c in codes:
+            self.sinit[c] = True
+            self.sfull.add(self.nregs + c)
+
+    # ------------------------------------------------------------------ names
+    def _name(self, k: int) -> str:
+        if k < self.nregs:
+            acc = self.ctx.accum_offset
+            return f"v{k}" if k < acc else f"a{k - acc}"
+        c = k - self.nregs
+        special = {106: "vcc_lo", 107: "vcc_hi", 124: "m0", 126: "exec_lo", 127: "exec_hi", 102: "flat_scratch_lo",
+                   103: "flat_scratch_hi"}
+        if c in special:
+            return special[c]
+        if 108 <= c < 124:
+            return f"ttmp{c - 108}"
+        return f"s{c}"
+
+    def _inst(self, idx: int):
+        return self.prog.insts[idx]
+
+    # ------------------------------------------------------------------ pending results
+    def check_pending(self, st, ws, inst, reads, writes, result):
+        for kind in ("vm", "lds", "smem"):
+            maybe = self.maybe[kind]
+            if not maybe:
+                continue
+            done = self.done[kind][ws]
+            for k in reads:
+                if k in maybe:
+                    bad = self.pend[kind][k, ws] > done
+                    if bad.any():
+                        self._report_pending(st, ws, inst, kind, k, bad, "reads")
+            for k in writes:
+                if k in maybe:
+                    if result == kind and kind != "smem":
+                        continue            # an in-order result of the same counter lands later anyway
+                    bad = self.pend[kind][k, ws] > done
+                    if bad.any():
+                        self._report_pending(st, ws, inst, kind, k, bad, "overwrites")
+
+    def _report_pending(self, st, ws, inst, kind, k, bad, verb):
+        row = int(np.nonzero(bad)[0][0])
+        waves = np.arange(st.W)[ws]
+        w = int(waves[row])
+        seq = int(self.pend[kind][k, w])
+        later = int(self.issued[kind][w]) - seq
+        prod = self._inst(int(self.prod[kind][k, w]))
+        need = {"vm": f"s_waitcnt vmcnt({later})", "lds": f"s_waitcnt lgkmcnt({later})",
+                "smem": "s_waitcnt lgkmcnt(0)"}[kind]
+        if kind == "lds" and int(self.issued["smem"][w]) > int(self.done["smem"][w]):
+            need = "s_waitcnt lgkmcnt(0)"
+        msg = (f"{verb} {self._name(k)} before `{prod.text}` (pc {prod.pc:#x}) that writes it has completed; "
+               f"needs {need} or lower in between")
+        st.run.fault(R.MISSING_WAIT, inst, msg, ws, None, wave=w)
+
+    def issue(self, st, ws, counter, result, writes, idx, also_lgkm):
+        kind = counter
+        iss = self.issued[kind]
+        iss[ws] += 1
+        if also_lgkm:
+            self.issued["lds"][ws] += 1
+        if result is not None:
+            seq = iss[ws]
+            for k in writes:
+                self.pend[kind][k, ws] = seq
+                self.prod[kind][k, ws] = idx
+                self.maybe[kind].add(k)
+            self.any_pending = True
+
+    def waitcnt(self, st, ws, flags):
+        vm, lgkm = flags["vmcnt"], flags["lgkmcnt"]
+        d, i = self.done, self.issued
+        d["vm"][ws] = np.maximum(d["vm"][ws], i["vm"][ws] - vm)
+        d["lds"][ws] = np.maximum(d["lds"][ws], i["lds"][ws] - lgkm)
+        if lgkm == 0:
+            d["smem"][ws] = i["smem"][ws]
+        anyp = False
+        for kind in ("vm", "lds", "smem"):
+            if self.maybe[kind]:
+                if (i[kind] <= d[kind]).all():
+                    self.maybe[kind].clear()
+                else:
+                    anyp = True
+        self.any_pending = anyp
+        if self.pending_lds:
+            keep = []
+            for ent in self.pending_lds:
+                kind, seq, fl, waves = ent
+                live = seq > d[kind][waves]
+                if live.any():
+                    keep.append((kind, seq[live], fl[live], waves[live]))
+            self.pending_lds = keep
+
+    # ------------------------------------------------------------------ initialisation
+    def check_uninit_v(self, st, ws, inst, keys, is_mfma):
+        vfull = self.vfull
+        for k in keys:
+            if k in vfull:
+                continue
+            e = st.EXEC[ws]
+            bad = ~self.vinit[k, ws] & e
+            if bad.any():
+                st.run.fault(R.UNINIT, inst, f"reads {self._name(k)}, which nothing has written in these lanes",
+                             ws, bad)
+
+    def check_uninit_s(self, st, ws, inst, keys):
+        sfull = self.sfull
+        nr = self.nregs
+        for k in keys:
+            if k in sfull:
+                continue
+            bad = ~self.sinit[k - nr, ws]
+            if bad.any():
+                st.run.fault(R.UNINIT, inst, f"reads {self._name(k)}, which nothing has written", ws, bad)
+
+    def mark_v(self, st, ws, keys, all_lanes):
+        full = isinstance(ws, slice) and (st.exec_all or all_lanes)
+        for k in keys:
+            if k in self.vfull:
+                continue
+            if full:
+                self.vinit[k] = True
+                self.vfull.add(k)
+            elif all_lanes:
+                self.vinit[k, ws] = True
+            else:
+                self.vinit[k, ws] |= st.EXEC[ws]
+
+    def mark_s(self, st, ws, keys):
+        nr = self.nregs
+        for k in keys:
+            if k in self.sfull:
+                continue
+            c = k - nr
+            self.sinit[c, ws] = True
+            if isinstance(ws, slice):
+                self.sfull.add(k)
+
+    # ------------------------------------------------------------------ hazards
+    def _need(self, st, ws, inst, k, since, need, what, producer):
+        if since is None:
+            return
+        gap = self.slot[ws] - since[ws] - 1
+        bad = gap < need
+        if bad.any():
+            row = int(np.nonzero(bad)[0][0])
+            got = int(gap[row])
+            p = producer
+            msg = (f"{what} {self._name(k)} {max(got, 0)} wait state(s) after `{p.text}` (pc {p.pc:#x}); "
+                   f"needs {need} (an s_nop {need - 1 - max(got, 0)} more)" if need - max(got, 0) - 1 >= 0 else
+                   f"{what} {self._name(k)} too early after `{p.text}` (pc {p.pc:#x}); needs {need} wait states")
+            st.run.fault(R.HAZARD, inst, msg, ws, None, wave=int(np.arange(st.W)[ws][row]))
+
+    def check_hazards(self, st, ws, inst, step, cls, rules, src_c, src_ab, dpp_src, vmem_sreads, is_trans,
+                      reads_m0_dma, is_div_fmas):
+        t = self.ctx.target
+        nr = self.nregs
+        # MFMA results
+        if self.mfma_w:
+            seen = set()
+            for k in step.reads:
+                ent = self.mfma_w.get(k)
+                if ent is None:
+                    continue
+                since, pstep, prange = ent
+                pk = id(pstep)
+                if (pk, "r", k in src_c) in seen:
+                    continue
+                seen.add((pk, "r", k in src_c))
+                p = pstep.mfma
+                if cls == "mfma":
+                    if k in src_c:
+                        exact = prange == tuple(sorted(src_c)) and pstep.inst.name == inst.name
+                        if exact:
+                            need = HZ.wait_states(t, "mfma_write->mfma_srcc_exact", p.passes)
+                        elif p.xdl:
+                            rule = "xdl_write->xdl_srcc_overlap" if step.mfma.xdl else "xdl_write->smfma_srcc_overlap"
+                            need = HZ.wait_states(t, rule, p.passes)
+                        else:
+                            need = HZ.wait_states(t, "smfma_write->smfma_srcc_overlap", p.passes) if not step.mfma.xdl else 0
+                        what = "reads (as SrcC)"
+                    else:
+                        rule = "xdl_write->mfma_srcab" if p.xdl else "smfma_write->mfma_srcab"
+                        need = HZ.wait_states(t, rule, p.passes)
+                        what = "reads (as SrcA/B)"
+                else:
+                    rule = "xdl_write->valu_mem_read" if p.xdl else "smfma_write->valu_mem_read"
+                    need = HZ.wait_states(t, rule, p.passes)
+                    what = "reads"
+                if need:
+                    self._need(st, ws, inst, k, since, need, what, pstep.inst)
+            if cls in ("valu", "mem"):
+                for k in step.writes:
+                    ent = self.mfma_w.get(k)
+                    if ent is None:
+                        continue
+                    since, pstep, _ = ent
+                    p = pstep.mfma
+                    rule = "xdl_write->valu_mem_write" if p.xdl else "smfma_write->valu_mem_write"
+                    self._need(st, ws, inst, k, since, HZ.wait_states(t, rule, p.passes), "overwrites", pstep.inst)
+                    break
+        if self.mfma_c and cls in ("valu", "mem"):
+            for k in step.writes:
+                ent = self.mfma_c.get(k)
+                if ent is None:
+                    continue
+                since, pstep = ent
+                if pstep.mfma.xdl:
+                    self._need(st, ws, inst, k, since,
+                               HZ.wait_states(t, "xdl_srcc_read->valu_mem_write", pstep.mfma.passes),
+                               "overwrites (SrcC still being read)", pstep.inst)
+                break
+        # VALU writes read by MFMA
+        if cls == "mfma" and self.valu_w:
+            need = rules["valu_write_vgpr->mfma_read"]
+            for k in step.reads:
+                since = self.valu_w.get(k)
+                if since is not None and k < nr:
+                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+        # DPP source written shortly before
+        if dpp_src and self.any_w:
+            need = rules["write_vgpr->dpp_read"]
+            for k in dpp_src:
+                since = self.any_w.get(k)
+                if since is not None:
+                    self._need(st, ws, inst, k, since[0], need, "reads (DPP)", since[1])
+        # transcendental result read by VALU
+        if cls == "valu" and self.trans_w and "valu_write_sgpr->valu_read" in rules:
+            need = rules["trans_write->valu_read"]
+            for k in step.reads:
+                since = self.trans_w.get(k)
+                if since is not None:
+                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+        # VALU-written SGPR read by VMEM
+        if vmem_sreads and self.valu_w:
+            need = rules["valu_write_sgpr->vmem_read"]
+            for k in vmem_sreads:
+                since = self.valu_w.get(k)
+                if since is not None:
+                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+        if reads_m0_dma and self.m0_w[ws].max() > NEVER:
+            gap = self.slot[ws] - self.m0_w[ws] - 1
+            need = rules["salu_write_m0->lds_dma"]
+            if (gap < need).any():
+                st.run.fault(R.HAZARD, inst, f"reads m0 as the LDS-DMA base {int(gap.min())} wait states after "
+                             f"an SALU wrote it; needs {need}", ws, None)
+        if is_div_fmas and self.valu_w:
+            need = rules["valu_write_vcc->div_fmas"]
+            for k in (nr + VCC_LO, nr + VCC_LO + 1):
+                since = self.valu_w.get(k)
+                if since is not None:
+                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+
+    def record(self, st, ws, step, cls, wv, wsc, src_c, is_trans, writes_exec, writes_m0):
+        slot_now = None
+        if cls == "mfma":
+            rng = tuple(sorted(wv))
+            for k in wv:
+                ent = self.mfma_w.get(k)
+                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
+                arr[ws] = self.slot[ws]
+                self.mfma_w[k] = (arr, step, rng)
+                self.valu_w.pop(k, None)
+            for k in src_c:
+                ent = self.mfma_c.get(k)
+                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
+                arr[ws] = self.slot[ws]
+                self.mfma_c[k] = (arr, step)
+            return
+        if wv or wsc:
+            # a newer write ends older producers' hazards on these registers
+            for k in wv:
+                if k in self.mfma_w:
+                    arr = self.mfma_w[k][0].copy()
+                    arr[ws] = NEVER
+                    self.mfma_w[k] = (arr,) + self.mfma_w[k][1:]
+        if cls == "valu":
+            for k in wv + wsc:
+                ent = self.valu_w.get(k)
+                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
+                arr[ws] = self.slot[ws]
+                self.valu_w[k] = (arr, step.inst)
+            if is_trans:
+                for k in wv:
+                    ent = self.trans_w.get(k)
+                    arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
+                    arr[ws] = self.slot[ws]
+                    self.trans_w[k] = (arr, step.inst)
+            elif self.trans_w:
+                for k in wv:
+                    self.trans_w.pop(k, None)
+        if wv and cls != "salu":
+            for k in wv:
+                ent = self.any_w.get(k)
+                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
+                arr[ws] = self.slot[ws]
+                self.any_w[k] = (arr, step.inst)
+        if writes_m0:
+            self.m0_w[ws] = self.slot[ws]
+        del slot_now
+
+    # ------------------------------------------------------------------ LDS races
+    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False):
+        if atomic or not act.any():
+            return
+        LW = self.LW
+        waves = np.arange(st.W)[ws]
+        a = np.asarray(addr, np.int64)
+        w0 = a >> 2
+        nw = (nbytes + 3) // 4 + 1
+        words = w0[..., None] + np.arange(nw)
+        last = (a + nbytes - 1) >> 2
+        valid = act[..., None] & (words <= last[..., None]) & (words < LW)
+        g = st.wg[waves]
+        flat = (g * LW)[:, None, None] + words
+        fl = flat[valid]
+        wv_glob = np.broadcast_to(waves[:, None, None], valid.shape)[valid]
+        wid = st.wave_in_wg[wv_glob].astype(np.int64)
+        gen = self.gen[st.wg[wv_glob]]
+        idx = st.run.program.ctx.pc_index.get(inst.pc, 0)
+        if write:
+            other_w = (self.wr_gen[fl] == gen) & (self.wr_wave[fl] >= 0) & (self.wr_wave[fl] != wid)
+            other_r = (self.rd_gen[fl] == gen) & ((self.rd_mask[fl] & ~(np.uint32(1) << wid.astype(np.uint32))) != 0)
+            if other_w.any():
+                self._race(st, inst, fl, wv_glob, other_w, "writes", "wrote")
+            elif other_r.any():
+                self._race(st, inst, fl, wv_glob, other_r, "writes", "read")
+            else:
+                # two waves of one workgroup writing the same word in this very instruction
+                if waves.size > 1:
+                    order = np.argsort(fl, kind="stable")
+                    fs, ws_ = fl[order], wid[order]
+                    dup = (fs[1:] == fs[:-1]) & (ws_[1:] != ws_[:-1])
+                    if dup.any():
+                        j = int(np.nonzero(dup)[0][0])
+                        wa = int(wv_glob[order][j + 1])
+                        st.run.fault(R.LDS_RACE, inst, f"waves {int(ws_[j])} and {int(ws_[j + 1])} of the workgroup "
+                                     f"write LDS word {int(fs[j] % LW) * 4:#x} in the same instruction with no "
+                                     f"barrier between", np.array([wa]), None, address=int(fs[j] % LW) * 4,
+                                     wave=wa)
+            self.wr_wave[fl] = wid
+            self.wr_gen[fl] = gen
+            self.wr_inst[fl] = idx
+            self.wr_late[fl] = False
+            kind = "vm" if dma else "lds"
+            seq = self.issued[kind][wv_glob] + 1
+            self.wr_dma[fl] = seq if dma else 0
+            self.pending_lds.append((kind, seq, fl, wv_glob))
+        else:
+            other_w = (self.wr_gen[fl] == gen) & (self.wr_wave[fl] >= 0) & (self.wr_wave[fl] != wid)
+            if other_w.any():
+                self._race(st, inst, fl, wv_glob, other_w, "reads", "wrote")
+            own_dma = (self.wr_wave[fl] == wid) & (self.wr_dma[fl] > self.done["vm"][wv_glob])
+            if own_dma.any():
+                j = int(np.nonzero(own_dma)[0][0])
+                p = self._inst(int(self.wr_inst[fl[j]]))
+                st.run.fault(R.MISSING_WAIT, inst, f"reads LDS word {int(fl[j] % LW) * 4:#x} before the LDS DMA "
+                             f"`{p.text}` (pc {p.pc:#x}) that writes it has completed; needs s_waitcnt vmcnt",
+                             np.array([int(wv_glob[j])]), None, address=int(fl[j] % LW) * 4, wave=int(wv_glob[j]))
+            stale = self.rd_gen[fl] != gen
+            if stale.any():
+                sf = fl[stale]
+                self.rd_mask[sf] = 0
+                self.rd_gen[sf] = gen[stale]
+            np.bitwise_or.at(self.rd_mask, fl, (np.uint32(1) << wid.astype(np.uint32)))
+            self.rd_inst[fl] = idx
+
+    def _race(self, st, inst, fl, wv_glob, conflict, verb, other_verb):
+        j = int(np.nonzero(conflict)[0][0])
+        word = int(fl[j])
+        LW = self.LW
+        w = int(wv_glob[j])
+        me = int(st.wave_in_wg[w])
+        if other_verb == "wrote":
+            other = int(self.wr_wave[word])
+            p = self._inst(int(self.wr_inst[word]))
+            late = bool(self.wr_late[word])
+        else:
+            mask = int(self.rd_mask[word]) & ~(1 << me)
+            other = (mask & -mask).bit_length() - 1
+            p = self._inst(int(self.rd_inst[word]))
+            late = False
+        why = ("the write was still outstanding at the s_barrier (missing s_waitcnt before it)" if late
+               else "with no s_barrier between")
+        st.run.fault(R.LDS_RACE, inst, f"wave {me} {verb} LDS word {(word % LW) * 4:#x} that wave {other} "
+                     f"{other_verb} (`{p.text}`, pc {p.pc:#x}) {why}", np.array([w]), None,
+                     address=(word % LW) * 4, wave=w)
+
+    def barrier(self, st, groups):
+        """Release of the workgroups ``groups`` from a barrier: writes still outstanding move to the
+        next generation, then the generation advances."""
+        gs = np.zeros(st.G, bool)
+        gs[groups] = True
+        if self.pending_lds:
+            for kind, seq, fl, waves in self.pending_lds:
+                live = (seq > self.done[kind][waves]) & gs[st.wg[waves]]
+                if live.any():
+                    f = fl[live]
+                    self.wr_gen[f] = self.gen[st.wg[waves[live]]] + 1
+                    self.wr_late[f] = True
+        self.gen[groups] += 1
+
+
+def attach(prog, st, launch_init) -> Sanitizer:
+    san = Sanitizer(prog, st)
+    st.san = san
+    launch_init(san)
+    return san
+
+
+__all__ = ["instrument", "Sanitizer", "attach", "ALL"]
