@@ -67,17 +67,19 @@ def _run_assembler(text: str, target: str, tool: str | None = None) -> tuple[str
         return r.stdout, r.stderr
 
 
-def assemble_lines(lines: list[str], target: str, tool: str | None = None) -> list[tuple]:
+def assemble_lines(lines: list[str], target: str, tool: str | None = None, prefix: list[str] = ()) -> list[tuple]:
     """Assemble each line as one instruction.  Returns per line ``(llvm_text, bytes)`` or
-    ``(None, error message)``.  Lines LLVM rejects are reported, the others still assembled."""
+    ``(None, error message)``.  Lines LLVM rejects are reported, the others still assembled.
+    ``prefix``: directives (``.set``...) placed before the instructions; they emit no code."""
     # a label every instruction may branch to
-    text = ".Ltarget:\n" + "\n".join(lines) + "\n"
+    prefix = list(prefix) + [".Ltarget:"]
+    text = "\n".join(prefix + list(lines)) + "\n"
     out, err = _run_assembler(text, target, tool)
     errors: dict[int, str] = {}
     for line in err.splitlines():
         m = _ERR_RE.match(line)
         if m:
-            errors.setdefault(int(m.group(1)) - 2, m.group(3))     # -1 for the label, -1 for 1-based
+            errors.setdefault(int(m.group(1)) - 1 - len(prefix), m.group(3))
     encoded = []
     for line in out.splitlines():
         m = _ENC_RE.match(line)

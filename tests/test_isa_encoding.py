@@ -259,18 +259,19 @@ def test_other_targets_assembler_rejects_target_only_instructions(target, other)
             isa_table(other)[name]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_gfx950_bytes_differ_where_the_encoding_changed(target):
-    """Instructions in both tables assemble identically on both targets except where LLVM re-encodes
-    them; an instruction's bytes never come out as another instruction's."""
+def test_shared_instructions_encode_identically_on_both_targets():
+    """gfx950 keeps gfx942's encodings: every instruction in both tables assembles to the same text and
+    bytes with llvm-mc-19 (gfx942) and clang 22 (gfx950); so the one table and one decoder layout serve
+    both, and only the target-only entries need the gfx950 opcode table."""
     require("gfx942")
     require("gfx950")
     common = sorted(set(isa_table("gfx942").defs) & set(isa_table("gfx950").defs))
     a = {r["desc"].name: r for r in evaluated("gfx942") if r["label"] == "base"}
     b = {r["desc"].name: r for r in evaluated("gfx950") if r["label"] == "base"}
+    assert len(common) > 400
     for name in common:
-        assert normalise_llvm(a[name]["llvm"]) == normalise_llvm(b[name]["llvm"])
-    assert sum(a[n]["bytes"] == b[n]["bytes"] for n in common) > 0.95 * len(common)
+        assert normalise_llvm(a[name]["llvm"]) == normalise_llvm(b[name]["llvm"]), name
+        assert a[name]["bytes"] == b[name]["bytes"], name
 
 
 # ============================================================================ operand checks

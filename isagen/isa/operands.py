@@ -229,8 +229,14 @@ def f16_bits(value: float) -> int:
     return struct.unpack("<H", struct.pack("<e", value))[0]
 
 
-def is_inline_int(value: int) -> bool:
-    return -16 <= value <= 64
+_INLINE_F32_BITS = {**{f32_bits(x): repr(x) for x in _INLINE_FLOATS}, _INV_2PI_F32_BITS: "0.15915494"}
+
+
+def is_inline_int(value: int, bits: int = 32) -> bool:
+    """-16..64; for a 32-bit operand also 0xfffffff0..0xffffffff (the bits of -16..-1) and the fp32 bits
+    of the inline floats (0x3f800000 is 1.0): the hardware supplies the same 32 bits either way."""
+    return -16 <= value <= 64 or (bits == 32 and (0xFFFFFFF0 <= value <= 0xFFFFFFFF
+                                                  or value & 0xFFFFFFFF in _INLINE_F32_BITS))
 
 
 def is_inline_float(value: float) -> bool:
@@ -245,12 +251,13 @@ def is_inline_float(value: float) -> bool:
         return False
 
 
-def is_inline_constant(value) -> bool:
-    """True if the hardware encodes ``value`` in the instruction word (no literal dword)."""
+def is_inline_constant(value, bits: int = 32) -> bool:
+    """True if the hardware encodes ``value`` in the instruction word (no literal dword) for an operand
+    of ``bits`` (32, or 64 for a register-pair operand)."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
-        return is_inline_int(value)
+        return is_inline_int(value, bits)
     if isinstance(value, float):
         return is_inline_float(value)
     return False
@@ -267,8 +274,10 @@ def render_constant(value, ftype: str = "f32") -> str:
     if isinstance(value, bool):
         raise ISAError("booleans are not instruction constants")
     if isinstance(value, int):
-        if is_inline_int(value):
-            return str(value)
+        if is_inline_int(value, 64 if ftype == "f64" else 32):
+            if value & 0xFFFFFFFF in _INLINE_F32_BITS and not -16 <= value <= 64:
+                return _INLINE_F32_BITS[value & 0xFFFFFFFF]            # 0x3f800000 is the inline 1.0
+            return str(value if value <= 64 else value - (1 << 32))   # 0xffffffff is the inline -1
         if not -(1 << 31) <= value < (1 << 32):
             raise ISAError(f"constant {value} does not fit in 32 bits")
         return hex(value & 0xFFFFFFFF)

@@ -488,7 +488,7 @@ class InstrDef:
                                f"({', '.join(f'{n}={_FILE_NAME[c]}' for n, c in sorted(files))})")
         # constants: which encodings carry a literal dword, the constant bus
         literals = {_literal_key(v) for s, v in zip(specs, ops)
-                    if not s.is_def and _is_literal(v, s.kind)}
+                    if not s.is_def and _is_literal(v, s.kind, s.width)}
         if self.is_dpp(mods):
             reasons = self.vop3_reasons(ops, mods)
             if reasons:
@@ -518,7 +518,7 @@ class InstrDef:
                                f"{reasons[0]} needs VOP3 (which takes no literal on gfx9)")
             first = next(s for s in self.operands if not s.is_def)
             for spec, value in zip(self.operands, ops):
-                if not spec.is_def and spec is not first and spec.kind != "lit" and _is_literal(value, spec.kind):
+                if not spec.is_def and spec is not first and spec.kind != "lit" and _is_literal(value, spec.kind, spec.width):
                     raise ISAError(f"{self.name}: a literal constant may only be the first source ({first.name}); "
                                    f"operand {spec.name} is {value!r}")
 
@@ -581,7 +581,7 @@ class InstrDef:
             base = 4
         else:
             base = 8
-        literal = any(not s.is_def and _is_literal(v, s.kind) for s, v in zip(self.operands, ops))
+        literal = any(not s.is_def and _is_literal(v, s.kind, s.width) for s, v in zip(self.operands, ops))
         return base + (4 if literal else 0)
 
 
@@ -589,11 +589,11 @@ def _bare(value):
     return value.reg if isinstance(value, Mod) else value
 
 
-def _is_literal(value, kind: str) -> bool:
+def _is_literal(value, kind: str, width: int = 1) -> bool:
     if kind == "lit":
         return True
     if kind in ("vsrc", "ssrc") and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return not is_inline_constant(value)
+        return not is_inline_constant(value, 64 if width == 2 else 32)
     return False
 
 
