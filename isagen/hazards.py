@@ -14,8 +14,9 @@ N+1; labels and comments give none.
   instruction it searches *backwards* over every CFG path (loop back edges included) for the
   instructions within the longest hazard window and classifies each pair on its own.
 
-Both treat a register written again in between as ending the older instruction's hazard on that
-register (the newer write is what the consumer sees).  Rules not modelled (isagen emits none of these
+Both treat a register written again in between *by the same kind of instruction* (MFMA after MFMA,
+VALU after VALU) as ending the older instruction's hazard on it, as LLVM's nearest-definition search
+does; a read (SrcC, store data) stays a hazard whatever was written since.  Rules not modelled (isagen emits none of these
 instructions): DGEMM (f64 MFMA) specials, s_setreg/s_getreg, s_movrel, GDS, exports, SMEM soft
 clauses (xnack is off on the targets isagen builds for).  See docs/checks.md.
 """
@@ -245,6 +246,12 @@ def _wide_store_need(inst: Instruction, table: dict) -> tuple[tuple, int] | None
     return keys, table[rule]
 
 
+# Which newer write ends an event's hazard on a register (LLVM's getWaitStatesSinceDef looks for the
+# nearest write *of the producing kind*: an MFMA result stays a hazard across a VALU write of the
+# register and the other way round).  Reads (SrcC, store data) are never ended by a write.
+_SUPERSEDED_BY = {"mfma_write": "mfma", "valu_write": "valu", "salu_write_m0": "salu", "vgpr_write": "any"}
+
+
 class _Facts:
     """What the pass needs to know of one instruction, computed once."""
 
@@ -415,10 +422,11 @@ class _Pass:
                 self.why[pos] = why
             ws = need + f.ws
             defs = f.defs
+            xclass = "mfma" if f.mfma is not None else ("valu" if f.unit in ("valu", "trans") else f.unit)
             for key in list(state):
                 ev = state[key]
-                if defs and ev.keys & defs:
-                    ev.keys = ev.keys - defs          # a newer write ends the older hazard on those registers
+                if defs and ev.keys & defs and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
+                    ev.keys = ev.keys - defs          # a newer write of the same kind ends the older hazard
                 ev.age += ws
                 if not ev.keys or ev.age >= self.window:
                     del state[key]
@@ -568,14 +576,22 @@ class _Profile:
         return self.unit in ("vmem", "flat", "ds")
 
 
-def _pair(target, t: dict, p: _Profile, c: _Profile, live: set) -> list[tuple[int, set, str]]:
+# Registers of the consumer still exposed to an older producer on the path searched, per kind of
+# producer: a newer MFMA write hides older MFMA writes of a register, a newer VALU write older VALU
+# writes, a newer SALU write older SALU writes, any write hides older writes for DPP; reads (SrcC,
+# store data) are hazards whatever was written since.
+_MFMA, _VALU, _SALU, _ANY, _READS = range(5)
+
+
+def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[int, set, str]]:
     """Every (wait states, registers, reason) the pair needs, for the registers still ``live``.
     A reason is a phrase with ``{regs}`` in it, completed by the producer."""
     found = []
     name = target.name
+    cls = _MFMA if p.mfma is not None else (_VALU if p.is_valu else (_SALU if p.unit == "salu" else _READS))
 
-    def need(n, regs, reason):
-        regs = regs & live
+    def need(n, regs, reason, exposed=None):
+        regs = regs & live[cls if exposed is None else exposed]
         if regs and n > 0:
             found.append((n, regs, reason))
 
@@ -606,7 +622,7 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: set) -> list[tuple[in
             need(wait_states(name, pre + "->valu_mem_write", P), c.writes & dst, "overwrites {regs} written by")
             if xdl:
                 need(wait_states(name, "xdl_srcc_read->valu_mem_write", P), c.writes & p.srcc,
-                     "overwrites {regs} read as SrcC by")
+                     "overwrites {regs} read as SrcC by", _READS)
     elif p.is_valu:
         w = p.writes
         if c.mfma is not None:
@@ -647,9 +663,10 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: set) -> list[tuple[in
         if "lds_dma" in c.flags:
             need(t["salu_write_m0->lds_dma"], p.writes & c.reads & {("m0", 0)}, "reads {regs} written by")
     if p.wide and c.unit in ("valu", "trans", "mfma"):
-        need(p.wide_need, p.wide & c.writes, "overwrites {regs} still being read by the store")
+        need(p.wide_need, p.wide & c.writes, "overwrites {regs} still being read by the store", _READS)
     if c.dpp and c.is_valu:
-        need(t["write_vgpr->dpp_read"], p.writes & {k for k in c.reads if k[0] == "v"}, "reads {regs} (DPP) written by")
+        need(t["write_vgpr->dpp_read"], p.writes & {k for k in c.reads if k[0] == "v"}, "reads {regs} (DPP) written by",
+             _ANY)
     return found
 
 
@@ -692,8 +709,9 @@ def check_hazards(items: list, target) -> list[Violation]:
             interest = (c.reads | c.writes) & hazardous
             if not interest:
                 continue
-            # (distance, producer position, registers still not overwritten on this path)
-            heap = [(0, ppos, frozenset(interest)) for ppos in prev(cpos)]
+            # (distance, producer position, registers still exposed on this path, per producer kind)
+            start = (frozenset(interest),) * 5
+            heap = [(0, ppos, start) for ppos in prev(cpos)]
             heapq.heapify(heap)
             seen: set = set()
             while heap:
@@ -702,7 +720,7 @@ def check_hazards(items: list, target) -> list[Violation]:
                     continue
                 seen.add((ppos, live))
                 p = profiles[ppos]
-                for n, regs, reason in _pair(target, t, p, c, set(live)):
+                for n, regs, reason in _pair(target, t, p, c, live):
                     if dist < n:
                         key = (cpos, ppos, reason)
                         if key not in found or found[key][0] > dist:
@@ -711,9 +729,15 @@ def check_hazards(items: list, target) -> list[Violation]:
                                 f"{reason.format(regs=format_keys(regs))} #{ppos} {p.inst.render(False)} "
                                 f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
                                 f"needs {n}", source=ppos, kind="hazard"))
-                live = live - p.writes
+                if p.writes & interest:
+                    live = list(live)
+                    kind = _MFMA if p.mfma is not None else (_VALU if p.is_valu else (_SALU if p.unit == "salu" else None))
+                    if kind is not None:
+                        live[kind] = live[kind] - p.writes
+                    live[_ANY] = live[_ANY] - p.writes
+                    live = tuple(live)
                 nd = dist + p.ws
-                if not live or nd >= window:
+                if nd >= window:
                     continue
                 for rpos in prev(ppos):
                     heapq.heappush(heap, (nd, rpos, live))

@@ -5,6 +5,10 @@ s_waitcnt) and LLVM's SIInsertWaitcnts: VMEM (loads, stores, LDS DMA) finish in 
 vmcnt; DS in order on lgkmcnt; SMEM in any order (only lgkmcnt(0) proves a scalar load done).
 """
 
+import random
+import shutil
+import subprocess
+
 import pytest
 
 from isagen.errors import CheckError
@@ -215,3 +219,105 @@ def test_kernel_builder_runs_the_check_at_finish():
         k.finish()
     program = k.finish(force=True)
     assert "reads" in program.rejected
+
+
+# --------------------------------------------------------------------------- LLVM 19 as a live oracle
+# llc-19 -run-pass si-insert-waitcnts puts LLVM's own s_waitcnts into MIR.  On random gfx942 programs
+# of loads (VMEM, DS, SMEM), stores and uses: the checker accepts every program LLVM has waited
+# (no false reports), and removing any one of LLVM's waits makes it report (each was needed).
+
+LLC = shutil.which("llc-19")
+RSRC_MIR = "$sgpr8_sgpr9_sgpr10_sgpr11"
+
+
+def _mir_line(inst):
+    n, o = inst.name, inst.ops
+
+    def r(x):
+        if isinstance(x, int):
+            return str(x)
+        file = {"v": "vgpr", "s": "sgpr"}[x.cls]
+        return "$" + "_".join(f"{file}{i}" for i in range(x.index, x.index + x.count))
+    return {
+        "buffer_load_dword": lambda: f"{r(o[0])} = BUFFER_LOAD_DWORD_OFFEN {r(o[1])}, {RSRC_MIR}, 0, 0, 0, 0, implicit $exec",
+        "buffer_store_dword": lambda: f"BUFFER_STORE_DWORD_OFFEN {r(o[0])}, {r(o[1])}, {RSRC_MIR}, 0, 0, 0, 0, implicit $exec",
+        "ds_read_b32": lambda: f"{r(o[0])} = DS_READ_B32_gfx9 {r(o[1])}, 0, 0, implicit $exec",
+        "ds_write_b32": lambda: f"DS_WRITE_B32_gfx9 {r(o[0])}, {r(o[1])}, 0, 0, implicit $exec",
+        "s_load_dword": lambda: f"{r(o[0])} = S_LOAD_DWORD_IMM $sgpr0_sgpr1, {o[2]}, 0",
+        "v_add_f32": lambda: f"{r(o[0])} = V_ADD_F32_e32 {r(o[1])}, {r(o[2])}, implicit $mode, implicit $exec",
+        "v_mov_b32": lambda: f"{r(o[0])} = V_MOV_B32_e32 {r(o[1])}, implicit $exec",
+        "s_add_u32": lambda: f"{r(o[0])} = S_ADD_U32 {r(o[1])}, {r(o[2])}, implicit-def $scc",
+        "s_endpgm": lambda: "S_ENDPGM 0",
+    }[n]()
+
+
+def _random_memory_program(rng, n):
+    out = []
+    for _ in range(n):
+        k = rng.randrange(9)
+        v = lambda: V[rng.randrange(2, 10)]         # noqa: E731 - a small pool so registers collide
+        if k == 0:
+            out.append(I["buffer_load_dword"](v(), V[1], RSRC, 0, offen=True))
+        elif k == 1:
+            out.append(I["ds_read_b32"](v(), V[1]))
+        elif k == 2:
+            out.append(I["s_load_dword"](S[rng.randrange(12, 16)], S[0:2], 4 * rng.randrange(4)))
+        elif k == 3:
+            out.append(I["buffer_store_dword"](v(), V[1], RSRC, 0, offen=True))
+        elif k == 4:
+            out.append(I["ds_write_b32"](V[1], v()))
+        elif k in (5, 6):
+            out.append(I["v_add_f32"](v(), rng.choice([v(), S[rng.randrange(12, 16)]]), v()))
+        elif k == 7:
+            out.append(I["s_add_u32"](S[rng.randrange(16, 18)], S[rng.randrange(12, 16)], S[rng.randrange(12, 16)]))
+        else:
+            out.append(I["v_mov_b32"](v(), 0))
+    return out + [END]
+
+
+def _decode_waitcnt(imm):
+    """gfx9 s_waitcnt simm16: vmcnt = [3:0] | [15:14] << 4, lgkmcnt = [11:8]."""
+    vm = (imm & 0xF) | ((imm >> 14) & 3) << 4
+    lgkm = (imm >> 8) & 0xF
+    counts = {}
+    if vm != 63:
+        counts["vmcnt"] = vm
+    if lgkm != 15:
+        counts["lgkmcnt"] = lgkm
+    return counts
+
+
+@pytest.mark.skipif(LLC is None, reason="llc-19 (Debian llvm-19) is not installed")
+def test_random_programs_against_llvm19_waitcnt_insertion():
+    rng = random.Random(1123)
+    programs = [_random_memory_program(rng, rng.randrange(4, 20)) for _ in range(120)]
+    mir = "".join(f"---\nname: f{k}\nmachineFunctionInfo:\n  isEntryFunction: true\nbody: |\n  bb.0:\n"
+                  + "".join(f"    {_mir_line(i)}\n" for i in p) + "...\n" for k, p in enumerate(programs))
+    out = subprocess.run([LLC, "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-run-pass", "si-insert-waitcnts",
+                          "-x", "mir", "-", "-o", "-"], input=mir, capture_output=True, text=True, check=True).stdout
+    bodies = [b.split("bb.0:")[1].split("\n...")[0] for b in out.split("\nbody:")[1:]]
+    assert len(bodies) == len(programs)
+    waits_seen = 0
+    for prog, body in zip(programs, bodies):
+        lines = [l.strip() for l in body.splitlines() if l.strip()]
+        waited, k = [], 0
+        for line in lines:
+            if line.startswith("S_WAITCNT"):
+                counts = _decode_waitcnt(int(line.split()[1]))
+                if counts:
+                    waited.append(wait(**counts))
+                continue
+            waited.append(prog[k])
+            k += 1
+        assert k == len(prog)
+        text = "\n".join(map(str, waited))
+        assert check_waits(waited, TARGET) == [], "LLVM's waits are enough, but isagen reports:\n" + text
+        for i, item in enumerate(waited):
+            if item.name == "s_waitcnt":
+                waits_seen += 1
+                assert check_waits(waited[:i] + waited[i + 1:], TARGET), f"LLVM's wait #{i} was not needed?\n" + text
+                if "vmcnt" in item.mods and "lgkmcnt" not in item.mods:
+                    # LLVM's vmcnt is exact (VMEM is in order): one more in flight is one too many
+                    looser = wait(vmcnt=item.mods["vmcnt"] + 1)
+                    assert check_waits(waited[:i] + [looser] + waited[i + 1:], TARGET), text
+    assert waits_seen > 100
