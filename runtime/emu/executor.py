@@ -190,6 +190,8 @@ def run_batch(prog: Program, st, rc: RunContext) -> None:
     budget = rc.budget
     n_blocks = 0
     status, pcs = st.status, st.pc
+    errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
+    errstate.__enter__()
     try:
         while True:
             running = status == RUN
@@ -229,6 +231,7 @@ def run_batch(prog: Program, st, rc: RunContext) -> None:
     except _Abort:
         pass
     finally:
+        errstate.__exit__(None, None, None)
         rc.batch = None
 
 

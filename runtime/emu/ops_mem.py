@@ -343,7 +343,9 @@ def _buffer_address(vm: VMem, ctx):
         # range check (soffset is not part of it); per dword for multi-dword accesses
         comp = offset[..., None] + U64(4) * np.arange(ncomp, dtype=U64)
         raw = (stride == 0)[:, None, None]
-        inr_raw = comp < num[:, None, None]
+        # a component is in range only when all its bytes are (LLVM AMDGPUUsage, "relaxed buffer
+        # OOB mode": a dword straddling num_records is out of bounds as a whole)
+        inr_raw = comp + U64(min(size, 4)) <= num[:, None, None]
         inr_str = (index < num[:, None])[..., None] & np.ones((1, 1, ncomp), bool)
         inrange = np.where(raw, inr_raw, inr_str)
         return "global", addr, inrange
@@ -359,6 +361,18 @@ def _check_global(st, vm, ws, addr, act, nbytes, what):
     if bad.any():
         _oob(st, vm.inst, ws, bad, addr, nbytes, what)
     return act & ok
+
+
+def _check_comps(st, vm, ws, addr, comp_act, what):
+    """Per-dword bounds check of a buffer access whose dwords are range-checked one by one."""
+    mem = st.run.memory
+    n = comp_act.shape[-1]
+    ca = addr[..., None] + U64(4) * np.arange(n, dtype=U64)
+    ok = mem.check(ca.reshape(-1), 4).reshape(ca.shape)
+    bad = comp_act & ~ok
+    if bad.any():
+        _oob(st, vm.inst, ws, bad.any(-1), addr, 4 * n, what)
+    return comp_act & ok
 
 
 def _flat_split(st, addr):
@@ -447,12 +461,13 @@ def _load_handler(vm: VMem, addr_fn, ctx):
                 lds_m, priv_m = _flat_split(st, addr)
                 glob = e & ~lds_m & ~priv_m
             if inrange is not None and size >= 4:
-                comp_act = glob[..., None] & inrange
-                lane_act = comp_act.any(-1)
-                okg = _check_global(st, vm, ws, addr, lane_act, size, "load")
-                comp_act = comp_act & okg[..., None]
-                data = mem.read(addr, size, okg)
-                data = np.where(comp_act, data, U32(0))
+                comp_act = _check_comps(st, vm, ws, addr, glob[..., None] & inrange, "load")
+                if comp_act.all(-1).sum() == comp_act.any(-1).sum():
+                    okg = comp_act.all(-1)
+                    data = mem.read(addr, size, okg)
+                else:
+                    data = np.stack([mem.read(addr + U64(4 * c), 4, comp_act[..., c])[..., 0]
+                                     for c in range(size // 4)], -1)
                 st.run.bytes_read += 4 * int(np.count_nonzero(comp_act))
             else:
                 act = glob if inrange is None else glob & inrange[..., 0]
@@ -497,10 +512,9 @@ def _store_handler(vm: VMem, addr_fn, ctx):
             glob = e & ~lds_m & ~priv_m
         if inrange is not None and size >= 4 and inrange.shape[-1] > 1:
             # per-dword range check: store the in-range dwords one by one
-            lane_act = glob & inrange.any(-1)
-            okg = _check_global(st, vm, ws, addr, lane_act, size, "store")
+            comp_act = _check_comps(st, vm, ws, addr, glob[..., None] & inrange, "store")
             for k in range(size // 4):
-                mk = okg & inrange[..., k]
+                mk = comp_act[..., k]
                 mem.write(addr + U64(4 * k), vals[..., k:k + 1], 4, mk)
                 st.run.bytes_written += 4 * int(np.count_nonzero(mk))
         else:

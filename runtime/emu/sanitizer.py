@@ -307,7 +307,7 @@ class Sanitizer:
         st.run.fault(R.MISSING_WAIT, inst, msg, ws, None, wave=w)
 
     def issue(self, st, ws, counter, result, writes, idx, also_lgkm):
-        kind = counter
+        kind = "lds" if counter == "lgkm" else counter
         iss = self.issued[kind]
         iss[ws] += 1
         if also_lgkm:
