@@ -60,7 +60,9 @@ vec(BOTH, "valu_write_agpr_sgemm_mfma_read", lambda I: I["v_accvgpr_write_b32"](
 vec(BOTH, "accmov_write_agpr_sgemm_mfma_read", lambda I: I["v_accvgpr_mov_b32"](A[4], A[5]),
     lambda I: I[MI16](A[0:4], A[4:6], V[2:4], A[0:4]), 2)
 # --- VALU writes EXEC -> MFMA (vcmpx_write_exec_mfma: S_NOP 3)
-vec(BOTH, "vcmpx_write_exec_mfma", lambda I: I["v_cmp_gt_f32"](EXEC, 0, V[1]),
+vec(BOTH, "vcmpx_write_exec_mfma", lambda I: I["v_cmpx_gt_f32"](VCC, 0, V[1]),
+    lambda I: I[MI16](A[4:8], A[8:10], V[2:4], A[0:4]), 4)
+vec(BOTH, "VALUWritesExecWaitStates (a VALU with EXEC as its SGPR destination)", lambda I: I["v_cmp_gt_f32"](EXEC, 0, V[1]),
     lambda I: I[MI16](A[4:8], A[8:10], V[2:4], A[0:4]), 4)
 # --- MFMA -> MFMA SrcC
 vec(BOTH, "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_same_vgpr_as_srcc (4-pass chain)",
@@ -133,6 +135,28 @@ vec(BOTH, "checkRWLaneHazards: RWLaneWaitStates (lane select written by VALU)",
     lambda I: I["v_readfirstlane_b32"](S[6], V[2]), lambda I: I["v_readlane_b32"](S[7], V[1], S[6]), 4)
 vec(BOTH, "hasTransForwardingHazard: TransDefWaitstates",
     lambda I: I["v_exp_f32"](V[1], V[0]), lambda I: I["v_add_f32"](V[2], V[1], V[3]), 1)
+vec(BOTH, "hasVDecCoExecHazard: VALUWriteEXECRWLane",
+    lambda I: I["v_cmpx_gt_f32"](VCC, 0, V[1]), lambda I: I["v_readlane_b32"](S[7], V[2], 5), 4)
+vec(BOTH, "hasVDecCoExecHazard: VALUWriteVGPRReadlaneRead",
+    lambda I: I["v_mov_b32"](V[2], 0), lambda I: I["v_readfirstlane_b32"](S[7], V[2]), 1)
+vec(BOTH, "hasDstSelForwardingHazard (llvm#100276): op_sel writes the high half, then a VALU reads it",
+    lambda I: I["v_cvt_pk_fp8_f32"](V[1], V[2], V[3], op_sel=[0, 0, 1]), lambda I: I["v_add_f32"](V[4], V[1], V[5]), 1)
+vec(BOTH, "op_sel writing the low half: no forwarding hazard",
+    lambda I: I["v_cvt_pk_fp8_f32"](V[1], V[2], V[3]), lambda I: I["v_add_f32"](V[4], V[1], V[5]), 0)
+# --- DOT (checkMAIVALUHazards: DotWriteSameDotReadSrcAB, DotWriteDifferentVALURead/Write = 3)
+DOT = "v_dot2_f32_f16"
+vec(BOTH, "dot_write_vgpr_different_valu_read (S_NOP 2)",
+    lambda I: I[DOT](V[4], V[0], V[1], V[4]), lambda I: I["v_mov_b32"](V[0], V[4]), 3)
+vec(BOTH, "dot_write_vgpr_different_valu_write (S_NOP 2)",
+    lambda I: I[DOT](V[4], V[0], V[1], V[4]), lambda I: I["v_mov_b32"](V[4], 1), 3)
+vec(BOTH, "dot_write_vgpr_same_dot_read_srcc (no S_NOP)",
+    lambda I: I[DOT](V[4], V[0], V[1], V[4]), lambda I: I[DOT](V[4], V[0], V[1], V[4]), 0)
+vec(BOTH, "dot_write_vgpr_same_dot_read_srca (S_NOP 2)",
+    lambda I: I[DOT](V[4], V[0], V[1], V[4]), lambda I: I[DOT](V[0], V[4], V[1], V[0]), 3)
+vec(BOTH, "dot_write_vgpr_accv_read (S_NOP 2)",
+    lambda I: I[DOT](V[4], V[0], V[1], V[4]), lambda I: I["v_accvgpr_write_b32"](A[5], V[4]), 3)
+vec(BOTH, "valu_write_vgpr_dot_read (no S_NOP)",
+    lambda I: I["v_mov_b32"](V[0], V[1]), lambda I: I[DOT](V[4], V[0], V[1], V[4]), 0)
 
 
 def wait_states_before(items, consumer_text):
