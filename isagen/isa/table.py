@@ -320,12 +320,12 @@ class InstrDef:
                 allowed = ", ".join(self.mods) or "none"
                 raise ISAError(f"{self.name}: unknown modifier '{name}' (allowed: {allowed})")
             out[name] = spec.check(self.name, value, nsrc)
-        # a modifier at its default value is the same instruction as one without it
         if self.mfma is not None and self.name.startswith("v_mfma_scale_"):
             for name in ("op_sel", "op_sel_hi"):
                 if name in out and out[name][2]:
                     raise ISAError(f"{self.name}: modifier {name}: only the first two bits (scale_src0, scale_src1) "
                                    f"exist, got {list(out[name])}")
+        # a modifier at its default value is the same instruction as one without it
         for name in list(out):
             spec = self.mods[name]
             if (spec.type == "flag" and out[name] is False) or (spec.type == "omod" and out[name] == 0):
@@ -518,7 +518,8 @@ class InstrDef:
                                f"{reasons[0]} needs VOP3 (which takes no literal on gfx9)")
             first = next(s for s in self.operands if not s.is_def)
             for spec, value in zip(self.operands, ops):
-                if not spec.is_def and spec is not first and spec.kind != "lit" and _is_literal(value, spec.kind, spec.width):
+                if not spec.is_def and spec is not first and spec.kind != "lit" \
+                        and _is_literal(value, spec.kind, spec.width):
                     raise ISAError(f"{self.name}: a literal constant may only be the first source ({first.name}); "
                                    f"operand {spec.name} is {value!r}")
 
