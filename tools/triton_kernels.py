@@ -1,0 +1,98 @@
+"""Triton kernels compiled for AMD targets on a CPU-only machine: an independent producer of real
+gfx942/gfx950 code objects for the emulator's tests and benchmarks.
+
+``compile_matmul(target, block_m, block_n, block_k, num_warps, dtype) -> TritonKernel`` compiles a
+plain tiled ``C = A @ B`` (``tl.dot``, fp32 accumulation, masked loads/stores so any M, N, K work;
+A row-major M x K, B row-major K x N, C row-major M x N in ``dtype``).  ``TritonKernel`` carries the
+code object (``hsaco``), the kernel name, the dynamic LDS size Triton asks for (``shared``), the
+workgroup size and ``args(a, b, c, M, N, K)`` / ``grid(M, N)`` to launch it.
+
+Needs ``triton`` (3.x; ``pip install triton``).  Triton caches compiled kernels in ``~/.triton``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")     # silence the 3.9 default-change warning
+
+_KERNEL = None
+
+
+def _matmul_kernel():
+    global _KERNEL
+    if _KERNEL is not None:
+        return _KERNEL
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                      stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      BLOCK_K: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)
+            b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_K) & (offs_n[None, :] < N), other=0.0)
+            acc += tl.dot(a, b)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        c = acc.to(c_ptr.dtype.element_ty)
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, c, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+    _KERNEL = matmul_kernel
+    return _KERNEL
+
+
+@dataclass
+class TritonKernel:
+    name: str
+    hsaco: bytes
+    amdgcn: str
+    shared: int              # dynamic LDS bytes Triton launches with
+    num_warps: int
+    block_m: int
+    block_n: int
+    block_k: int
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (64 * self.num_warps, 1, 1)
+
+    def grid(self, M: int, N: int) -> tuple[int, int, int]:
+        return (-(-M // self.block_m), -(-N // self.block_n), 1)
+
+    def args(self, a, b, c, M: int, N: int, K: int) -> list:
+        """Kernel arguments in metadata order: the three pointers, the sizes and strides (i32), and
+        the two scratch pointers Triton 3.x appends (null: the kernel asks for no scratch)."""
+        i32 = np.int32
+        return [a, b, c, i32(M), i32(N), i32(K), i32(K), i32(1), i32(N), i32(1), i32(N), i32(1),
+                np.uint64(0), np.uint64(0)]
+
+
+def compile_matmul(target: str = "gfx942", block_m: int = 128, block_n: int = 128, block_k: int = 64,
+                   num_warps: int = 4, dtype: str = "bf16") -> TritonKernel:
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    ptr = {"bf16": "*bf16", "f16": "*fp16"}[dtype]
+    sig = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr}
+    sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                   "stride_cm", "stride_cn")})
+    consts = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}
+    sig.update({k: "constexpr" for k in consts})
+    src = triton.compiler.ASTSource(fn=_matmul_kernel(), signature=sig, constexprs=consts)
+    k = triton.compile(src, target=GPUTarget("hip", target, 64), options={"num_warps": num_warps})
+    return TritonKernel(k.metadata.name, k.asm["hsaco"], k.asm["amdgcn"], int(k.metadata.shared),
+                        num_warps, block_m, block_n, block_k)
