@@ -143,6 +143,10 @@ vec(BOTH, "hasDstSelForwardingHazard (llvm#100276): op_sel writes the high half,
     lambda I: I["v_cvt_pk_fp8_f32"](V[1], V[2], V[3], op_sel=[0, 0, 1]), lambda I: I["v_add_f32"](V[4], V[1], V[5]), 1)
 vec(BOTH, "op_sel writing the low half: no forwarding hazard",
     lambda I: I["v_cvt_pk_fp8_f32"](V[1], V[2], V[3]), lambda I: I["v_add_f32"](V[4], V[1], V[5]), 0)
+vec(BOTH, "checkDPPHazards: DppVgprWaitStates",
+    lambda I: I["v_add_f32"](V[1], V[3], V[4]), lambda I: I["v_mov_b32"](V[2], V[1], row_shr=1), 2)
+vec(BOTH, "checkDPPHazards: DppExecWaitStates",
+    lambda I: I["v_cmp_gt_f32"](EXEC, 0, V[1]), lambda I: I["v_mov_b32"](V[2], V[3], row_shr=1), 5)
 # --- DOT (checkMAIVALUHazards: DotWriteSameDotReadSrcAB, DotWriteDifferentVALURead/Write = 3)
 DOT = "v_dot2_f32_f16"
 vec(BOTH, "dot_write_vgpr_different_valu_read (S_NOP 2)",
