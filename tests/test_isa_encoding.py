@@ -23,6 +23,7 @@ the operand, instructions of the other target are refused, and LLVM rejects the 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import warnings
 
@@ -230,6 +231,24 @@ def _i16_constants(record) -> str:
     for value in (0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0):
         text = re.sub(rf"(?<![\w.]){re.escape(repr(value))}(?![\w.])", hex(f16_bits(value)), text)
     return text.replace("0.15915494", "0x3118")
+
+
+def test_gfx942_mfma_passes_are_llvms():
+    """Each MFMA's ``passes`` is the XDL-pipe occupancy in LLVM's gfx942 scheduling model (what
+    GCNHazardRecognizer counts wait states with): llvm-mca's reciprocal throughput of the instruction.
+    (No llvm-mca here knows gfx950; targets.py cites SISchedule.td's SIDPGFX950FullSpeedModel for it.)"""
+    require("gfx942")
+    mca = shutil.which("llvm-mca-19")
+    if mca is None:
+        pytest.skip("llvm-mca-19 not installed (apt-get install llvm-19)")
+    mfmas = [d for d in isa_table("gfx942") if d.mfma is not None]
+    base = {r["desc"].name: r["text"] for r in evaluated("gfx942") if r["label"] == "base"}
+    out = subprocess.run([mca, "-mtriple=amdgcn", "-mcpu=gfx942", "-instruction-info", "-iterations=1"],
+                         input="\n".join(base[d.name] for d in mfmas) + "\n", capture_output=True, text=True).stdout
+    rows = re.findall(r"^\s*\d+\s+\d+\s+([\d.]+)\s.*?(v_mfma\w+)", out, re.MULTILINE)
+    assert [name for _, name in rows] == [d.name for d in mfmas] and len(mfmas) > 10
+    for desc, (throughput, _) in zip(mfmas, rows):
+        assert float(throughput) == desc.mfma.passes, f"{desc.name}: passes {desc.mfma.passes}, LLVM {throughput}"
 
 
 # ============================================================================ target-only instructions
