@@ -16,9 +16,9 @@ N+1; labels and comments give none.
 
 Both treat a register written again in between *by the same kind of instruction* (MFMA after MFMA,
 VALU after VALU) as ending the older instruction's hazard on it, as LLVM's nearest-definition search
-does; a read (SrcC, store data) stays a hazard whatever was written since.  Rules not modelled (isagen emits none of these
-instructions): DGEMM (f64 MFMA) specials, s_setreg/s_getreg, s_movrel, GDS, exports, SMEM soft
-clauses (xnack is off on the targets isagen builds for).  See docs/checks.md.
+does; a read (SrcC, store data) stays a hazard whatever was written since.  Rules not modelled
+(isagen emits none of these instructions): DGEMM (f64 MFMA) specials, s_setreg/s_getreg, s_movrel,
+GDS, exports, SMEM soft clauses (xnack is off on the targets isagen builds for).  See docs/checks.md.
 """
 
 from __future__ import annotations
@@ -311,16 +311,18 @@ class _Pass:
                         continue
                     if opname == "src2":
                         if op == ev.dst and c.name == ev.name:
-                            consider(wait_states(self.target, "mfma_write->mfma_srcc_exact", p), "accumulates into the same registers", hit)
-                        elif ev.xdl and c.mfma.xdl:
-                            consider(wait_states(self.target, "xdl_write->xdl_srcc_overlap", p), "reads as SrcC (overlapping)", hit)
+                            rule, why = "mfma_write->mfma_srcc_exact", "accumulates into the same registers"
                         elif ev.xdl:
-                            consider(wait_states(self.target, "xdl_write->smfma_srcc_overlap", p), "reads as SrcC (overlapping)", hit)
+                            rule = "xdl_write->xdl_srcc_overlap" if c.mfma.xdl else "xdl_write->smfma_srcc_overlap"
+                            why = "reads as SrcC (overlapping)"
                         elif not c.mfma.xdl:
-                            consider(wait_states(self.target, "smfma_write->smfma_srcc_overlap", p), "reads as SrcC (overlapping)", hit)
+                            rule, why = "smfma_write->smfma_srcc_overlap", "reads as SrcC (overlapping)"
+                        else:
+                            continue                  # an SMFMA result read as SrcC by an XDL MFMA: none
                     else:
                         rule = "xdl_write->mfma_srcab" if ev.xdl else "smfma_write->mfma_srcab"
-                        consider(wait_states(self.target, rule, p), f"reads as Src{'A' if opname == 'src0' else 'B'}", hit)
+                        why = f"reads as Src{'A' if opname == 'src0' else 'B'}"
+                    consider(wait_states(self.target, rule, p), why, hit)
             elif unit in ("valu", "trans", "vmem", "flat", "ds"):
                 kind = "xdl_write" if ev.xdl else "smfma_write"
                 consider(wait_states(self.target, f"{kind}->valu_mem_read", p), "reads", ev.keys & uses)
@@ -340,7 +342,8 @@ class _Pass:
             if unit in ("valu", "trans") and not is_mfma:
                 consider(t["valu_write_sgpr->valu_read"], "reads", ev.keys & _sgpr_or_vcc(uses))
                 if c.name in ("v_readlane_b32", "v_writelane_b32"):
-                    consider(t["valu_write_sgpr->lane_select"], "takes its lane select from", ev.keys & set(c.op("lane")))
+                    consider(t["valu_write_sgpr->lane_select"], "takes its lane select from",
+                             ev.keys & set(c.op("lane")))
                 if c.name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32"):
                     consider(t["valu_write_exec->rwlane"], "runs under", ev.keys & _EXEC)
                 if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
@@ -603,7 +606,8 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[
                 regs = set(c.src.get(opname, ())) & dst
                 if regs:
                     rule = "xdl_write->mfma_srcab" if xdl else "smfma_write->mfma_srcab"
-                    need(wait_states(name, rule, P), regs, f"reads {{regs}} as Src{'AB'[opname == 'src1']}, written by")
+                    need(wait_states(name, rule, P), regs,
+                         f"reads {{regs}} as Src{'AB'[opname == 'src1']}, written by")
             regs = c.srcc & dst
             if regs:
                 if c.src["src2"] == p.dst and c.name == p.name:
@@ -612,7 +616,8 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[
                 else:
                     why = "reads {regs} as SrcC (overlapping, not the same accumulator chain), written by"
                     if xdl:
-                        n = wait_states(name, "xdl_write->xdl_srcc_overlap" if c.mfma.xdl else "xdl_write->smfma_srcc_overlap", P)
+                        rule = "xdl_write->xdl_srcc_overlap" if c.mfma.xdl else "xdl_write->smfma_srcc_overlap"
+                        n = wait_states(name, rule, P)
                     else:
                         n = 0 if c.mfma.xdl else wait_states(name, "smfma_write->smfma_srcc_overlap", P)
                 need(n, regs, why)
@@ -637,7 +642,8 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[
             sregs = {k for k in c.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi")}
             need(t["valu_write_sgpr->valu_read"], w & sregs, "reads {regs} written by")
             if c.name in ("v_readlane_b32", "v_writelane_b32"):
-                need(t["valu_write_sgpr->lane_select"], w & set(c.src.get("lane", ())), "takes its lane select {regs} from")
+                need(t["valu_write_sgpr->lane_select"], w & set(c.src.get("lane", ())),
+                     "takes its lane select {regs} from")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32"):
                 need(t["valu_write_exec->rwlane"], w & _EXEC, "runs under {regs} written by")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
@@ -646,11 +652,13 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[
                 need(t["trans_write->valu_read"], w & {k for k in c.reads if k[0] in ("v", "a")},
                      "reads {regs} written by the transcendental")
             if p.op_sel_hi:
-                need(t["dst_sel_write->valu_access"], w & (c.reads | c.writes), "uses {regs}, written (op_sel high half) by")
+                need(t["dst_sel_write->valu_access"], w & (c.reads | c.writes),
+                     "uses {regs}, written (op_sel high half) by")
             if c.dpp:
                 need(t["valu_write_exec->dpp"], w & _EXEC, "runs (DPP) under {regs} written by")
             if "valu_write_vgpr->permlane_read" in t and c.name.startswith("v_permlane"):
-                need(t["valu_write_vgpr->permlane_read"], w & {k for k in c.reads if k[0] == "v"}, "reads {regs} written by")
+                need(t["valu_write_vgpr->permlane_read"], w & {k for k in c.reads if k[0] == "v"},
+                     "reads {regs} written by")
             if c.name.startswith("v_div_fmas"):
                 need(t["valu_write_vcc->div_fmas"], w & _VCC, "reads {regs} written by")
             if p.name.startswith("v_dot"):
@@ -665,8 +673,8 @@ def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[
     if p.wide and c.unit in ("valu", "trans", "mfma"):
         need(p.wide_need, p.wide & c.writes, "overwrites {regs} still being read by the store", _READS)
     if c.dpp and c.is_valu:
-        need(t["write_vgpr->dpp_read"], p.writes & {k for k in c.reads if k[0] == "v"}, "reads {regs} (DPP) written by",
-             _ANY)
+        need(t["write_vgpr->dpp_read"], p.writes & {k for k in c.reads if k[0] == "v"},
+             "reads {regs} (DPP) written by", _ANY)
     return found
 
 
@@ -731,7 +739,8 @@ def check_hazards(items: list, target) -> list[Violation]:
                                 f"needs {n}", source=ppos, kind="hazard"))
                 if p.writes & interest:
                     live = list(live)
-                    kind = _MFMA if p.mfma is not None else (_VALU if p.is_valu else (_SALU if p.unit == "salu" else None))
+                    kind = (_MFMA if p.mfma is not None else _VALU if p.is_valu
+                            else _SALU if p.unit == "salu" else None)
                     if kind is not None:
                         live[kind] = live[kind] - p.writes
                     live[_ANY] = live[_ANY] - p.writes
