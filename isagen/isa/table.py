@@ -643,12 +643,13 @@ class ISATable:
         return len(self.defs)
 
 
+@functools.lru_cache(maxsize=None)
 def _load_yaml(name: str) -> dict:
     path = DEFS_DIR / name
     if not path.exists():
         return {}
     with open(path) as f:
-        return yaml.safe_load(f) or {}
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
 
 
 def _expand(name: str) -> list[tuple[str, tuple[str, ...]]]:
