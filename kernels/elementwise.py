@@ -256,10 +256,12 @@ class _Alu:
             return
         self.f32 = {t: k.vgpr(2, f"{t}_f32") for t in self.op.inputs}   # [0]: low element, [1]: high
         if self.soft_bf16:
-            self.rne = k.vgpr(2, "rne_tmp")
+            self.rne = k.vgpr(1, "rne_tmp")
             self.qnan = k.vgpr(1, "qnan")
             self.sel = k.sgpr(1, "perm_hi16")
+            self.bias = k.sgpr(1, "rne_bias")
             k.s_mov_b32(self.sel, 0x07060302, comment="v_perm selector: high halves of two dwords -> one dword")
+            k.s_movk_i32(self.bias, 0x7FFF, comment="round-to-nearest-even bias (VOP3 takes no literal on gfx9)")
             k.v_mov_b32(self.qnan, 0x7FC00000, comment="quiet NaN (a VGPR: v_cndmask already reads vcc)")
 
     def end(self, k):
@@ -267,7 +269,7 @@ class _Alu:
             return
         k.free(*self.f32.values())
         if self.soft_bf16:
-            k.free(self.rne, self.qnan, self.sel)
+            k.free(self.rne, self.qnan, self.sel, self.bias)
 
     # ------------------------------------------------------------------ fp32 math
     def math(self, k, dst, src: dict, alpha):
@@ -320,13 +322,11 @@ class _Alu:
 
     def round_bf16(self, k, r):
         """r (f32 bits) -> r with its high half the bf16 rounded to nearest even; NaN -> 0x7fc0."""
-        t, a = self.rne[0], self.rne[1]
+        t = self.rne
         k.v_bfe_u32(t, r, 16, 1, comment="lsb of the bf16 mantissa")
-        k.v_add_u32(t, 0x7FFF, t, comment="bias 0x7fff + lsb: ties round to even")
-        k.v_add_u32(t, r, t, comment="rounded; the bf16 is the high half")
-        k.v_and_b32(a, 0x7FFFFFFF, r, comment="|r|")
-        k.v_cmp_ge_u32(VCC, 0x7F800000, a, comment="vcc: r is not NaN")
-        k.v_cndmask_b32(r, self.qnan, t, VCC, comment="NaN -> quiet NaN 0x7fc0 (as torch)")
+        k.v_add3_u32(t, r, t, self.bias, comment="r + 0x7fff + lsb: ties round to even; bf16 in the high half")
+        k.v_cmp_u_f32(VCC, r, r, comment="vcc: r is NaN")
+        k.v_cndmask_b32(r, t, self.qnan, VCC, comment="NaN -> quiet NaN 0x7fc0 (as torch)")
 
     # ------------------------------------------------------------------ the tail's single element
     def single(self, k, dst, src: dict, alpha):
