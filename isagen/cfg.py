@@ -68,6 +68,7 @@ class CFG:
         self.blocks: list[Block] = []
         self.label_block: dict[str, int] = {}
         self._block_of: dict[int, int] = {}     # instruction position -> block index
+        self._slot: dict[int, int] = {}         # instruction position -> its index in block.instrs
         self._split()
         self._link()
 
@@ -99,8 +100,9 @@ class CFG:
         for b in self.blocks:
             for name in b.labels:
                 self.label_block[name] = b.index
-            for pos in b.instrs:
+            for i, pos in enumerate(b.instrs):
                 self._block_of[pos] = b.index
+                self._slot[pos] = i
 
     def _link(self) -> None:
         for b in self.blocks:
@@ -186,7 +188,7 @@ class CFG:
         (the previous one in its block, or the last instruction of every predecessor path; blocks
         without instructions are looked through)."""
         b = self.block_of(pos)
-        i = b.instrs.index(pos)
+        i = self._slot[pos]
         if i > 0:
             return [b.instrs[i - 1]]
         return self.block_exit_instructions(b.preds)
