@@ -12,13 +12,14 @@ from .operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constan
 
 
 class Instruction:
-    __slots__ = ("desc", "ops", "mods", "comment")
+    __slots__ = ("desc", "ops", "mods", "comment", "lds")
 
     def __init__(self, desc, ops: tuple, mods: dict, comment: str | None = None):
         self.desc = desc          # isagen.isa.table.InstrDef
         self.ops = ops            # operand values, in assembly order
         self.mods = mods          # modifier name -> value (validated)
         self.comment = comment
+        self.lds = None           # optional LDS byte range (start, end) a DS/LDS-DMA access touches (waits.py)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -53,7 +54,9 @@ class Instruction:
         return self.ops[self.desc.operand_index(name)]
 
     def with_comment(self, comment: str) -> "Instruction":
-        return Instruction(self.desc, self.ops, self.mods, comment)
+        inst = Instruction(self.desc, self.ops, self.mods, comment)
+        inst.lds = self.lds
+        return inst
 
     # ------------------------------------------------------------------ dataflow
     def def_operands(self) -> list:
