@@ -1,11 +1,15 @@
 """Triton kernels compiled for AMD targets on a CPU-only machine: an independent producer of real
 gfx942/gfx950 code objects for the emulator's tests and benchmarks.
 
-``compile_matmul(target, block_m, block_n, block_k, num_warps, dtype) -> TritonKernel`` compiles a
-plain tiled ``C = A @ B`` (``tl.dot``, fp32 accumulation, masked loads/stores so any M, N, K work;
-A row-major M x K, B row-major K x N, C row-major M x N in ``dtype``).  ``TritonKernel`` carries the
-code object (``hsaco``), the kernel name, the dynamic LDS size Triton asks for (``shared``), the
-workgroup size and ``args(a, b, c, M, N, K)`` / ``grid(M, N)`` to launch it.
+``compile_matmul(target, block_m, block_n, block_k, num_warps, dtype, aligned) -> TritonKernel``
+compiles a plain tiled ``C = A @ B`` (``tl.dot``, fp32 accumulation, masked loads/stores so any M, N, K
+work; A row-major M x K, B row-major K x N, C row-major M x N in ``dtype``) the way Triton's JIT
+specialises it for contiguous torch tensors: the unit inner strides become constants and the
+pointers are marked 16-byte aligned; ``aligned=True`` also marks M, N, K and the row strides as
+multiples of 16 (what the JIT does when they are, e.g. 1024^3), which gives the vectorised
+``global_load_dwordx4`` / ``ds_write_b64`` / ``ds_read2st64_b64`` code real launches run.
+``TritonKernel`` carries the code object (``hsaco``), the kernel name, the dynamic LDS size Triton
+asks for (``shared``), the workgroup size and ``args(a, b, c, M, N, K)`` / ``grid(M, N)``.
 
 Needs ``triton`` (3.x; ``pip install triton``).  Triton caches compiled kernels in ``~/.triton``.
 """
@@ -65,6 +69,7 @@ class TritonKernel:
     block_m: int
     block_n: int
     block_k: int
+    aligned: bool
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -74,25 +79,31 @@ class TritonKernel:
         return (-(-M // self.block_m), -(-N // self.block_n), 1)
 
     def args(self, a, b, c, M: int, N: int, K: int) -> list:
-        """Kernel arguments in metadata order: the three pointers, the sizes and strides (i32), and
-        the two scratch pointers Triton 3.x appends (null: the kernel asks for no scratch)."""
+        """Kernel arguments in metadata order: the three pointers, M, N, K and the row strides
+        (i32; the unit inner strides are compiled in), and the two scratch pointers Triton 3.x
+        appends (null: the kernel asks for no scratch)."""
+        if self.aligned and (M % 16 or N % 16 or K % 16):
+            raise ValueError(f"this kernel was compiled for M, N, K divisible by 16, got {M}, {N}, {K}")
         i32 = np.int32
-        return [a, b, c, i32(M), i32(N), i32(K), i32(K), i32(1), i32(N), i32(1), i32(N), i32(1),
-                np.uint64(0), np.uint64(0)]
+        return [a, b, c, i32(M), i32(N), i32(K), i32(K), i32(N), i32(N), np.uint64(0), np.uint64(0)]
 
 
 def compile_matmul(target: str = "gfx942", block_m: int = 128, block_n: int = 128, block_k: int = 64,
-                   num_warps: int = 4, dtype: str = "bf16") -> TritonKernel:
+                   num_warps: int = 4, dtype: str = "bf16", aligned: bool = False) -> TritonKernel:
     import triton
     from triton.backends.compiler import GPUTarget
 
+    fn = _matmul_kernel()
     ptr = {"bf16": "*bf16", "f16": "*fp16"}[dtype]
     sig = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr}
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
                                    "stride_cm", "stride_cn")})
-    consts = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}
+    consts = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+              "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
     sig.update({k: "constexpr" for k in consts})
-    src = triton.compiler.ASTSource(fn=_matmul_kernel(), signature=sig, constexprs=consts)
+    div16 = ["a_ptr", "b_ptr", "c_ptr"] + (["M", "N", "K", "stride_am", "stride_bk", "stride_cm"] if aligned else [])
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     k = triton.compile(src, target=GPUTarget("hip", target, 64), options={"num_warps": num_warps})
     return TritonKernel(k.metadata.name, k.asm["hsaco"], k.asm["amdgcn"], int(k.metadata.shared),
-                        num_warps, block_m, block_n, block_k)
+                        num_warps, block_m, block_n, block_k, aligned)
