@@ -131,6 +131,17 @@ class Program:
         return {"waves_per_simd": waves, "limited_by": min(limits, key=limits.get), "limits": limits}
 
 
+def _lds_range(lds) -> tuple[int, int]:
+    """``lds=`` on a DS or LDS-DMA instruction: the bytes it touches (an LdsRegion or (start, end)),
+    so the wait checker can tell the halves of a double buffer apart."""
+    if isinstance(lds, LdsRegion):
+        return (lds.offset, lds.offset + lds.size)
+    start, end = lds
+    if not 0 <= start < end:
+        raise ISAError(f"lds range ({start}, {end}) is empty or negative")
+    return (int(start), int(end))
+
+
 class KernelBuilder:
     """Writes one kernel.  Instruction methods come from the target's ISA table."""
 
@@ -179,8 +190,11 @@ class KernelBuilder:
             raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
         desc = isa[name]
 
-        def emit(*ops, comment: str | None = None, **mods) -> Instruction:
-            return self.emit(desc.make(ops, mods, comment))
+        def emit(*ops, comment: str | None = None, lds=None, **mods) -> Instruction:
+            inst = desc.make(ops, mods, comment)
+            if lds is not None:
+                inst.lds = _lds_range(lds)
+            return self.emit(inst)
 
         emit.__name__ = name
         emit.__doc__ = f"{name} {desc.signature()}"
