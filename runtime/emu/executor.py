@@ -141,6 +141,8 @@ class RunContext:
         self.budget = budget
         self.bytes_read = 0
         self.bytes_written = 0
+        self.scalar_bytes_read = 0
+        self.scalar_bytes_written = 0
         self.lds_bytes_read = 0
         self.lds_bytes_written = 0
         self.batch = None

@@ -169,6 +169,7 @@ class Module:
             "waves": total_wg * nwaves_wg, "wave_instructions": int(sum(cats.values())),
             "categories": {c: v for c, v in cats.items() if v},
             "global_bytes_read": rc.bytes_read, "global_bytes_written": rc.bytes_written,
+            "scalar_bytes_read": rc.scalar_bytes_read, "scalar_bytes_written": rc.scalar_bytes_written,
             "lds_bytes_read": rc.lds_bytes_read, "lds_bytes_written": rc.lds_bytes_written,
             "seconds": elapsed, "sanitized": san, "reports": len(rc.reports),
         }

@@ -109,7 +109,7 @@ def compile_smem(inst, idx, ctx) -> Step:
             st.S[dcode:dcode + ndw, ws] = data.T
             if dcode <= EXEC_LO < dcode + ndw or dcode <= EXEC_LO + 1 < dcode + ndw:
                 st.sync_exec(ws)
-            st.run.bytes_read += nb * n
+            st.run.scalar_bytes_read += nb * n
         else:
             vals = st.S[dcode:dcode + ndw, ws].T
             ok = mem.check(addr, nb)
@@ -118,7 +118,7 @@ def compile_smem(inst, idx, ctx) -> Step:
             if not mem.check(addr, nb).all():
                 _oob(st, inst, ws, ~mem.check(addr, nb), addr, nb, "scalar store")
             mem.write(addr, vals, nb, ok)
-            st.run.bytes_written += nb * int(ok.sum())
+            st.run.scalar_bytes_written += nb * int(ok.sum())
     s = Step(inst, idx, h, "smem", counter="smem", result="smem" if load else None)
     s.is_load = load
     return s
