@@ -275,3 +275,22 @@ def test_toolchain_report_names_each_targets_assembler(capsys):
         tc = find_toolchain(t)
         line = next(l for l in out.splitlines() if l.startswith(t + " "))
         assert tc.assembler.name in line
+
+
+# ---------------------------------------------------------------------------- demo
+def test_demo_generates_assembles_runs_and_checks(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ISAGEN_BACKEND", "emu")
+    out = tmp_path / "demo"
+    assert main(["demo", "-o", str(out), "-n", "3001"]) == 0
+    stdout = capsys.readouterr().out
+    s_file, co_file = out / "axpy_f32.gfx942.s", out / "axpy_f32.gfx942.co"
+    assert str(s_file) in stdout and str(co_file) in stdout
+    assert co_file.read_bytes()[:4] == b"\x7fELF"
+    # the lines it shows are the .s file's own
+    shown = [l.strip() for l in stdout.splitlines() if "s_load_dwordx2" in l]
+    assert shown and all(l in s_file.read_text() for l in shown)
+    check = next(l for l in stdout.splitlines() if l.startswith("5. check"))
+    assert check.endswith("-> OK")
+    assert float(re.search(r"\(([\d.]+) ulp\)", check).group(1)) <= 1.0
+    assert "grid 2 workgroups x 256 lanes" in stdout      # 3001 elements / (256 lanes x 4 x 2 per lane)
