@@ -7,6 +7,8 @@
     isagen toolchain                   which LLVM assembles each target, and why
     isagen disasm FILE.co [--kernel K] disassemble a code object with isagen's decoder
     isagen demo                        generate, assemble, inspect and run the fp32 axpy kernel
+    isagen run SPEC [-D name=value ...] [--shape n=4096] [--backend hip|emu] [--target gfx942]
+                                       run on random inputs, check against the spec's torch reference
 
 Every user mistake (``IsagenError``) is reported as one line on stderr with exit code 2; there is
 no traceback for one.  See docs/cli.md.
@@ -91,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--target", "-t", default="gfx942", help="gfx942 (default) or gfx950")
     demo.add_argument("-n", type=int, default=10_007, help="elements (default 10007: five workgroups and a tail)")
     demo.set_defaults(run=cmd_demo)
+
+    from isagen.runtime import run as run_command      # light: the runtime loads when the command runs
+    r = sub.add_parser("run", help="run a spec's kernel on random inputs and check it against its torch reference",
+                       description="Build SPEC (cached), run it on random inputs of its shapes (hip on an AMD GPU, "
+                                   "else the emulator), compare with the spec's reference, time it. Exit code 1 "
+                                   "on a mismatch. See docs/runtime.md.")
+    run_command.add_arguments(r)
+    r.set_defaults(run=run_command.main)
     return p
 
 

@@ -4,15 +4,24 @@ Each launch copies every tensor argument into the emulated device's memory, runs
 code, and copies the outputs (tensors the kernel writes) back into the caller's tensors, so a call
 behaves like the GPU launch it stands for.  Tensors go over as raw bytes, so every element type
 (bf16, fp8 included) travels unchanged.
+
+The kernel arguments are packed by the kernel's ``KernArgs`` exactly as for the GPU; the emulator
+takes them per metadata argument, so each is handed over as the bytes of that blob (an address, or
+a numpy scalar of the argument's type) and the emulator's own metadata-driven packing must reproduce
+the same blob.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import numpy as np
 
 from isagen.errors import LaunchError
+
+_NUMPY = {"i32": np.int32, "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "f32": np.float32,
+          "f64": np.float64, "i16": np.int16, "u16": np.uint16}
 
 
 def _bytes_of(tensor) -> np.ndarray:
@@ -29,7 +38,7 @@ class EmuBackend:
 
     def __init__(self):
         self._devices: dict[str, object] = {}
-        self._modules: dict[tuple[str, int], object] = {}
+        self._modules: dict[tuple[str, str], object] = {}     # (target, SHA-256 of the code object)
         self.last_stats = None
 
     def check_device(self, name: str, tensor) -> None:
@@ -43,32 +52,42 @@ class EmuBackend:
         dev = self._devices.get(target)
         if dev is None:
             dev = self._devices[target] = Device(target)
-        key = (target, id(kernel))
-        entry = self._modules.get(key)
-        if entry is None or entry[0] is not kernel:
-            entry = self._modules[key] = (kernel, dev.load_module(kernel.code_object))
-        return dev, entry[1]
+        key = (target, hashlib.sha256(kernel.code_object).hexdigest())
+        mod = self._modules.get(key)
+        if mod is None:
+            mod = self._modules[key] = dev.load_module(kernel.code_object)
+        return dev, mod
 
     def run(self, kernel, tensors: dict, values: dict, grid, block, *, timing: bool = False,
             outputs=()):
         """Launch ``kernel`` on emulated memory.  ``values`` maps kernel argument names to tensors or
         numbers; ``outputs`` names the tensors to copy back.  Returns the wall time in ms when
-        ``timing`` (the emulator's own counts are in ``self.last_stats``)."""
+        ``timing`` (the emulator's counters are in ``self.last_stats``)."""
         import torch
         dev, mod = self._module(kernel)
-        buffers = {name: dev.to_device(_bytes_of(t)) for name, t in tensors.items()}
-        args = []
-        for arg in kernel.args:
-            v = values[arg.name]
-            if isinstance(v, torch.Tensor):
-                v = buffers[next(n for n, t in tensors.items() if t is v)]
-            args.append(v)
-        t0 = time.perf_counter()
-        mod.launch(kernel.symbol, grid=tuple(grid), block=tuple(block), args=args, shared_bytes=0)
-        wall_ms = (time.perf_counter() - t0) * 1e3
-        self.last_stats = getattr(mod, "last_stats", None)
-        for name in outputs:
-            t = tensors[name]
-            data = dev.from_device(buffers[name], (t.numel() * t.element_size(),), np.uint8)
-            t.detach().reshape(-1).view(torch.uint8).copy_(torch.from_numpy(np.ascontiguousarray(data)))
+        buffers = {}
+        try:
+            for name, t in tensors.items():
+                buffers[name] = dev.to_device(_bytes_of(t), name=name)
+            by_tensor = {id(t): buffers[name] for name, t in tensors.items()}
+            blob = kernel.args.pack(**{k: (by_tensor[id(v)] if isinstance(v, torch.Tensor) else v)
+                                       for k, v in values.items()})
+            args = []
+            for a in kernel.args:
+                if a.kind == "pointer":
+                    args.append(int.from_bytes(blob[a.offset:a.offset + 8], "little"))
+                else:
+                    args.append(np.frombuffer(blob, _NUMPY[a.dtype], count=1, offset=a.offset)[0])
+            t0 = time.perf_counter()
+            mod.launch(kernel.symbol, grid=tuple(grid), block=tuple(block), args=args,
+                       shared_bytes=kernel.launch.shared_bytes)
+            wall_ms = (time.perf_counter() - t0) * 1e3
+            self.last_stats = getattr(mod, "last_stats", None)
+            for name in outputs:
+                t = tensors[name]
+                data = dev.from_device(buffers[name], (t.numel() * t.element_size(),), np.uint8)
+                t.detach().reshape(-1).view(torch.uint8).copy_(torch.from_numpy(data))
+        finally:
+            for buf in buffers.values():
+                dev.free(buf)
         return wall_ms if timing else None

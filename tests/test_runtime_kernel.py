@@ -151,3 +151,30 @@ def test_import_isagen_stays_light():
            "assert callable(isagen.build) and isagen.Kernel.__name__ == 'Kernel'"
     subprocess.run([__import__("sys").executable, "-c", code], check=True,
                    env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(isagen.__file__).parent.parent)})
+
+
+# --------------------------------------------------------------------------- running (the emulator)
+@pytest.mark.parametrize("n", [1, 1001, 4096, 6145])
+def test_elementwise_kernels_match_torch_in_the_emulator(kernels, n):
+    g = torch.Generator().manual_seed(n)
+    x, y = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    # f32 axpy: one fused multiply-add, so the float64 result rounded once (within an ulp)
+    yk = y.clone()
+    out = kernels["axpy_f32"](x, yk, alpha=-1.375)
+    assert out is yk
+    torch.testing.assert_close(yk, (-1.375 * x.double() + y.double()).float(), rtol=1.2e-7, atol=1e-30)
+    # bf16 add and f16 scale: fp32 math rounded to nearest even, as torch's own CPU ops do: bit-exact
+    xb, yb, zb = x.bfloat16(), y.bfloat16(), torch.full((n,), float("nan"), dtype=torch.bfloat16)
+    kernels["add_bf16"](xb, yb, zb)
+    assert torch.equal(zb, xb + yb)
+    xh, yh = x.half(), torch.zeros(n, dtype=torch.float16)
+    r = kernels["scale_f16"].run(xh, yh, alpha=0.3, timing=True)
+    assert torch.equal(yh, xh * 0.3)
+    assert r.backend == "emu" and r.grid == (-(-n // 4096), 1, 1) and r.block == (256, 1, 1)
+    assert r.stats["wave_instructions"] > 0 and r.time_ms > 0
+
+
+def test_an_empty_problem_launches_nothing(kernels):
+    x, y = torch.empty(0), torch.empty(0)
+    r = kernels["axpy_f32"].run(x, y, alpha=1.0)
+    assert r.grid == (0, 1, 1) and r.stats is None

@@ -1,0 +1,269 @@
+"""``isagen run SPEC``: build a spec's kernel, run it on random inputs, check it against the spec's torch
+reference, and time it.
+
+    isagen run axpy_f32 --shape n=100000                # emulator here; hip on an AMD GPU
+    isagen run specs/add_bf16.yaml -D block=128 --backend emu --target gfx950
+
+Prints one line per output with the max abs/rel error against the reference and pass/fail, then the
+time: device time (hip events, median of ``--iters`` launches) on hip, the emulator's wall time and
+executed instruction count on emu.  Exit code 0 when every output matches, 1 on a mismatch (2, from
+the CLI, for a user error such as a bad spec or shape).
+
+The reference is the spec's ``reference:`` expression, evaluated by torch in float64 over the input
+tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
+(torch.nn.functional) and ``math`` are in scope.  An output matches where
+``|out - ref| <= atol + rtol*|ref|`` with the tolerances of its element type (``TOLERANCES``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from isagen.errors import LaunchError, SpecError
+
+# output element type -> (rtol, atol): the rounding of one result in that type, with headroom
+# (torch.testing's defaults for f32/f16/bf16; fp8 by its 3- and 2-bit mantissas)
+TOLERANCES = {"f64": (1e-7, 1e-7), "f32": (1.3e-6, 1e-5), "f16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5),
+              "fp8": (1.25e-1, 1e-3), "bf8": (2.5e-1, 1e-3)}
+
+
+@dataclass
+class OutputCheck:
+    name: str
+    max_abs: float
+    max_rel: float
+    mismatches: int
+    numel: int
+    rtol: float
+    atol: float
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+
+@dataclass
+class RunReport:
+    kernel: object
+    backend: str
+    sizes: dict
+    grid: tuple
+    block: tuple
+    checks: list = field(default_factory=list)
+    time_ms: float | None = None          # hip: device time (median); emu: wall time of the launch
+    instructions: int | None = None       # emu: instructions executed
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def parse_assignments(items, what: str, cast) -> dict:
+    out = {}
+    for item in items or ():
+        for part in str(item).split(","):
+            name, sep, text = part.partition("=")
+            name = name.strip()
+            if not sep or not name.isidentifier():
+                raise SpecError(f"{what} {part}: expected name=value (for example {what} n=4096)")
+            try:
+                out[name] = cast(text.strip())
+            except ValueError:
+                raise SpecError(f"{what} {part}: '{text.strip()}' is not a number") from None
+    return out
+
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+def _number(text: str):
+    try:
+        return int(text, 0)
+    except ValueError:
+        return float(text)
+
+
+def random_inputs(kernel, sizes: dict, device: str = "cpu", seed: int = 0) -> dict:
+    """Random tensors for every tensor the kernel takes (outputs too: the kernel must overwrite them)."""
+    import torch
+    from isagen.api import torch_dtype
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for t in kernel.launch.tensors:
+        missing = [d for d in t.shape if isinstance(d, str) and d not in sizes]
+        if missing:
+            raise LaunchError(f"{kernel.name}: no size for {', '.join(missing)} (give --shape {missing[0]}=...)")
+        shape = [sizes[d] if isinstance(d, str) else d for d in t.shape]
+        dtype = torch_dtype(t.dtype, kernel.target)
+        if dtype.is_floating_point:
+            x = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
+        else:
+            info = torch.iinfo(dtype)
+            x = torch.randint(max(info.min, -100), min(info.max, 100) + 1, shape, generator=gen).to(dtype)
+        out[t.name] = x.to(device)
+    return out
+
+
+def random_scalars(kernel, given: dict, seed: int = 0) -> dict:
+    import random
+    rng = random.Random(seed)
+    out = {}
+    for s in kernel.launch.scalars:
+        if s.name in given:
+            out[s.name] = given[s.name]
+        elif s.default is not None:
+            out[s.name] = s.default
+        elif s.dtype.startswith("f"):
+            out[s.name] = round(rng.uniform(0.5, 2.0), 3) * rng.choice((1, -1))
+        else:
+            raise LaunchError(f"{kernel.name}: scalar '{s.name}' ({s.dtype}) has no default; give --scalar {s.name}=...")
+    unknown = sorted(set(given) - {s.name for s in kernel.launch.scalars})
+    if unknown:
+        raise LaunchError(f"{kernel.name}: unknown scalar(s) {', '.join(unknown)} "
+                          f"(it takes: {', '.join(s.name for s in kernel.launch.scalars) or 'none'})")
+    return out
+
+
+def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
+    """The spec's reference for each written tensor (float64), from the inputs before the launch."""
+    import torch
+    if not kernel.reference:
+        raise SpecError(f"{kernel.spec_path or kernel.name}: the spec has no 'reference:' to check against")
+    env = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
+    env.update(scalars)
+    env.update(sizes)
+    scope = {"torch": torch, "F": torch.nn.functional, "math": math, "__builtins__": {}}
+    try:
+        value = eval(compile(kernel.reference, "<reference>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
+    except Exception as e:   # noqa: BLE001 -- any failure of the user's expression is reported as one line
+        raise SpecError(f"{kernel.spec_path or kernel.name}: reference '{kernel.reference}' failed: "
+                        f"{type(e).__name__}: {e}") from None
+    written = [t for t in kernel.launch.tensors if t.written]
+    values = list(value) if isinstance(value, (tuple, list)) else [value]
+    if len(values) != len(written):
+        raise SpecError(f"{kernel.spec_path or kernel.name}: reference gives {len(values)} value(s) for "
+                        f"{len(written)} output(s) ({', '.join(t.name for t in written)})")
+    out = {}
+    for t, v in zip(written, values):
+        v = torch.as_tensor(v, dtype=torch.float64)
+        shape = tuple(inputs[t.name].shape)
+        out[t.name] = torch.broadcast_to(v, shape) if tuple(v.shape) != shape else v
+    return out
+
+
+def compare(name: str, got, want, dtype: str) -> OutputCheck:
+    import torch
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    g = got.detach().cpu().double()
+    w = want.detach().cpu().double()
+    diff = (g - w).abs()
+    nan_ok = torch.isnan(g) & torch.isnan(w)
+    same_inf = torch.isinf(w) & (g == w)
+    bad = ~((diff <= atol + rtol * w.abs()) | nan_ok | same_inf)
+    finite = ~(nan_ok | same_inf)
+    d = diff[finite]
+    max_abs = float(d.max()) if d.numel() else 0.0
+    rel = d / w[finite].abs().clamp_min(torch.finfo(torch.float32).tiny)
+    max_rel = float(rel.max()) if rel.numel() else 0.0
+    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol)
+
+
+def run_spec(spec, *, target: str | None = None, backend: str | None = None, params: dict | None = None,
+             shapes: dict | None = None, scalars: dict | None = None, iters: int = 10, seed: int = 0) -> RunReport:
+    """Build ``spec``, run it once on random inputs and check it; time it (see the module docstring)."""
+    import torch
+    from isagen.api import build
+    from isagen.runtime.backend import choose_backend
+    be = choose_backend(backend)
+    kernel = build(spec, target, **(params or {}))
+    symbols = kernel.launch.size_symbols
+    unknown = sorted(set(shapes or {}) - set(symbols))
+    if unknown:
+        raise LaunchError(f"{kernel.name}: unknown size(s) {', '.join(unknown)} (it takes: {', '.join(symbols)})")
+    sizes = {k: v for k, v in kernel.spec_shapes.items() if k in symbols}
+    sizes.update(shapes or {})
+    device = "cuda" if be == "hip" else "cpu"
+    tensors = random_inputs(kernel, sizes, device, seed)
+    inputs = {n: t.clone() for n, t in tensors.items()}
+    values = random_scalars(kernel, scalars or {}, seed)
+    result = kernel.run(**tensors, **values, backend=be, timing=(be == "emu"))
+    report = RunReport(kernel, be, sizes, result.grid, result.block)
+    stats = result.stats
+    if be == "emu":
+        report.time_ms = result.time_ms
+        report.instructions = _instruction_count(stats)
+    want = reference(kernel, inputs, values, sizes)
+    for t in kernel.launch.tensors:
+        if t.written:
+            report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype))
+    if be == "hip" and all(result.grid) and iters > 0:
+        times = [kernel.run(**tensors, **values, backend=be, timing=True).time_ms for _ in range(iters + 1)][1:]
+        report.time_ms = statistics.median(times)
+        torch.cuda.synchronize()
+    return report
+
+
+def _instruction_count(stats):
+    if stats is None:
+        return None
+    if isinstance(stats, dict):
+        for key in ("instructions", "wave_instructions", "executed"):
+            if key in stats:
+                return int(stats[key])
+        return None
+    for key in ("instructions", "wave_instructions", "executed"):
+        if hasattr(stats, key):
+            return int(getattr(stats, key))
+    return None
+
+
+def format_report(r: RunReport) -> list[str]:
+    k = r.kernel
+    sizes = " ".join(f"{n}={v}" for n, v in r.sizes.items())
+    lines = [f"{k.name} [{k.target}, {r.backend}] {sizes}: grid {r.grid} x block {r.block}"]
+    for c in r.checks:
+        verdict = "PASS" if c.ok else f"FAIL ({c.mismatches} of {c.numel} elements outside tolerance)"
+        lines.append(f"  {c.name}: max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g} "
+                     f"(rtol {c.rtol:g}, atol {c.atol:g}) {verdict}")
+    if r.backend == "hip" and r.time_ms is not None:
+        lines.append(f"  time: {r.time_ms * 1e3:.1f} us on the device (median of hip events)")
+    elif r.backend == "emu":
+        count = f", {r.instructions} instructions executed" if r.instructions is not None else ""
+        wall = f"{r.time_ms:.1f} ms" if r.time_ms is not None else "-"
+        lines.append(f"  time: emulated in {wall} wall{count}")
+    lines.append("PASS" if r.ok else "FAIL")
+    return lines
+
+
+# --------------------------------------------------------------------------- the CLI subcommand
+def add_arguments(parser) -> None:
+    """The ``isagen run`` arguments (cli.py registers the subcommand and calls ``main``)."""
+    parser.add_argument("spec", help="a spec file or the name of a bundled spec")
+    parser.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a spec parameter (repeatable)")
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME=SIZE",
+                        help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:)")
+    parser.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE",
+                        help="a scalar argument (default: random)")
+    parser.add_argument("--backend", choices=("hip", "emu"), default=None,
+                        help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
+    parser.add_argument("--target", default=None, help="gfx942 or gfx950 (default: the GPU's, else gfx942)")
+    parser.add_argument("--iters", type=int, default=10, help="timed launches on hip (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def main(args) -> int:
+    """Run ``isagen run`` with parsed ``args``; returns the exit code (IsagenErrors propagate to the CLI)."""
+    from isagen.api import resolve_spec
+    from isagen.spec import load_spec
+    path = resolve_spec(args.spec)
+    spec = load_spec(path, args.defines)                       # -D parsed by the declared types
+    params = {k: spec.params[k] for k in {o.split("=", 1)[0].strip() for o in args.defines}}
+    report = run_spec(path, target=args.target, backend=args.backend, params=params,
+                      shapes=parse_assignments(args.shape, "--shape", _int),
+                      scalars=parse_assignments(args.scalar, "--scalar", _number), iters=args.iters, seed=args.seed)
+    print("\n".join(format_report(report)))
+    return 0 if report.ok else 1

@@ -1,0 +1,219 @@
+"""isagen kernels as torch operators: ``torch.ops.isagen.<name>``.
+
+    import isagen.runtime.torch_ops            # registers one op per bundled spec, plus the generic ones
+    z = torch.ops.isagen.add_bf16(x, y)        # a new tensor; inputs are never modified
+    y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
+
+The op's schema comes from the kernel's launch contract (``isagen.launch.LaunchInfo``), so a kernel
+needs no torch code of its own: its input tensors (roles ``in`` and ``inout``) in order, then its
+scalars (``float`` for f32/f64, ``int`` otherwise) -> its written tensors (``inout`` and ``out``).  The
+op is functional: an ``inout`` tensor is cloned and the clone written, an ``out`` tensor is allocated
+with the shape its size symbols give.  CPU tensors run in the emulator, GPU tensors through hip-python
+(the device decides, not ``ISAGEN_BACKEND``).  Each op has a fake (meta) implementation, so
+``torch.compile`` can trace through it.
+
+Registering a new kernel: ``register_op(name, spec)`` (one fixed kernel), or
+``register_op(name, spec, dtype_param="dtype")`` to build the variant whose ``dtype`` parameter matches
+the input tensors.  See docs/runtime.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from isagen.errors import LaunchError, SpecError
+
+NAMESPACE = "isagen"
+_lib = torch.library.Library(NAMESPACE, "FRAGMENT")
+_lock = threading.Lock()
+
+# op name -> (spec, dtype parameter or None, extra params); torch dtype -> isagen element type
+_OPS: dict[str, "OpEntry"] = {}
+_ELEMENT = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+            torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.int64: "i64", torch.int16: "i16"}
+# dtype-generic ops over the bundled elementwise specs: element type -> parameters of that variant
+# (16 bytes per lane: vec 4 for f32, 8 for the 16-bit types)
+_VEC16 = {"f32": {"vec": 4}, "bf16": {"vec": 8}, "f16": {"vec": 8}}
+GENERIC_OPS = {
+    "axpy": ("axpy_f32", _VEC16),
+    "scale": ("scale_f16", _VEC16),
+    "add": ("add_bf16", _VEC16),
+}
+
+
+@dataclass
+class OpEntry:
+    name: str
+    spec: str
+    dtype_param: str | None
+    variants: dict | None     # element type -> extra parameters (dtype-generic ops)
+    params: dict
+    schema: str
+    inputs: tuple             # tensor names, in schema order
+    scalars: tuple            # (name, python type)
+    outputs: tuple            # tensor names
+    kernels: dict             # (target, dtype, backend) -> Kernel
+
+
+def _scalar_type(dtype: str) -> str:
+    return "float" if dtype.startswith("f") else "int"
+
+
+_CONTRACTS: dict = {}
+
+
+def _contract(spec: str, params: dict, target: str | None = None):
+    """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built."""
+    from isagen.api import _override_text, resolve_spec
+    from isagen.runtime.backend import default_target
+    from isagen.spec import load_spec
+    target = target or default_target()
+    key = (spec, tuple(sorted(params.items())), target)
+    if key not in _CONTRACTS:
+        s = load_spec(resolve_spec(spec), [f"{k}={_override_text(v)}" for k, v in params.items()])
+        _CONTRACTS[key] = s.launch_info(s.select_targets(target)[0])
+    return _CONTRACTS[key]
+
+
+def _params_for(entry: "OpEntry", tensors: list) -> dict:
+    """The op's kernel parameters for these inputs (the dtype parameter follows their element type)."""
+    params = dict(entry.params)
+    if entry.dtype_param:
+        dtypes = {t.dtype for t in tensors}
+        if len(dtypes) != 1:
+            raise LaunchError(f"isagen::{entry.name}: the input tensors mix dtypes "
+                              f"{', '.join(sorted(map(str, dtypes)))}")
+        dtype = dtypes.pop()
+        element = _ELEMENT.get(dtype)
+        if element is None or (entry.variants is not None and element not in entry.variants):
+            have = ", ".join(entry.variants) if entry.variants is not None else ", ".join(_ELEMENT.values())
+            raise LaunchError(f"isagen::{entry.name}: no kernel for {dtype} tensors (it has: {have})")
+        params[entry.dtype_param] = element
+        params.update((entry.variants or {}).get(element, {}))
+    return params
+
+
+def register_op(name: str, spec: str, *, dtype_param: str | None = None, variants: dict | None = None,
+                **params) -> str:
+    """Register ``torch.ops.isagen.<name>`` running the kernel of ``spec`` (a bundled spec name or a
+    path) with ``params`` overriding its parameters.
+
+    With ``dtype_param`` the op builds, per call, the kernel whose parameter of that name is the input
+    tensors' element type; ``variants`` (element type -> extra parameters) then lists the element types
+    it accepts and what each needs (e.g. ``{"f32": {"vec": 4}, "bf16": {"vec": 8}}``).  Returns the op's
+    qualified name.  Registering the same name again with the same arguments is a no-op."""
+    with _lock:
+        old = _OPS.get(name)
+        if old is not None:
+            if (old.spec, old.dtype_param, old.variants, old.params) != (spec, dtype_param, variants, params):
+                raise SpecError(f"torch op isagen::{name} is already registered for spec '{old.spec}'")
+            return f"{NAMESPACE}::{name}"
+        if not name.isidentifier():
+            raise SpecError(f"torch op name '{name}' is not an identifier")
+        info = _contract(spec, params)
+        inputs = tuple(t.name for t in info.tensors if t.role in ("in", "inout"))
+        outputs = tuple(t.name for t in info.tensors if t.written)
+        known = {d for t in info.tensors if t.role in ("in", "inout") for d in t.shape if isinstance(d, str)}
+        for t in info.tensors:
+            if t.role == "out":
+                free = [d for d in t.shape if isinstance(d, str) and d not in known]
+                if free:
+                    raise SpecError(f"torch op isagen::{name}: output '{t.name}' has size(s) {', '.join(free)} that "
+                                    "no input tensor's shape gives")
+        scalars = tuple((s.name, _scalar_type(s.dtype)) for s in info.scalars)
+        args = [f"Tensor {n}" for n in inputs] + [f"{ty} {n}" for n, ty in scalars]
+        ret = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
+        schema = f"({', '.join(args)}) -> {ret}"
+        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {})
+        _lib.define(name + schema)
+        _lib.impl(name, _impl(entry, "emu"), "CPU")
+        _lib.impl(name, _impl(entry, "hip"), "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::{name}", _fake(entry), lib=_lib)
+        _OPS[name] = entry
+        return f"{NAMESPACE}::{name}"
+
+
+def _kernel(entry: OpEntry, tensors: list, backend: str):
+    """The built kernel for these inputs (built once per target and parameters, then reused)."""
+    from isagen.api import build
+    from isagen.runtime.backend import default_target
+    dev = tensors[0].device
+    if backend == "hip":
+        from isagen.runtime.hip import device_arch
+        target = device_arch(dev.index if dev.index is not None else torch.cuda.current_device()).split(":")[0]
+    else:
+        target = default_target()
+    params = _params_for(entry, tensors)
+    key = (target, tuple(sorted(params.items())))
+    kernel = entry.kernels.get(key)
+    if kernel is None:
+        kernel = entry.kernels[key] = build(entry.spec, target, **params)
+    return kernel
+
+
+def _outputs(info, target: str, inputs: dict, device) -> dict:
+    """Fresh output tensors: clones of inout inputs, new tensors of the contract's shape for outs."""
+    from isagen.api import torch_dtype
+    sizes = {}
+    for t in info.tensors:
+        if t.name in inputs:
+            for d, got in zip(t.shape, inputs[t.name].shape):
+                if isinstance(d, str):
+                    sizes.setdefault(d, got)
+    out = {}
+    for t in info.tensors:
+        if t.role == "inout":
+            out[t.name] = inputs[t.name].clone(memory_format=torch.contiguous_format)
+        elif t.role == "out":
+            shape = [sizes[d] if isinstance(d, str) else d for d in t.shape]
+            out[t.name] = torch.empty(shape, dtype=torch_dtype(t.dtype, target), device=device)
+    return out
+
+
+def _impl(entry: OpEntry, backend: str):
+    def impl(*args):
+        tensors = list(args[:len(entry.inputs)])
+        scalars = dict(zip((n for n, _ in entry.scalars), args[len(entry.inputs):]))
+        inputs = dict(zip(entry.inputs, tensors))
+        kernel = _kernel(entry, tensors, backend)
+        outs = _outputs(kernel.launch, kernel.target, inputs, tensors[0].device)
+        call = {**{n: t.contiguous() for n, t in inputs.items()}, **outs}
+        kernel.run(**call, **scalars, backend=backend)
+        result = tuple(outs[n] for n in entry.outputs)
+        return result[0] if len(result) == 1 else result
+    impl.__name__ = f"isagen_{entry.name}_{backend}"
+    return impl
+
+
+def _fake(entry: OpEntry):
+    def fake(*args):
+        tensors = list(args[:len(entry.inputs)])
+        from isagen.runtime.backend import default_target
+        target = default_target()
+        info = _contract(entry.spec, _params_for(entry, tensors), target)
+        outs = _outputs(info, target, dict(zip(entry.inputs, tensors)), tensors[0].device)
+        result = tuple(outs[n] for n in entry.outputs)
+        return result[0] if len(result) == 1 else result
+    return fake
+
+
+def register_bundled_ops() -> list[str]:
+    """One op per bundled spec (``torch.ops.isagen.<spec name>``) and the dtype-generic ops."""
+    from isagen.spec import bundled_specs_dir
+    names = []
+    for path in sorted(bundled_specs_dir().glob("*.yaml")):
+        names.append(register_op(path.stem, path.stem))
+    for name, (spec, variants) in GENERIC_OPS.items():
+        if (bundled_specs_dir() / f"{spec}.yaml").is_file():
+            names.append(register_op(name, spec, dtype_param="dtype", variants=variants))
+    return names
+
+
+def registered_ops() -> dict:
+    return {name: e.schema for name, e in _OPS.items()}
+
+
+register_bundled_ops()

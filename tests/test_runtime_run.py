@@ -1,0 +1,83 @@
+"""``isagen run``: every bundled spec passes in the emulator against its torch reference; a wrong
+reference fails with exit code 1; the comparison, reference evaluation and argument parsing on their
+own."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from isagen.cli import main as cli_main
+from isagen.errors import SpecError
+from isagen.runtime import run
+
+
+@pytest.fixture(autouse=True)
+def env(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "run-cache"))
+    monkeypatch.delenv("ISAGEN_BACKEND", raising=False)
+
+
+def test_compare_uses_the_dtype_tolerance():
+    want = torch.tensor([1.0, -2.0, 0.0, float("nan"), float("inf")], dtype=torch.float64)
+    got = torch.tensor([1.0 + 1e-7, -2.0, 5e-6, float("nan"), float("inf")])
+    c = run.compare("y", got, want, "f32")
+    assert c.ok and c.mismatches == 0 and (c.rtol, c.atol) == (1.3e-6, 1e-5)
+    assert c.max_abs == pytest.approx(5e-6, rel=1e-3)
+    bad = run.compare("y", torch.tensor([1.0, -2.01, 0.0]), want[:3], "f32")
+    assert not bad.ok and bad.mismatches == 1 and bad.max_rel == pytest.approx(0.005, rel=1e-2)
+    # the same 0.5% error is inside bf16's tolerance (one bf16 rounding is up to 0.39%)
+    assert run.compare("y", torch.tensor([1.0, -2.01, 0.0]), want[:3], "bf16").ok
+    nan_for_number = run.compare("y", torch.tensor([float("nan")]), torch.tensor([1.0], dtype=torch.float64), "f32")
+    assert not nan_for_number.ok
+
+
+def test_reference_and_arguments_errors():
+    class K:
+        name, spec_path = "k", "specs/k.yaml"
+        reference = "alpha * x + w"
+        launch = type("L", (), {"tensors": ()})()
+    with pytest.raises(SpecError, match=r"specs/k.yaml: reference 'alpha \* x \+ w' failed: NameError"):
+        run.reference(K, {"x": torch.ones(2)}, {"alpha": 1.0}, {"n": 2})
+    assert run.parse_assignments(["n=4096", "m=0x10,k=8"], "--shape", run._int) == {"n": 4096, "m": 16, "k": 8}
+    with pytest.raises(SpecError, match="--shape n: expected name=value"):
+        run.parse_assignments(["n"], "--shape", run._int)
+    with pytest.raises(SpecError, match="'big' is not a number"):
+        run.parse_assignments(["n=big"], "--shape", run._int)
+
+
+# --------------------------------------------------------------------------- end to end (the emulator)
+@pytest.mark.parametrize("spec,shape", [("axpy_f32", "n=5003"), ("add_bf16", "n=4099"), ("scale_f16", "n=2047")])
+def test_every_bundled_spec_passes(spec, shape, capsys):
+    assert cli_main(["run", spec, "--shape", shape]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "PASS" and f"{spec} [gfx942, emu]" in out
+    assert "max abs err" in out and "emulated in" in out
+
+
+def test_overrides_and_explicit_backend(capsys):
+    assert cli_main(["run", "add_bf16", "-D", "block=64", "-D", "unroll=2", "--target", "gfx942",
+                     "--shape", "n=3001", "--backend", "emu", "--seed", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "add_bf16 [gfx942, emu] n=3001: grid (3, 1, 1) x block (64, 1, 1)" in out    # cdiv(3001, 64*8*2)
+
+
+def test_a_wrong_reference_fails_with_exit_code_1(tmp_path, capsys):
+    from isagen.spec import bundled_specs_dir
+    text = (bundled_specs_dir() / "axpy_f32.yaml").read_text().replace("reference: alpha * x + y",
+                                                                      "reference: alpha * x - y")
+    assert "alpha * x - y" in text
+    path = tmp_path / "axpy_wrong.yaml"
+    path.write_text(text)
+    assert cli_main(["run", str(path), "--shape", "n=1000", "--scalar", "alpha=2"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "FAIL" and "y: max abs err" in out and "FAIL (" in out
+
+
+def test_user_errors_exit_2(capsys):
+    assert cli_main(["run", "axpy_f32", "--shape", "m=10"]) == 2
+    assert "unknown size(s) m (it takes: n)" in capsys.readouterr().err
+    assert cli_main(["run", "axpy_f32", "--scalar", "beta=1"]) == 2
+    assert "unknown scalar(s) beta" in capsys.readouterr().err
