@@ -234,11 +234,14 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     """Validate spec text (see the module docstring); ``path`` is used in messages."""
     from isagen.kernels.registry import Params, get_generator
 
+    loader = _Loader(text)              # one parse: the node tree (line numbers) and the data from it
     try:
-        root = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader) if root is not None else None
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as e:
         raise _yaml_error(path, e) from None
+    finally:
+        loader.dispose()
     if root is None:
         raise SpecError(f"{path}: the spec is empty (needs at least: {', '.join(REQUIRED)})")
     if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
