@@ -293,11 +293,11 @@ class SOPP(Family):
 
 class SMEM(Family):
     name, nops, size = "SMEM", 256, 8
-    fields = {"sdata": [8, 0], "sbase": [16, 0]}
+    fields = {"sdata": [8, 0], "sbase": [16, 0], "offset": [0x2C, 0], "imm": [1, 0]}
 
     def encode(self, op, f):
-        return ((0x30 << 26) | (op << 18) | (1 << 17) | (f["sdata"] << 6) | (f["sbase"] >> 1),
-                0x10)
+        return ((0x30 << 26) | (op << 18) | (f.get("imm", 1) << 17) | (f["sdata"] << 6)
+                | (f["sbase"] >> 1), f.get("offset", 0x2C))
 
     def printed_index(self, name, val):
         return "s", val
@@ -321,7 +321,7 @@ class VOP2(Family):
 
 class VOP1(Family):
     name, nops = "VOP1", 256
-    fields = {"vdst": [V_DST], "src0": [256 + V_SRC0, V_SRC0]}
+    fields = {"vdst": [V_DST, 0], "src0": [256 + V_SRC0, V_SRC0, 0]}
     lit = True
 
     def encode(self, op, f):
@@ -334,7 +334,7 @@ class VOP1(Family):
 
     def token_field(self, tok, f):
         r = reg_of(tok)
-        if r and r[1] == f["vdst"] and r[0] in "vsa" and not tok.startswith(("-", "|")):
+        if r and f["vdst"] and r[1] == f["vdst"] and r[0] in "vsa" and not tok.startswith(("-", "|")):
             # v_readfirstlane writes an SGPR, v_accvgpr_mov an AGPR through the vdst field
             if r[0] != "v" or r[1] != 16:
                 return "vdst", r[0], r[2]
@@ -410,10 +410,10 @@ class VOP3P(Family):
 class DS(Family):
     name, nops, size = "DS", 256, 8
     fields = {"vdst": [V_DST, 0], "addr": [V_SRC0, 0], "data0": [V_SRC1, 0],
-              "data1": [V_SRC2, 0]}
+              "data1": [V_SRC2, 0], "gds": [0, 1]}
 
     def encode(self, op, f):
-        return ((0x36 << 26) | (op << 17),
+        return ((0x36 << 26) | (op << 17) | (f.get("gds", 0) << 16),
                 f["addr"] | (f["data0"] << 8) | (f["data1"] << 16) | (f["vdst"] << 24))
 
     def printed_index(self, name, val):
@@ -422,11 +422,12 @@ class DS(Family):
 
 class MUBUF(Family):
     name, nops, size = "MUBUF", 128, 8
-    fields = {"vdata": [V_DST, 0], "vaddr": [V_SRC0]}
+    fields = {"vdata": [V_DST, 0], "vaddr": [V_SRC0, 0], "srsrc": [V_SRC1, 0],
+              "soffset": [S_SDST, 0]}
 
     def encode(self, op, f):
-        return ((0x38 << 26) | (op << 18) | (1 << 12),
-                f["vaddr"] | (f["vdata"] << 8) | ((V_SRC1 >> 2) << 16) | (S_SDST << 24))
+        return ((0x38 << 26) | (op << 18) | ((1 << 12) if f["vaddr"] else 0),
+                f["vaddr"] | (f["vdata"] << 8) | ((f["srsrc"] >> 2) << 16) | (f["soffset"] << 24))
 
     def token_field(self, tok, f):
         r = reg_of(tok)
@@ -435,11 +436,11 @@ class MUBUF(Family):
         file, idx, n = r
         if file == "v" and idx == f["vdata"] and f["vdata"]:
             return "vdata", file, n
-        if file == "v" and idx == f["vaddr"]:
+        if file == "v" and idx == f["vaddr"] and f["vaddr"]:
             return "vaddr", file, n
-        if file == "s" and idx == V_SRC1:
+        if file == "s" and idx == f["srsrc"] and f["srsrc"]:
             return "srsrc", file, n
-        if file == "s" and idx == S_SDST:
+        if file == "s" and idx == f["soffset"] and f["soffset"]:
             return "soffset", file, n
         return None
 
@@ -451,7 +452,8 @@ class MTBUF(MUBUF):
         dfmt = f.get("dfmt", 4)
         nfmt = f.get("nfmt", 0)
         return ((0x3A << 26) | (nfmt << 23) | (dfmt << 19) | (op << 15) | (1 << 12),
-                f["vaddr"] | (f["vdata"] << 8) | ((V_SRC1 >> 2) << 16) | (S_SDST << 24))
+                f["vaddr"] | (f["vdata"] << 8) | ((f.get("srsrc", V_SRC1) >> 2) << 16)
+                | (f.get("soffset", S_SDST) << 24))
 
 
 class FLAT(Family):
@@ -522,7 +524,7 @@ def _template(fam, f, text):
             tpl.append(["simm16", "", 0])
         elif fam.name == "SOPC" and t.startswith("gpr_idx("):
             tpl.append(["gpr_idx", "", 0])   # s_set_gpr_idx_on: ssrc1 is a mode mask
-        elif fam.name == "SMEM" and t == "0x10":
+        elif fam.name == "SMEM" and t == "0x2c":
             tpl.append(["offset", "", 0])
         elif fam.name == "SMEM" and t.isdigit():
             tpl.append(["sdata_imm", "", 0])   # s_atc_probe: the sdata field is a 7-bit value
@@ -559,6 +561,7 @@ def probe_family(fam: Family, mcpu="gfx942", ops=None) -> dict:
     table = {}
     for op, (_, c, t) in sorted(best.items()):
         mn, tpl, mods = _template(fam, c, t)
+        tpl = [x for x in tpl if not (x[0] == "=" and x[1] == "gds")]
         e = {"mn": mn, "ops": tpl}
         if mn.endswith(("_e32", "_e64")):
             e["name"] = mn[:-4]
@@ -740,6 +743,22 @@ def _ds_offsets(table, mcpu):
     for op, t in zip(ops, disassemble(probes, mcpu)):
         if t and "offset0:" in t:
             table[op]["entry"]["off2"] = True
+    for op in ops:                      # GWS ops need (and print) gds; others ignore the bit
+        if " gds" in table[op]["text"]:
+            table[op]["entry"]["gds"] = True
+
+
+def _smem_glc(table, mcpu):
+    """SMEM opcodes that print the glc bit (cache-control ops and s_memtime ignore it)."""
+    fam = FAMILY_BY_NAME["SMEM"]
+    ops = list(table)
+    probes = []
+    for op in ops:
+        w0, w1 = fam.encode(op, table[op]["probe"])
+        probes.append((w0 | (1 << 16), w1))
+    for op, t in zip(ops, disassemble(probes, mcpu)):
+        if not (t and " glc" in t):
+            table[op]["entry"]["noglc"] = True
 
 
 def _vop3_opsel(table, mcpu):
@@ -826,6 +845,8 @@ def probe_target_gfx942(families=None, mcpu="gfx942") -> dict:
             _vop3_opsel(tab, mcpu)
         if fam.name == "DS":
             _ds_offsets(tab, mcpu)
+        if fam.name == "SMEM":
+            _smem_glc(tab, mcpu)
         if fam.name == "VOP3P":
             _vop3p_kinds(tab, mcpu)
         out["families"][fam.name] = {str(op): rec["entry"] for op, rec in tab.items()}
@@ -870,9 +891,9 @@ def fuzz_words(family: str, op: int, rng) -> tuple[int, ...]:
     if family == "VOP3":
         w0 = (0x34 << 26) | (op << 16) | (r(16) if rng.random() < 0.3 else r(8) | (r(1) << 15))
         w1 = r(32) if rng.random() < 0.5 else r(27) | (r(1) << (27 + rng.randrange(5)))
-        return (w0, w1)
+        return (w0, _no_dpp_sdwa_src(w1))
     if family == "VOP3P":
-        return ((0x1A7 << 23) | (op << 16) | r(16), r(32))
+        return ((0x1A7 << 23) | (op << 16) | r(16), _no_dpp_sdwa_src(r(32)))
     if family == "DS":
         w0 = (0x36 << 26) | (op << 17) | r(16) | (r(1) << 25)
         w1 = r(32) if rng.random() < 0.3 else r(8) | (r(8) << 24) | (rng.choice([0, r(8)]) << 8)
@@ -889,6 +910,14 @@ def fuzz_words(family: str, op: int, rng) -> tuple[int, ...]:
     elif rng.random() < 0.5:
         w1 |= 0x7F << 16
     return (w0, w1)
+
+
+def _no_dpp_sdwa_src(w1: int) -> int:
+    """llvm-mc-19 crashes on a VOP3 source code 0xF9/0xFA (SDWA/DPP markers): avoid them."""
+    for lo in (0, 9, 18):
+        if (w1 >> lo) & 0x1FF in (0xF9, 0xFA):
+            w1 ^= 0x100 << lo
+    return w1
 
 
 def fuzz_extension(words: tuple[int, ...], rng) -> tuple[int, ...]:

@@ -222,7 +222,7 @@ class _Entry:
 
     __slots__ = ("mn", "name", "ops", "ct", "dpp", "sdwa", "opsel", "mai", "nsrc", "imm",
                  "store", "load", "atomic", "rmw_dst", "lds_only", "hi_default", "mix", "width",
-                 "negm", "absm", "dpp_nomods", "off2")
+                 "negm", "absm", "dpp_nomods", "off2", "gds", "noglc")
 
     def __init__(self, family: str, e: dict):
         self.mn = e["mn"]
@@ -239,6 +239,8 @@ class _Entry:
         self.absm = e.get("absm", 7)
         self.dpp_nomods = e.get("dpp_nomods", False)
         self.off2 = e.get("off2", False)
+        self.gds = e.get("gds", False)
+        self.noglc = e.get("noglc", False)
         n = self.name
         self.atomic = "atomic" in n
         self.store = "_store" in n or n.startswith("ds_write") or (
@@ -562,7 +564,7 @@ class _Decoder:
                 else:     # SGPR offset: soffset field with soe, else the offset field
                     ops.append(_sreg("soffset", soff if soe else offset & 0x7F, 1, read=True))
                     mods["offset"] = 0
-        if glc and not e.name.startswith(("s_atc_probe", "s_dcache_discard")):
+        if glc and not e.noglc:
             tm.append("glc")
         return self.make(data, off, base, 8, "SMEM", op, e, "", ops, mods, tm)
 
@@ -824,8 +826,8 @@ class _Decoder:
             mods["offset"] = o
             if o:
                 tm.append("offset:" + (_swizzle_text(o) if e.name == "ds_swizzle_b32" else str(o)))
-        if gds and self.target not in ("gfx942", "gfx950"):
-            tm.append("gds")     # gfx940+ has no GDS: LLVM ignores the bit and prints nothing
+        if gds and e.gds:
+            tm.append("gds")     # only the GWS ops use the bit on gfx940+ (LLVM ignores it elsewhere)
         return self.make(data, off, base, 8, "DS", op, e, "", ops, mods, tm)
 
     # .................................................................. MUBUF / MTBUF
@@ -999,6 +1001,8 @@ def _dpp_ctrl_text(c: int) -> str:
         return f"row_ror:{c - 0x120}"
     if c in _DPP_WAVE:
         return _DPP_WAVE[c]
+    if 0x150 <= c <= 0x15F:
+        return f"row_newbcast:{c - 0x150}"     # gfx940+ (the DP ALU's only DPP control)
     raise _Bad(f"reserved dpp_ctrl 0x{c:x}")
 
 
@@ -1023,6 +1027,49 @@ def _swizzle_text(o: int) -> str:
         b0, b1 = (p0 >> i) & 1, (p1 >> i) & 1
         mask += "1" if b0 and b1 else "0" if not b0 and not b1 else "p" if b1 else "i"
     return f'swizzle(BITMASK_PERM,"{mask}")'
+
+
+def classify(w0: int, w1: int = 0) -> tuple[str, int] | None:
+    """(family, opcode) of a machine word from its encoding bits alone (no opcode table).
+
+    VOP3 opcodes are the 10-bit VOP3 opcode (promoted VOPC/VOP2/VOP1 included); FLAT's family is
+    FLAT, SCRATCH or GLOBAL by its segment field.  None for an unknown encoding.
+    """
+    if w0 >> 31 == 0:
+        op = (w0 >> 25) & 0x3F
+        if op == 0x3E:
+            return "VOPC", (w0 >> 17) & 0xFF
+        if op == 0x3F:
+            return "VOP1", (w0 >> 9) & 0xFF
+        return "VOP2", op
+    if w0 >> 30 == 2:
+        top = w0 >> 23
+        if top == 0x17D:
+            return "SOP1", (w0 >> 8) & 0xFF
+        if top == 0x17E:
+            return "SOPC", (w0 >> 16) & 0x7F
+        if top == 0x17F:
+            return "SOPP", (w0 >> 16) & 0x7F
+        if w0 >> 28 == 0xB:
+            return "SOPK", (w0 >> 23) & 0x1F
+        return "SOP2", (w0 >> 23) & 0x7F
+    enc = w0 >> 26
+    if enc == 0x34:
+        if w0 >> 23 == 0x1A7:
+            return "VOP3P", (w0 >> 16) & 0x7F
+        return "VOP3", (w0 >> 16) & 0x3FF
+    if enc == 0x30:
+        return "SMEM", (w0 >> 18) & 0xFF
+    if enc == 0x36:
+        return "DS", (w0 >> 17) & 0xFF
+    if enc == 0x37:
+        fam = ("FLAT", "SCRATCH", "GLOBAL", None)[(w0 >> 14) & 3]
+        return (fam, (w0 >> 18) & 0x7F) if fam else None
+    if enc == 0x38:
+        return "MUBUF", (w0 >> 18) & 0x7F
+    if enc == 0x3A:
+        return "MTBUF", (w0 >> 15) & 0xF
+    return None
 
 
 _DECODERS: dict = {}
