@@ -162,6 +162,8 @@ class RunContext:
             row = r if r is not None else 0
         if wave is None:
             wave = int(widx[row]) if len(widx) else 0
+        if rows_lanes is None:
+            lanes = tuple(int(x) for x in np.nonzero(st.EXEC[wave])[0])   # the lanes taking part
         g = int(st.wg[wave])
         rep = Report(category, self.kernel, int(inst.pc), inst.text, message,
                      workgroup=tuple(int(x) for x in st.wg_id[g]), wave=int(st.wave_in_wg[wave]),

@@ -364,7 +364,8 @@ class Sanitizer:
                 continue
             bad = ~self.sinit[k - nr, ws]
             if bad.any():
-                st.run.fault(R.UNINIT, inst, f"reads {self._name(k)}, which nothing has written", ws, bad)
+                w = int(np.arange(st.W)[ws][int(np.nonzero(bad)[0][0])])
+                st.run.fault(R.UNINIT, inst, f"reads {self._name(k)}, which nothing has written", ws, None, wave=w)
 
     def mark_v(self, st, ws, keys, all_lanes):
         full = isinstance(ws, slice) and (st.exec_all or all_lanes)

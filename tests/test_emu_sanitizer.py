@@ -1,0 +1,225 @@
+"""The sanitizer on small hand-written gfx942 kernels: each category gets a clean kernel (no report, right
+result) and the same kernel with one bug planted (a removed s_waitcnt, a shortened s_nop before an
+MFMA read, a dropped barrier, a store past a buffer, an uninitialised VGPR, an infinite loop ...).  The
+report must name the kernel, the PC (checked against llvm-objdump's address of that instruction), the
+instruction, the workgroup, the wave, the lanes and, for memory, the address."""
+
+import numpy as np
+import pytest
+
+from emu_support import address_of, build
+from isagen.runtime.emu import Device, EmulatorError
+
+# Two waves exchange data through LDS: out[t] = in[t ^ 64] + 1 for t in 0..127.
+EXCHANGE = """
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_load_dword v2, v1, s[4:5]
+  {wait_load}
+  v_add_f32 v2, 1.0, {addend}
+  ds_write_b32 v1, v2
+  {wait_lds}
+  {barrier}
+  v_xor_b32 v3, 0x100, v1
+  ds_read_b32 v4, v3{read_off}
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v4, s[6:7]{store_off}
+"""
+CLEAN = dict(wait_load="s_waitcnt vmcnt(0)", addend="v2", wait_lds="s_waitcnt lgkmcnt(0)", barrier="s_barrier",
+             read_off="", store_off="")
+
+
+def exchange(**planted):
+    return build("exchange", EXCHANGE.format(**{**CLEAN, **planted}), args=(("ptr", "inp"), ("ptr", "out")),
+                 lds=512, vgprs=16)
+
+
+def run_exchange(co, dev=None, on_error="collect"):
+    dev = dev or Device("gfx942")
+    mod = dev.load_module(co)
+    x = np.arange(128, dtype=np.float32) * 0.5
+    dx, dout = dev.to_device(x, "inp"), dev.to_device(np.zeros(128, np.float32), "out")
+    reports = mod.launch("exchange", grid=(1,), block=(128,), args=[dx, dout], on_error=on_error)
+    return reports, dev.from_device(dout, 128, np.float32), x, dout
+
+
+def only(reports, category):
+    assert reports, "expected a report"
+    assert {r.category for r in reports} == {category}, [str(r) for r in reports]
+    return reports[0]
+
+
+def test_clean_exchange_reports_nothing_and_computes():
+    reports, got, x, _ = run_exchange(exchange())
+    assert reports == []
+    np.testing.assert_array_equal(got, x[np.arange(128) ^ 64] + 1)
+
+
+def test_missing_vmcnt_before_use():
+    co = exchange(wait_load="")
+    reports, *_ = run_exchange(co)
+    r = only(reports, "missing-wait")
+    assert r.pc == address_of(co, "v_add_f32")
+    assert r.instruction.startswith("v_add_f32") and r.kernel == "exchange"
+    assert r.workgroup == (0, 0, 0) and r.wave in (0, 1) and r.lanes == tuple(range(64))
+    assert "v2" in r.message and "global_load_dword" in r.message and "vmcnt(0)" in r.message
+    # raised by default, as one line naming the same place
+    with pytest.raises(EmulatorError, match=r"\[missing-wait\] exchange pc 0x[0-9a-f]+ `v_add_f32"):
+        run_exchange(co, on_error="raise")
+
+
+def test_dropped_barrier_is_an_lds_race():
+    co = exchange(barrier="")
+    r = only(run_exchange(co)[0], "lds-race")
+    assert r.pc == address_of(co, "ds_read_b32")
+    assert r.workgroup == (0, 0, 0)
+    # wave w reads the words of wave 1-w: word (t ^ 64) of its first lane
+    assert r.address == 4 * (64 if r.wave == 0 else 0)
+    assert f"that wave {1 - r.wave} wrote" in r.message and "no s_barrier" in r.message
+
+
+def test_barrier_without_lgkmcnt_is_a_race_too():
+    co = exchange(wait_lds="")
+    r = only(run_exchange(co)[0], "lds-race")
+    assert r.pc == address_of(co, "ds_read_b32")
+    assert "still outstanding at the s_barrier" in r.message
+
+
+def test_store_past_the_buffer():
+    co = exchange(store_off=" offset:256")
+    reports, _, _, dout = run_exchange(co)
+    r = only(reports, "oob-global")
+    assert r.pc == address_of(co, "global_store_dword")
+    # wave 1 (t = 64..127) stores at out + 4*t + 256 >= out + 512: past the 512-byte buffer
+    assert r.wave == 1 and r.lanes == tuple(range(64))
+    assert r.address == int(dout) + 4 * 64 + 256
+    assert "'out'" in r.message and "past the end" in r.message
+
+
+def test_lds_read_past_the_allocation():
+    co = exchange(read_off=" offset:512")
+    r = only(run_exchange(co)[0], "oob-lds")
+    assert r.pc == address_of(co, "ds_read_b32")
+    assert r.address == (4 * (r.lanes[0] + 64 * r.wave) ^ 0x100) + 512
+
+
+def test_uninitialised_vgpr_read():
+    co = exchange(addend="v9")
+    r = only(run_exchange(co)[0], "uninitialized")
+    assert r.pc == address_of(co, "v_add_f32")
+    assert "v9" in r.message and r.lanes == tuple(range(64))
+
+
+def test_partially_initialised_lanes():
+    # v5 written under EXEC = lanes 0..31 only, then read by all lanes
+    body = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_mov_b64 exec, 0xffffffff
+  v_mov_b32 v5, 1.0
+  s_mov_b64 exec, -1
+  v_lshlrev_b32 v1, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v5, s[4:5]
+"""
+    co = build("partial", body)
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(64, np.float32))
+    r = only(dev.load_module(co).launch("partial", grid=(1,), block=(64,), args=[out], on_error="collect"),
+             "uninitialized")
+    assert r.pc == address_of(co, "global_store_dword") and r.lanes == tuple(range(32, 64))
+
+
+def test_missing_lgkmcnt_after_scalar_load():
+    co = build("smem", """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_mov_b32 v1, s4
+""")
+    dev = Device("gfx942")
+    r = only(dev.load_module(co).launch("smem", grid=(1,), block=(64,), args=[0], on_error="collect"),
+             "missing-wait")
+    assert r.pc == address_of(co, "v_mov_b32")
+    assert "lgkmcnt(0)" in r.message and "s4" in r.message
+
+
+MFMA = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_mov_b32 v0, 0x3f803f80
+  v_mov_b32 v1, 0x3f803f80
+  v_mov_b32 v2, 0x40004000
+  v_mov_b32 v3, 0x40004000
+  s_nop 1
+  v_mfma_f32_16x16x16_bf16 a[0:3], v[0:1], v[2:3], 0
+  s_nop {nops}
+  v_accvgpr_read_b32 v4, a0
+  v_lshlrev_b32 v5, 2, v4
+  v_mbcnt_lo_u32_b32 v6, -1, 0
+  v_mbcnt_hi_u32_b32 v6, -1, v6
+  v_lshlrev_b32 v6, 2, v6
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v6, v4, s[4:5]
+"""
+
+
+@pytest.mark.parametrize("nops,ok", [(6, True), (5, False), (2, False)])
+def test_mfma_result_read_needs_seven_wait_states(nops, ok):
+    # 16x16x16 bf16 is a 4-pass XDL MFMA on gfx942: a VALU read of its result needs P+3 = 7 wait states
+    # (AMD/LLVM table in the reference notes); s_nop N gives N+1.
+    co = build("mfma", MFMA.format(nops=nops), vgprs=8, agprs=4)
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(64, np.float32))
+    reports = dev.load_module(co).launch("mfma", grid=(1,), block=(64,), args=[out], on_error="collect")
+    if ok:
+        assert reports == []
+        # every D element is sum over k of 1.0 * 2.0 = 16 * 2
+        np.testing.assert_array_equal(dev.from_device(out, 64, np.float32), np.full(64, 32.0, np.float32))
+    else:
+        r = only(reports, "hazard")
+        assert r.pc == address_of(co, "v_accvgpr_read_b32")
+        assert f"{nops + 1} wait state" in r.message and "needs 7" in r.message and "a0" in r.message
+
+
+def test_valu_write_then_mfma_read_needs_two_wait_states():
+    co = build("mfma2", MFMA.format(nops=6).replace("  s_nop 1\n", ""), vgprs=8, agprs=4)
+    dev = Device("gfx942")
+    reports = dev.load_module(co).launch("mfma2", grid=(1,), block=(64,), args=[dev.to_device(np.zeros(64))],
+                                         on_error="collect")
+    r = only(reports, "hazard")
+    assert r.pc == address_of(co, "v_mfma_f32_16x16x16_bf16") and "needs 2" in r.message
+
+
+def test_infinite_loop_hits_the_budget():
+    co = build("spin", """
+  s_mov_b32 s3, 0
+.Lspin:
+  s_add_u32 s3, s3, 1
+  s_branch .Lspin
+""")
+    dev = Device("gfx942", max_wave_instructions=20000)
+    with pytest.raises(EmulatorError, match=r"\[budget\] spin pc 0x[0-9a-f]+ .*instruction budget of 20000"):
+        dev.load_module(co).launch("spin", grid=(2,), block=(64,), args=[0])
+
+
+def test_barrier_with_one_wave_spinning_hits_the_budget():
+    # wave 0 waits at the barrier, wave 1 never arrives
+    co = build("halfbar", """
+  v_readfirstlane_b32 s3, v0
+  s_cmp_eq_u32 s3, 0
+  s_cbranch_scc1 .Lwait
+.Lspin:
+  s_branch .Lspin
+.Lwait:
+  s_barrier
+""")
+    dev = Device("gfx942", max_wave_instructions=5000)
+    reports = dev.load_module(co).launch("halfbar", grid=(1,), block=(128,), args=[0], on_error="collect")
+    r = only(reports, "budget")
+    assert r.wave == 1
+
+
+def test_sanitize_off_runs_the_buggy_kernel_quietly():
+    co = exchange(barrier="", wait_load="")
+    reports, got, x, _ = run_exchange(co, dev=Device("gfx942", sanitize=False))
+    assert reports == []
+    # (the emulator executes waves at the same PC in lockstep, so the race happens to resolve)
+    np.testing.assert_array_equal(got, x[np.arange(128) ^ 64] + 1)
