@@ -250,7 +250,7 @@ class HipBackend:
         ok, why = rocm_gpu_available()
         if not ok:
             raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use ISAGEN_BACKEND=emu)")
-        devices = {t.device.index for t in tensors.values()}
+        devices = {t.device.index for t in tensors.values()} - {None}
         device_index = devices.pop() if devices else torch.cuda.current_device()
         with torch.cuda.device(device_index):
             module = load_module(kernel.code_object, device_index, device_arch=device_arch(device_index),

@@ -231,7 +231,7 @@ def format_report(r: RunReport) -> list[str]:
     if r.backend == "hip" and r.time_ms is not None:
         lines.append(f"  time: {r.time_ms * 1e3:.1f} us on the device (median of hip events)")
     elif r.backend == "emu":
-        count = f", {r.instructions} instructions executed" if r.instructions is not None else ""
+        count = f", {r.instructions} wave instructions executed" if r.instructions is not None else ""
         wall = f"{r.time_ms:.1f} ms" if r.time_ms is not None else "-"
         lines.append(f"  time: emulated in {wall} wall{count}")
     lines.append("PASS" if r.ok else "FAIL")

@@ -194,3 +194,41 @@ def test_module_loaded_once_per_process_and_device(code_objects, monkeypatch):
     with pytest.raises(LaunchError, match="gfx950"):
         hipb.load_module(code_objects["gfx950:sramecc+:xnack-"], 0, device_arch="gfx942:sramecc+:xnack-", hip=fake)
     assert len(fake.loads) == 2
+
+
+def test_backend_run_launches_on_torchs_stream(code_objects, monkeypatch, tmp_path):
+    """HipBackend.run with torch's device queries stubbed: the module is loaded once, the function is
+    the kernel's symbol, the blob is the kernel's KernArgs packing of the tensors' addresses, the
+    stream is torch's current one; a device of another arch is refused before anything loads."""
+    import contextlib
+    import types as _t
+
+    import torch
+
+    import isagen
+    from isagen.runtime import backend
+    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path))
+    k = isagen.build("axpy_f32", "gfx942")
+    monkeypatch.setattr(hipb, "_modules", {})
+    monkeypatch.setattr(backend, "rocm_gpu_available", lambda: (True, ""))
+    monkeypatch.setattr(torch.cuda, "device", lambda i: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None: _t.SimpleNamespace(cuda_stream=0x5EED))
+    monkeypatch.setattr(hipb, "device_arch", lambda i: "gfx942:sramecc+:xnack-")
+    fake = FakeHip()
+    be = hipb.HipBackend(hip=fake)
+    x, y = torch.randn(3000), torch.randn(3000)
+    bound, values, sizes = k.bind((x, y), {"alpha": 0.5})
+    grid = k.launch.grid_for(sizes)
+    assert be.run(k, bound, values, grid, k.launch.block, outputs=["y"]) is None
+    be.run(k, bound, values, grid, k.launch.block, outputs=["y"])
+    assert fake.loads == [k.code_object] and fake.lookups == [("module1", b"axpy_f32")]
+    rec = fake.launches[-1]
+    assert rec["blob"] == k.args.pack(x=x.data_ptr(), y=y.data_ptr(), alpha=0.5, n=3000)
+    assert rec["grid"] == (2, 1, 1) and rec["block"] == (256, 1, 1) and rec["stream"] == 0x5EED
+    monkeypatch.setattr(hipb, "_modules", {})
+    monkeypatch.setattr(hipb, "device_arch", lambda i: "gfx950:sramecc+:xnack-")
+    with pytest.raises(LaunchError, match=r"kernel 'axpy_f32' was built for gfx942:sramecc\+:xnack- but the GPU "
+                                          r"is gfx950:sramecc\+:xnack-: rebuild with target='gfx950'"):
+        be.run(k, bound, values, grid, k.launch.block)
+    assert len(fake.loads) == 1

@@ -49,12 +49,30 @@ def test_reference_and_arguments_errors():
 
 
 # --------------------------------------------------------------------------- end to end (the emulator)
-@pytest.mark.parametrize("spec,shape", [("axpy_f32", "n=5003"), ("add_bf16", "n=4099"), ("scale_f16", "n=2047")])
-def test_every_bundled_spec_passes(spec, shape, capsys):
-    assert cli_main(["run", spec, "--shape", shape]) == 0
+def _bundled():
+    from isagen.spec import bundled_specs_dir
+    return sorted(p.stem for p in bundled_specs_dir().glob("*.yaml"))
+
+
+# sizes that exercise a partial last workgroup and the odd-n tail; other specs run at their default
+# shapes with every size capped at 512 (kept small for the emulator)
+SIZES = {"axpy_f32": ["n=5003"], "add_bf16": ["n=4099"], "scale_f16": ["n=2047"]}
+
+
+@pytest.mark.parametrize("spec", _bundled())
+def test_every_bundled_spec_passes(spec, capsys):
+    from isagen.api import resolve_spec
+    from isagen.spec import load_spec
+    shapes = SIZES.get(spec) or [f"{k}={min(v, 512)}" for k, v in load_spec(resolve_spec(spec)).shapes.items()]
+    assert cli_main(["run", spec, *[a for s in shapes for a in ("--shape", s)]]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "PASS" and f"{spec} [gfx942, emu]" in out
     assert "max abs err" in out and "emulated in" in out
+
+
+def test_default_shapes(capsys):
+    assert cli_main(["run", "axpy_f32"]) == 0
+    assert "axpy_f32 [gfx942, emu] n=1048576: grid (512, 1, 1)" in capsys.readouterr().out
 
 
 def test_overrides_and_explicit_backend(capsys):
