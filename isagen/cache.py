@@ -59,29 +59,35 @@ def entry_dir(name: str, key: str, root: Path | None = None) -> Path:
     return (root or cache_dir()) / "kernels" / f"{name}-{key[:32]}"
 
 
+def _read(path: Path, key: str):
+    """``(entry, co, asm, problem)``: the entry's parts, or a problem saying why it is not valid."""
+    try:
+        entry = json.loads((path / "entry.json").read_text())
+        co = (path / "kernel.co").read_bytes()
+        asm = (path / "kernel.s").read_bytes()
+    except (OSError, ValueError) as e:
+        return None, None, None, f"it cannot be read ({e.__class__.__name__}: {e})"
+    sums = entry.get("sha256") if isinstance(entry, dict) else None
+    if not isinstance(sums, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
+        return None, None, None, "its key does not match"
+    if sums.get("kernel.co") != _sha(co):
+        return None, None, None, "kernel.co does not match its recorded SHA-256"
+    if sums.get("kernel.s") != _sha(asm):
+        return None, None, None, "kernel.s does not match its recorded SHA-256"
+    return entry, co, asm.decode(), None
+
+
 def load(name: str, key: str, root: Path | None = None) -> tuple[dict, bytes, str] | None:
     """``(entry, code_object, assembly)`` for ``key``, or None when there is no valid entry."""
     path = entry_dir(name, key, root)
     if not path.is_dir():
         return None
-    try:
-        entry = json.loads((path / "entry.json").read_text())
-        co = (path / "kernel.co").read_bytes()
-        asm = (path / "kernel.s").read_bytes()
-        problem = None
-        if entry.get("format") != FORMAT or entry.get("key") != key:
-            problem = "its key does not match"
-        elif entry.get("sha256", {}).get("kernel.co") != _sha(co):
-            problem = "kernel.co does not match its recorded SHA-256"
-        elif entry.get("sha256", {}).get("kernel.s") != _sha(asm):
-            problem = "kernel.s does not match its recorded SHA-256"
-    except (OSError, ValueError, AttributeError) as e:
-        problem = f"it cannot be read ({e.__class__.__name__}: {e})"
+    entry, co, asm, problem = _read(path, key)
     if problem:
         warnings.warn(f"isagen cache entry {path} is corrupt ({problem}); rebuilding it", CacheWarning, stacklevel=3)
         shutil.rmtree(path, ignore_errors=True)
         return None
-    return entry, co, asm.decode()
+    return entry, co, asm
 
 
 def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None = None) -> Path:
@@ -99,7 +105,9 @@ def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | No
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-        if final.exists():                 # a stale or corrupt entry (a valid one would have loaded)
+        if final.exists():
+            if _read(final, key)[3] is None:   # a concurrent builder stored it meanwhile: keep theirs
+                return final
             shutil.rmtree(final, ignore_errors=True)
         try:
             os.rename(tmp, final)

@@ -100,4 +100,8 @@ def test_store_is_atomic_and_ignores_partial_writes(tmp_path):
     # storing the same key again (a concurrent builder) keeps one whole entry
     cache.store("k", key, {"name": "k"}, b"\x7fELF-bytes", "asm text", tmp_path)
     assert cache.load("k", key, tmp_path)[1] == b"\x7fELF-bytes"
+    # a damaged entry in the way of a store is replaced
+    (path / "kernel.co").write_bytes(b"\x7fELF-bytez")
+    cache.store("k", key, {"name": "k"}, b"\x7fELF-bytes", "asm text", tmp_path)
+    assert cache.load("k", key, tmp_path)[1] == b"\x7fELF-bytes"
     assert cache.clear(tmp_path) == 2 and cache.load("k", key, tmp_path) is None
