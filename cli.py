@@ -82,9 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     tc = sub.add_parser("toolchain", help="show which assembler/linker each target uses")
     tc.set_defaults(run=cmd_toolchain)
 
-    d = sub.add_parser("disasm", help="disassemble a code object (isagen disasm FILE.co [--kernel NAME])",
-                       add_help=False)
-    d.add_argument("rest", nargs=argparse.REMAINDER)
+    d = sub.add_parser("disasm", help="disassemble a code object with isagen's decoder",
+                       description="Disassemble an AMDGPU code object (gfx942/gfx950) in llvm-objdump's layout, "
+                                   "with the descriptor and metadata as comments.")
+    d.add_argument("file", help="code object (.co / .hsaco)")
+    d.add_argument("--kernel", "-k", default=None, help="only this kernel")
     d.set_defaults(run=cmd_disasm)
 
     demo = sub.add_parser("demo", help="generate, assemble, inspect and run the fp32 axpy kernel")
@@ -305,11 +307,11 @@ def cmd_toolchain(args) -> int:
 
 
 def cmd_disasm(args) -> int:
-    try:
-        from isagen import disasm
-    except ImportError as e:
-        raise IsagenError(f"isagen disasm is not available in this installation ({e})") from None
-    return disasm.main(args.rest)
+    from isagen.codeobject import read_code_object
+    from isagen.disasm import disassemble
+
+    sys.stdout.write(disassemble(read_code_object(args.file), args.kernel))
+    return 0
 
 
 # --------------------------------------------------------------------------- demo

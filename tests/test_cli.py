@@ -216,6 +216,24 @@ def test_no_command_prints_help(capsys):
     assert "gen" in capsys.readouterr().out
 
 
+OBJDUMP = shutil.which("llvm-objdump-19")
+
+
+@pytest.mark.skipif(OBJDUMP is None, reason="needs llvm-objdump-19 (apt install llvm-19)")
+def test_disasm_matches_llvm_objdump(tmp_path, spec_file, capsys):
+    out = tmp_path / "out"
+    assert main(["gen", str(spec_file), "--target", "gfx942", "-o", str(out)]) == 0
+    co = out / "cli_axpy.gfx942.co"
+    capsys.readouterr()
+    assert main(["disasm", str(co), "--kernel", "cli_axpy"]) == 0
+    ours = [l.split("//")[0].split() for l in capsys.readouterr().out.splitlines() if l.startswith("\t")]
+    llvm = subprocess.run([OBJDUMP, "-d", str(co)], capture_output=True, text=True, check=True).stdout
+    theirs = [l.split("//")[0].split() for l in llvm.splitlines() if l.startswith("\t")]
+    assert ours == theirs and len(ours) > 10
+    assert main(["disasm", str(co), "--kernel", "nope"]) == 2
+    assert "no kernel named 'nope'" in one_error_line(capsys.readouterr().err)
+
+
 # ---------------------------------------------------------------------------- list / targets / toolchain
 def test_list_shows_specs_and_schema(capsys):
     assert main(["list"]) == 0
