@@ -473,6 +473,24 @@ def test_waves_vectorised_and_strided_register_file():
         assert M.mfma(nm, "gfx942", *ops3, out=buf) is buf and np.array_equal(buf, want)
 
 
+@pytest.mark.parametrize("name,target", [("v_mfma_f32_32x32x8_bf16", "gfx942"), ("v_mfma_f32_4x4x4_16b_f16", "gfx942"),
+                                         ("v_mfma_scale_f32_16x16x128_f8f6f4", "gfx950")])
+def test_large_batches_equal_small_ones(name, target):
+    """Batches over 256 waves run in chunks: the result equals separate calls on pieces."""
+    s = M.spec(name, target)
+    W = 300
+    a = random_regs(s.a_type if s.layout == "gfx9" else "fp8", s.a_regs, W, target)
+    b = random_regs(s.b_type if s.layout == "gfx9" else "fp8", s.b_regs, W, target)
+    c = random_regs("f32", s.c_regs, W, target)
+    kw = {}
+    if s.scaled:
+        kw = dict(scale_a=RNG.integers(120, 135, (W, 64)).astype(np.uint32), scale_b=np.uint32(127))
+    d = M.mfma(name, target, a, b, c, **kw)
+    for w0, w1 in ((0, 7), (7, 290), (290, 300)):
+        part = {k: (v[w0:w1] if np.ndim(v) else v) for k, v in kw.items()}
+        assert np.array_equal(d[:, w0:w1], M.mfma(name, target, a[:, w0:w1], b[:, w0:w1], c[:, w0:w1], **part))
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda: M.mfma("v_mfma_f32_16x16x16_bf16", "gfx942", *ops(2, 2, 4), cbsz=1), r"v_mfma_f32_16x16x16_bf16: cbsz=1"),
     (lambda: M.mfma("v_mfma_f32_32x32x8_f16", "gfx942", *ops(2, 2, 16), blgp=2), r"v_mfma_f32_32x32x8_f16: blgp=2"),

