@@ -49,9 +49,10 @@ def test_triton_bf16_matmul_matches_torch(kernels, M, N, K):
     g = torch.Generator().manual_seed(M * N + K)
     a = torch.randn(M, K, generator=g).bfloat16()
     b = torch.randn(K, N, generator=g).bfloat16()
-    # sanitize=False: the sanitizer flags LLVM's SGPR spill of a never-written register
-    # (`v_writelane_b32 v254, s85, 12` in the prologue), an executor matter unrelated to the MFMA
-    c, reports, stats = run_matmul(kernel, a, b, sanitize=False)
+    # the sanitizer (missing waits, LDS races, out-of-bounds) runs on the aligned kernel; the
+    # unaligned one spills a never-written SGPR (`v_writelane_b32 v254, s85, ...`), which the
+    # sanitizer reports as an uninitialised read - an executor question, see docs/emu_notes.md
+    c, reports, stats = run_matmul(kernel, a, b, sanitize=kernel.aligned)
     assert reports == []
     assert stats["categories"]["mfma"] == stats["waves"] * 32 * -(-K // 64)     # 64x64 per wave, 32x32x8
     ref = a.double() @ b.double()
