@@ -145,8 +145,7 @@ def cmd_gen(args) -> int:
     if problems:
         return EXIT_USER_ERROR
 
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _output_dir(args.out_dir)
     failures, written, start = 0, 0, time.perf_counter()
     for i, (spec, target) in enumerate(jobs, 1):
         print(f"[{i}/{len(jobs)}] {spec.name} {target.name} … ", end="", flush=True)
@@ -191,9 +190,22 @@ def _check_unique(specs) -> None:
 
 
 def _write(path: Path, data: bytes) -> None:
+    """Write a file whole (via a temporary and a rename); an OS failure is a one-line error."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise IsagenError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _output_dir(path: str) -> Path:
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise IsagenError(f"cannot create the output directory {out}: {e.strerror or e}") from None
+    return out
 
 
 # --------------------------------------------------------------------------- list
@@ -331,8 +343,7 @@ def cmd_demo(args) -> int:
     t0 = time.perf_counter()
     program = spec.build(target)
     asm = render_assembly(program)
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = _output_dir(args.out_dir)
     s_path = out / f"{spec.name}.{target.name}.s"
     co_path = out / f"{spec.name}.{target.name}.co"
     _write(s_path, asm.encode())

@@ -211,6 +211,13 @@ def test_duplicate_names_in_a_library_build(tmp_path, spec_file, capsys):
     assert "would overwrite each other" in one_error_line(capsys.readouterr().err)
 
 
+def test_unwritable_output_is_one_line(tmp_path, spec_file, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["gen", str(spec_file), "--asm-only", "-o", str(blocker / "out")]) == 2
+    assert f"cannot create the output directory {blocker / 'out'}" in one_error_line(capsys.readouterr().err)
+
+
 def test_no_command_prints_help(capsys):
     assert main([]) == 2
     assert "gen" in capsys.readouterr().out
