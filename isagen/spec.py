@@ -139,10 +139,8 @@ class Spec:
             else:
                 raise TypeError(f"generator '{gen.name}' returned {type(result).__name__}, "
                                 "not a KernelBuilder or Program")
-        except SpecError as e:
-            raise SpecError(_prefixed(self.path, target, e)) from None
         except IsagenError as e:
-            raise type(e)(_prefixed(self.path, target, e)) from None
+            raise _with_prefix(e, self.path, target) from None
         rejections = gen.check(self.params, target, program) if gen.check else []
         if rejections:
             if not force:
@@ -164,9 +162,18 @@ class Spec:
         return self.generator.launch_dims(self.params, merged, get_target(target))
 
 
-def _prefixed(path: str, target: Target, error: Exception) -> str:
+def _with_prefix(error: IsagenError, path: str, target: Target) -> IsagenError:
+    """The same kind of error, its message prefixed with the spec and target (once)."""
     text = str(error)
-    return text if text.startswith(path) else f"{path} [{target.name}]: {text}"
+    if text.startswith(path):
+        return error
+    text = f"{path} [{target.name}]: {text}"
+    try:
+        new = type(error)(text)
+    except TypeError:                      # a subclass with a different constructor
+        new = IsagenError(text)
+        new.exit_code = error.exit_code
+    return new
 
 
 # ---------------------------------------------------------------------- loading
