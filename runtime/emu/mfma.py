@@ -378,13 +378,7 @@ def _check_modifiers(s: MfmaSpec, cbsz: int, abid: int, blgp: int) -> tuple[str,
 
 @lru_cache(maxsize=None)
 def _decode_table(kind: str, target: str):
-    """Lookup table raw code -> value (float64, int64 for i8) for 8/16-bit kinds; None otherwise."""
-    codes16 = np.arange(65536, dtype=np.uint32)
-    with np.errstate(invalid="ignore"):              # signalling NaN codes widen with a warning
-        if kind == "bf16":
-            return nx.bf16_to_f32(codes16).astype(np.float64)
-        if kind == "f16":
-            return nx.f16_to_f32(codes16).astype(np.float64)
+    """Lookup table raw code -> value (float64, int64 for i8) for the 8-bit kinds; None otherwise."""
     if kind in ("fp8", "bf8"):
         return nx.fp8_table(nx.fp8_format(target, kind)).astype(np.float64)
     if kind == "i8":
@@ -393,10 +387,15 @@ def _decode_table(kind: str, target: str):
 
 
 def _decode(raw: np.ndarray, kind: str, target: str) -> np.ndarray:
+    """Raw element bits (fresh contiguous array) -> float64 values (int64 for i8), exactly."""
     table = _decode_table(kind, target)
     if table is not None:
         return np.take(table, raw)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):              # signalling NaNs widen with a warning
+        if kind == "bf16":                           # bf16 bits are the top half of an f32
+            return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        if kind == "f16":
+            return raw.view(np.float16).astype(np.float64)
         if kind == "f32":
             return raw.view(np.float32).astype(np.float64)
         if kind == "xf32":
