@@ -256,7 +256,8 @@ class _Alu:
             return
         self.f32 = {t: k.vgpr(2, f"{t}_f32") for t in self.op.inputs}   # [0]: low element, [1]: high
         if self.soft_bf16:
-            self.rne = k.vgpr(1, "rne_tmp")
+            self.rne = k.vgpr(2, "rne_tmp")
+            self.nan_lo = k.sgpr(2, "nan_lo")                              # vcc is the high element's mask
             self.qnan = k.vgpr(1, "qnan")
             self.sel = k.sgpr(1, "perm_hi16")
             self.bias = k.sgpr(1, "rne_bias")
@@ -269,7 +270,7 @@ class _Alu:
             return
         k.free(*self.f32.values())
         if self.soft_bf16:
-            k.free(self.rne, self.qnan, self.sel, self.bias)
+            k.free(self.rne, self.nan_lo, self.qnan, self.sel, self.bias)
 
     # ------------------------------------------------------------------ fp32 math
     def math(self, k, dst, src: dict, alpha):
@@ -316,13 +317,25 @@ class _Alu:
         elif not self.soft_bf16:
             k.v_cvt_pk_bf16_f32(dst, lo, hi, comment="round both to bf16 (nearest even) and pack")
         else:
-            self.round_bf16(k, lo)
-            self.round_bf16(k, hi)
+            self.round_bf16_pair(k, lo, hi)
             k.v_perm_b32(dst, hi, lo, self.sel, comment="pack the two bf16 (high halves)")
+
+    def round_bf16_pair(self, k, lo, hi):
+        """round_bf16 of two values, interleaved so no compare result is read right after it is
+        written (which would cost an s_nop)."""
+        t = self.rne
+        k.v_cmp_u_f32(self.nan_lo, lo, lo, comment="low: NaN?")
+        k.v_cmp_u_f32(VCC, hi, hi, comment="high: NaN?")
+        k.v_bfe_u32(t[0], lo, 16, 1, comment="low: lsb of the bf16 mantissa")
+        k.v_add3_u32(t[0], lo, t[0], self.bias, comment="low + 0x7fff + lsb: ties round to even")
+        k.v_bfe_u32(t[1], hi, 16, 1, comment="high: lsb of the bf16 mantissa")
+        k.v_add3_u32(t[1], hi, t[1], self.bias, comment="high + 0x7fff + lsb")
+        k.v_cndmask_b32(lo, t[0], self.qnan, self.nan_lo, comment="NaN -> quiet NaN 0x7fc0 (as torch)")
+        k.v_cndmask_b32(hi, t[1], self.qnan, VCC, comment="NaN -> quiet NaN 0x7fc0")
 
     def round_bf16(self, k, r):
         """r (f32 bits) -> r with its high half the bf16 rounded to nearest even; NaN -> 0x7fc0."""
-        t = self.rne
+        t = self.rne[0]
         k.v_bfe_u32(t, r, 16, 1, comment="lsb of the bf16 mantissa")
         k.v_add3_u32(t, r, t, self.bias, comment="r + 0x7fff + lsb: ties round to even; bf16 in the high half")
         k.v_cmp_u_f32(VCC, r, r, comment="vcc: r is NaN")
