@@ -216,6 +216,7 @@ def _tail(k, op, alu, rsrc, n, nbytes, alpha):
     with 2-byte accesses, every other lane gets an out-of-range offset (no branch)."""
     k.comment("tail: if n is odd, lane 0 of workgroup 0 handles element n-1 with 2-byte accesses; "
               "every other lane's offset is out of range")
+    k.v_cmp_eq_u32(VCC, 0, k.tid, comment="vcc: lane 0 (compared early: read below, not next)")
     soff = k.sgpr(1, "tail_offset")
     odd = k.sgpr(1, "n_odd")
     k.s_lshl_b32(soff, n, 1, comment="n*2")
@@ -227,7 +228,6 @@ def _tail(k, op, alu, rsrc, n, nbytes, alpha):
     k.free(odd)
     voff = k.vgpr(1, "tail_offset")
     k.v_mov_b32(voff, soff)
-    k.v_cmp_eq_u32(VCC, 0, k.tid, comment="vcc: lane 0")
     k.v_cndmask_b32(voff, OOB, voff, VCC, comment="only lane 0")
     k.free(k.tid, soff)
     k.s_lshl_b32(nbytes, n, 1, comment="exact size n*2: element n-1 is in range for 2-byte accesses")
@@ -336,9 +336,9 @@ class _Alu:
     def round_bf16(self, k, r):
         """r (f32 bits) -> r with its high half the bf16 rounded to nearest even; NaN -> 0x7fc0."""
         t = self.rne[0]
+        k.v_cmp_u_f32(VCC, r, r, comment="vcc: r is NaN")
         k.v_bfe_u32(t, r, 16, 1, comment="lsb of the bf16 mantissa")
         k.v_add3_u32(t, r, t, self.bias, comment="r + 0x7fff + lsb: ties round to even; bf16 in the high half")
-        k.v_cmp_u_f32(VCC, r, r, comment="vcc: r is NaN")
         k.v_cndmask_b32(r, t, self.qnan, VCC, comment="NaN -> quiet NaN 0x7fc0 (as torch)")
 
     # ------------------------------------------------------------------ the tail's single element
