@@ -252,9 +252,10 @@ def cmd_list(args) -> int:
         sizes = ", ".join(f"{k} ({v})" for k, v in gen.shapes.items()) or "none"
         print(f"      targets: {', '.join(gen.targets)}; run-time sizes: {sizes}")
         width = max((len(k) for k in gen.params), default=4)
+        dwidth = max((len(_plain(p.default)) for p in gen.params.values()), default=4)
+        awidth = max((len(p.allowed()) for p in gen.params.values()), default=4)
         for pname, p in gen.params.items():
-            default = _plain(p.default)
-            print(f"      {pname:<{width}}  {p.type:<5}  {default:<8}  {p.allowed():<28}  {p.doc}")
+            print(f"      {pname:<{width}}  {p.type:<5}  {_plain(p.default):<{dwidth}}  {p.allowed():<{awidth}}  {p.doc}")
     return EXIT_USER_ERROR if errors else 0
 
 
