@@ -249,11 +249,16 @@ def test_list_shows_specs_and_schema(capsys):
         line = next(l for l in out.splitlines() if l.strip().startswith(s.name + " "))
         assert s.kernel in line and ", ".join(s.targets) in line
         assert s.params.describe() in out
+    generators = out.split("Generators")[1]
+    sections = re.split(r"^  (?=\S)", generators, flags=re.M)[1:]       # one per generator
+    by_name = {sec.split(":")[0]: sec for sec in sections}
     for name, gen in load_generators().items():
-        assert f"  {name}: " in out
+        assert name in by_name, name
         for pname, p in gen.params.items():
-            row = next(l for l in out.splitlines() if l.strip().startswith(pname + " "))
-            assert p.type in row and str(p.default) in row
+            row = next(l for l in by_name[name].splitlines() if l.strip().startswith(pname + " "))
+            cols = row.split()
+            expected = ("true" if p.default else "false") if isinstance(p.default, bool) else str(p.default)
+            assert cols[1] == p.type and cols[2] == expected, row
 
 
 def test_list_reports_an_invalid_spec(tmp_path, capsys):
