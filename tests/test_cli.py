@@ -114,9 +114,15 @@ def test_define_override_reaches_the_code_object(tmp_path, spec_file, capsys):
 
 
 def test_library_build_shows_progress(tmp_path, capsys):
-    specs = load_specs([bundled_specs_dir()])
+    lib = tmp_path / "lib"                          # the elementwise specs: quick to build
+    lib.mkdir()
+    for s in load_specs([bundled_specs_dir()]):
+        if s.kernel == "elementwise":
+            shutil.copy(s.path, lib)
+    specs = load_specs([lib])
+    assert len(specs) >= 2
     total = sum(len(s.targets) for s in specs)
-    assert main(["gen", str(bundled_specs_dir()), "--asm-only", "-o", str(tmp_path)]) == 0
+    assert main(["gen", str(lib), "--asm-only", "-o", str(tmp_path)]) == 0
     stdout = capsys.readouterr().out
     i = 0
     for s in sorted(specs, key=lambda s: s.path):
