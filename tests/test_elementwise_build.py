@@ -12,7 +12,7 @@ import pytest
 from isagen.cli import main
 from isagen.emit import render_assembly
 from isagen.kernels.elementwise import ELEMENT_BYTES, OPS
-from isagen.spec import bundled_specs_dir, load_spec, load_specs, parse_spec
+from isagen.spec import bundled_specs_dir, load_specs, parse_spec
 from isagen.toolchain import assemble
 
 READELF = shutil.which("llvm-readelf-19") or shutil.which("llvm-readelf")
