@@ -123,7 +123,11 @@ def normalise_ours(text: str) -> str:
 # ----------------------------------------------------------------------------- opcode tables
 
 def family_opcode(data: bytes) -> tuple[str, int]:
-    """Encoding family and opcode of the instruction starting at ``data`` (gfx9 layouts)."""
+    """Encoding family and opcode of the instruction in ``data`` (gfx9 layouts).  A 16-byte instruction
+    is gfx950's VOP3PX2 (a scaled MFMA: the v_mfma_ld_scale_b32 word pair, then the MFMA's), named by
+    the opcode of its second half."""
+    if len(data) == 16:
+        return "VOP3PX2", family_opcode(data[8:])[1]
     word = int.from_bytes(data[:4], "little")
     if word >> 30 == 0b10:
         if word >> 23 == 0x17D:
