@@ -198,3 +198,138 @@ def test_unknown_opcode_names_the_offset():
         D.decode(_bytes([0xBF800000]) + b"\xff\x02", "gfx942")
     with pytest.raises(D.DecodeError, match="offset 0x0: .*unknown SOPP opcode 127"):
         D.decode(_bytes([(0x17F << 23) | (0x7F << 16)]), "gfx942")
+
+
+# ----------------------------------------------------------------------------- gfx950
+
+def _have_zig():
+    try:
+        return G.zig_available()
+    except Exception:
+        return False
+
+
+GFX950_EXTRA = [
+    # modifiers and operand forms of new gfx950 instructions (LLVM assembler syntax)
+    "v_mfma_f32_16x16x32_bf16 a[0:3], v[4:7], v[8:11], a[0:3]",
+    "v_mfma_f32_16x16x32_bf16 v[0:3], a[4:7], a[8:11], v[0:3] cbsz:1 abid:1 blgp:2",
+    "v_mfma_f32_32x32x16_f16 v[0:15], v[16:19], v[20:23], 0",
+    "v_mfma_f32_16x16x128_f8f6f4 a[0:3], v[4:7], v[12:17], a[0:3] cbsz:4 blgp:2",
+    "v_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:21], v[24:31], v[0:15] cbsz:3",
+    "v_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[20:23], v24, v25",
+    "v_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[20:23], v24, v25 "
+    "op_sel:[0,1,0] op_sel_hi:[1,1,0]",
+    "v_mfma_scale_f32_32x32x64_f8f6f4 a[0:15], v[16:19], v[20:25], a[0:15], v4, v5 cbsz:4 blgp:2",
+    "v_bitop3_b32 v1, v2, v3, v4 bitop3:0xe8",
+    "v_bitop3_b16 v1, v2, v3, v4 bitop3:0x81",
+    "v_permlane32_swap_b32_e64 v1, v2 bound_ctrl:1 fi:1",
+    "v_permlane16_swap_b32 v1, v2",
+    "v_cvt_pk_bf16_f32 v1, v2, v3",
+    "v_cvt_pk_bf16_f32 v1, -v2, |v3| clamp",
+    "v_cvt_scalef32_pk_f32_fp8 v[0:1], v2, v3",
+    "ds_read_b64_tr_b16 v[0:1], v2 offset:8",
+    "buffer_load_dwordx4 v1, s[4:7], 0 offen lds",
+    "buffer_load_dwordx3 v1, s[4:7], s3 offen offset:16 lds",
+    "global_load_lds_dwordx4 v[2:3], off offset:16",
+    "global_load_lds_dwordx3 v2, s[4:5] offset:-64",
+    "v_prng_b32 v1, v2",
+]
+
+
+@needs_mc
+@pytest.mark.skipif(not _have_zig(), reason="ziglang not installed (pip install ziglang)")
+def test_gfx950_round_trip_through_zig_clang():
+    """gfx950 has no disassembler here: every opcode of the gfx950 table is assembled by zig's
+    clang 22, decoded, rendered and assembled again; the bytes must be identical."""
+    tab = D.opcode_table("gfx950")
+    t942 = D.opcode_table("gfx942")
+    words, keys = [], []
+    for fam, ops in t942.fam.items():
+        for op in ops:
+            for w in G.canonical_words(fam, op):
+                words.append(w)
+                keys.append((fam, op))
+    valid = G.disassemble(words, "gfx942")
+    texts, per_op = [], {}
+    for k, w, t in zip(keys, words, valid):
+        if t is None or "/*" in t or per_op.get(k, 0) >= 2:
+            continue
+        per_op[k] = per_op.get(k, 0) + 1
+        texts.append(D.decode_one(_bytes(w), 0, "gfx942").text)
+    for fam, ops in tab.fam.items():
+        texts += [e_asm for e_asm in (_asm_of(tab, fam, op) for op in ops) if e_asm]
+    texts += GFX950_EXTRA
+    first = G.zig_assemble(texts, "gfx950")
+    ok = [(t, b) for t, (b, err) in zip(texts, first) if b is not None]
+    rejected_extra = [t for t, (b, err) in zip(texts, first) if b is None and t in GFX950_EXTRA]
+    assert not rejected_extra, rejected_extra
+    rendered, covered = [], set()
+    for t, b in ok:
+        ins = D.decode(b, "gfx950")
+        assert len(ins) == 1, (t, [i.text for i in ins])
+        rendered.append(ins[0].text)
+        covered.add((ins[0].family if not ins[0].mai or ins[0].size == 8 else "VOP3PX2",
+                     ins[0].opcode))
+    again = G.zig_assemble(rendered, "gfx950")
+    bad = [f"{t!r} -> {r!r}: {err or (b1.hex() + ' != ' + (b2 or b'').hex())}"
+           for (t, b1), r, (b2, err) in zip(ok, rendered, again) if b2 != b1]
+    assert not bad, f"{len(bad)} of {len(ok)} do not round-trip:\n" + "\n".join(bad[:30])
+    assert len(ok) > 2500
+    want = {(f, o) for f, ops in tab.fam.items() for o, e in ops.items()
+            if not _raw_entry(f, o).get("unverified")}
+    missing = want - covered
+    assert not missing, sorted(missing)[:20]
+
+
+_RAW950 = None
+
+
+def _raw_entry(fam, op):
+    global _RAW950
+    if _RAW950 is None:
+        import json
+        with open(os.path.join(ROOT, "isagen", "isa", "data", "opcodes.gfx950.json")) as f:
+            _RAW950 = json.load(f)
+    return _RAW950["families"][fam][str(op)]
+
+
+def _asm_of(tab, fam, op):
+    return _raw_entry(fam, op).get("asm")
+
+
+def test_gfx950_table_differences():
+    """What the generator found, pinned: gfx950 dropped the xf32 MFMAs and buffer_wbinvl1*, and
+    added the CDNA4 instructions the brief lists."""
+    t = D.opcode_table("gfx950")
+    names = {e.name for ops in t.fam.values() for e in ops.values()}
+    for n in ("v_mfma_f32_16x16x32_bf16", "v_mfma_f32_32x32x16_bf16", "v_mfma_f32_16x16x32_f16",
+              "v_mfma_f32_32x32x16_f16", "v_mfma_scale_f32_16x16x128_f8f6f4",
+              "v_mfma_scale_f32_32x32x64_f8f6f4", "v_cvt_pk_bf16_f32", "ds_read_b64_tr_b16",
+              "v_permlane16_swap_b32", "v_permlane32_swap_b32", "v_prng_b32",
+              "v_cvt_scalef32_pk_f32_fp8", "global_load_lds_dwordx4"):
+        assert n in names, n
+    assert "v_mfma_f32_16x16x8_xf32" not in names and "buffer_wbinvl1" not in names
+    # gfx942 MFMAs keep their opcodes
+    assert t.fam["VOP3P"][97].name == "v_mfma_f32_16x16x16_bf16"
+
+
+def test_gfx950_decoding_examples():
+    # v_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[20:23], v24, v25
+    ins = D.decode(_bytes([0xD3AC0000, 0x00023318, 0xD3AD0800, 0x04521904]), "gfx950")
+    assert len(ins) == 1 and ins[0].size == 16 and ins[0].mai
+    i = ins[0]
+    assert i.text == "v_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[20:23], v24, v25"
+    assert D.Reg("v", 24) in i.reads and D.Reg("v", 4, 8) in i.reads and i.writes == (D.Reg("v", 0, 4),)
+    # f8f6f4 operand widths follow the cbsz/blgp formats (fp4 = 4 dwords, fp6 = 6)
+    j = D.decode_one(_bytes([0xD3AD8400, 0x44021904]), 0, "gfx950")
+    assert j.text == "v_mfma_f32_16x16x128_f8f6f4 a[0:3], v[4:7], v[12:17], a[0:3] cbsz:4 blgp:2"
+    # v_bitop3_b32 v1, v2, v3, v4 bitop3:0x12
+    k = D.decode_one(_bytes([0xD2340201, 0x44120702]), 0, "gfx950")
+    assert k.text == "v_bitop3_b32 v1, v2, v3, v4 bitop3:0x12" and k.mods["bitop3"] == 0x12
+    # v_permlane16_swap_b32 swaps: both operands are read and written
+    p = D.decode_one(_bytes([0x7E02B302]), 0, "gfx950")
+    assert p.text == "v_permlane16_swap_b32 v1, v2"
+    assert set(p.reads) == set(p.writes) == {D.Reg("v", 1), D.Reg("v", 2)}
+    # gfx950 opcodes are unknown to gfx942
+    with pytest.raises(D.DecodeError, match="unknown VOP1 opcode 89"):
+        D.decode_one(_bytes([0x7E02B302]), 0, "gfx942")

@@ -516,6 +516,8 @@ def _template(fam, f, text):
         tf = fam.token_field(t, f)
         if tf:
             tpl.append(list(tf))
+        elif fam.name in ("GLOBAL", "SCRATCH") and reg_of(t) and reg_of(t)[0] == "s":
+            tpl.append(["saddr", "s", 2 if fam.name == "GLOBAL" else 1])
         elif reg_of(t) is not None:
             tpl.append(["?", t, 0])
         elif t == "0x%x" % LIT:
@@ -529,6 +531,8 @@ def _template(fam, f, text):
         elif fam.name == "SMEM" and t.isdigit():
             tpl.append(["sdata_imm", "", 0])   # s_atc_probe: the sdata field is a 7-bit value
         elif fam.name in ("GLOBAL", "SCRATCH") and t == "off":
+            tpl.append(["saddr", "s", 2 if fam.name == "GLOBAL" else 1])
+        elif fam.name in ("GLOBAL", "SCRATCH") and reg_of(t) and reg_of(t)[0] == "s":
             tpl.append(["saddr", "s", 2 if fam.name == "GLOBAL" else 1])
         else:
             tpl.append(["=", t, 0])     # fixed token (vcc, off, an immediate ...)
@@ -966,12 +970,279 @@ def main(argv=None) -> int:
         g942 = probe_target_gfx942(fams)
         write_table(g942, os.path.join(args.out, "opcodes.gfx942.json"))
     if args.target in ("gfx950", "all"):
-        from gen_opcodes_gfx950 import build_gfx950  # noqa: E402  (tools/ sibling)
         if g942 is None:
             with open(os.path.join(args.out, "opcodes.gfx942.json")) as f:
                 g942 = json.load(f)
-        write_table(build_gfx950(g942), os.path.join(args.out, "opcodes.gfx950.json"))
+        write_table(build_gfx950(g942, log=lambda m: print(m, file=sys.stderr)),
+                    os.path.join(args.out, "opcodes.gfx950.json"))
     return 0
+
+
+
+# ============================================================================ gfx950 (via zig clang)
+
+ZIG = (sys.executable, "-m", "ziglang")
+ZIG_CPU = {"gfx950": "gfx950+sramecc", "gfx942": "gfx942+sramecc"}
+
+
+def zig_available() -> bool:
+    try:
+        r = subprocess.run([*ZIG, "version"], capture_output=True, text=True, check=False)
+    except OSError:
+        return False
+    return r.returncode == 0
+
+
+def zig_assemble(lines: list[str], mcpu: str = "gfx950") -> list[tuple[bytes | None, str]]:
+    """Assemble each line on its own with zig's clang 22; [(bytes or None, error text)].
+
+    Lines are separated by sentinel pairs (as in :func:`disassemble`); lines the assembler
+    rejects are reported with its message and left out of a second assembly."""
+    from isagen.codeobject import read_code_object
+    out: list = [(None, "")] * len(lines)
+    for c0 in range(0, len(lines), 20000):
+        chunk = list(enumerate(lines[c0:c0 + 20000]))
+        errors: dict[int, str] = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for _attempt in range(4):
+                src, where = [".text"], {}
+                for i, ln in chunk:
+                    if i in errors:
+                        continue
+                    src += [f"s_movk_i32 s1, 0x{i:x}", f"s_movk_i32 s1, 0x{i ^ 0xA5A5:x}", ln]
+                    where[len(src)] = i          # 1-based line number of the instruction
+                s_path, o_path = os.path.join(tmp, "z.s"), os.path.join(tmp, "z.o")
+                with open(s_path, "w") as f:
+                    f.write("\n".join(src) + "\n")
+                r = subprocess.run([*ZIG, "cc", "-target", "amdgcn-amdhsa-none",
+                                    f"-mcpu={ZIG_CPU.get(mcpu, mcpu)}", "-c", s_path, "-o", o_path],
+                                   capture_output=True, text=True, check=False)
+                new = {}
+                for m in re.finditer(r"z\.s:(\d+):(\d+): error: (.*)", r.stderr):
+                    ln = int(m.group(1))
+                    if ln in where and where[ln] not in errors and where[ln] not in new:
+                        new[where[ln]] = f"{m.group(2)}:{m.group(3)}"
+                if r.returncode == 0:
+                    break
+                if not new:
+                    raise RuntimeError("zig clang failed: " + r.stderr[:500])
+                errors.update(new)
+            text = read_code_object(open(o_path, "rb").read(), "z.o").text
+        words = struct.unpack("<%dI" % (len(text) // 4), text)
+        marks = [k for k in range(len(words) - 1)
+                 if words[k] >> 16 == SENTINEL >> 16 and words[k + 1] >> 16 == SENTINEL >> 16
+                 and (words[k] ^ words[k + 1]) & 0xFFFF == 0xA5A5]
+        for n, k in enumerate(marks):
+            i = words[k] & 0xFFFF
+            end = marks[n + 1] if n + 1 < len(marks) else len(words)
+            out[c0 + i] = (struct.pack("<%dI" % (end - k - 2), *words[k + 2:end]), "")
+        for i, err in errors.items():
+            out[c0 + i] = (None, err)
+    return out
+
+
+def _fields_of(fam: str, w: tuple[int, ...]) -> dict:
+    """Field values of a machine word, named as the probe families name them."""
+    w0, w1 = w[0], (w[1] if len(w) > 1 else 0)
+    if fam in ("VOP3", "VOP3P"):
+        return {"vdst": w0 & 0xFF, "sdst": (w0 >> 8) & 0x7F if fam == "VOP3" else 0,
+                "src0": w1 & 0x1FF, "src1": (w1 >> 9) & 0x1FF, "src2": (w1 >> 18) & 0x1FF}
+    if fam == "VOP1":
+        return {"vdst": (w0 >> 17) & 0xFF, "src0": w0 & 0x1FF}
+    if fam == "VOP2":
+        return {"vdst": (w0 >> 17) & 0xFF, "src0": w0 & 0x1FF, "vsrc1": (w0 >> 9) & 0xFF}
+    if fam == "VOPC":
+        return {"src0": w0 & 0x1FF, "vsrc1": (w0 >> 9) & 0xFF}
+    if fam == "DS":
+        return {"addr": w1 & 0xFF, "data0": (w1 >> 8) & 0xFF, "data1": (w1 >> 16) & 0xFF,
+                "vdst": w1 >> 24}
+    if fam in ("MUBUF", "MTBUF"):
+        return {"vaddr": w1 & 0xFF, "vdata": (w1 >> 8) & 0xFF, "srsrc": ((w1 >> 16) & 0x1F) << 2,
+                "soffset": w1 >> 24}
+    if fam in ("FLAT", "GLOBAL", "SCRATCH"):
+        return {"addr": w1 & 0xFF, "data": (w1 >> 8) & 0xFF, "vdst": w1 >> 24}
+    return {}
+
+
+# register numbers of the operand search for new gfx950 instructions: operand i of a text uses
+# first register NEW_BASE[i] (distinct, 4-aligned, room for 16-wide tuples)
+NEW_BASE = (64, 16, 24, 32, 48, 56, 60)
+NEW_WIDTHS = (1, 2, 3, 4, 6, 8, 16, 32, "off", "s1", "s2", "s4")
+
+
+def _new_operand(i: int, w) -> str:
+    if w == "off":
+        return "off"
+    if isinstance(w, str):                 # scalar
+        n = int(w[1:])
+        b = 40 + 4 * i if n > 1 else 40 + i
+        return f"s{b}" if n == 1 else f"s[{b}:{b + n - 1}]"
+    b = NEW_BASE[i]
+    return f"v{b}" if w == 1 else f"v[{b}:{b + w - 1}]"
+
+
+def _search_operands(mnemonics: list[str], mcpu="gfx950", rounds=80):
+    """Find, with the assembler's error messages as guide, an operand list each mnemonic accepts.
+
+    Start with no operands; 'too few operands' adds one; an error pointing at operand k moves
+    that operand to the next width (1..16 VGPRs, then off, then SGPRs)."""
+    state = {m: [] for m in mnemonics}
+    done: dict[str, tuple[str, bytes]] = {}
+    for _ in range(rounds):
+        todo = [m for m in state if m not in done and state[m] is not None]
+        if not todo:
+            break
+        texts = [m + (" " + ", ".join(_new_operand(i, w) for i, w in enumerate(state[m]))
+                      if state[m] else "") for m in todo]
+        res = zig_assemble(texts, mcpu)
+        for m, t, (b, err) in zip(todo, texts, res):
+            if b is not None:
+                done[m] = (t, b)
+                continue
+            col, _, msg = err.partition(":")
+            ops = state[m]
+            if "too few operands" in msg:
+                if len(ops) >= len(NEW_BASE):
+                    state[m] = None
+                else:
+                    ops.append(1)
+                continue
+            # which operand does the column point into?
+            c = int(col) - 1 if col.isdigit() else -1
+            starts, p = [], len(m) + 1
+            for i, w in enumerate(ops):
+                starts.append(p)
+                p += len(_new_operand(i, w)) + 2
+            k = max([i for i, s0 in enumerate(starts) if s0 <= c], default=len(ops) - 1)
+            if k < 0 or c < len(m) or "not supported" in msg or "invalid instruction" in msg:
+                state[m] = None
+                continue
+            nxt = NEW_WIDTHS.index(ops[k]) + 1
+            if nxt >= len(NEW_WIDTHS):
+                state[m] = None
+            else:
+                ops[k] = NEW_WIDTHS[nxt]
+    return done
+
+
+def _zig_mnemonics() -> list[str]:
+    """AMDGPU mnemonic-like strings in zig's binary (LLVM's assembler tables are in there)."""
+    import ziglang
+    path = os.path.join(os.path.dirname(ziglang.__file__), "zig")
+    pat = re.compile(rb"(?<![A-Za-z0-9_])((?:v|s|ds|buffer|global|scratch|flat|tbuffer)_[a-z0-9_]{2,60})"
+                     rb"(?![A-Za-z0-9_])")
+    with open(path, "rb") as f:
+        blob = f.read()
+    return sorted({m.group(1).decode() for m in pat.finditer(blob)})
+
+
+def build_gfx950(g942: dict, log=print) -> dict:
+    """gfx950 table: gfx942's entries re-checked with zig clang's gfx950 assembler + new ones."""
+    from isagen.isa import decoder as D
+    if not zig_available():
+        raise RuntimeError("zig clang not available (pip install ziglang)")
+    t942 = D.opcode_table("gfx942")
+    fams = {f: dict(ops) for f, ops in g942["families"].items()}
+    # 1. a sample text per gfx942 opcode: isagen's rendering of LLVM-valid probe words
+    keys, words = [], []
+    for fam, ops in t942.fam.items():
+        for op in ops:
+            for w in canonical_words(fam, op):
+                keys.append((fam, op))
+                words.append(w)
+    valid = disassemble(words, "gfx942")
+    sample: dict = {}
+    for k, w, t in zip(keys, words, valid):
+        if t is None or "/*" in t or len(sample.get(k, [])) >= 2:
+            continue
+        ins = D.decode_one(struct.pack("<%dI" % len(w), *w), 0, "gfx942")
+        sample.setdefault(k, []).append((ins.text, struct.pack("<%dI" % len(w), *w)[:ins.size]))
+    flat = [(k, t, b) for k, lst in sample.items() for t, b in lst]
+    on950 = zig_assemble([t for _, t, _ in flat], "gfx950")
+    verdict: dict = {}
+    for (k, t, b942), (b950, err) in zip(flat, on950):
+        v = verdict.setdefault(k, {"same": 0, "moved": set(), "unsupported": 0, "other": []})
+        if b950 is None:
+            if "not supported on this GPU" in err or "invalid instruction" in err:
+                v["unsupported"] += 1
+            else:
+                v["other"].append(err)
+        elif b950 == b942 or D.classify(*struct.unpack("<%dI" % (len(b950) // 4), b950)[:2]) \
+                == (k[0] if k[0] != "VOP3" else "VOP3", k[1]):
+            v["same"] += 1          # same opcode (don't-care bits may differ between LLVMs)
+        else:
+            v["moved"].add(D.classify(*struct.unpack("<%dI" % (len(b950) // 4), b950)[:2]))
+    removed, moved = [], []
+    out_f: dict = {f: {} for f in fams}
+    for (fam, op), v in sorted(verdict.items()):
+        e = fams[fam][str(op)]
+        if v["same"]:
+            out_f[fam][str(op)] = e
+        elif v["moved"]:
+            (nf, nop), = v["moved"]
+            moved.append((fam, op, nf, nop, e["mn"]))
+            out_f[nf][str(nop)] = e
+        elif v["unsupported"]:
+            removed.append(e["mn"])
+        else:
+            out_f[fam][str(op)] = dict(e, unverified=v["other"][0])
+    log(f"gfx950: {sum(len(x) for x in out_f.values())} gfx942 opcodes kept, "
+        f"{len(removed)} not supported, {len(moved)} moved")
+    # 2. new instructions
+    names942 = {e.name for ops in t942.fam.values() for e in ops.values()} | {
+        e.mn for ops in t942.fam.values() for e in ops.values()}
+    cands = [m for m in _zig_mnemonics() if m not in names942]
+    alone = zig_assemble(cands, "gfx950")
+    live = [m for m, (b, err) in zip(cands, alone)
+            if b is not None or "too few operands" in err]
+    found = _search_operands(live, "gfx950")
+    # the VOP3 (e64) forms of new VOP1/VOP2 instructions have VOP3 opcodes of their own
+    e64 = [m + "_e64" for m, (_, b) in found.items()
+           if D.classify(*struct.unpack("<%dI" % (len(b) // 4), b)[:2])[0] in ("VOP1", "VOP2")]
+    found.update(_search_operands(e64, "gfx950"))
+    new = []
+    for m, (text, b) in sorted(found.items()):
+        w = struct.unpack("<%dI" % (len(b) // 4), b)
+        cl = D.classify(*w[:2])
+        if cl is None:
+            continue
+        fam, op = cl
+        if len(b) == 16 and fam == "VOP3P":        # v_mfma_scale_*: ld_scale word + MFMA word
+            fam, op = "VOP3PX2", D.classify(*w[2:4])[1]
+        if str(op) in out_f.setdefault(fam, {}):
+            continue                               # an alias of an opcode we have
+        famobj = FAMILY_BY_NAME.get(fam if fam != "VOP3PX2" else "VOP3P")
+        f = _fields_of(fam if fam != "VOP3PX2" else "VOP3P", w[2:] if fam == "VOP3PX2" else w)
+        mn, tpl, _ = _template(famobj, f, text)
+        if fam == "VOP3PX2":                       # the two scale operands come from word 0
+            fs = _fields_of("VOP3P", w[:2])
+            sc = [i for i, x in enumerate(tpl) if x[0] == "?"]
+            for j, i in enumerate(sc[:2]):
+                tpl[i] = [f"scale{j}", "v", 1]
+            _ = fs
+        e = {"mn": mn, "ops": tpl, "gfx950_new": True, "asm": text}
+        if mn.endswith(("_e32", "_e64")):
+            e["name"] = mn[:-4]
+        if fam in ("VOP3P", "VOP3PX2") and ("mfma" in mn or "smfmac" in mn) \
+                and "ld_scale" not in mn:
+            e["mai"] = True
+        if fam == "VOP3P" and not e.get("mai"):
+            e["nsrc"] = sum(1 for x in tpl if x[0].startswith("src"))
+        out_f[fam][str(op)] = e
+        new.append((fam, op, text))
+    log(f"gfx950: {len(new)} new opcodes: " + ", ".join(sorted({x[2].split()[0] for x in new})))
+    out = {"target": "gfx950", "generator": "tools/gen_opcodes.py (zig clang "
+           + _zig_version() + " assembler over the gfx942 table + new mnemonics)",
+           "tables": g942["tables"], "families": out_f,
+           "removed_from_gfx942": sorted(removed),
+           "moved_from_gfx942": [list(x) for x in moved]}
+    return out
+
+
+def _zig_version():
+    r = subprocess.run([*ZIG, "cc", "--version"], capture_output=True, text=True, check=False)
+    m = re.search(r"clang version (\S+)", r.stdout)
+    return m.group(1) if m else "?"
 
 
 if __name__ == "__main__":

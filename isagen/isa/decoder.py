@@ -595,7 +595,8 @@ class _Decoder:
             elif fld == "=":
                 ops.append(_fixed(file, read=seen_src or family == "VOPC" and False,
                                   write=not seen_src))
-        if family == "VOP1" and e.name == "v_swap_b32":
+        if family == "VOP1" and e.name in ("v_swap_b32", "v_permlane16_swap_b32",
+                                           "v_permlane32_swap_b32"):
             ops = [_rw(o) for o in ops]
         return self.make(data, off, base, size, family, op, e, "e32" if e.mn != e.name else "",
                          ops, {}, [])
@@ -722,6 +723,27 @@ class _Decoder:
             elif fld == "=":
                 ops.append(_fixed(file))
         tm = []
+        if e.name.startswith("v_bitop3"):
+            # gfx950: the 8-bit truth table lives in the neg (bits 0-2), abs (3-5), omod (6-7)
+            # fields; LLVM's assembler spells it bitop3:N
+            bop = neg | (_bits(w0, 8, 3) << 3) | (omod << 6)
+            mods["bitop3"] = bop
+            ops = [o if not (o.neg or o.abs) else _plain(o) for o in ops]
+            if opsel:
+                tm.append("op_sel:" + _lst(opsel, 4))
+            if bop:
+                tm.append(f"bitop3:0x{bop:x}")
+            if clamp:
+                tm.append("clamp")
+            return self.make(data, off, base, 8, "VOP3", op, e, "e64" if e.mn.endswith("_e64")
+                             else "", ops, mods, tm)
+        if e.name.startswith(("v_permlane16_swap", "v_permlane32_swap")):
+            ops = [_rw(o) for o in ops]            # the two operands are swapped: both rw
+            if opsel & 2:
+                tm.append("bound_ctrl:1")
+            if opsel & 1:
+                tm.append("fi:1")
+            return self.make(data, off, base, 8, "VOP3", op, e, "e64", ops, mods, tm)
         if e.opsel and opsel:
             k = e.opsel
             bits = [(opsel >> i) & 1 for i in range(k - 1)] + [(opsel >> 3) & 1]
@@ -736,6 +758,11 @@ class _Decoder:
     # .................................................................. VOP3P / MAI
     def vop3p(self, data, off, w0, w1, base):
         op = _bits(w0, 16, 7)
+        if op == 0x2C and "VOP3PX2" in self.fam and off + 16 <= len(data):
+            m0 = int.from_bytes(data[off + 8:off + 12], "little")
+            if m0 >> 23 == 0x1A7 and _bits(m0, 16, 7) in self.fam["VOP3PX2"]:
+                # gfx950: v_mfma_ld_scale_b32 + MFMA = one v_mfma_scale_* instruction
+                return self.mfma_scale(data, off, w0, w1, base)
         e = self.entry("VOP3P", op)
         vdst = w0 & 0xFF
         srcs = (w1 & 0x1FF, _bits(w1, 9, 9), _bits(w1, 18, 9))
@@ -744,12 +771,14 @@ class _Decoder:
             acc_cd, abid, cbsz = _bits(w0, 15, 1), _bits(w0, 11, 4), _bits(w0, 8, 3)
             blgp, acc = _bits(w1, 29, 3), _bits(w1, 27, 2)
             mods = {"acc_cd": acc_cd, "abid": abid, "cbsz": cbsz, "blgp": blgp, "acc": acc}
+            widths = _f8f6f4_widths(e.name, cbsz, blgp)
             for fld, file, n in e.ops:
                 if fld == "vdst":
                     ops.append(_vreg("vdst", vdst, n, "a" if acc_cd else "v",
                                      read=e.rmw_dst, write=True))
                 else:
                     i = ord(fld[3]) - 48
+                    n = widths[i] if widths and i < 2 else n
                     af = bool(acc & (1 << i)) if i < 2 else bool(acc_cd)
                     if i == 2 and "smfmac" in e.name:
                         af = False
@@ -796,6 +825,37 @@ class _Decoder:
         if clamp:
             tm.append("clamp")
         return self.make(data, off, base, 8, "VOP3P", op, e, "", ops, mods, tm)
+
+    def mfma_scale(self, data, off, w0, w1, base):
+        """gfx950 v_mfma_scale_*: a v_mfma_ld_scale_b32 word pair (the two scale sources and
+        their op_sel) followed by the MFMA word pair; 16 bytes, one instruction."""
+        if off + 16 > len(data):
+            raise _Bad("truncated scaled MFMA")
+        m0, m1 = struct.unpack_from("<II", data, off + 8)
+        if m0 >> 23 != 0x1A7:
+            raise _Bad("v_mfma_ld_scale_b32 not followed by an MFMA")
+        mop = _bits(m0, 16, 7)
+        e = self.fam["VOP3PX2"].get(mop)
+        if e is None:
+            raise _Bad(f"v_mfma_ld_scale_b32 followed by VOP3P opcode {mop}, not a scaled MFMA")
+        inner = self.vop3p(data, off + 8, m0, m1, base)
+        scales = (w1 & 0x1FF, _bits(w1, 9, 9))
+        opsel = _bits(w0, 11, 3)
+        hi = _bits(w1, 27, 2) | (_bits(w0, 14, 1) << 2)
+        ops = list(inner.operands)
+        for j in range(2):
+            ops.append(_src(f"scale{j}", scales[j], 1, "b32", None))
+        mods = dict(inner.mods, scale_op_sel=opsel, scale_op_sel_hi=hi)
+        tm = []
+        if opsel:
+            tm.append("op_sel:" + _lst(opsel, 3))
+        if hi:
+            tm.append("op_sel_hi:" + _lst(hi, 3))
+        # the MFMA word's abid is 1 in the scaled form (set by the assembler): not printed
+        tm += [t for t in inner.text.split(" ") if t.startswith(("cbsz:", "blgp:"))]
+        if inner.mods.get("abid", 1) not in (0, 1):
+            tm.append(f"abid:{inner.mods['abid']}")
+        return self.make(data, off, base, 16, "VOP3P", mop, e, "", ops, mods, tm, mai=True)
 
     # .................................................................. DS
     def ds(self, off, w0, w1, base):
@@ -972,6 +1032,22 @@ def _fixed(name, read=False, write=False) -> Operand:
         return Operand(name, "reg", Reg("special", code, 2), 0, read, write, implicit=True,
                        text=name)
     return Operand(name, "imm", None, 0, False, False, text=name)
+
+
+def _plain(o: Operand) -> Operand:
+    t = o.text.lstrip("-").strip("|")
+    if t.startswith("neg(") and t.endswith(")"):
+        t = t[4:-1].strip("|")
+    return Operand(o.role, o.kind, o.reg, o.value, o.read, o.write, text=t)
+
+
+_F8F6F4 = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}      # cbsz/blgp format -> dwords of A/B (fp8 bf8 fp6 bf6 fp4)
+
+
+def _f8f6f4_widths(name: str, cbsz: int, blgp: int):
+    if "f8f6f4" not in name:
+        return None
+    return _F8F6F4.get(cbsz, 8), _F8F6F4.get(blgp, 8)
 
 
 def _rw(o: Operand) -> Operand:
