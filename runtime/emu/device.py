@@ -122,6 +122,12 @@ class Memory:
     def check(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
         """Boolean array: True where ``[addr, addr+nbytes)`` lies inside one live allocation."""
         a = addr.astype(np.uint64, copy=False)
+        if a.size > 16:
+            # fast path: the lowest and highest access inside one allocation -> all of them are
+            lo, hi = a.min(), a.max()
+            j = int(np.searchsorted(self._starts, lo, side="right")) - 1
+            if j >= 0 and lo >= self._starts[j] and hi + np.uint64(nbytes) <= self._ends[j]:
+                return np.ones(a.shape, np.bool_)
         i = np.searchsorted(self._starts, a, side="right").astype(np.int64) - 1
         i = np.maximum(i, 0)
         return (a >= self._starts[i]) & (a + np.uint64(nbytes) <= self._ends[i])

@@ -74,16 +74,22 @@ def _gather(st, ws, addr, act, nbytes):
     """Read nbytes per lane at byte addresses addr [n,64] -> uint32 [n,64,ndw] (nbytes>=4) or [n,64]."""
     L = st.lds.shape[1]
     g = st.wg[ws]
-    a = np.where(act, addr, 0)
+    full = bool(act.all())
+    a = addr if full else np.where(act, addr, 0)
     if nbytes >= 4 and not (a & 3).any():
         ndw = nbytes // 4
         w = st.lds.reshape(-1).view(U32)
-        idx = ((g * (L // 4))[:, None] + (a >> 2))[..., None] + np.arange(ndw)
-        out = w[idx]
-        return np.where(act[..., None], out, U32(0))
+        wi = (a >> 2) + (g * (L // 4))[:, None]
+        if ndw == 1:
+            out = np.take(w, wi)[..., None]
+        else:
+            out = np.take(w, wi[..., None] + np.arange(ndw))
+        return out if full else np.where(act[..., None], out, U32(0))
     flat = st.lds.reshape(-1)
     idx = ((g * L)[:, None] + a)[..., None] + np.arange(nbytes)
-    b = np.where(act[..., None], flat[idx], U8(0))
+    b = np.take(flat, idx)
+    if not full:
+        b = np.where(act[..., None], b, U8(0))
     if nbytes >= 4:
         return np.ascontiguousarray(b).view(U32).reshape(b.shape[:-1] + (nbytes // 4,))
     v = b[..., 0].astype(U32)
@@ -96,23 +102,39 @@ def _scatter(st, ws, addr, act, nbytes, vals):
     """Write vals ([n,64,ndw] uint32 or [n,64] low bytes) at addr where act."""
     L = st.lds.shape[1]
     g = st.wg[ws]
-    if not act.any():
+    full = bool(act.all())
+    if not full and not act.any():
         return
-    a = addr
-    if nbytes >= 4 and not (a[act] & 3).any():
+    a = addr if full else np.where(act, addr, 0)
+    if nbytes >= 4 and not (a & 3).any():
         ndw = nbytes // 4
         w = st.lds.reshape(-1).view(U32)
-        idx = ((g * (L // 4))[:, None] + (np.where(act, a, 0) >> 2))[..., None] + np.arange(ndw)
-        w[idx[act]] = np.asarray(vals, U32)[act]
+        wi = (a >> 2) + (g * (L // 4))[:, None]
+        v = np.asarray(vals, U32)
+        if ndw == 1:
+            v = v.reshape(wi.shape)
+            if full:
+                w[wi] = v
+            else:
+                w[wi[act]] = v[act]
+            return
+        idx = wi[..., None] + np.arange(ndw)
+        if full:
+            w[idx] = v
+        else:
+            w[idx[act]] = v[act]
         return
     flat = st.lds.reshape(-1)
-    idx = ((g * L)[:, None] + np.where(act, a, 0))[..., None] + np.arange(nbytes)
+    idx = ((g * L)[:, None] + a)[..., None] + np.arange(nbytes)
     v = np.ascontiguousarray(np.asarray(vals, U32))
     if nbytes >= 4:
         b = v.view(U8).reshape(v.shape[:-1] + (nbytes,))
     else:
         b = v[..., None].view(U8).reshape(v.shape + (4,))[..., :nbytes]
-    flat[idx[act]] = b[act]
+    if full:
+        flat[idx] = b
+    else:
+        flat[idx[act]] = b[act]
 
 
 def compile_ds(inst, idx, ctx) -> Step:

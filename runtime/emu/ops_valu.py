@@ -224,8 +224,17 @@ def _alignbyte(a, b, c):
 
 def _perm(a, b, sel):
     """v_perm_b32: bytes of {S0, S1} (S1 is the low word) chosen by each selector byte of S2."""
-    data = (np.asarray(a).astype(U64) << U64(32)) | np.asarray(b).astype(U64)
-    sel = np.asarray(sel).astype(U32)
+    a, b, sel = np.asarray(a, U32), np.asarray(b, U32), np.asarray(sel, U32)
+    sb = np.ascontiguousarray(sel).reshape(sel.shape + (1,)).view(U8)          # [..., 4] selector bytes
+    if (sb < 8).all():
+        shape = np.broadcast_shapes(a.shape, b.shape, sel.shape)
+        data = np.empty(shape + (2,), U32)
+        data[..., 0] = b
+        data[..., 1] = a
+        d8 = data.view(U8)                                                      # [..., 8] bytes
+        out = np.take_along_axis(d8, np.broadcast_to(sb, shape + (4,)).astype(np.intp), axis=-1)
+        return np.ascontiguousarray(out).view(U32)[..., 0]
+    data = (a.astype(U64) << U64(32)) | b.astype(U64)
     out = np.zeros(np.broadcast(data, sel).shape, U32)
     for i in range(4):
         s = (sel >> U32(8 * i)) & U32(0xFF)

@@ -194,6 +194,10 @@ def instrument(step, ctx) -> None:
 
 # ============================================================================ per-batch state
 
+_KEEP_GEN_WAVE = np.int64(~0xFFFFFFE0)        # generation bits and wave bits of a stamp
+_KEEP_GEN_FLAG_WAVE = np.int64(~0xFFFFFFC0)   # generation, flag and wave bits
+
+
 class Sanitizer:
     """Scoreboard, initialisation map, hazard history and LDS race shadow of one batch."""
 
@@ -229,16 +233,16 @@ class Sanitizer:
         G = st.G
         self.LW = LW = st.lds.shape[1] // 4
         n = G * LW
-        self.wr_wave = np.full(n, -1, np.int16)
-        self.wr_gen = np.zeros(n, np.int32)
-        self.wr_inst = np.zeros(n, np.int32)
-        self.wr_late = np.zeros(n, np.bool_)
-        self.wr_dma = np.zeros(n, np.int64)      # vm sequence of an LDS-DMA write (0: none)
-        self.rd_mask = np.zeros(n, np.uint32)
-        self.rd_gen = np.full(n, -1, np.int32)
-        self.rd_inst = np.zeros(n, np.int32)
+        # stamps (int64): generation << 32 | instruction index << 6 | flag << 5 | wave within the
+        # workgroup (< 32); -1: none yet.  Writes: flag = the write was still outstanding when its barrier
+        # was passed.  Reads: flag = two or more waves read the word in this generation.
+        self.wr_stamp = np.full(n, -1, np.int64)
+        self.rd_stamp = np.full(n, -1, np.int64)
+        self.wr_dma = None                       # vm sequence of LDS-DMA writes, made on the first one
+        self._tmp = np.zeros(n, np.int64)         # scratch for same-instruction duplicates
         self.gen = np.zeros(G, np.int32)
-        self.pending_lds: list[tuple] = []       # (kind, seq[m], flat words[m], waves[m])
+        # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
+        self.pending_lds: list[tuple] = []
 
     # ------------------------------------------------------------------ initial state
     def init_vgprs(self, keys, lanes=None):
@@ -336,13 +340,7 @@ class Sanitizer:
                     anyp = True
         self.any_pending = anyp
         if self.pending_lds:
-            keep = []
-            for ent in self.pending_lds:
-                kind, seq, fl, waves = ent
-                live = seq > d[kind][waves]
-                if live.any():
-                    keep.append((kind, seq[live], fl[live], waves[live]))
-            self.pending_lds = keep
+            self.pending_lds = [e for e in self.pending_lds if (e[2] > d[e[0]][e[1]]).any()]
 
     # ------------------------------------------------------------------ initialisation
     def check_uninit_v(self, st, ws, inst, keys, is_mfma):
@@ -555,88 +553,115 @@ class Sanitizer:
 
     # ------------------------------------------------------------------ LDS races
     def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False):
-        if atomic or not act.any():
+        full = bool(act.all())
+        if atomic or not (full or act.any()):
             return
         LW = self.LW
         waves = np.arange(st.W)[ws]
         a = np.asarray(addr, np.int64)
-        w0 = a >> 2
-        nw = (nbytes + 3) // 4 + 1
-        words = w0[..., None] + np.arange(nw)
-        last = (a + nbytes - 1) >> 2
-        valid = act[..., None] & (words <= last[..., None]) & (words < LW)
         g = st.wg[waves]
-        flat = (g * LW)[:, None, None] + words
-        fl = flat[valid]
-        wv_glob = np.broadcast_to(waves[:, None, None], valid.shape)[valid]
-        wid = st.wave_in_wg[wv_glob].astype(np.int64)
-        gen = self.gen[st.wg[wv_glob]]
         idx = st.run.program.ctx.pc_index.get(inst.pc, 0)
-        if write:
-            other_w = (self.wr_gen[fl] == gen) & (self.wr_wave[fl] >= 0) & (self.wr_wave[fl] != wid)
-            other_r = (self.rd_gen[fl] == gen) & ((self.rd_mask[fl] & ~(np.uint32(1) << wid.astype(np.uint32))) != 0)
-            if other_w.any():
-                self._race(st, inst, fl, wv_glob, other_w, "writes", "wrote")
-            elif other_r.any():
-                self._race(st, inst, fl, wv_glob, other_r, "writes", "read")
-            else:
-                # two waves of one workgroup writing the same word in this very instruction
-                if waves.size > 1:
-                    order = np.argsort(fl, kind="stable")
-                    fs, ws_ = fl[order], wid[order]
-                    dup = (fs[1:] == fs[:-1]) & (ws_[1:] != ws_[:-1])
-                    if dup.any():
-                        j = int(np.nonzero(dup)[0][0])
-                        wa = int(wv_glob[order][j + 1])
-                        st.run.fault(R.LDS_RACE, inst, f"waves {int(ws_[j])} and {int(ws_[j + 1])} of the workgroup "
-                                     f"write LDS word {int(fs[j] % LW) * 4:#x} in the same instruction with no "
-                                     f"barrier between", np.array([wa]), None, address=int(fs[j] % LW) * 4,
-                                     wave=wa)
-            self.wr_wave[fl] = wid
-            self.wr_gen[fl] = gen
-            self.wr_inst[fl] = idx
-            self.wr_late[fl] = False
-            kind = "vm" if dma else "lds"
-            seq = self.issued[kind][wv_glob] + 1
-            self.wr_dma[fl] = seq if dma else 0
-            self.pending_lds.append((kind, seq, fl, wv_glob))
+        me_w = (self.gen[g].astype(np.int64) << 32) | (idx << 6) | st.wave_in_wg[waves]   # per wave
+        if full and nbytes % 4 == 0 and not (a & 3).any():
+            # the common case: [waves, words] arrays, the wave's stamp broadcast along the words
+            nw = nbytes // 4
+            words = (a >> 2) + (g * LW)[:, None]
+            if nw > 1:
+                words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
+            fl = words
+            per = fl.shape[1]
+            me = me_w[:, None]
+            wv_glob = None
         else:
-            other_w = (self.wr_gen[fl] == gen) & (self.wr_wave[fl] >= 0) & (self.wr_wave[fl] != wid)
-            if other_w.any():
-                self._race(st, inst, fl, wv_glob, other_w, "reads", "wrote")
-            own_dma = (self.wr_wave[fl] == wid) & (self.wr_dma[fl] > self.done["vm"][wv_glob])
-            if own_dma.any():
-                j = int(np.nonzero(own_dma)[0][0])
-                p = self._inst(int(self.wr_inst[fl[j]]))
-                st.run.fault(R.MISSING_WAIT, inst, f"reads LDS word {int(fl[j] % LW) * 4:#x} before the LDS DMA "
-                             f"`{p.text}` (pc {p.pc:#x}) that writes it has completed; needs s_waitcnt vmcnt",
-                             np.array([int(wv_glob[j])]), None, address=int(fl[j] % LW) * 4, wave=int(wv_glob[j]))
-            stale = self.rd_gen[fl] != gen
-            if stale.any():
-                sf = fl[stale]
-                self.rd_mask[sf] = 0
-                self.rd_gen[sf] = gen[stale]
-            np.bitwise_or.at(self.rd_mask, fl, (np.uint32(1) << wid.astype(np.uint32)))
-            self.rd_inst[fl] = idx
+            w0 = a >> 2
+            nw = (nbytes + 3) // 4 + 1
+            words = w0[..., None] + np.arange(nw)
+            last = (a + nbytes - 1) >> 2
+            valid = act[..., None] & (words <= last[..., None]) & (words < LW)
+            fl = ((g * LW)[:, None, None] + words)[valid]
+            wv_glob = np.broadcast_to(waves[:, None, None], valid.shape)[valid]
+            me = np.broadcast_to(me_w[:, None, None], valid.shape)[valid]
+            per = None
+        wr = self.wr_stamp[fl]
+        # another wave of the workgroup wrote the word in this barrier generation:
+        # same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31
+        other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
+        if other_w.any():
+            self._race(st, inst, fl, wv_glob, waves, per, other_w, "writes" if write else "reads", "wrote")
+        tmp = self._tmp
+        multi_wave = waves.size > 1
+        rd = self.rd_stamp[fl]
+        # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
+        by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
+        if write:
+            if by_other.any():
+                self._race(st, inst, fl, wv_glob, waves, per, by_other, "writes", "read")
+            if multi_wave:
+                # two waves of one workgroup writing the same word in this very instruction
+                tmp[fl] = me
+                dup = tmp[fl] != me
+                if dup.any():
+                    j = int(np.flatnonzero(dup)[0])
+                    wa = self._wave_of(j, wv_glob, waves, per)
+                    word = int(fl.reshape(-1)[j])
+                    st.run.fault(R.LDS_RACE, inst, f"waves {int(st.wave_in_wg[wa])} and {int(tmp[word]) & 31} of "
+                                 f"the workgroup write LDS word {(word % LW) * 4:#x} in the same instruction with "
+                                 f"no barrier between", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
+            self.wr_stamp[fl] = me
+            kind = "vm" if dma else "lds"
+            if dma:
+                if self.wr_dma is None:
+                    self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
+                seq_w = self.issued["vm"][waves] + 1
+                self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
+            elif self.wr_dma is not None:
+                self.wr_dma[fl] = 0
+            self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+        else:
+            if self.wr_dma is not None:
+                wvg = wv_glob if wv_glob is not None else np.repeat(waves, per).reshape(fl.shape)
+                own = (((wr ^ me) & _KEEP_GEN_WAVE) == 0) & (wr >= 0)
+                own_dma = own & (self.wr_dma[fl] > self.done["vm"][wvg])
+                if own_dma.any():
+                    j = int(np.flatnonzero(own_dma)[0])
+                    word = int(fl.reshape(-1)[j])
+                    p = self._inst((int(self.wr_stamp[word]) >> 6) & 0x3FFFFFF)
+                    wa = int(wvg.reshape(-1)[j])
+                    st.run.fault(R.MISSING_WAIT, inst, f"reads LDS word {(word % LW) * 4:#x} before the LDS "
+                                 f"DMA `{p.text}` (pc {p.pc:#x}) that writes it has completed; needs s_waitcnt "
+                                 f"vmcnt", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
+            multi = by_other
+            if multi_wave:
+                tmp[fl] = me
+                multi = multi | (tmp[fl] != me)
+            self.rd_stamp[fl] = me
+            if multi.any():
+                self.rd_stamp[fl[multi]] = np.broadcast_to(me, fl.shape)[multi] | 32
 
-    def _race(self, st, inst, fl, wv_glob, conflict, verb, other_verb):
-        j = int(np.nonzero(conflict)[0][0])
-        word = int(fl[j])
+    @staticmethod
+    def _wave_of(j, wv_glob, waves, per):
+        return int(wv_glob[j]) if wv_glob is not None else int(waves[j // per])
+
+    def _race(self, st, inst, fl, wv_glob, waves, per, conflict, verb, other_verb):
+        j = int(np.flatnonzero(conflict)[0])
+        word = int(fl.reshape(-1)[j])
         LW = self.LW
-        w = int(wv_glob[j])
+        w = self._wave_of(j, wv_glob, waves, per)
         me = int(st.wave_in_wg[w])
         if other_verb == "wrote":
-            other = int(self.wr_wave[word])
-            p = self._inst(int(self.wr_inst[word]))
-            late = bool(self.wr_late[word])
+            stamp = int(self.wr_stamp[word])
+            other = f"wave {stamp & 31}"
+            p = self._inst((stamp >> 6) & 0x3FFFFFF)
+            late = bool(stamp & 32)
         else:
-            mask = int(self.rd_mask[word]) & ~(1 << me)
-            other = (mask & -mask).bit_length() - 1
-            p = self._inst(int(self.rd_inst[word]))
+            stamp = int(self.rd_stamp[word])
+            rw = stamp & 31
+            other = f"wave {rw}" if rw != me else "another wave"
+            p = self._inst((stamp >> 6) & 0x3FFFFFF)
             late = False
         why = ("the write was still outstanding at the s_barrier (missing s_waitcnt before it)" if late
                else "with no s_barrier between")
-        st.run.fault(R.LDS_RACE, inst, f"wave {me} {verb} LDS word {(word % LW) * 4:#x} that wave {other} "
+        st.run.fault(R.LDS_RACE, inst, f"wave {me} {verb} LDS word {(word % LW) * 4:#x} that {other} "
                      f"{other_verb} (`{p.text}`, pc {p.pc:#x}) {why}", np.array([w]), None,
                      address=(word % LW) * 4, wave=w)
 
@@ -646,12 +671,19 @@ class Sanitizer:
         gs = np.zeros(st.G, bool)
         gs[groups] = True
         if self.pending_lds:
-            for kind, seq, fl, waves in self.pending_lds:
-                live = (seq > self.done[kind][waves]) & gs[st.wg[waves]]
+            for kind, wu, seq_u, fl, waves in self.pending_lds:
+                live_u = seq_u > self.done[kind][wu]
+                if not live_u.any():
+                    continue
+                if waves is None:             # fl is [len(wu), words]
+                    waves = np.broadcast_to(wu[:, None], fl.shape)
+                live_w = np.zeros(st.W, bool)
+                live_w[wu[live_u]] = True
+                live = live_w[waves] & gs[st.wg[waves]]
                 if live.any():
                     f = fl[live]
-                    self.wr_gen[f] = self.gen[st.wg[waves[live]]] + 1
-                    self.wr_late[f] = True
+                    nxt = (self.gen[st.wg[waves[live]]].astype(np.int64) + 1) << 32
+                    self.wr_stamp[f] = nxt | 32 | (self.wr_stamp[f] & 0xFFFFFFDF)
         self.gen[groups] += 1
 
 
