@@ -330,3 +330,39 @@ def test_disasm_command_output(triton_gfx942, capsys):
     assert main([triton_gfx942["matmul"], "--kernel", "nope"]) == 2
     err = capsys.readouterr().err
     assert "no kernel named 'nope'" in err and "matmul_kernel" in err
+
+
+# ----------------------------------------------------------------------------- gfx950 (Triton)
+
+def _zig_ok():
+    try:
+        return G.zig_available()
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="module")
+def triton_gfx950(request):
+    return triton_objects(request, "gfx950")
+
+
+@pytest.mark.skipif(not _zig_ok(), reason="ziglang not installed (pip install ziglang)")
+@pytest.mark.parametrize("name", ["add", "softmax", "layernorm", "matmul"])
+def test_triton_gfx950_round_trip_through_zig(triton_gfx950, name):
+    """No gfx950 disassembler exists here: decode Triton's gfx950 code, render it, assemble each
+    instruction again with zig's clang 22 and require the original bytes."""
+    co = read_code_object(triton_gfx950[name])
+    assert co.mach == "gfx950"
+    insts = D.decode(co.text, "gfx950", base=co.text_address)
+    again = G.zig_assemble([i.text for i in insts], "gfx950")
+    bad = []
+    for i, (b, err) in zip(insts, again):
+        orig = co.text[i.pc - co.text_address:i.pc - co.text_address + i.size]
+        if b != orig:
+            bad.append(f"0x{i.pc:x} {i.text}: {err or b.hex()} != {orig.hex()}")
+    assert not bad, f"{len(bad)} of {len(insts)}:\n" + "\n".join(bad[:30])
+    assert len(insts) > 20
+    if name == "matmul":
+        mf = [i for i in insts if i.mai]
+        assert mf and all("16x16x32_bf16" in i.name or "32x32x16_bf16" in i.name for i in mf), \
+            {i.name for i in mf}

@@ -6,12 +6,21 @@ wait/hazard checkers inspect and the register report counts, and renders each on
 ``isagen/isa/data/opcodes.<target>.json``, generated from LLVM by ``tools/gen_opcodes.py``; this
 module only knows the bit layout of each encoding family.
 
+Rendering matches llvm-objdump-19 exactly for gfx942 (tests/test_disasm_vs_objdump.py, and a
+fuzz over every opcode in tests/test_decoder.py) except three things no compiler emits: the
+``/*Invalid ...*/`` comments LLVM adds to encodings it considers invalid, ``s_sendmsg`` immediates
+above 1023 (printed as decimal), and the ``sext()`` LLVM prints for the neg bit of an integer
+DPP/VOP3 operand.  For gfx950 no disassembler exists here: its text is checked by assembling it
+again with zig's clang 22 and comparing bytes.
+
 Data model (a contract: the emulator's executor and the reports are written against it)
 =========================================================================================
 
 ``decode(data, target, base=0) -> list[Instruction]`` decodes a whole buffer (raises
 :class:`DecodeError`, an ``isagen.errors.CodeObjectError``, naming the byte offset of a word that is
-no instruction).  ``decode_one(data, offset, target, base=0) -> Instruction`` decodes one.
+no instruction; ``.offset`` holds it).  ``decode_one(data, offset, target, base=0) -> Instruction``
+decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits alone;
+``opcode_table(target)`` gives the loaded table (``.fam[family][opcode]`` entries).
 
 :class:`Instruction` (frozen)
     ``pc``        byte address: ``base + offset`` of the first word (``base`` is what the caller
@@ -31,14 +40,20 @@ no instruction).  ``decode_one(data, offset, target, base=0) -> Instruction`` de
                   are included with ``implicit=True``.
     ``mods``      dict of instruction-level modifiers and immediate fields, only those the family
                   has.  Keys used: ``clamp omod op_sel op_sel_hi neg_lo neg_hi`` (raw bitfields,
-                  bit i = source i; VOP3 ``op_sel`` bit 3 = dst), ``cbsz abid blgp acc_cd acc``
+                  bit i = source i; VOP3 ``op_sel`` bit 3 = dst; VOP3 ``neg``/``abs`` are the raw
+                  bits, while Operand.neg/abs are set only where LLVM honours them),
+                  ``cbsz abid blgp acc_cd acc``
                   (MFMA; ``acc`` bit0/bit1 = A/B are AGPRs), ``offset offset0 offset1 gds`` (DS),
                   ``offset offen idxen lds sc0 sc1 nt`` (MUBUF/MTBUF, plus ``dfmt nfmt``),
                   ``offset sc0 sc1 nt lds seg`` (FLAT/GLOBAL/SCRATCH; ``offset`` sign-extended
                   for GLOBAL/SCRATCH), ``offset sc0 sc1 nt imm soe`` (SMEM),
                   ``dpp_ctrl row_mask bank_mask bound_ctrl`` (DPP),
                   ``dst_sel dst_unused src0_sel src1_sel`` (SDWA), ``simm16`` (SOPP/SOPK).
-    ``mai``       True for MFMA/SMFMAC (VOP3P-MAI encoding).
+    ``mai``       True for MFMA/SMFMAC (VOP3P-MAI encoding).  gfx950's scaled MFMA
+                  (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte Instruction: family VOP3P, opcode
+                  of its MFMA word, operands vdst/src0/src1/src2/scale0/scale1, mods adding
+                  ``scale_op_sel scale_op_sel_hi``.  f8f6f4 A/B widths follow cbsz/blgp
+                  (fp8/bf8 8 dwords, fp6/bf6 6, fp4 4); ``v_bitop3_*`` has ``mods["bitop3"]``.
     ``target``    "gfx942" or "gfx950".
     ``text``      the LLVM rendering: ``mnemonic`` + operands + modifiers.
     ``reads``/``writes`` (properties) tuples of :class:`Reg` read / written by the instruction,
@@ -703,10 +718,14 @@ class _Decoder:
         neg = _bits(w1, 29, 3)
         omod = _bits(w1, 27, 2)
         has_sdst = any(o[0] == "sdst" for o in e.ops)
-        abs_ = 0 if has_sdst else _bits(w0, 8, 3) & e.absm
+        raw_abs = 0 if has_sdst else _bits(w0, 8, 3)
+        # mods keep the raw neg/abs bits; the operands' neg/abs flags (and the text) only where
+        # LLVM honours them (integer operands ignore them)
+        mods = {"clamp": clamp, "omod": omod, "neg": neg, "abs": raw_abs,
+                "op_sel": 0 if has_sdst else _bits(w0, 11, 4)}
+        abs_ = raw_abs & e.absm
         neg &= e.negm
-        opsel = 0 if has_sdst else _bits(w0, 11, 4)
-        mods = {"clamp": clamp, "omod": omod, "neg": neg, "abs": abs_, "op_sel": opsel}
+        opsel = mods["op_sel"]
         ops = []
         for fld, file, n in e.ops:
             if fld == "vdst":
@@ -726,7 +745,7 @@ class _Decoder:
         if e.name.startswith("v_bitop3"):
             # gfx950: the 8-bit truth table lives in the neg (bits 0-2), abs (3-5), omod (6-7)
             # fields; LLVM's assembler spells it bitop3:N
-            bop = neg | (_bits(w0, 8, 3) << 3) | (omod << 6)
+            bop = mods["neg"] | (_bits(w0, 8, 3) << 3) | (omod << 6)
             mods["bitop3"] = bop
             ops = [o if not (o.neg or o.abs) else _plain(o) for o in ops]
             if opsel:
