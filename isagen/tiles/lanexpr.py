@@ -1,0 +1,485 @@
+"""Lane expressions: one formula, two meanings — a numpy value per lane, and the VALU code computing it.
+
+Every per-lane quantity a tile primitive needs (an LDS-DMA global offset, a ``ds_read`` address, a
+store offset, a mask) is written once as an expression over the lane id and wave-uniform values::
+
+    L = lane()                                   # 0..63
+    row = (L >> 3) + uniform("row0", 0, 255)     # a wave-uniform value held in an SGPR
+    addr = row * 128 + (((L & 7) ^ (row & 7)) << 4)
+
+``evaluate(expr, env)`` gives the 64 lane values with numpy (the layout model the tests and the bank
+analysis use); ``Emitter(k).emit(expr)`` writes the VALU/SALU instructions that compute the same value
+into a VGPR (wave-uniform sub-expressions go to SALU).  Because both come from the same object, the
+numpy model *is* the emitted arithmetic; the tests check the emission against an independent
+interpreter of the instructions.
+
+Values are unsigned 32-bit.  Every node carries an upper bound (``hi``) so that the emitter can use
+the 24-bit multiply and the tests can assert nothing wraps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..isa.operands import VCC, Reg
+
+MASK32 = 0xFFFFFFFF
+
+
+class Expr:
+    """A per-lane unsigned 32-bit value."""
+
+    __slots__ = ()
+    hi: int
+
+    # --------------------------------------------------------------- building
+    def __add__(self, o):
+        return _bin("add", self, o)
+
+    __radd__ = __add__
+
+    def __mul__(self, o):
+        return _bin("mul", self, o)
+
+    __rmul__ = __mul__
+
+    def __and__(self, o):
+        return _bin("and", self, o)
+
+    __rand__ = __and__
+
+    def __or__(self, o):
+        return _bin("or", self, o)
+
+    __ror__ = __or__
+
+    def __xor__(self, o):
+        return _bin("xor", self, o)
+
+    __rxor__ = __xor__
+
+    def __lshift__(self, n):
+        return _bin("shl", self, n)
+
+    def __rshift__(self, n):
+        return _bin("shr", self, n)
+
+    def __floordiv__(self, n):
+        n = int(n)
+        if n <= 0 or n & (n - 1):
+            raise ValueError(f"lane expressions divide by powers of two only, not {n}")
+        return self >> (n.bit_length() - 1)
+
+    def __mod__(self, n):
+        n = int(n)
+        if n <= 0 or n & (n - 1):
+            raise ValueError(f"lane expressions take remainders by powers of two only, not {n}")
+        return self & (n - 1)
+
+    @property
+    def uniform(self) -> bool:
+        """True when the value is the same in every lane (computed in SGPRs)."""
+        return not any(isinstance(x, (Lane, VReg)) for x in self.walk())
+
+    def walk(self):
+        yield self
+
+
+@dataclass(frozen=True, eq=True)
+class Const(Expr):
+    value: int
+
+    @property
+    def hi(self) -> int:
+        return self.value
+
+    def __repr__(self):
+        return str(self.value)
+
+
+@dataclass(frozen=True, eq=True)
+class Lane(Expr):
+    """The lane id within the wave (0..63)."""
+
+    @property
+    def hi(self) -> int:
+        return 63
+
+    def __repr__(self):
+        return "lane"
+
+
+@dataclass(frozen=True, eq=True)
+class Uniform(Expr):
+    """A wave-uniform value held in an SGPR at run time (``reg``), or named only (numpy model)."""
+
+    name: str
+    bound: int                 # an upper bound of the value (for the 24-bit multiply choice)
+    reg: Reg | None = None
+
+    @property
+    def hi(self) -> int:
+        return self.bound
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(frozen=True, eq=True)
+class VReg(Expr):
+    """A per-lane value already in a VGPR (``reg``); the numpy model looks ``name`` up in the env."""
+
+    name: str
+    reg: Reg
+    bound: int = MASK32
+
+    @property
+    def hi(self) -> int:
+        return self.bound
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(frozen=True, eq=True)
+class Bin(Expr):
+    op: str                    # add mul and or xor shl shr
+    a: Expr
+    b: Expr
+
+    @property
+    def hi(self) -> int:
+        a, b = self.a.hi, self.b.hi
+        if self.op == "add":
+            return a + b
+        if self.op == "mul":
+            return a * b
+        if self.op == "and":
+            return min(a, b)
+        if self.op in ("or", "xor"):
+            return (1 << max(a, b).bit_length()) - 1
+        if self.op == "shl":
+            return a << b
+        if self.op == "shr":
+            return a >> _const(self.b)
+        raise AssertionError(self.op)
+
+    def walk(self):
+        yield self
+        yield from self.a.walk()
+        yield from self.b.walk()
+
+    def __repr__(self):
+        sym = {"add": "+", "mul": "*", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}[self.op]
+        return f"({self.a!r} {sym} {self.b!r})"
+
+
+@dataclass(frozen=True, eq=True)
+class Select(Expr):
+    """``a`` where ``x < y`` (unsigned), else ``b``."""
+
+    x: Expr
+    y: Expr
+    a: Expr
+    b: Expr
+
+    @property
+    def hi(self) -> int:
+        return max(self.a.hi, self.b.hi)
+
+    def walk(self):
+        yield self
+        for e in (self.x, self.y, self.a, self.b):
+            yield from e.walk()
+
+    def __repr__(self):
+        return f"({self.x!r} < {self.y!r} ? {self.a!r} : {self.b!r})"
+
+
+def lane() -> Lane:
+    return Lane()
+
+
+def uniform(name: str, bound: int, reg: Reg | None = None) -> Uniform:
+    return Uniform(name, int(bound), reg)
+
+
+def const(v) -> Expr:
+    return v if isinstance(v, Expr) else Const(int(v))
+
+
+def where_lt(x, y, a, b) -> Expr:
+    """``a`` in lanes where ``x < y`` (unsigned compare), ``b`` elsewhere."""
+    return Select(const(x), const(y), const(a), const(b))
+
+
+def _const(e) -> int:
+    if not isinstance(e, Const):
+        raise ValueError(f"shift amounts must be constants, got {e!r}")
+    return e.value
+
+
+def _bin(op: str, a, b) -> Expr:
+    a, b = const(a), const(b)
+    if op in ("shl", "shr"):
+        _const(b)
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(_apply(op, a.value, b.value) & MASK32)
+    # identities keep the emitted code short
+    if op in ("add", "or", "xor"):
+        if isinstance(b, Const) and b.value == 0:
+            return a
+        if isinstance(a, Const) and a.value == 0:
+            return b
+    if op in ("shl", "shr") and b.value == 0:
+        return a
+    if op == "mul":
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, Const):
+                if y.value == 0:
+                    return Const(0)
+                if y.value == 1:
+                    return x
+                if y.value & (y.value - 1) == 0:
+                    return _bin("shl", x, y.value.bit_length() - 1)
+    if op == "and":
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, Const) and y.value == 0:
+                return Const(0)
+            if isinstance(y, Const) and x.hi <= y.value and y.value & (y.value + 1) == 0:
+                return x                   # masking with all-ones above the value's bound
+    if op == "shr" and a.hi >> b.value == 0:
+        return Const(0)
+    # canonical order for commutative ops: constants right (VOP2 wants the VGPR in src1)
+    if op in ("add", "mul", "and", "or", "xor") and isinstance(a, Const):
+        a, b = b, a
+    return Bin(op, a, b)
+
+
+def _apply(op, x, y):
+    if op == "add":
+        return x + y
+    if op == "mul":
+        return x * y
+    if op == "and":
+        return x & y
+    if op == "or":
+        return x | y
+    if op == "xor":
+        return x ^ y
+    if op == "shl":
+        return x << y
+    if op == "shr":
+        return x >> y
+    raise AssertionError(op)
+
+
+# ------------------------------------------------------------------------------ numpy evaluation
+def evaluate(expr, env: dict | None = None) -> np.ndarray:
+    """The 64 lane values (int64 array) of ``expr``; ``env`` maps uniform names to ints."""
+    env = env or {}
+    memo: dict = {}
+
+    def ev(e):
+        if e in memo:
+            return memo[e]
+        if isinstance(e, Const):
+            v = np.full(64, e.value, np.int64)
+        elif isinstance(e, Lane):
+            v = np.arange(64, dtype=np.int64)
+        elif isinstance(e, (Uniform, VReg)):
+            if e.name not in env:
+                raise KeyError(f"lane expression needs a value for '{e.name}'")
+            v = np.broadcast_to(np.asarray(env[e.name], dtype=np.int64), (64,)).copy()
+        elif isinstance(e, Bin):
+            v = _apply(e.op, ev(e.a), ev(e.b)) & MASK32
+        elif isinstance(e, Select):
+            v = np.where(ev(e.x) < ev(e.y), ev(e.a), ev(e.b))
+        else:
+            raise TypeError(e)
+        memo[e] = v
+        return v
+
+    return ev(const(expr)).copy()
+
+
+# ------------------------------------------------------------------------------ emission
+class Emitter:
+    """Writes VALU/SALU code for lane expressions into a ``KernelBuilder``.
+
+    ``lane`` is the VGPR holding the lane id (0..63).  Sub-expressions are computed once per emitter
+    (common sub-expression cache); wave-uniform ones go to SGPRs with SALU.  ``emit(expr, dst)`` puts
+    the value in ``dst`` (or a new VGPR); ``free()`` releases every temporary the emitter holds.
+    """
+
+    def __init__(self, k, lane_reg: Reg, *, comment: str = "", max_temps: int = 12):
+        self.k = k
+        self.max_temps = max_temps     # past this many, temporaries are dropped after an emit into a given dst
+        self.lane_reg = lane_reg
+        self.comment = comment
+        self.cache: dict = {}          # Expr -> Reg (temporaries this emitter owns)
+        self.owned: list[Reg] = []
+
+    # --------------------------------------------------------------- public
+    def emit(self, expr, dst: Reg | None = None, comment: str | None = None) -> Reg:
+        expr = const(expr)
+        why = comment or self.comment
+        given = dst is not None
+        if dst is None:
+            dst = self.k.vgpr(1, "lane_expr")
+            self.owned.append(dst)
+        src = self._value(expr, why, top=dst)
+        if src != dst:
+            self._mov(dst, src, why)
+        if given and len(self.owned) > self.max_temps:
+            self.free()
+        return dst
+
+    def emit_uniform(self, expr, comment: str | None = None):
+        """A wave-uniform expression in an SGPR (SALU), or the int itself when it is a constant."""
+        expr = const(expr)
+        if not expr.uniform:
+            raise ValueError(f"{expr!r} is not wave-uniform")
+        return self._value(expr, comment or self.comment)
+
+    def free(self):
+        if self.owned:
+            self.k.free(*self.owned)
+        self.owned, self.cache = [], {}
+
+    # --------------------------------------------------------------- internals
+    def _mov(self, dst: Reg, src, why):
+        self.k.v_mov_b32(dst, src, comment=why)
+
+    def _tmp_v(self) -> Reg:
+        r = self.k.vgpr(1, "lane_tmp")
+        self.owned.append(r)
+        return r
+
+    def _tmp_s(self) -> Reg:
+        r = self.k.sgpr(1, "lane_tmp")
+        self.owned.append(r)
+        return r
+
+    def _value(self, e: Expr, why, top: Reg | None = None):
+        """A register (VGPR or SGPR) or an int constant holding ``e``."""
+        if isinstance(e, Const):
+            return e.value
+        if isinstance(e, Lane):
+            return self.lane_reg
+        if isinstance(e, VReg):
+            return e.reg
+        if isinstance(e, Uniform):
+            if e.reg is None:
+                raise ValueError(f"uniform '{e.name}' has no register")
+            return e.reg
+        if e in self.cache:
+            return self.cache[e]
+        if e.uniform:
+            reg = self._salu(e, why)
+        else:
+            reg = self._valu(e, why, top)
+        if reg is not top:
+            self.cache[e] = reg
+        return reg
+
+    # ..... wave-uniform: SALU
+    def _salu(self, e, why) -> Reg:
+        k = self.k
+        if isinstance(e, Select):
+            x, y = self._sval(e.x, why), self._sval(e.y, why)
+            a, b = self._sval(e.a, why), self._sval(e.b, why)
+            d = self._tmp_s()
+            k.s_cmp_lt_u32(x, y, comment=why)
+            k.s_cselect_b32(d, a, b, comment=why)
+            return d
+        a, b = self._sval(e.a, why), self._sval(e.b, why)
+        d = self._tmp_s()
+        op = {"add": k.s_add_u32, "mul": k.s_mul_i32, "and": k.s_and_b32, "or": k.s_or_b32,
+              "xor": k.s_xor_b32, "shl": k.s_lshl_b32, "shr": k.s_lshr_b32}[e.op]
+        op(d, a, b, comment=why)
+        return d
+
+    def _sval(self, e, why):
+        v = self._value(e, why)
+        return v
+
+    # ..... per lane: VALU
+    def _vreg(self, e, why) -> Reg:
+        """``e`` in a VGPR (moving a constant or SGPR into one if needed; cached)."""
+        v = self._value(e, why)
+        if isinstance(v, Reg) and v.cls == "v":
+            return v
+        key = ("vgpr", e)
+        if key in self.cache:
+            return self.cache[key]
+        d = self._tmp_v()
+        self.k.v_mov_b32(d, v, comment=why)
+        self.cache[key] = d
+        return d
+
+    def _valu(self, e, why, top) -> Reg:
+        k = self.k
+        d = top if top is not None else self._tmp_v()
+        if isinstance(e, Select):
+            # v_cndmask_b32 d, src0, src1, vcc = vcc ? src1 : src0, and src1 must be a VGPR: when only
+            # ``b`` is per-lane, select it with the negated compare (x >= y)
+            negate = e.a.uniform and not e.b.uniform
+            x = self._value(e.x, why)
+            y = self._value(e.y, why)
+            yv = isinstance(y, Reg) and y.cls == "v"
+            if not yv:
+                xv = x if isinstance(x, Reg) and x.cls == "v" else self._vreg(e.x, why)
+            if not negate:
+                if yv:
+                    k.v_cmp_lt_u32(VCC, x, y, comment=why)       # vcc = x < y
+                else:
+                    k.v_cmp_gt_u32(VCC, y, xv, comment=why)      # vcc = y > x
+                a, b = self._vreg(e.a, why), self._value(e.b, why)
+            else:
+                if yv:
+                    k.v_cmp_ge_u32(VCC, x, y, comment=why)       # vcc = x >= y
+                else:
+                    k.v_cmp_le_u32(VCC, y, xv, comment=why)      # vcc = y <= x
+                a, b = self._vreg(e.b, why), self._value(e.a, why)
+            if not (isinstance(b, int) and -16 <= b <= 64) and not (isinstance(b, Reg) and b.cls == "v"):
+                b = self._vreg(e.a if negate else e.b, why)      # with vcc, src0 cannot be an SGPR or literal
+            k.v_cndmask_b32(d, b, a, VCC, comment=why)           # vcc ? a : b
+            return d
+        op = e.op
+        if op in ("shl", "shr"):
+            a = self._vreg(e.a, why)
+            n = e.b.value
+            (k.v_lshlrev_b32 if op == "shl" else k.v_lshrrev_b32)(d, n, a, comment=why)
+            return d
+        # commutative two-operand ops: one VGPR operand, the other anything (VOP2 src0 takes a literal)
+        a, b = e.a, e.b
+        if a.uniform and not b.uniform:
+            a, b = b, a
+        av = self._vreg(a, why)
+        bv = self._value(b, why)
+        if op == "add":
+            k.v_add_u32(d, bv, av, comment=why)
+        elif op == "and":
+            k.v_and_b32(d, bv, av, comment=why)
+        elif op == "or":
+            k.v_or_b32(d, bv, av, comment=why)
+        elif op == "xor":
+            k.v_xor_b32(d, bv, av, comment=why)
+        elif op == "mul":
+            if a.hi < (1 << 24) and b.hi < (1 << 24):
+                if isinstance(bv, Reg) and bv.cls == "v" and isinstance(av, Reg):
+                    k.v_mul_u32_u24(d, av, bv, comment=why)
+                else:
+                    k.v_mul_u32_u24(d, bv, av, comment=why)
+            else:
+                if isinstance(bv, int):
+                    s = self._tmp_s()
+                    k.s_mov_b32(s, bv, comment=why)
+                    bv = s
+                k.v_mul_lo_u32(d, av, bv, comment=why)
+        else:
+            raise AssertionError(op)
+        return d

@@ -1,0 +1,213 @@
+"""LDS tile layouts: rows of contiguous elements, with an XOR swizzle of fixed-size units.
+
+A tile of ``rows`` rows of ``row_bytes`` bytes is stored row after row; inside a row, the
+``unit``-byte pieces (16 bytes: one ``ds_read_b128``; 8 bytes: one ``ds_read_b64``) are permuted by
+XOR with a key that depends on the row only::
+
+    physical(row, unit) = row * row_bytes + (unit ^ key(row)) * unit_bytes
+
+``key(row)`` is a GF(2)-linear function of the row's bits (``Swizzle``: a few "take bits, shift them"
+terms), so it is cheap to compute in VALU and XOR is its own inverse (the same formula maps a
+physical position back to its logical one).
+
+LDS-DMA (``buffer_load ... lds``) writes lane ``l`` at ``M0 + l*width``: the LDS position of every lane
+is fixed, so the swizzle is realised on the *global* side: the lane writing physical position ``p``
+loads the global element that ``logical(p)`` names (``dma_coords``).
+
+Which key?  The reads a kernel issues decide it: ``choose_swizzle`` tries candidate keys, simplest
+first, and keeps the first one under which every given access is free of bank conflicts (analysed by
+``isagen.lds_banks`` with the target's phase rules).  Tile layouts thus carry their own proof.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import lds_banks
+from ..errors import SpecError
+from . import lanexpr as lx
+
+
+def _log2(n: int) -> int:
+    if n <= 0 or n & (n - 1):
+        raise SpecError(f"{n} is not a power of two")
+    return n.bit_length() - 1
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    """``key(row) = XOR of ((row >> shift) & (2**bits - 1)) << to`` over the terms."""
+
+    terms: tuple[tuple[int, int, int], ...] = ()
+
+    def key(self, row):
+        """The key of ``row`` (an int, a numpy array or a lane expression)."""
+        out = 0
+        for shift, bits, to in self.terms:
+            part = ((row >> shift) & ((1 << bits) - 1)) << to
+            out = part if isinstance(out, int) and out == 0 else out ^ part
+        return out
+
+    @property
+    def max_key(self) -> int:
+        return functools.reduce(lambda x, y: x | y, ((((1 << b) - 1) << t) for _, b, t in self.terms), 0)
+
+    def describe(self) -> str:
+        if not self.terms:
+            return "none"
+        parts = []
+        for shift, bits, to in self.terms:
+            p = f"(row >> {shift})" if shift else "row"
+            p = f"({p} & {(1 << bits) - 1})"
+            if to:
+                p = f"({p} << {to})"
+            parts.append(p)
+        return " ^ ".join(parts)
+
+
+NO_SWIZZLE = Swizzle()
+
+
+@dataclass(frozen=True)
+class LdsLayout:
+    """Where element ``(row, col)`` of a tile lives in LDS (byte offset from the tile's start)."""
+
+    rows: int
+    row_bytes: int           # a power of two
+    unit: int                # bytes per swizzled unit (4, 8 or 16)
+    swizzle: Swizzle = NO_SWIZZLE
+    elem_bytes: int = 2
+
+    def __post_init__(self):
+        _log2(self.row_bytes)
+        _log2(self.unit)
+        if self.unit > self.row_bytes:
+            raise SpecError(f"LDS layout: unit {self.unit} B is wider than a row ({self.row_bytes} B)")
+        if self.swizzle.max_key >= self.units_per_row:
+            raise SpecError(f"LDS layout: swizzle {self.swizzle.describe()} reaches unit {self.swizzle.max_key} "
+                            f"but a row has {self.units_per_row}")
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.row_bytes
+
+    @property
+    def cols(self) -> int:
+        return self.row_bytes // self.elem_bytes
+
+    @property
+    def units_per_row(self) -> int:
+        return self.row_bytes // self.unit
+
+    def with_swizzle(self, swizzle: Swizzle) -> "LdsLayout":
+        return replace(self, swizzle=swizzle)
+
+    # ------------------------------------------------------------------ the mapping (ints, numpy, lane expressions)
+    def offset(self, row, byte):
+        """Physical byte offset of logical ``(row, byte-within-row)``."""
+        lu, lr = _log2(self.unit), _log2(self.row_bytes)
+        unit = byte >> lu
+        within = byte & (self.unit - 1)
+        key = self.swizzle.key(row)
+        punit = unit if isinstance(key, int) and key == 0 else unit ^ key
+        return (row << lr) + (punit << lu) + within
+
+    def logical(self, p):
+        """``(row, byte-within-row)`` stored at physical offset ``p`` (the inverse of ``offset``)."""
+        lu, lr = _log2(self.unit), _log2(self.row_bytes)
+        row = p >> lr
+        punit = (p & (self.row_bytes - 1)) >> lu
+        within = p & (self.unit - 1)
+        key = self.swizzle.key(row)
+        unit = punit if isinstance(key, int) and key == 0 else punit ^ key
+        return row, (unit << lu) + within
+
+    def element_offset(self, row, col):
+        return self.offset(row, col * self.elem_bytes)
+
+
+# ----------------------------------------------------------------------------------- accesses
+@dataclass(frozen=True)
+class LdsAccess:
+    """One DS (or LDS-DMA) instruction's lane addresses, for the bank analysis."""
+
+    name: str                # what the instruction does ("A frag 0 slice 1", "B DMA block 3", ...)
+    addresses: tuple         # 64 byte addresses
+    width: int               # bytes per lane
+    op: str                  # "read" | "write"
+    instruction: str = ""    # the mnemonic
+
+    def report(self, target: str) -> lds_banks.BankReport:
+        return lds_banks.analyse(np.asarray(self.addresses), self.width, target, self.op)
+
+
+def access(name: str, expr, width: int, op: str, env: dict | None = None, instruction: str = "") -> LdsAccess:
+    addrs = lx.evaluate(expr, env or {})
+    return LdsAccess(name, tuple(int(a) for a in addrs), width, op, instruction)
+
+
+def conflicts(accesses, target: str) -> list[tuple[LdsAccess, lds_banks.BankReport]]:
+    """The accesses that are not conflict-free, with their reports."""
+    out = []
+    for a in accesses:
+        rep = a.report(target)
+        if not rep.conflict_free:
+            out.append((a, rep))
+    return out
+
+
+def swizzle_candidates(layout: LdsLayout, bank_bytes: int) -> list[Swizzle]:
+    """Keys to try, simplest first: the classic ``row / rows-per-bank-window`` key, the row's low bits,
+    scaled keys that move whole multi-unit segments, then every one- and two-term GF(2) key."""
+    upr = layout.units_per_row
+    if upr == 1:
+        return [NO_SWIZZLE]
+    lu = _log2(upr)
+    rw = max(1, bank_bytes // layout.row_bytes)
+    lrw = _log2(rw)
+    out = [NO_SWIZZLE, Swizzle(((lrw, lu, 0),)), Swizzle(((0, lu, 0),))]
+    if lu >= 2:
+        out.append(Swizzle(((lrw, lu - 1, 0), (4, 1, lu - 1))))
+        out.append(Swizzle(((0, lu - 1, 0), (4, 1, lu - 1))))
+    for seg in (1, 2, 3):                      # keys that move groups of 2**seg units together
+        for shift in (3, 0, 1, 2, 4):
+            for bits in (1, 2, 3):
+                if seg + bits <= lu:
+                    out.append(Swizzle(((shift, bits, seg),)))
+        if seg + 3 <= lu:
+            out.append(Swizzle(((0, 2, seg), (3, 1, seg + 2))))
+            out.append(Swizzle(((0, 2, seg), (4, 1, seg + 2))))
+    singles = [Swizzle(((s, b, t),)) for b in range(1, lu + 1) for t in range(0, lu - b + 1) for s in range(0, 6)]
+    out += singles
+    for (s1, b1, t1) in [x.terms[0] for x in singles]:
+        for s2 in range(0, 6):
+            for b2 in range(1, lu + 1):
+                for t2 in range(0, lu - b2 + 1):
+                    if (s2, b2, t2) != (s1, b1, t1):
+                        out.append(Swizzle(((s1, b1, t1), (s2, b2, t2))))
+    seen, unique = set(), []
+    for c in out:
+        if c.terms not in seen and c.max_key < upr:
+            seen.add(c.terms)
+            unique.append(c)
+    return unique
+
+
+def choose_swizzle(layout: LdsLayout, accesses_for, target: str, bank_bytes: int) -> tuple[LdsLayout, list]:
+    """The first candidate layout under which every access of ``accesses_for(layout)`` is conflict-free.
+
+    Returns ``(layout, [])`` on success, or ``(best layout, its conflicts)`` when no candidate is
+    conflict-free (the caller decides whether that is an error)."""
+    best = None
+    for cand in swizzle_candidates(layout, bank_bytes):
+        lay = layout.with_swizzle(cand)
+        bad = conflicts(accesses_for(lay), target)
+        if not bad:
+            return lay, []
+        score = sum(rep.extra_cycles for _, rep in bad)
+        if best is None or score < best[0]:
+            best = (score, lay, bad)
+    return best[1], best[2]

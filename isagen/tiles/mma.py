@@ -1,0 +1,64 @@
+"""MFMA tile products: C[fm][fn] += A[fm] · B[fn] over the k-slices a schedule gives.
+
+The MFMA computes ``D[i][j] = sum_k src0[i][k] * src1[k][j]`` with D lane-distributed by the
+calculator's C/D layout: for 16x16, lane ``L`` register ``r`` holds ``D[4*(L//16) + r][L % 16]``; for
+32x32, ``D[8*(r//4) + 4*(L//32) + r%4][L % 32]``.  Fed with ``src0 = B`` (rows = n) and ``src1 = A``
+(columns = m) it computes Cᵀ, so a lane's accumulator holds *four consecutive n* of one row m per
+group of four registers: the epilogue stores 16 (fp32) or 8 (bf16) contiguous bytes per lane without
+any shuffle.  ``acc_coords`` gives that mapping.
+
+MFMAs are ordered k-slice outermost, so consecutive MFMAs write different accumulators and an
+accumulator chain (same opcode, same registers) needs no wait states between its links.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..targets import MfmaInfo
+from .lds_to_reg import Fragment
+from .schedule import Op
+
+
+def bf16_mfma(target, size: int) -> MfmaInfo:
+    """The bf16 MFMA of ``size`` x ``size`` output with the largest K on ``target``."""
+    found = target.find_mfma("bf16", size, size)
+    if not found:
+        from ..errors import SpecError
+        raise SpecError(f"{target.name} has no {size}x{size} bf16 MFMA")
+    return found[0]
+
+
+def fragment_for(info: MfmaInfo, read_k: int) -> Fragment:
+    return Fragment(mi=info.m, kl=2 * info.a_regs, e=read_k)
+
+
+def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, slices) -> list[Op]:
+    """MFMA ops for ``C[fm][fn] += A[fm] · B[fn]`` over ``slices``.
+
+    ``acc(fm, fn)``, ``a_regs(fm, s)``, ``b_regs(fn, s)`` give the registers (a fragment slice is
+    ``frag.regs`` VGPRs; MFMA ``h`` of a slice uses its registers ``[h*kl/2, (h+1)*kl/2)``)."""
+    mfma = getattr(k, info.mnemonic)
+    r = info.a_regs
+    ops = []
+    for s in slices:
+        for h in range(frag.mfmas_per_slice):
+            for fm in fms:
+                for fn in fns:
+                    c, a, b = acc(fm, fn), a_regs(fm, s), b_regs(fn, s)
+
+                    def f(c=c, a=a, b=b, fm=fm, fn=fn, s=s, h=h):
+                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], c,
+                             comment=f"C[{fm}][{fn}] += A[{fm}]·B[{fn}] (k-slice {s}, part {h})")
+                    ops.append(Op("mfma", f, f"mfma C[{fm}][{fn}] s{s}h{h}"))
+    return ops
+
+
+def acc_coords(info: MfmaInfo) -> tuple[np.ndarray, np.ndarray]:
+    """``(m, n)`` arrays of shape (c_regs, 64): the C element (within the MFMA tile) that register
+    ``r`` of lane ``L`` accumulates, with A fed as src1 and B as src0 (see the module docstring)."""
+    lanes = np.arange(64)
+    g = 64 // info.m
+    m = np.tile(lanes % info.m, (info.c_regs, 1))
+    n = np.stack([4 * ((r // 4) * g + lanes // info.m) + r % 4 for r in range(info.c_regs)])
+    return m, n
