@@ -19,8 +19,7 @@ LENGTHS = (1, 63, 64, 1000, 4097)
 PAD = 37                 # sentinel elements after each output tensor: the kernel must not touch them
 SPECS = [s for s in load_specs([bundled_specs_dir()]) if s.kernel == "elementwise"]
 NP_BITS = {"f32": np.uint32, "bf16": np.uint16, "f16": np.uint16}
-# the emulator decodes what isagen/isa/data has an opcode table for (gfx950's is not there yet)
-RUN_TARGETS = ("gfx942",)
+RUN_TARGETS = ("gfx942", "gfx950")
 
 
 @pytest.fixture(scope="module")
