@@ -522,18 +522,27 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     if b.shape != (s.b_regs,) + a.shape[1:]:
         raise MfmaError(f"{name}: B must be uint32[{s.b_regs}, {a.shape[1]}, 64], got {b.shape}")
     W = a.shape[1]
-    if W > _CHUNK:        # keep the working set in cache: run large batches 256 waves at a time
-        c = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
-        if out is None:
-            out = np.empty((s.c_regs, W, 64), np.uint32)
-        sa = None if scale_a is None else np.broadcast_to(np.asarray(scale_a, dtype=np.uint32), (W, 64))
-        sb = None if scale_b is None else np.broadcast_to(np.asarray(scale_b, dtype=np.uint32), (W, 64))
-        for w0 in range(0, W, _CHUNK):
-            w = slice(w0, w0 + _CHUNK)
-            mfma(name, t, a[:, w], b[:, w], c[:, w], cbsz, abid, blgp,
-                 scale_a=None if sa is None else sa[w], scale_b=None if sb is None else sb[w],
-                 opsel_a=opsel_a, opsel_b=opsel_b, out=out[:, w])
-        return out
+    if W <= _CHUNK:
+        return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
+                    opsel_a, opsel_b, out)
+    # keep the working set in cache: run large batches 256 waves at a time
+    c = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    if out is None:
+        out = np.empty((s.c_regs, W, 64), np.uint32)
+    sa = None if scale_a is None else np.broadcast_to(np.asarray(scale_a, dtype=np.uint32), (W, 64))
+    sb = None if scale_b is None else np.broadcast_to(np.asarray(scale_b, dtype=np.uint32), (W, 64))
+    for w0 in range(0, W, _CHUNK):
+        w = slice(w0, w0 + _CHUNK)
+        _run(s, t, a[:, w], b[:, w], c[:, w], a_kind, b_kind, cbsz, abid, blgp, lay_blgp,
+             None if sa is None else sa[w], None if sb is None else sb[w], opsel_a, opsel_b, out[:, w])
+    return out
+
+
+def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp,
+         scale_a, scale_b, opsel_a, opsel_b, out):
+    """One MFMA for at most _CHUNK waves (arguments validated by mfma())."""
+    name = s.name
+    W = a.shape[1]
     plan = _plan(name, cbsz, abid, lay_blgp, W)
     bits = s.in_bits
 
