@@ -816,7 +816,6 @@ def _vop3_opsel(table, mcpu):
 
 def _vop3p_kinds(table, mcpu):
     """VOP3P: number of op_sel/neg elements LLVM prints; MAI (MFMA) opcodes."""
-    fam = FAMILY_BY_NAME["VOP3P"]
     for op, rec in table.items():
         e = rec["entry"]
         if "mfma" in e["mn"] or "smfmac" in e["mn"]:

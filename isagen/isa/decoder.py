@@ -700,15 +700,7 @@ class _Decoder:
 
     # .................................................................. VOP3
     def vop3(self, data, off, w0, w1, base):
-        op = _bits(w0, 16, 10)
-        if op < 256:
-            fam, sub = "VOPC", op
-        elif op < 320:
-            fam, sub = "VOP2", op - 256
-        elif op < 448:
-            fam, sub = "VOP1", op - 320
-        else:
-            fam, sub = "VOP3", op
+        op = _bits(w0, 16, 10)      # 0-255 VOPC, 256-319 VOP2, 320-447 VOP1, 448+ VOP3 only
         e = self.fam["VOP3"].get(op)
         if e is None:
             raise _Bad(f"unknown VOP3 opcode {op}")
