@@ -357,8 +357,8 @@ def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
             t = f"neg({t})"
         else:
             t = "-" + t
-    return Operand(op.role, op.kind, op.reg, op.value, op.read, op.write, neg, abs_, sext,
-                   op.implicit, t)
+    return Operand(op.role, op.kind, op.reg, op.value, op.read, op.write, bool(neg), bool(abs_),
+                   bool(sext), op.implicit, t)
 
 
 def _vreg(role, idx, n, file="v", read=False, write=False):
