@@ -30,15 +30,8 @@ from .regs import RegisterPool, default_align
 from .targets import Target, get_target
 
 
-EXTRA_SGPRS = 6
-
-
-def _waves_for_sgprs(sgprs: int) -> int:
-    """Waves per SIMD the SGPR file allows on gfx9 (800 SGPRs; LLVM getOccupancyWithNumSGPRs)."""
-    for limit, waves in ((80, 10), (88, 9), (100, 8)):
-        if sgprs <= limit:
-            return waves
-    return 7
+from . import occupancy as _occ
+from .occupancy import EXTRA_SGPRS, waves_for_sgprs as _waves_for_sgprs  # noqa: F401  (re-exported)
 
 
 class Comment(str):
@@ -76,19 +69,17 @@ class Program:
     # ------------------------------------------------------------------ derived descriptor fields
     @property
     def accum_offset(self) -> int:
-        g = self.target.accum_offset_granule
-        return max(g, (self.vgprs + g - 1) // g * g)
+        return _occ.accum_offset(self.target, self.vgprs)
 
     @property
     def next_free_vgpr(self) -> int:
         """Unified register count: arch VGPRs, then AGPRs from accum_offset."""
-        return self.accum_offset + self.agprs if self.agprs else max(self.vgprs, 1)
+        return _occ.unified_vgprs(self.target, self.vgprs, self.agprs)
 
     @property
     def total_vgprs_allocated(self) -> int:
         """Per-lane registers the hardware allocates (granule-rounded unified count)."""
-        g = self.target.vgpr_alloc_granule
-        return (self.next_free_vgpr + g - 1) // g * g
+        return _occ.allocated_vgprs(self.target, self.next_free_vgpr)
 
     @property
     def uses_vcc(self) -> bool:
@@ -118,17 +109,14 @@ class Program:
         return [i for i in self.items if isinstance(i, Instruction)]
 
     def occupancy(self) -> dict:
-        """Waves per SIMD and what limits them (VGPRs, SGPRs, LDS, workgroup size)."""
-        t = self.target
-        limits = {"hardware": t.max_waves_per_simd}
-        limits["vgprs"] = t.unified_regs_per_lane // self.total_vgprs_allocated
-        limits["sgprs"] = _waves_for_sgprs(self.sgpr_count)
-        if self.lds_bytes:
-            lds = (self.lds_bytes + t.lds_alloc_granule - 1) // t.lds_alloc_granule * t.lds_alloc_granule
-            groups_per_cu = t.lds_bytes // lds
-            limits["lds"] = groups_per_cu * self.waves_per_workgroup // t.simds_per_cu
-        waves = min(limits.values())
-        return {"waves_per_simd": waves, "limited_by": min(limits, key=limits.get), "limits": limits}
+        """Waves per SIMD and what limits them (VGPRs, SGPRs, LDS, workgroup size): the summary of
+        ``isagen.occupancy.occupancy`` (``occupancy_detail()`` has the rest)."""
+        return self.occupancy_detail().summary()
+
+    def occupancy_detail(self):
+        """``isagen.occupancy.Occupancy`` of this kernel: limits, granule effects, what one more wave needs."""
+        return _occ.occupancy(self.target, arch_vgprs=self.vgprs, agprs=self.agprs, sgpr_count=self.sgpr_count,
+                              lds_bytes=self.lds_bytes, workgroup_size=self.flat_workgroup_size)
 
 
 def _lds_range(lds) -> tuple[int, int]:
