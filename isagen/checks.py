@@ -32,7 +32,29 @@ def finish_program(program) -> list[str]:
     from . import hazards, waits
 
     problems = register_problems(program)
-    program.items = hazards.insert_nops(program.items, program.target)
+    before = program.items
+    program.items = hazards.insert_nops(before, program.target)
+    _shift_allocation_positions(program, before)
     problems += [str(v) for v in hazards.check_hazards(program.items, program.target)]
     problems += [str(v) for v in waits.check_waits(program.items, program.target)]
     return problems
+
+
+def _shift_allocation_positions(program, before: list) -> None:
+    """Keep ``Allocation.allocated_at``/``freed_at`` indices into ``program.items`` after the hazard
+    pass inserted ``s_nop``s: position ``j`` of the old list becomes the new position of old item
+    ``j`` (the end stays the end), so reports and the .s lifetimes name the right instructions."""
+    if len(program.items) == len(before):
+        return
+    new_pos, j = [], 0
+    for pos, item in enumerate(program.items):
+        if j < len(before) and item is before[j]:
+            new_pos.append(pos)
+            j += 1
+    new_pos.append(len(program.items))
+    if j != len(before):            # not a pure insertion: leave the positions as they were
+        return
+    for a in program.allocations:
+        a.allocated_at = new_pos[min(a.allocated_at, len(before))]
+        if a.freed_at is not None:
+            a.freed_at = new_pos[min(a.freed_at, len(before))]
