@@ -9,6 +9,8 @@
     isagen demo                        generate, assemble, inspect and run the fp32 axpy kernel
     isagen run SPEC [-D name=value ...] [--shape n=4096] [--backend hip|emu] [--target gfx942]
                                        run on random inputs, check against the spec's torch reference
+    isagen report SPEC.yaml|FILE.co [--target T] [--kernel K] [--format text|json|html|png] [-o FILE]
+                                       register pressure, liveness and occupancy (docs/report.md)
 
 Every user mistake (``IsagenError``) is reported as one line on stderr with exit code 2; there is
 no traceback for one.  See docs/cli.md.
@@ -103,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
                                    "on a mismatch. See docs/runtime.md.")
     run_command.add_arguments(r)
     r.set_defaults(run=run_command.main)
+
+    from isagen.report import command as report_command
+    rp = sub.add_parser("report", help="register pressure, liveness and occupancy of a spec's kernel or any code object",
+                        description="Where the registers go and what limits occupancy: declared vs used VGPR/AGPR/SGPR "
+                                    "counts, occupancy and what to free for one more wave, live registers at every "
+                                    "instruction (loops and branches), the peak and what is live there, a table per "
+                                    "allocation, the instruction mix, LDS. See docs/report.md.")
+    report_command.add_arguments(rp)
+    rp.set_defaults(run=report_command.main)
     return p
 
 
