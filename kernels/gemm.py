@@ -40,7 +40,7 @@ from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
 from isagen.tiles.epilogue import Bf16Packer, store_quad
 from isagen.tiles.global_to_lds import GlobalToLds
-from isagen.tiles.lds_layout import LdsLayout, choose_swizzle
+from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
 from isagen.tiles.lds_to_reg import DsReads, Fragment, kmajor_reads, tr16_reads, u16_reads
 from isagen.tiles.mma import bf16_mfma, mma_ops
 from isagen.tiles.order import emit_remap
@@ -252,21 +252,18 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
                 b_read, p.group_m or d["group_m"], p.chunk or d["chunk"], dma, lay_a, lay_b)
     stage = [LdsRegion("tile", 0, 0)]
 
-    def a_acc(lay):
-        return [a for env in base.a_envs() for a in
-                DsReads.accesses_of(base.a_read_list(lay, stage), env)]
+    def coords(reads, envs):
+        return [Coords(lx.evaluate(r.row, e), lx.evaluate(r.byte, e), 0, r.width, "read")
+                for e in envs for r in reads]
 
-    def b_acc(lay):
-        return [a for env in base.b_envs() for a in
-                DsReads.accesses_of(base.b_read_list(lay, stage), env)]
-
-    lay_a, bad_a = choose_swizzle(lay_a, a_acc, target.name, bank)
-    lay_b, bad_b = choose_swizzle(lay_b, b_acc, target.name, bank)
+    ca = coords(base.a_read_list(lay_a, stage), base.a_envs())
+    cb = coords(base.b_read_list(lay_b, stage), base.b_envs())
+    lay_a, bad_a = choose_swizzle(lay_a, ca, target.name, bank)
+    lay_b, bad_b = choose_swizzle(lay_b, cb, target.name, bank)
     for what, bad in (("A", bad_a), ("B", bad_b)):
         if bad:
-            acc, rep = bad[0]
             raise SpecError(f"params.block_k: no swizzle of the {what} tile makes its reads free of LDS bank "
-                            f"conflicts ({acc.name}: {rep})")
+                            f"conflicts ({len(bad)} reads conflict, e.g. {bad[0][1]})")
     return Plan(target, p.layout, p.out_dtype, p.schedule, p.block_m, p.block_n, bk, info, frag, waves, wgm, wgn,
                 b_read, base.group_m, base.chunk, dma, lay_a, lay_b)
 
@@ -775,19 +772,7 @@ def primitives(pl: Plan, k, stages, rsrcs, regs: dict | None = None):
                          k_coord=lambda row, byte: row)
     a_reads = pl.a_read_list(pl.layout_a, lds_a)
     b_reads = pl.b_read_list(pl.layout_b, lds_b)
-    bind = {n: r for n, r in regs.items() if n in ("a_row0", "b_row0") and r is not None}
-    if bind:
+    if regs:
         for r in a_reads + b_reads:
-            r.addr = _bind(r.addr, bind)
+            r.bind(regs)
     return gA, gB, a_reads, b_reads
-
-
-def _bind(expr, regs: dict):
-    """Give the named uniforms of a lane expression their SGPRs."""
-    if isinstance(expr, lx.Uniform) and expr.name in regs:
-        return lx.Uniform(expr.name, expr.bound, regs[expr.name])
-    if isinstance(expr, lx.Bin):
-        return lx.Bin(expr.op, _bind(expr.a, regs), _bind(expr.b, regs))
-    if isinstance(expr, lx.Select):
-        return lx.Select(_bind(expr.x, regs), _bind(expr.y, regs), _bind(expr.a, regs), _bind(expr.b, regs))
-    return expr

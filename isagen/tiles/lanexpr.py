@@ -19,13 +19,22 @@ the 24-bit multiply and the tests can assert nothing wraps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ..isa.operands import VCC, Reg
 
 MASK32 = 0xFFFFFFFF
+
+
+def _cached_hash(self) -> int:
+    """Structural hash, computed once per node (expression trees are shared and deep)."""
+    h = self.__dict__.get("_hash")
+    if h is None:
+        h = hash((type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self)))
+        object.__setattr__(self, "_hash", h)
+    return h
 
 
 class Expr:
@@ -89,6 +98,7 @@ class Expr:
 
 @dataclass(frozen=True, eq=True)
 class Const(Expr):
+    __hash__ = _cached_hash
     value: int
 
     @property
@@ -101,6 +111,7 @@ class Const(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Lane(Expr):
+    __hash__ = _cached_hash
     """The lane id within the wave (0..63)."""
 
     @property
@@ -113,6 +124,7 @@ class Lane(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Uniform(Expr):
+    __hash__ = _cached_hash
     """A wave-uniform value held in an SGPR at run time (``reg``), or named only (numpy model)."""
 
     name: str
@@ -129,6 +141,7 @@ class Uniform(Expr):
 
 @dataclass(frozen=True, eq=True)
 class VReg(Expr):
+    __hash__ = _cached_hash
     """A per-lane value already in a VGPR (``reg``); the numpy model looks ``name`` up in the env."""
 
     name: str
@@ -145,6 +158,7 @@ class VReg(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Bin(Expr):
+    __hash__ = _cached_hash
     op: str                    # add mul and or xor shl shr
     a: Expr
     b: Expr
@@ -178,6 +192,7 @@ class Bin(Expr):
 
 @dataclass(frozen=True, eq=True)
 class Select(Expr):
+    __hash__ = _cached_hash
     """``a`` where ``x < y`` (unsigned), else ``b``."""
 
     x: Expr
@@ -276,6 +291,17 @@ def _apply(op, x, y):
     raise AssertionError(op)
 
 
+def bind(expr, regs: dict):
+    """``expr`` with the named uniforms given their registers (``{name: Reg}``)."""
+    if isinstance(expr, Uniform) and regs.get(expr.name) is not None:
+        return Uniform(expr.name, expr.bound, regs[expr.name])
+    if isinstance(expr, Bin):
+        return Bin(expr.op, bind(expr.a, regs), bind(expr.b, regs))
+    if isinstance(expr, Select):
+        return Select(bind(expr.x, regs), bind(expr.y, regs), bind(expr.a, regs), bind(expr.b, regs))
+    return expr
+
+
 # ------------------------------------------------------------------------------ numpy evaluation
 def evaluate(expr, env: dict | None = None) -> np.ndarray:
     """The 64 lane values (int64 array) of ``expr``; ``env`` maps uniform names to ints."""
@@ -283,8 +309,9 @@ def evaluate(expr, env: dict | None = None) -> np.ndarray:
     memo: dict = {}
 
     def ev(e):
-        if e in memo:
-            return memo[e]
+        key = id(e)
+        if key in memo:
+            return memo[key]
         if isinstance(e, Const):
             v = np.full(64, e.value, np.int64)
         elif isinstance(e, Lane):
@@ -299,7 +326,7 @@ def evaluate(expr, env: dict | None = None) -> np.ndarray:
             v = np.where(ev(e.x) < ev(e.y), ev(e.a), ev(e.b))
         else:
             raise TypeError(e)
-        memo[e] = v
+        memo[key] = v
         return v
 
     return ev(const(expr)).copy()

@@ -196,18 +196,57 @@ def swizzle_candidates(layout: LdsLayout, bank_bytes: int) -> list[Swizzle]:
     return unique
 
 
-def choose_swizzle(layout: LdsLayout, accesses_for, target: str, bank_bytes: int) -> tuple[LdsLayout, list]:
-    """The first candidate layout under which every access of ``accesses_for(layout)`` is conflict-free.
+def conflict_free(addrs: np.ndarray, width: int, op: str, target: str) -> np.ndarray:
+    """Vectorised ``lds_banks.analyse(...).conflict_free`` for many accesses: ``addrs`` is (R, 64);
+    returns a bool per access (same phase rules; no two distinct dwords of a phase share a bank)."""
+    addrs = np.asarray(addrs, np.int64).reshape(-1, 64)
+    banks = 64 if target == "gfx950" else 32
+    nw = (width + 3) // 4
+    ok = np.ones(addrs.shape[0], bool)
+    for group in lds_banks.phases(target, width, op):
+        d = ((addrs[:, list(group)] >> 2)[:, :, None] + np.arange(nw)).reshape(addrs.shape[0], -1)
+        key = np.sort((d % banks) << 32 | d, axis=1)
+        clash = ((key[:, 1:] >> 32) == (key[:, :-1] >> 32)) & (key[:, 1:] != key[:, :-1])
+        ok &= ~clash.any(axis=1)
+    return ok
 
-    Returns ``(layout, [])`` on success, or ``(best layout, its conflicts)`` when no candidate is
-    conflict-free (the caller decides whether that is an error)."""
+
+@dataclass(frozen=True)
+class Coords:
+    """Logical coordinates of one access's 64 lanes (independent of the swizzle)."""
+
+    rows: np.ndarray
+    bytes: np.ndarray
+    base: int
+    width: int
+    op: str
+
+
+def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int) -> tuple[LdsLayout, list]:
+    """The first candidate swizzle under which every access (``Coords``) is conflict-free.
+
+    Returns ``(layout, [])``, or ``(best layout, [(index, BankReport), ...])`` naming the accesses that
+    still conflict when no candidate is conflict-free (the caller decides whether that is an error)."""
+    kinds: dict = {}
+    for i, c in enumerate(coords):
+        kinds.setdefault((c.width, c.op), []).append(i)
+    stacked = {kw: (np.stack([coords[i].rows for i in idx]), np.stack([coords[i].bytes for i in idx]),
+                    np.array([coords[i].base for i in idx])[:, None]) for kw, idx in kinds.items()}
     best = None
     for cand in swizzle_candidates(layout, bank_bytes):
         lay = layout.with_swizzle(cand)
-        bad = conflicts(accesses_for(lay), target)
+        bad = []
+        for (width, op), idx in kinds.items():
+            rows, byts, base = stacked[(width, op)]
+            ok = conflict_free(lay.offset(rows, byts) + base, width, op, target)
+            bad += [idx[j] for j in np.flatnonzero(~ok)]
         if not bad:
             return lay, []
-        score = sum(rep.extra_cycles for _, rep in bad)
-        if best is None or score < best[0]:
-            best = (score, lay, bad)
-    return best[1], best[2]
+        if best is None or len(bad) < len(best[1]):
+            best = (lay, bad)
+    lay, bad = best
+    reports = []
+    for i in bad:
+        c = coords[i]
+        reports.append((i, lds_banks.analyse(lay.offset(c.rows, c.bytes) + c.base, c.width, target, c.op)))
+    return lay, reports

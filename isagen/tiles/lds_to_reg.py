@@ -76,10 +76,14 @@ class Fragment:
 
 @dataclass
 class ReadInst:
-    """One read instruction of a fragment set."""
+    """One read instruction of a fragment set: lane ``L`` reads logical ``(row, byte)`` of the tile in
+    ``layout`` that starts at LDS byte ``base``."""
 
     key: tuple                # how the kernel names it: (stage, fragment, slice[, part])
-    addr: lx.Expr             # absolute LDS byte address per lane
+    row: lx.Expr
+    byte: lx.Expr
+    base: int
+    layout: LdsLayout
     mnemonic: str
     lds: tuple                # the LDS byte range it may touch (for the wait checker)
     what: str
@@ -87,6 +91,15 @@ class ReadInst:
     @property
     def width(self) -> int:
         return READ_BYTES[self.mnemonic]
+
+    @property
+    def addr(self) -> lx.Expr:
+        """Absolute LDS byte address per lane."""
+        return self.layout.offset(self.row, self.byte) + self.base
+
+    def bind(self, regs: dict) -> None:
+        """Give the named uniforms of ``row``/``byte`` their SGPRs."""
+        self.row, self.byte = lx.bind(self.row, regs), lx.bind(self.byte, regs)
 
 
 # ------------------------------------------------------------------------------ read lists
@@ -101,9 +114,8 @@ def kmajor_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_rows
             for s in slices:
                 row = row0 + r + (L % frag.mi)
                 byte = (L // frag.mi + s * frag.groups) * (frag.e * 2)
-                addr = layout.offset(row, byte) + region.offset
-                out.append(ReadInst((st, f, s), addr, mnem, (region.offset, region.offset + region.size),
-                                    f"{name}[{st}] frag {f} slice {s}"))
+                out.append(ReadInst((st, f, s), row, byte, region.offset, layout, mnem,
+                                    (region.offset, region.offset + region.size), f"{name}[{st}] frag {f} slice {s}"))
     return out
 
 
@@ -124,8 +136,7 @@ def tr16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, 
                 for h in range(2):
                     krow = (src // 4) + g * 8 + (s * frag.ks + 4 * h)
                     n = col0 + c + nsub * 16 + (src % 4) * 4
-                    addr = layout.offset(krow, n * 2) + region.offset
-                    out.append(ReadInst((st, f, s, h), addr, "ds_read_b64_tr_b16",
+                    out.append(ReadInst((st, f, s, h), krow, n * 2, region.offset, layout, "ds_read_b64_tr_b16",
                                         (region.offset, region.offset + region.size),
                                         f"{name}[{st}] frag {f} slice {s} half {h} (transposed)"))
     return out
@@ -142,8 +153,7 @@ def u16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, s
                 for j in range(frag.e):
                     krow = (L // frag.mi) * frag.e + (s * frag.ks + j)
                     n = col0 + c + (L % frag.mi)
-                    addr = layout.offset(krow, n * 2) + region.offset
-                    out.append(ReadInst((st, f, s, j), addr, "ds_read_u16",
+                    out.append(ReadInst((st, f, s, j), krow, n * 2, region.offset, layout, "ds_read_u16",
                                         (region.offset, region.offset + region.size),
                                         f"{name}[{st}] frag {f} slice {s} k+{j} (one bf16)"))
     return out
