@@ -190,7 +190,6 @@ def test_conversions():
   v_cvt_pkrtz_f16_f32 v47, v1, v1
   v_cvt_f32_ubyte2 v48, v3
 """, [x, hb, RNG.integers(-2 ** 31, 2 ** 31, 64, dtype=np.int64).astype(np.int32).view(U32)], 9)
-    ints = RNG.integers(0, 1, 1)  # noqa: F841
     xd = x.astype(np.float64)
 
     def sat(v, lo, hi):

@@ -216,6 +216,10 @@ class Device:
         # firmware that supports kernarg preload does; False runs the prologue (older firmware)
         self.kernarg_preload = bool(kernarg_preload)
         self.memory = Memory()
+        # optional observer of every LDS access (with the sanitizer on): called as
+        # lds_observer(inst, addresses [waves, 64] int64, active [waves, 64] bool, nbytes, write, dma)
+        # once per instruction and group of waves (e.g. isagen.tiles.bank_check.BankObserver)
+        self.lds_observer = None
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int, name: str = "") -> DeviceBuffer:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import report as R
-from .access import CompileError, read32, vwrite_masked
+from .access import CompileError, vwrite_masked
 from .executor import Step
 from .wave import M0
 

@@ -443,7 +443,6 @@ def _load_handler(vm: VMem, addr_fn, ctx):
     di = ctx.vindex(dst.reg)
     size = vm.size
     ncomp = max(size // 4, 1)
-    inst = vm.inst
 
     def h(st, ws):
         space, addr, inrange = addr_fn(st, ws)
@@ -611,7 +610,6 @@ def _atomic_handler(vm: VMem, addr_fn, ctx):
     ret = vm.glc
     dst = vm.ops.get("vdst") if vm.fam != "MUBUF" else data_op
     dsti = ctx.vindex(dst.reg) if (ret and dst is not None) else None
-    nd = size // 4
 
     def h(st, ws):
         space, addr, inrange = addr_fn(st, ws)

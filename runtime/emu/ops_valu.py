@@ -16,7 +16,7 @@ from . import numerics as nx
 from .access import (CompileError, is_vreg, mask_writer, read32, read64, read_mask, swrite, vwrite,
                      vwrite_masked)
 from .executor import Step
-from .wave import EXEC_LO, VCC_LO
+from .wave import VCC_LO
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 I8, I16, I32, I64 = np.int8, np.int16, np.int32, np.int64
@@ -677,7 +677,7 @@ def vopc_spec(name):
     cmpx = parts[1] == "cmpx"
     opn, ty = parts[2], parts[3]
     if opn == "class":
-        return ty, ("u32" if True else None), _class_mask, cmpx
+        return ty, "u32", _class_mask, cmpx
     table = _FCMP if ty.startswith("f") else _ICMP
     if opn not in table:
         raise CompileError(f"{name}: unknown comparison")
@@ -789,7 +789,14 @@ def _sdwa_select(raw, sel, sext):
 
 
 def make_fetch(vi: VInst, i: int, ty: str, ctx, hi: bool = False):
-    """Closure (st, ws) -> typed value of source i."""
+    """Closure (st, ws) -> typed value of source i (DPP with bound_ctrl: invalid source lanes read 0)."""
+    f = _fetch(vi, i, ty, ctx, hi)
+    if vi.dpp is not None and i == 0 and vi.dpp[3]:
+        return _dpp_zero_fill(vi, f)
+    return f
+
+
+def _fetch(vi: VInst, i: int, ty: str, ctx, hi: bool = False):
     o = vi.srcs[i]
     bits = SIZE[ty]
     neg, abs_ = vi.neg[i], vi.abs[i]
@@ -973,11 +980,9 @@ def _make_writer(vi: VInst, out: str, ctx, dst_hi=False):
             if unused == 2:
                 val = (old & U32(~(msk << sh) & 0xFFFFFFFF)) | field
             elif unused == 1:
-                top = msk << sh
                 signbit = (field >> U32(sh + (7 if msk == 0xFF else 15))) & U32(1)
                 above = U32(0xFFFFFFFF) << U32(sh) << U32(8 if msk == 0xFF else 16) if sh + (8 if msk == 0xFF else 16) < 32 else U32(0)
                 val = field | np.where(signbit == 1, above, U32(0))
-                del top
             else:
                 val = field
             m = st.EXEC[ws] if lane_mask is None else lane_mask(st, ws)
@@ -1027,17 +1032,6 @@ def _dpp_zero_fill(vi: VInst, fetch0):
         v = fetch0(st, ws)
         ok = valid & st.EXEC[ws][:, src]
         return np.where(ok, v, np.zeros((), v.dtype))
-    return f
-
-
-# patch make_fetch so DPP bound_ctrl zero-fills
-_make_fetch_plain = make_fetch
-
-
-def make_fetch(vi, i, ty, ctx, hi=False):  # noqa: F811
-    f = _make_fetch_plain(vi, i, ty, ctx, hi)
-    if vi.dpp is not None and i == 0 and vi.dpp[3]:
-        return _dpp_zero_fill(vi, f)
     return f
 
 
@@ -1137,13 +1131,9 @@ def _compile_packed(vi: VInst, ctx):
             los, his = [], []
             for k in range(n):
                 raw = np.asarray(rd[k](st, ws), U32)
-                if consts[k]:
-                    raw = raw & U32(0xFFFF)
-                    raw = raw | (raw << U32(16)) if False else raw
                 lo_half = (raw & U32(0xFFFF)).astype(U16)
-                hi_half = (raw >> U32(16)).astype(U16)
-                if consts[k]:
-                    hi_half = lo_half if isf else hi_half
+                # an inline constant is a 16-bit value used for both halves
+                hi_half = lo_half if consts[k] else (raw >> U32(16)).astype(U16)
                 a = hi_half if (op_sel >> k) & 1 else lo_half
                 b = hi_half if (op_sel_hi >> k) & 1 else lo_half
                 if isf:
@@ -1202,10 +1192,6 @@ def _carry_ops(vi: VInst, ctx):
         if wmask is not None:
             wmask(st, ws, np.broadcast_to(carry, e.shape) & e)
     return h
-
-
-def _add_u32_clamp(vi, ctx):
-    return None
 
 
 def _cndmask(vi: VInst, ctx):
@@ -1377,8 +1363,6 @@ def _mad_64_32(vi: VInst, ctx):
     def h(st, ws):
         a, b, c = f0(st, ws), f1(st, ws), f2(st, ws)
         if signed:
-            import numpy as _np
-            p = _np.asarray(a).astype(object) if False else None
             prod = np.asarray(a).astype(I64) * np.asarray(b).astype(I64)
             r = prod.astype(I64) + np.asarray(c).astype(I64)
             # overflow: sign of result differs when adding same-signed values
@@ -1539,7 +1523,7 @@ def _fma_mix(vi: VInst, ctx):
 
     def h(st, ws):
         a, b, c = (val(k, st, ws) for k in range(3))
-        r = fma32(a.astype(F32), b.astype(F32), c.astype(F32)) if True else None
+        r = fma32(a.astype(F32), b.astype(F32), c.astype(F32))
         if vi.clamp:
             r = np.clip(np.nan_to_num(r), 0, 1).astype(F32)
         if mode == "v_fma_mix_f32":

@@ -553,6 +553,9 @@ class Sanitizer:
 
     # ------------------------------------------------------------------ LDS races
     def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False):
+        observer = st.run.device.lds_observer
+        if observer is not None:
+            observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
         full = bool(act.all())
         if atomic or not (full or act.any()):
             return
