@@ -89,7 +89,10 @@ class TritonKernel:
 
 
 def compile_matmul(target: str = "gfx942", block_m: int = 128, block_n: int = 128, block_k: int = 64,
-                   num_warps: int = 4, dtype: str = "bf16", aligned: bool = False) -> TritonKernel:
+                   num_warps: int = 4, dtype: str = "bf16", aligned: bool = False,
+                   mfma_size: int = 0) -> TritonKernel:
+    """``mfma_size`` 16 or 32 asks Triton for 16x16 or 32x32 MFMAs (its ``matrix_instr_nonkdim``);
+    0 lets it choose."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -104,6 +107,9 @@ def compile_matmul(target: str = "gfx942", block_m: int = 128, block_n: int = 12
     div16 = ["a_ptr", "b_ptr", "c_ptr"] + (["M", "N", "K", "stride_am", "stride_bk", "stride_cm"] if aligned else [])
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("hip", target, 64), options={"num_warps": num_warps})
+    options = {"num_warps": num_warps}
+    if mfma_size:
+        options["matrix_instr_nonkdim"] = mfma_size
+    k = triton.compile(src, target=GPUTarget("hip", target, 64), options=options)
     return TritonKernel(k.metadata.name, k.asm["hsaco"], k.asm["amdgcn"], int(k.metadata.shared),
                         num_warps, block_m, block_n, block_k, aligned)
