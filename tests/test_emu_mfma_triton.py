@@ -20,21 +20,30 @@ from tools.triton_kernels import compile_matmul
 _KERNELS = {}
 
 
-def kernel_for(target: str, mfma_size: int, aligned: bool):
+TORCH_IN = {("bf16", "gfx942"): torch.bfloat16, ("bf16", "gfx950"): torch.bfloat16,
+            ("fp8", "gfx942"): torch.float8_e4m3fnuz, ("bf8", "gfx942"): torch.float8_e5m2fnuz,
+            ("fp8", "gfx950"): torch.float8_e4m3fn, ("bf8", "gfx950"): torch.float8_e5m2}
+
+
+def kernel_for(target: str, mfma_size: int, aligned: bool, dtype: str = "bf16", b_kmajor: bool = False):
     """Compiled once per test session: 128x128x64 tiles, 4 waves (2x2 waves of 64x64 each)."""
-    key = (target, mfma_size, aligned)
+    key = (target, mfma_size, aligned, dtype, b_kmajor)
     if key not in _KERNELS:
         _KERNELS[key] = compile_matmul(target, block_m=128, block_n=128, block_k=64, num_warps=4,
-                                       dtype="bf16", aligned=aligned, mfma_size=mfma_size)
+                                       dtype=dtype, aligned=aligned, mfma_size=mfma_size, b_kmajor=b_kmajor)
     return _KERNELS[key]
 
 
 def run_matmul(kernel, target, a: torch.Tensor, b: torch.Tensor, sanitize: bool):
+    """C = a @ b in the emulator; ``b`` is K x N (passed transposed when the kernel wants N x K)."""
     M, K = a.shape
     N = b.shape[1]
+    if kernel.b_kmajor:
+        b = b.t().contiguous()
     dev = Device(target, sanitize=sanitize)
     mod = dev.load_module(kernel.hsaco)
-    A, B = dev.to_device(a), dev.to_device(b)
+    raw = lambda t: t.view(torch.uint8 if t.element_size() == 1 else torch.int16)   # bits, any dtype
+    A, B = dev.to_device(raw(a)), dev.to_device(raw(b))
     C = dev.alloc(M * N * 2, "C")                 # exactly M*N: a store past the end is a fault
     reports = mod.launch(kernel.name, grid=kernel.grid(M, N), block=kernel.block,
                          args=kernel.args(A, B, C, M, N, K), shared_bytes=kernel.shared,
@@ -62,14 +71,36 @@ def test_triton_bf16_matmul_matches_torch(target, size, mnemonic, M, N, K):
     g = torch.Generator().manual_seed(M * N + K)
     a = torch.randn(M, K, generator=g).bfloat16()
     b = torch.randn(K, N, generator=g).bfloat16()
+    check_against_torch(kernel, target, a, b, aligned, mnemonic, K)
+
+
+@pytest.mark.parametrize("target,dtype,b_kmajor,mnemonic", [
+    ("gfx942", "fp8", False, "v_mfma_f32_32x32x16_fp8_fp8"),      # e4m3fnuz
+    ("gfx942", "bf8", True, "v_mfma_f32_32x32x16_bf8_bf8"),       # e5m2fnuz
+    ("gfx950", "fp8", True, "v_mfma_f32_32x32x64_f8f6f4"),        # e4m3fn (cbsz = blgp = 0)
+    ("gfx950", "bf8", True, "v_mfma_f32_32x32x64_f8f6f4"),        # e5m2 (cbsz = blgp = 1)
+])
+def test_triton_fp8_matmul_matches_torch(target, dtype, b_kmajor, mnemonic):
+    """Triton fp8 dots: FNUZ encodings on gfx942, OCP on gfx950 (torch decodes the reference)."""
+    M, N, K = 144, 160, 272
+    kernel = kernel_for(target, 0, True, dtype, b_kmajor)
+    assert set(re.findall(r"v_mfma_\w+", kernel.amdgcn)) == {mnemonic}
+    g = torch.Generator().manual_seed(K)
+    a = torch.randn(M, K, generator=g).to(TORCH_IN[(dtype, target)])
+    b = torch.randn(K, N, generator=g).to(TORCH_IN[(dtype, target)])
+    check_against_torch(kernel, target, a, b, True, mnemonic, K)
+
+
+def check_against_torch(kernel, target, a, b, aligned, mnemonic, K):
     # the sanitizer (missing waits, LDS races, out-of-bounds) runs on the aligned kernels; the
     # unaligned one spills a never-written SGPR (`v_writelane_b32 v254, s85, ...`), which the
     # sanitizer reports as an uninitialised read - an executor question, see docs/emu_notes.md
     c, reports, stats = run_matmul(kernel, target, a, b, sanitize=aligned)
     assert reports == []
     m, n, k = map(int, re.search(r"(\d+)x(\d+)x(\d+)", mnemonic).groups())
-    per_wave_per_k_tile = (64 // m) * (64 // n) * (64 // k)        # each wave owns a 64x64 block of C
-    assert stats["categories"]["mfma"] == stats["waves"] * per_wave_per_k_tile * -(-K // 64)
+    per_wave_per_k_tile = (64 // m) * (64 // n) * max(1, 64 // k)  # each wave owns a 64x64 block of C
+    k_tiles = -(-K // 64) if k <= 64 else -(-K // k)
+    assert stats["categories"]["mfma"] == stats["waves"] * per_wave_per_k_tile * k_tiles
     ref = a.double() @ b.double()
     err = (c.double() - ref).abs()
     # fp32 accumulation of exact products, then one bf16 rounding of the result

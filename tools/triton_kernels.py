@@ -3,7 +3,7 @@ gfx942/gfx950 code objects for the emulator's tests and benchmarks.
 
 ``compile_matmul(target, block_m, block_n, block_k, num_warps, dtype, aligned) -> TritonKernel``
 compiles a plain tiled ``C = A @ B`` (``tl.dot``, fp32 accumulation, masked loads/stores so any M, N, K
-work; A row-major M x K, B row-major K x N, C row-major M x N in ``dtype``) the way Triton's JIT
+work; A row-major M x K, B row-major K x N (or N x K with ``b_kmajor``), C row-major M x N) the way Triton's JIT
 specialises it for contiguous torch tensors: the unit inner strides become constants and the
 pointers are marked 16-byte aligned; ``aligned=True`` also marks M, N, K and the row strides as
 multiples of 16 (what the JIT does when they are, e.g. 1024^3), which gives the vectorised
@@ -70,6 +70,7 @@ class TritonKernel:
     block_n: int
     block_k: int
     aligned: bool
+    b_kmajor: bool = False   # B stored N x K row-major (nn.Linear's weight layout) instead of K x N
 
     @property
     def block(self) -> tuple[int, int, int]:
@@ -85,26 +86,37 @@ class TritonKernel:
         if self.aligned and (M % 16 or N % 16 or K % 16):
             raise ValueError(f"this kernel was compiled for M, N, K divisible by 16, got {M}, {N}, {K}")
         i32 = np.int32
-        return [a, b, c, i32(M), i32(N), i32(K), i32(K), i32(N), i32(N), np.uint64(0), np.uint64(0)]
+        b_stride = K if self.b_kmajor else N          # stride_bn (B is N x K) or stride_bk (K x N)
+        return [a, b, c, i32(M), i32(N), i32(K), i32(K), i32(b_stride), i32(N), np.uint64(0), np.uint64(0)]
+
+
+# Triton element types: fp8/bf8 are FNUZ (e4m3fnuz/e5m2fnuz) on gfx942 and OCP (e4m3fn/e5m2) on gfx950
+_IN_TYPES = {"bf16": "*bf16", "f16": "*fp16",
+             ("fp8", "gfx942"): "*fp8e4b8", ("bf8", "gfx942"): "*fp8e5b16",
+             ("fp8", "gfx950"): "*fp8e4nv", ("bf8", "gfx950"): "*fp8e5"}
 
 
 def compile_matmul(target: str = "gfx942", block_m: int = 128, block_n: int = 128, block_k: int = 64,
                    num_warps: int = 4, dtype: str = "bf16", aligned: bool = False,
-                   mfma_size: int = 0) -> TritonKernel:
-    """``mfma_size`` 16 or 32 asks Triton for 16x16 or 32x32 MFMAs (its ``matrix_instr_nonkdim``);
-    0 lets it choose."""
+                   mfma_size: int = 0, b_kmajor: bool = False) -> TritonKernel:
+    """``dtype``: "bf16" or "f16" (C in the same type), or "fp8" / "bf8" (the target's 8-bit formats;
+    C in bf16).  ``mfma_size`` 16 or 32 asks Triton for 16x16 or 32x32 MFMAs (its
+    ``matrix_instr_nonkdim``); 0 lets it choose.  ``b_kmajor``: B is passed as an N x K row-major
+    array (``stride_bk`` = 1), the layout MFMA operands want without transposing LDS reads."""
     import triton
     from triton.backends.compiler import GPUTarget
 
     fn = _matmul_kernel()
-    ptr = {"bf16": "*bf16", "f16": "*fp16"}[dtype]
-    sig = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr}
+    ptr = _IN_TYPES[dtype] if dtype in ("bf16", "f16") else _IN_TYPES[(dtype, target.split(":")[0])]
+    sig = {"a_ptr": ptr, "b_ptr": ptr, "c_ptr": ptr if dtype in ("bf16", "f16") else "*bf16"}
     sig.update({n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
                                    "stride_cm", "stride_cn")})
+    unit_b = "stride_bk" if b_kmajor else "stride_bn"
+    other_b = "stride_bn" if b_kmajor else "stride_bk"
     consts = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-              "stride_ak": 1, "stride_bn": 1, "stride_cn": 1}
+              "stride_ak": 1, unit_b: 1, "stride_cn": 1}
     sig.update({k: "constexpr" for k in consts})
-    div16 = ["a_ptr", "b_ptr", "c_ptr"] + (["M", "N", "K", "stride_am", "stride_bk", "stride_cm"] if aligned else [])
+    div16 = ["a_ptr", "b_ptr", "c_ptr"] + (["M", "N", "K", "stride_am", other_b, "stride_cm"] if aligned else [])
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
     src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     options = {"num_warps": num_warps}
@@ -112,4 +124,4 @@ def compile_matmul(target: str = "gfx942", block_m: int = 128, block_n: int = 12
         options["matrix_instr_nonkdim"] = mfma_size
     k = triton.compile(src, target=GPUTarget("hip", target, 64), options=options)
     return TritonKernel(k.metadata.name, k.asm["hsaco"], k.asm["amdgcn"], int(k.metadata.shared),
-                        num_warps, block_m, block_n, block_k, aligned)
+                        num_warps, block_m, block_n, block_k, aligned, b_kmajor)
