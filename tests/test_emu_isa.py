@@ -284,6 +284,7 @@ def test_carry_chain_and_64bit():
   v_add_co_u32 v40, vcc, v1, v2
   v_addc_co_u32 v41, vcc, v2, v1, vcc
   v_sub_co_u32 v42, s[10:11], v1, v2
+  s_nop 1
   v_cndmask_b32_e64 v43, 0, 1, s[10:11]
   v_mov_b32 v4, v1
   v_mov_b32 v5, v2
@@ -314,14 +315,17 @@ def test_compare_exec_and_lane_ops():
     a[5] = np.nan
     out = run("""
   v_cmp_gt_f32 vcc, 0, v1
+  s_nop 1
   v_cndmask_b32 v40, 1.0, 2.0, vcc
   v_cmp_u_f32 s[10:11], v1, v1
+  s_nop 1
   v_cndmask_b32_e64 v41, 0, 1, s[10:11]
   v_mov_b32 v42, -1
   s_and_saveexec_b64 s[12:13], vcc
   v_mov_b32 v42, v0
   s_or_b64 exec, exec, s[12:13]
   v_readlane_b32 s14, v0, 37
+  s_nop 1
   v_mov_b32 v43, s14
   v_mov_b32 v44, 0
   v_writelane_b32 v44, s14, 3
@@ -330,6 +334,7 @@ def test_compare_exec_and_lane_ops():
   s_mov_b64 exec, 0xf0
   v_readfirstlane_b32 s15, v0
   s_mov_b64 exec, -1
+  s_nop 0
   v_mov_b32 v46, s15
 """, [a], 7)
     neg = a < 0

@@ -223,3 +223,27 @@ def test_sanitize_off_runs_the_buggy_kernel_quietly():
     assert reports == []
     # (the emulator executes waves at the same PC in lockstep, so the race happens to resolve)
     np.testing.assert_array_equal(got, x[np.arange(128) ^ 64] + 1)
+
+
+@pytest.mark.parametrize("nops,ok", [(1, True), (0, False)])
+def test_valu_written_sgpr_read_by_valu(nops, ok):
+    # gfx940+: an SGPR a VALU wrote (v_cmp_e64's mask) read as an explicit VALU operand needs 2 wait
+    # states (LLVM GCNHazardRecognizer, VALUWriteSGPRVALUReadWaitstates; isagen.hazards table)
+    co = build("sgprhz", f"""
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_cmp_gt_u32_e64 s[10:11], 32, v0
+  s_nop {nops}
+  v_cndmask_b32_e64 v1, 0, 1, s[10:11]
+  v_lshlrev_b32 v2, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v2, v1, s[4:5]
+""")
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(64, np.uint32))
+    reports = dev.load_module(co).launch("sgprhz", grid=(1,), block=(64,), args=[out], on_error="collect")
+    if ok:
+        assert reports == []
+        np.testing.assert_array_equal(dev.from_device(out, 64, np.uint32), (np.arange(64) < 32).astype(np.uint32))
+    else:
+        r = only(reports, "hazard")
+        assert r.pc == address_of(co, "v_cndmask_b32_e64") and "s10" in r.message and "needs 2" in r.message

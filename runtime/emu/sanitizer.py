@@ -161,6 +161,20 @@ def instrument(step, ctx) -> None:
     # instructions whose implicit M0 read matters for the LDS-DMA hazard
     reads_m0_dma = step.cat == "lds_dma"
     is_div_fmas = name in ("v_div_fmas_f32", "v_div_fmas_f64")
+    hz = _HazInfo()
+    hz.cls, hz.rules, hz.src_c, hz.src_ab, hz.dpp_src = cls, rules, src_c, src_ab, dpp_src
+    hz.vmem_sreads, hz.is_trans, hz.reads_m0_dma, hz.is_div_fmas = vmem_sreads, is_trans, reads_m0_dma, is_div_fmas
+    hz.writes_exec, hz.writes_m0, hz.is_dpp = writes_exec and is_valu, writes_m0, is_dpp
+    # explicit SGPR operands of a VALU (an e32 form's implicit VCC is not one: LLVM checks explicit uses)
+    hz.valu_sreads = tuple(k for o in inst.operands if is_valu and o.kind == "reg" and o.read and not o.implicit
+                           and o.reg.file in ("s", "ttmp", "special") for k in _reg_keys(o.reg, ctx))
+    hz.rwlane = name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32")
+    src0 = next((o for o in inst.operands if o.role == "src0"), None)
+    src1 = next((o for o in inst.operands if o.role == "src1"), None)
+    hz.readlane_src = tuple(_reg_keys(src0.reg, ctx)) if (name in ("v_readlane_b32", "v_readfirstlane_b32")
+                                                          and src0 is not None and src0.kind == "reg") else ()
+    hz.lane_sel = tuple(_reg_keys(src1.reg, ctx)) if (name in ("v_readlane_b32", "v_writelane_b32")
+                                                      and src1 is not None and src1.kind == "reg") else ()
 
     def checked(st, ws):
         san = st.san
@@ -175,8 +189,7 @@ def instrument(step, ctx) -> None:
             if uninit_s:
                 san.check_uninit_s(st, ws, inst, uninit_s)
             if san.haz:
-                san.check_hazards(st, ws, inst, step, cls, rules, src_c, src_ab, dpp_src, vmem_sreads,
-                                  is_trans, reads_m0_dma, is_div_fmas)
+                san.check_hazards(st, ws, inst, step, hz)
         # ------------------------------------------------------------ execute
         base(st, ws)
         # ------------------------------------------------------------ after
@@ -187,9 +200,16 @@ def instrument(step, ctx) -> None:
         if counter is not None:
             san.issue(st, ws, counter, result, step.writes, step.idx, also_lgkm)
         if san.haz:
-            san.record(st, ws, step, cls, wv, wsc, src_c, is_trans, writes_exec, writes_m0)
+            san.record(st, ws, step, hz, wv, wsc)
         san.slot[ws] += nop_slots
     step.fn = checked
+
+
+class _HazInfo:
+    """What the hazard checks need to know about one instruction (computed once)."""
+    __slots__ = ("cls", "rules", "src_c", "src_ab", "dpp_src", "vmem_sreads", "is_trans", "reads_m0_dma",
+                 "is_div_fmas", "writes_exec", "writes_m0", "is_dpp", "valu_sreads", "rwlane", "readlane_src",
+                 "lane_sel")
 
 
 # ============================================================================ per-batch state
@@ -403,10 +423,11 @@ class Sanitizer:
                    f"{what} {self._name(k)} too early after `{p.text}` (pc {p.pc:#x}); needs {need} wait states")
             st.run.fault(R.HAZARD, inst, msg, ws, None, wave=int(np.arange(st.W)[ws][row]))
 
-    def check_hazards(self, st, ws, inst, step, cls, rules, src_c, src_ab, dpp_src, vmem_sreads, is_trans,
-                      reads_m0_dma, is_div_fmas):
+    def check_hazards(self, st, ws, inst, step, hz):
         t = self.ctx.target
         nr = self.nregs
+        cls, rules, src_c, dpp_src, vmem_sreads = hz.cls, hz.rules, hz.src_c, hz.dpp_src, hz.vmem_sreads
+        reads_m0_dma, is_div_fmas = hz.reads_m0_dma, hz.is_div_fmas
         # MFMA results
         if self.mfma_w:
             seen = set()
@@ -490,6 +511,36 @@ class Sanitizer:
                 since = self.valu_w.get(k)
                 if since is not None:
                     self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+        if self.valu_w:
+            # VALU-written SGPRs read by a VALU as an explicit operand (gfx940 VDecCoExec hazard)
+            if hz.valu_sreads and "valu_write_sgpr->valu_read" in rules:
+                need = rules["valu_write_sgpr->valu_read"]
+                for k in hz.valu_sreads:
+                    since = self.valu_w.get(k)
+                    if since is not None:
+                        self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+            if hz.lane_sel:
+                need = rules["valu_write_sgpr->lane_select"]
+                for k in hz.lane_sel:
+                    since = self.valu_w.get(k)
+                    if since is not None:
+                        self._need(st, ws, inst, k, since[0], need, "reads (as the lane select)", since[1])
+            if hz.readlane_src:
+                need = rules["valu_write_vgpr->readlane_src"]
+                for k in hz.readlane_src:
+                    since = self.valu_w.get(k)
+                    if since is not None:
+                        self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+        if self.exec_w_any and (hz.rwlane or cls == "mfma" or hz.is_dpp):
+            rule = ("valu_write_exec->rwlane" if hz.rwlane else "valu_write_exec->mfma" if cls == "mfma"
+                    else "valu_write_exec->dpp")
+            need = rules[rule]
+            gap = self.slot[ws] - self.exec_w[ws] - 1
+            if (gap < need).any():
+                row = int(np.nonzero(gap < need)[0][0])
+                st.run.fault(R.HAZARD, inst, f"reads exec {max(int(gap[row]), 0)} wait state(s) after a VALU "
+                             f"wrote it (`{self.exec_w_inst.text}`, pc {self.exec_w_inst.pc:#x}); needs {need}",
+                             ws, None, wave=int(np.arange(st.W)[ws][row]))
         if reads_m0_dma and self.m0_w[ws].max() > NEVER:
             gap = self.slot[ws] - self.m0_w[ws] - 1
             need = rules["salu_write_m0->lds_dma"]
@@ -503,8 +554,16 @@ class Sanitizer:
                 if since is not None:
                     self._need(st, ws, inst, k, since[0], need, "reads", since[1])
 
-    def record(self, st, ws, step, cls, wv, wsc, src_c, is_trans, writes_exec, writes_m0):
+    exec_w_any = False
+    exec_w_inst = None
+
+    def record(self, st, ws, step, hz, wv, wsc):
+        cls, src_c, is_trans, writes_exec, writes_m0 = hz.cls, hz.src_c, hz.is_trans, hz.writes_exec, hz.writes_m0
         slot_now = None
+        if writes_exec:
+            self.exec_w[ws] = self.slot[ws]
+            self.exec_w_any = True
+            self.exec_w_inst = step.inst
         if cls == "mfma":
             rng = tuple(sorted(wv))
             for k in wv:
