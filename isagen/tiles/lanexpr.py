@@ -227,7 +227,12 @@ def const(v) -> Expr:
 
 def where_lt(x, y, a, b) -> Expr:
     """``a`` in lanes where ``x < y`` (unsigned compare), ``b`` elsewhere."""
-    return Select(const(x), const(y), const(a), const(b))
+    x, y, a, b = const(x), const(y), const(a), const(b)
+    if isinstance(x, Const) and isinstance(y, Const):
+        return a if x.value < y.value else b
+    if a == b:
+        return a
+    return Select(x, y, a, b)
 
 
 def _const(e) -> int:
@@ -416,18 +421,28 @@ class Emitter:
     def _salu(self, e, why) -> Reg:
         k = self.k
         if isinstance(e, Select):
-            x, y = self._sval(e.x, why), self._sval(e.y, why)
-            a, b = self._sval(e.a, why), self._sval(e.b, why)
+            x, y = self._two_sources(self._sval(e.x, why), self._sval(e.y, why), why)
+            a, b = self._two_sources(self._sval(e.a, why), self._sval(e.b, why), why)
             d = self._tmp_s()
             k.s_cmp_lt_u32(x, y, comment=why)
             k.s_cselect_b32(d, a, b, comment=why)
             return d
-        a, b = self._sval(e.a, why), self._sval(e.b, why)
+        a, b = self._two_sources(self._sval(e.a, why), self._sval(e.b, why), why)
         d = self._tmp_s()
         op = {"add": k.s_add_u32, "mul": k.s_mul_i32, "and": k.s_and_b32, "or": k.s_or_b32,
               "xor": k.s_xor_b32, "shl": k.s_lshl_b32, "shr": k.s_lshr_b32}[e.op]
         op(d, a, b, comment=why)
         return d
+
+    def _two_sources(self, a, b, why):
+        """SALU takes one literal: a second non-inline constant goes through an SGPR."""
+        def lit(v):
+            return isinstance(v, int) and not -16 <= v <= 64
+        if lit(a) and lit(b) and a != b:
+            t = self._tmp_s()
+            self.k.s_mov_b32(t, b, comment=why)
+            b = t
+        return a, b
 
     def _sval(self, e, why):
         v = self._value(e, why)
