@@ -327,7 +327,7 @@ class GemmKernel:
     def build(self) -> KernelBuilder:
         pl = self.plan
         k = self.k = KernelBuilder(self.name, pl.target, workgroup_size=64 * pl.waves)
-        k.header += self.describe()
+        k.header += self.describe() + bank_summary(pl)
         self.arguments()
         self.geometry()
         self.resources()
@@ -744,6 +744,64 @@ class GemmKernel:
         k.free(tmp, voff, ldc_reg)
         if packer:
             packer.release()
+
+
+def hot_loops(program) -> list[list]:
+    """The instructions of each K-loop of a finished GEMM program (``kloop`` .. ``kloop_done``; one loop
+    for interleave4, one per ping-pong group for pingpong8).  A loop body holds two K-tiles."""
+    from isagen.isa.instruction import Instruction
+    from isagen.isa.operands import Label
+    out, cur = [], None
+    for it in program.items:
+        if isinstance(it, Label):
+            head, _, tail = it.name.rpartition("_kloop")
+            if head and not tail.startswith("_done"):
+                cur = []
+            elif "_kloop_done" in it.name and cur is not None:
+                out.append(cur)
+                cur = None
+        elif isinstance(it, Instruction) and cur is not None:
+            cur.append(it)
+    return out
+
+
+def lds_regions(pl: Plan):
+    """The LDS regions the kernel allocates, in order: ([A0, A1], [B0, B1])."""
+    sa, sb = pl.layout_a.size, pl.layout_b.size
+    return ([LdsRegion("A0", 0, sa), LdsRegion("A1", sa, sa)],
+            [LdsRegion("B0", 2 * sa, sb), LdsRegion("B1", 2 * sa + sb, sb)])
+
+
+def lds_accesses(pl: Plan) -> list:
+    """Every DS read and LDS-DMA write of the kernel, per wave (``LdsAccess``, lane addresses from the
+    tile primitives' formulas): the input of the static bank analysis."""
+    from types import SimpleNamespace
+    gA, gB, a_reads, b_reads = primitives(pl, SimpleNamespace(target=pl.target), lds_regions(pl), (None, None))
+    out = []
+    for e in pl.a_envs():
+        out += DsReads.accesses_of(a_reads, e)
+    for e in pl.b_envs():
+        out += DsReads.accesses_of(b_reads, e)
+    for w in range(pl.loaders):
+        for g in (gA, gB):
+            for st in range(2):
+                out += g.accesses(st, {"loader": w})
+    return out
+
+
+def bank_summary(pl: Plan) -> list[str]:
+    """Header lines: the static bank analysis of every LDS instruction (all waves)."""
+    from isagen.tiles.bank_check import static_report
+    rep = static_report(lds_accesses(pl), pl.target.name)
+    lines = []
+    for op in ("read", "write"):
+        sel = [e for e in rep if e.op == op]
+        bad = [e for e in sel if not e.conflict_free]
+        kinds = ", ".join(sorted({e.instruction for e in sel}))
+        state = "conflict-free" if not bad else f"{len(bad)} with conflicts (" + "; ".join(e.line() for e in bad[:3]) + ")"
+        lines.append(f"LDS banks ({pl.target.name} phase rules, every wave): {len(sel)} {op} instructions "
+                     f"[{kinds}]: {state}")
+    return lines
 
 
 def primitives(pl: Plan, k, stages, rsrcs, regs: dict | None = None):

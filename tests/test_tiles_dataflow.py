@@ -125,12 +125,14 @@ CASES = [
     ("gfx950", "pingpong8", "ab", 32, 100, 256, 64),
     ("gfx950", "interleave4", "abt", 16, 256, 256, 128),
     ("gfx950", "interleave4", "ab", 16, 256, 256, 64),
+    ("gfx942", "pingpong8", "abt", 16, 192, 256, 64, {"block_m": 192}),
+    ("gfx950", "interleave4", "abt", 16, 128, 128, 64, {"block_m": 128, "block_n": 128}),
 ]
 
 
-@pytest.mark.parametrize("target,schedule,layout,mfma,M,N,K", CASES)
-def test_dataflow_matches_matmul(target, schedule, layout, mfma, M, N, K):
-    plan = plan_for(target, schedule=schedule, layout=layout, mfma=mfma)
+@pytest.mark.parametrize("target,schedule,layout,mfma,M,N,K,extra", [c + ({},) * (8 - len(c)) for c in CASES])
+def test_dataflow_matches_matmul(target, schedule, layout, mfma, M, N, K, extra):
+    plan = plan_for(target, schedule=schedule, layout=layout, mfma=mfma, **extra)
     rng = np.random.default_rng(7)
     a = bf16_bits(rng.standard_normal((M, K)))
     b = bf16_bits(rng.standard_normal((N, K) if layout == "abt" else (K, N)))

@@ -11,7 +11,7 @@ worst (``BankReport``) seen.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class InstructionBanks:
     executions: int = 0            # wave executions seen
     conflicted: int = 0            # of which with a bank conflict
     worst: lds_banks.BankReport | None = None
-    where: list = field(default_factory=list)
+    instruction: str = ""          # the mnemonic
 
     @property
     def conflict_free(self) -> bool:
@@ -46,7 +46,7 @@ def static_report(accesses, target: str) -> list[InstructionBanks]:
     out: dict = {}
     for a in accesses:
         key = (a.name, a.op)
-        e = out.setdefault(key, InstructionBanks(a.name, a.op, a.width))
+        e = out.setdefault(key, InstructionBanks(a.name, a.op, a.width, instruction=a.instruction))
         rep = a.report(target)
         e.executions += 1
         if not rep.conflict_free:
@@ -75,7 +75,7 @@ class BankObserver:
         if e is None:
             name = getattr(inst, "name", str(inst))
             e = self.stats[key] = InstructionBanks(f"{name} @pc {key[0]:#x}" if isinstance(key[0], int) else name,
-                                                   op, nbytes)
+                                                   op, nbytes, instruction=name)
         addr = np.asarray(addr).reshape(-1, 64)
         act = np.asarray(act).reshape(-1, 64)
         full = act.all(axis=1)

@@ -1,0 +1,162 @@
+"""Static performance model of the BF16 GEMM kernels: what one SIMD issues per K-step of the hot loop.
+
+    python bench/gemm_model.py [SPEC ...]          (default: specs/gemm_bf16*.yaml, every target)
+
+For every spec and target it builds the kernel, takes the hot loop(s) out of the finished program
+(between the ``kloop`` and ``kloop_done`` labels; the loop body holds two K-tiles, one per LDS stage)
+and counts, per K-step (one K-tile) and per SIMD (pingpong8: one wave of each group; interleave4:
+one wave):
+
+- the instruction mix: MFMAs, DS reads, VMEM (LDS-DMA copies), SALU, VALU, ``s_nop`` (and their wait
+  states), ``s_waitcnt``, ``s_barrier`` and other SOPP;
+- MFMA busy cycles, from ``isagen.targets`` (``MfmaInfo.cycles``: 16 for 16x16x16/16x16x32 bf16,
+  32 for 32x32x8/32x32x16);
+- the MFMA share of all issue cycles, ``mfma / (mfma + other)``, where every other instruction takes
+  one issue cycle (``s_nop N``: N+1) and nothing overlaps: a lower bound (on hardware the other wave of
+  the SIMD, and independent instructions of the same wave, issue while the matrix core is busy), and
+  the overlapped estimate ``mfma / max(mfma, other)``;
+- per CU and K-step: LDS bytes read by ``ds_read`` vs the LDS bandwidth (banks x 4 bytes per clock),
+  and the global bytes the copies move, as the bandwidth the whole chip would need at MFMA peak if
+  every tile came from HBM (what L2 reuse through the chiplet-aware order must cover).
+
+Waits and barriers are counted, not timed: their stalls depend on memory latency, which no source
+gives authoritatively.  Results: ``bench/results/gemm_model.json`` and ``.md``; summary in
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from isagen.isa.instruction import Instruction  # noqa: E402
+from isagen.kernels.gemm import hot_loops, make_plan  # noqa: E402
+from isagen.spec import load_specs  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def mix(insts: list[Instruction]) -> dict:
+    m = {"mfma": 0, "ds_read": 0, "ds_other": 0, "vmem": 0, "salu": 0, "valu": 0, "s_nop": 0,
+         "nop_wait_states": 0, "s_waitcnt": 0, "s_barrier": 0, "sopp_other": 0, "mfma_cycles": 0, "lds_read_bytes": 0}
+    for i in insts:
+        u = i.unit
+        if u == "mfma":
+            m["mfma"] += 1
+            m["mfma_cycles"] += i.desc.mfma.cycles
+        elif u == "ds":
+            if "lds_read" in i.desc.flags:
+                m["ds_read"] += 1
+                m["lds_read_bytes"] += 64 * _read_bytes(i.name)
+            else:
+                m["ds_other"] += 1
+        elif u in ("vmem", "flat"):
+            m["vmem"] += 1
+        elif u == "salu" or u == "smem":
+            m["salu"] += 1
+        elif u in ("valu", "trans"):
+            m["valu"] += 1
+        elif i.name == "s_nop":
+            m["s_nop"] += 1
+            m["nop_wait_states"] += i.ops[0] + 1
+        elif i.name == "s_waitcnt":
+            m["s_waitcnt"] += 1
+        elif i.name == "s_barrier":
+            m["s_barrier"] += 1
+        else:
+            m["sopp_other"] += 1
+    return m
+
+
+def _read_bytes(name: str) -> int:
+    return {"ds_read_b128": 16, "ds_read_b64": 8, "ds_read_b64_tr_b16": 8, "ds_read_u16": 2, "ds_read_b32": 4}.get(name, 4)
+
+
+def model(spec, target) -> dict:
+    program = spec.build(target)
+    plan = make_plan(spec.params, target)
+    bodies = hot_loops(program)
+    waves_per_simd = plan.waves // plan.target.simds_per_cu
+    total = {}
+    for body in bodies:                       # pingpong8: group 0's and group 1's loop; each runs on every SIMD
+        for key, v in mix(body).items():
+            total[key] = total.get(key, 0) + v
+    steps = 2                                  # each loop body covers two K-tiles (LDS stage 0 and 1)
+    per = {k: v / steps for k, v in total.items()}
+    if len(bodies) == 1:                       # interleave4: one wave per SIMD runs the one loop
+        per = {k: v * waves_per_simd for k, v in per.items()}
+    other = (per["ds_read"] + per["ds_other"] + per["vmem"] + per["salu"] + per["valu"] + per["nop_wait_states"]
+             + per["s_waitcnt"] + per["s_barrier"] + per["sopp_other"])
+    mf = per["mfma_cycles"]
+    prod = plan.target.flagship
+    lds_bw = plan.target.lds_banks * 4                      # bytes per clock per CU (one access per bank)
+    lds_bytes_cu = per["lds_read_bytes"] * plan.target.simds_per_cu
+    global_bytes = (plan.bm + plan.bn) * plan.bk * 2          # one workgroup (one per CU) per K-step
+    flops_cu = 2 * plan.bm * plan.bn * plan.bk
+    peak_cycles = flops_cu / prod.bf16_flop_per_cu_clk        # CU cycles per K-step at MFMA peak
+    return {
+        "spec": spec.name, "target": plan.target.name, "schedule": plan.schedule, "layout": plan.layout,
+        "tile": [plan.bm, plan.bn, plan.bk], "mfma": plan.info.mnemonic, "mfma_cycles_each": plan.info.cycles,
+        "waves_per_simd": waves_per_simd, "b_read": plan.b_read,
+        "per_simd_per_kstep": per,
+        "mfma_busy_cycles": mf,
+        "other_issue_cycles": other,
+        "mfma_share_serial": mf / (mf + other),
+        "mfma_share_overlapped": mf / max(mf, other),
+        "hot_loop_nops": total["s_nop"],
+        "lds_read_bytes_per_cu": lds_bytes_cu,
+        "lds_cycles_per_cu": lds_bytes_cu / lds_bw,
+        "lds_vs_mfma": lds_bytes_cu / lds_bw / mf,
+        "mfma_cycles_check": peak_cycles,
+        "global_bytes_per_cu": global_bytes,
+        "hbm_tb_s_needed_at_peak": global_bytes / peak_cycles * prod.cus * prod.clock_mhz * 1e6 / 1e12,
+        "hbm_tb_s_peak": prod.hbm_tb_s,
+        "product": prod.name,
+        "vgprs": program.vgprs, "agprs": program.agprs,
+        "occupancy": program.occupancy()["waves_per_simd"],
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| spec | target | schedule | tile | MFMA | per SIMD per K-step: MFMA / DS read / VMEM / SALU / VALU / "
+           "nop / waitcnt / barrier | MFMA busy cyc | other issue cyc | MFMA share (serial / overlapped) | "
+           "LDS cyc / MFMA cyc | HBM TB/s needed at peak (no reuse) |",
+           "|---|---|---|---|---|---|---:|---:|---|---:|---:|"]
+    for r in rows:
+        p = r["per_simd_per_kstep"]
+        mix_s = " / ".join(f"{p[k]:g}" for k in ("mfma", "ds_read", "vmem", "salu", "valu", "s_nop", "s_waitcnt",
+                                                  "s_barrier"))
+        out.append(f"| {r['spec']} | {r['target']} | {r['schedule']} | {'x'.join(map(str, r['tile']))} | "
+                   f"{r['mfma'].replace('v_mfma_f32_', '')} | {mix_s} | {r['mfma_busy_cycles']:g} | "
+                   f"{r['other_issue_cycles']:g} | {r['mfma_share_serial']:.2f} / {r['mfma_share_overlapped']:.2f} | "
+                   f"{r['lds_vs_mfma']:.2f} | {r['hbm_tb_s_needed_at_peak']:.1f} (peak {r['hbm_tb_s_peak']:g}) |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("specs", nargs="*", default=sorted(str(p) for p in (ROOT / "specs").glob("gemm_bf16*.yaml")))
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    rows = []
+    for spec in load_specs(args.specs):
+        for target in spec.select_targets("all"):
+            r = model(spec, target)
+            rows.append(r)
+            print(f"{r['spec']:24s} {r['target']}  MFMA share {r['mfma_share_serial']:.2f} serial / "
+                  f"{r['mfma_share_overlapped']:.2f} overlapped; nops in hot loop: {r['hot_loop_nops']}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gemm_model.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out / "gemm_model.md").write_text(markdown(rows))
+    print(f"wrote {out / 'gemm_model.json'} and {out / 'gemm_model.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
