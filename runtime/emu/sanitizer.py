@@ -263,6 +263,7 @@ class Sanitizer:
         self.gen = np.zeros(G, np.int32)
         # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
         self.pending_lds: list[tuple] = []
+        self.pending_reads: list[tuple] = []     # LDS reads not yet stamped (see lds_access)
 
     # ------------------------------------------------------------------ initial state
     def init_vgprs(self, keys, lanes=None):
@@ -652,10 +653,12 @@ class Sanitizer:
             self._race(st, inst, fl, wv_glob, waves, per, other_w, "writes" if write else "reads", "wrote")
         tmp = self._tmp
         multi_wave = waves.size > 1
-        rd = self.rd_stamp[fl]
-        # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
-        by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
         if write:
+            if self.pending_reads:
+                self._settle_reads()
+            rd = self.rd_stamp[fl]
+            # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
+            by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
             if by_other.any():
                 self._race(st, inst, fl, wv_glob, waves, per, by_other, "writes", "read")
             if multi_wave:
@@ -692,13 +695,24 @@ class Sanitizer:
                     st.run.fault(R.MISSING_WAIT, inst, f"reads LDS word {(word % LW) * 4:#x} before the LDS "
                                  f"DMA `{p.text}` (pc {p.pc:#x}) that writes it has completed; needs s_waitcnt "
                                  f"vmcnt", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
-            multi = by_other
+            # reads are recorded lazily: they matter only to a write of the same generation, and the
+            # common pattern (write, barrier, read, barrier, write) never needs them stamped
+            self.pending_reads.append((fl, me, multi_wave))
+
+    def _settle_reads(self):
+        """Stamp the recorded reads into the read shadow (in order; a word read by two waves in one
+        generation gets the 'several readers' flag)."""
+        tmp = self._tmp
+        for fl, me, multi_wave in self.pending_reads:
+            rd = self.rd_stamp[fl]
+            multi = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
             if multi_wave:
                 tmp[fl] = me
                 multi = multi | (tmp[fl] != me)
             self.rd_stamp[fl] = me
             if multi.any():
                 self.rd_stamp[fl[multi]] = np.broadcast_to(me, fl.shape)[multi] | 32
+        self.pending_reads = []
 
     @staticmethod
     def _wave_of(j, wv_glob, waves, per):
@@ -746,6 +760,13 @@ class Sanitizer:
                     f = fl[live]
                     nxt = (self.gen[st.wg[waves[live]]].astype(np.int64) + 1) << 32
                     self.wr_stamp[f] = nxt | 32 | (self.wr_stamp[f] & 0xFFFFFFDF)
+        if self.pending_reads:
+            keep = []
+            for ent in self.pending_reads:
+                g = ent[0] // self.LW
+                if not gs[g].all():
+                    keep.append(ent)
+            self.pending_reads = keep
         self.gen[groups] += 1
 
 
