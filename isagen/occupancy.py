@@ -158,7 +158,8 @@ def _next_wave(t, occ: Occupancy, arch: int, agprs: int) -> list[dict]:
         if factor == "vgprs":
             budget = t.unified_regs_per_lane // want // t.vgpr_alloc_granule * t.vgpr_alloc_granule
             free = occ.unified_vgprs - budget
-            item = {"factor": factor, "free": free, "unit": "unified registers", "budget": budget}
+            item = {"factor": factor, "free": free, "unit": "unified registers", "budget": budget,
+                    "free_vgprs": free, "free_agprs": None}
             if agprs:
                 # arch VGPRs shrink accum_offset in steps of 4; AGPRs come off the top one by one
                 g = t.accum_offset_granule
@@ -196,6 +197,8 @@ def _next_wave(t, occ: Occupancy, arch: int, agprs: int) -> list[dict]:
                                f" per CU ({MAX_BARRIER_GROUPS_PER_CU} barriers, "
                                f"{t.max_waves_per_simd * t.simds_per_cu} wave slots); a wave count per group "
                                f"that divides {t.max_waves_per_simd * t.simds_per_cu} fills the CU")}
+        item.setdefault("free_vgprs", None)
+        item.setdefault("free_agprs", None)
         out.append(item)
     return out
 
