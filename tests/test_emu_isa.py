@@ -554,3 +554,82 @@ def test_scalar_alu(seed):
         (x & 0xFFFF) | (y & 0xFFFF0000), ((x << 2) + y) & m, 0xFFFF8123,
     ]
     assert out == ref
+
+
+# ---------------------------------------------------------------------------- gfx950 additions
+GFX950_BODY = """
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  v_lshlrev_b32 v1, 4, v0
+  v_lshlrev_b32 v2, 2, v0
+  s_waitcnt lgkmcnt(0)
+  s_mov_b32 m0, 0
+  s_nop 0
+  global_load_lds_dwordx4 v1, s[4:5]
+  s_waitcnt vmcnt(0)
+  ds_read_b128 v[4:7], v1
+  v_mov_b32 v11, 0xf0f0f0f0
+  v_mov_b32 v12, 0xcccccccc
+  v_bitop3_b32 v8, v0, v11, v12 bitop3:0x96
+  v_bitop3_b32 v13, v0, v11, v12 bitop3:0xe8
+  v_mov_b32 v9, v0
+  v_add_u32 v10, 1000, v0
+  s_nop 1
+  v_permlane32_swap_b32 v9, v10
+  v_cvt_pk_bf16_f32 v14, v11, v12
+  v_lshlrev_b32 v3, 3, v0
+  v_lshlrev_b32 v15, 2, v0
+  v_add_u32 v16, 1, v15
+  v_add_u32 v17, 2, v15
+  v_add_u32 v18, 3, v15
+  s_mov_b32 s8, 0x05040100
+  v_perm_b32 v16, v16, v15, s8
+  v_perm_b32 v17, v18, v17, s8
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  ds_write_b64 v3, v[16:17] offset:2048
+  s_waitcnt lgkmcnt(0)
+  ds_read_b64_tr_b16 v[20:21], v3 offset:2048
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v2, v8, s[6:7]
+  global_store_dword v2, v13, s[6:7] offset:256
+  global_store_dword v2, v9, s[6:7] offset:512
+  global_store_dword v2, v10, s[6:7] offset:768
+  global_store_dword v2, v4, s[6:7] offset:1024
+  global_store_dword v2, v7, s[6:7] offset:1280
+  global_store_dword v2, v14, s[6:7] offset:1536
+  global_store_dword v2, v20, s[6:7] offset:1792
+  global_store_dword v2, v21, s[6:7] offset:2048
+"""
+
+
+def test_gfx950_instructions():
+    from isagen.errors import ToolchainError
+    from isagen.toolchain import find_toolchain
+    try:
+        find_toolchain("gfx950")
+    except ToolchainError as exc:
+        pytest.skip(f"no gfx950 assembler: {exc}")
+    co = build("g950", GFX950_BODY, target="gfx950", args=(("ptr", "inp"), ("ptr", "out")), lds=4096, vgprs=24)
+    dev = Device("gfx950")
+    inp = dev.to_device(np.arange(256, dtype=U32))
+    out = dev.to_device(np.zeros((9, 64), U32))
+    assert dev.load_module(co).launch("g950", grid=(1,), block=(64,), args=[inp, out], on_error="collect") == []
+    o = dev.from_device(out, (9, 64), U32)
+    lane = np.arange(64, dtype=U32)
+    a, b, c = lane, U32(0xF0F0F0F0), U32(0xCCCCCCCC)
+    np.testing.assert_array_equal(o[0], a ^ b ^ c)                              # bitop3 truth table 0x96: xor3
+    np.testing.assert_array_equal(o[1], (a & b) | (a & c) | (b & c))             # 0xe8: majority
+    # v_permlane32_swap: lanes 32..63 of vdst <-> lanes 0..31 of src0
+    np.testing.assert_array_equal(o[2], np.where(lane < 32, lane, 1000 + lane - 32))
+    np.testing.assert_array_equal(o[3], np.where(lane < 32, lane + 32, 1000 + lane))
+    # global_load_lds_dwordx4: 16 bytes per lane at M0 + 16*lane
+    np.testing.assert_array_equal(o[4], 4 * lane)
+    np.testing.assert_array_equal(o[5], 4 * lane + 3)
+    # v_cvt_pk_bf16_f32: round to nearest even of each f32 (0xf0f0f0f0 -> 0xf0f1, 0xcccccccc -> 0xcccd)
+    np.testing.assert_array_equal(o[6], np.full(64, 0xCCCDF0F1, U32))
+    # ds_read_b64_tr_b16: lane L gets element L%4 of the 64-bit value of lane 16*(L//16) + 4*e + (L%16)//4
+    # (each lane wrote the four 16-bit values 4*lane + j)
+    src = np.stack([16 * (lane // 16) + 4 * e + (lane % 16) // 4 for e in range(4)], -1)
+    vals = 4 * src + (lane % 4)[:, None]
+    np.testing.assert_array_equal(o[7], vals[:, 0] | (vals[:, 1] << 16))
+    np.testing.assert_array_equal(o[8], vals[:, 2] | (vals[:, 3] << 16))
