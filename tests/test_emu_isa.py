@@ -282,6 +282,7 @@ def test_carry_chain_and_64bit():
     b = RNG.integers(0, 2 ** 32, 64, dtype=np.uint64).astype(U32)
     out = run("""
   v_add_co_u32 v40, vcc, v1, v2
+  s_nop 1
   v_addc_co_u32 v41, vcc, v2, v1, vcc
   v_sub_co_u32 v42, s[10:11], v1, v2
   s_nop 1

@@ -165,9 +165,12 @@ def instrument(step, ctx) -> None:
     hz.cls, hz.rules, hz.src_c, hz.src_ab, hz.dpp_src = cls, rules, src_c, src_ab, dpp_src
     hz.vmem_sreads, hz.is_trans, hz.reads_m0_dma, hz.is_div_fmas = vmem_sreads, is_trans, reads_m0_dma, is_div_fmas
     hz.writes_exec, hz.writes_m0, hz.is_dpp = writes_exec and is_valu, writes_m0, is_dpp
-    # explicit SGPR operands of a VALU (an e32 form's implicit VCC is not one: LLVM checks explicit uses)
-    hz.valu_sreads = tuple(k for o in inst.operands if is_valu and o.kind == "reg" and o.read and not o.implicit
-                           and o.reg.file in ("s", "ttmp", "special") for k in _reg_keys(o.reg, ctx))
+    # SGPR operands of a VALU: the explicit ones, and VCC however it is read (LLVM checkVALUHazards:
+    # explicit_uses() plus readsRegister(VCC))
+    hz.valu_sreads = tuple(dict.fromkeys(
+        k for o in inst.operands if is_valu and o.kind == "reg" and o.read
+        and o.reg.file in ("s", "ttmp", "special") and (not o.implicit or o.reg.code in (VCC_LO, VCC_LO + 1))
+        for k in _reg_keys(o.reg, ctx)))
     hz.rwlane = name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32")
     src0 = next((o for o in inst.operands if o.role == "src0"), None)
     src1 = next((o for o in inst.operands if o.role == "src1"), None)
