@@ -28,7 +28,8 @@ td,th{padding:2px 8px;text-align:right;border-bottom:1px solid #e4e4e4;white-spa
 th{background:#eee}
 td.l,th.l{text-align:left}
 .cards{display:flex;flex-wrap:wrap;gap:16px}
-.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px 12px}
+.card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px 12px;max-width:640px}
+.card ul{margin:6px 0;padding-left:20px}
 .warn{color:#a40000}
 .note{color:#555}
 .main{display:grid;grid-template-columns:minmax(520px,46%) 1fr;gap:16px;margin-top:12px}
@@ -143,14 +144,15 @@ def _iref(kid: str, i) -> str:
     return f'<a href="#{kid}-i{i}">#{i}</a>'
 
 
-def svg_plot(k: dict, kid: str, width: int = 640, height: int = 340) -> str:
+def svg_plot(k: dict, kid: str, width: int = 640, height: int = 350) -> str:
     """Live registers per class against the instruction index, loops shaded, peaks marked."""
     insts = k["instructions"]
     n = max(1, len(insts))
     r = k["registers"]
     top = max([1] + [r[c]["used"] for c in ("vgpr", "agpr", "sgpr")] + [r[c]["declared"] for c in ("vgpr", "agpr", "sgpr")])
     top = _nice(top)
-    x0, y0, w, hgt = 48, 14, width - 64, height - 58
+    x0, y0, w, hgt = 48, 14, width - 64, height - 66
+    axis_y = y0 + hgt
 
     def X(i):
         return x0 + w * i / max(1, n - 1)
@@ -172,8 +174,8 @@ def svg_plot(k: dict, kid: str, width: int = 640, height: int = 340) -> str:
         s.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
                  f'<text x="{x0 - 6}" y="{Y(v) + 4:.1f}" font-size="11" text-anchor="end">{v}</text>')
     for v in _ticks(max(1, len(insts) - 1), 8):
-        s.append(f'<text x="{X(v):.1f}" y="{y0 + hgt + 15}" font-size="11" text-anchor="middle">{v}</text>')
-    s.append(f'<text x="{x0 + w / 2}" y="{height - 18}" font-size="12" text-anchor="middle">instruction index</text>')
+        s.append(f'<text x="{X(v):.1f}" y="{axis_y + 14}" font-size="11" text-anchor="middle">{v}</text>')
+    s.append(f'<text x="{x0 + w / 2}" y="{axis_y + 30}" font-size="12" text-anchor="middle">instruction index</text>')
     s.append(f'<text x="12" y="{y0 + hgt / 2}" font-size="12" text-anchor="middle" '
              f'transform="rotate(-90 12 {y0 + hgt / 2})">live registers</text>')
     for c in ("vgpr", "agpr", "sgpr"):
