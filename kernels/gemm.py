@@ -477,7 +477,7 @@ class GemmKernel:
         self.rdB = DsReads(k, "B", b_reads, pl.b_envs())
 
     def setup_addresses(self):
-        k, pl = self.k, self.plan
+        k = self.k
         k.comment("per-lane addresses: global offsets of every LDS-DMA block (the swizzle is realised here), "
                   "LDS addresses of every fragment read")
         for prim in (self.gA, self.gB, self.rdA, self.rdB):
@@ -607,9 +607,17 @@ class GemmKernel:
         return mma_ops(self.k, pl.info, pl.frag, self.acc_tile, self.a_frag, self.b_frag,
                        range(pl.nfm), range(pl.nfn), slices)
 
-    def _wait_reads(self, slices, why):
-        self.k.wait(lgkmcnt=0, why=why)
+    def _wait_reads(self, slices, why, copies: str | None = None):
+        """Wait for the fragment reads (and, with ``copies``, for this wave's LDS-DMA copies too: one
+        ``s_waitcnt`` when no u16 packing sits between the two)."""
+        k = self.k
+        if copies is not None and self.plan.b_read != "u16":
+            k.wait(vmcnt=0, lgkmcnt=0, why=f"{why}; {copies}")
+            return
+        k.wait(lgkmcnt=0, why=why)
         self.pack(slices)
+        if copies is not None:
+            k.wait(vmcnt=0, why=copies)
 
     # ------------------------------------------------------------------ loop scaffolding
     def kloop(self, body) -> None:
@@ -669,8 +677,8 @@ class GemmKernel:
         def body1(stage):
             k.comment("memory cluster: fragments of tile t -> registers")
             emit(self.load_regs(stage, all_slices))
-            self._wait_reads(all_slices, "fragments of tile t are in registers")
-            k.wait(vmcnt=0, why="tile t+1 has landed (this wave's copies)")
+            self._wait_reads(all_slices, "fragments of tile t are in registers",
+                             copies="tile t+1 has landed (this wave's copies)")
             k.barrier(why="ping-pong: group 0 runs its memory cluster next; tile t+1 complete")
             k.comment("compute cluster: tile t+2 -> this stage (both groups have read it), between the MFMAs")
             k.s_setprio(1, comment="MFMA cluster first")
@@ -693,8 +701,8 @@ class GemmKernel:
         def body(stage):
             k.comment("first half: MFMAs on k-slices of half 0, reads of half 1 between them")
             emit(merge(self.mma(h0), self.load_regs(stage, h1)))
-            self._wait_reads(h1, "half 1 of tile t is in registers; this wave's reads of the stage are done")
-            k.wait(vmcnt=0, why="this wave's copy of tile t+1 has landed")
+            self._wait_reads(h1, "half 1 of tile t is in registers; this wave's reads of the stage are done",
+                             copies="this wave's copy of tile t+1 has landed")
             k.barrier(why="everyone is done reading this stage; tile t+1 is complete")
             k.comment("second half: MFMAs on half 1; half 0 of tile t+1 and the copy of tile t+2 between them")
             side = self.load_lds(stage) + self.load_regs(1 - stage, h0)

@@ -117,7 +117,7 @@ def hk_remap(wgid, tiles_m, tiles_n, W, C, X=8):
         local = wgid // X
         wid = (local // C) * block + xcd * C + local % C
     grp = W * tiles_n
-    gid, first = wid // grp, (wid // grp) * W
+    first = (wid // grp) * W
     h = min(tiles_m - first, W)
     return first + (wid % grp) % h, (wid % grp) // h
 
