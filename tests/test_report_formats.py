@@ -270,6 +270,17 @@ def test_cli_spec_and_code_object(tmp_path, capsys, code_object, program):
     code, out, err = _run(["report", str(co), "--kernel", program.name], capsys)
     assert code == 0, err
     assert out.startswith(f"{program.name} · gfx942 · {co}")
+    # hand-written assembly: assembled for the processor its .amdgcn_target names, then reported
+    src = tmp_path / "k.s"
+    src.write_text(render_assembly(program))
+    code, out, err = _run(["report", str(src), "--format", "json"], capsys)
+    assert code == 0, err
+    from_asm = json.loads(out)["kernels"][0]
+    from_co = report_code_object(code_object)["kernels"][0]
+    assert [i["live"] for i in from_asm["instructions"]] == [i["live"] for i in from_co["instructions"]]
+    src.write_text("\n".join(l for l in render_assembly(program).splitlines() if ".amdgcn_target" not in l))
+    code, out, err = _run(["report", str(src)], capsys)
+    assert code == 2 and "no .amdgcn_target line" in err
     for fmt, name in (("html", "r.html"), ("json", "r.json"), ("png", "r.png")):
         pytest.importorskip("matplotlib") if fmt == "png" else None
         code, out, err = _run(["report", str(co), "-o", str(tmp_path / name)], capsys)

@@ -1,4 +1,4 @@
-"""``isagen report SPEC.yaml|FILE.co``: the register-pressure report on the command line.
+"""``isagen report SPEC.yaml|FILE.co|FILE.s``: the register-pressure report on the command line.
 
 cli.py registers the subcommand with :func:`add_arguments` and runs :func:`main`; every user mistake
 (no such file, not an ELF, not AMDGPU, unknown kernel, bad spec) is an ``IsagenError`` -- one line,
@@ -19,8 +19,8 @@ _EXT = {".txt": "text", ".json": "json", ".html": "html", ".htm": "html", ".png"
 
 def add_arguments(p) -> None:
     p.add_argument("input", metavar="SPEC.yaml|FILE.co",
-                   help="a kernel spec (built here; a bundled spec's name works too) or an AMDGPU code object "
-                        "(.co/.hsaco from isagen, Triton, hipcc, clang...)")
+                   help="a kernel spec (built here; a bundled spec's name works too), an AMDGPU code object "
+                        "(.co/.hsaco from isagen, Triton, hipcc, clang...) or assembly (.s: assembled first)")
     p.add_argument("--target", "-t", default=None,
                    help="specs: gfx942, gfx950 or all (default: every target the spec lists); code objects: "
                         "must name the code object's own target")
@@ -77,7 +77,10 @@ def load_reports(path, *, target: str | None = None, kernel: str | None = None, 
         return document(kernels)
     if not p.exists():
         raise CodeObjectError(f"{p}: no such file")
-    doc = report_code_object(p, kernel=kernel, dynamic_lds=dynamic_lds)
+    if p.suffix.lower() in (".s", ".asm"):
+        doc = report_code_object(_assemble(p, target), kernel=kernel, dynamic_lds=dynamic_lds, name=str(p))
+    else:
+        doc = report_code_object(p, kernel=kernel, dynamic_lds=dynamic_lds)
     if target and target != "all":
         from ..targets import get_target
         want = get_target(target).name
@@ -85,6 +88,23 @@ def load_reports(path, *, target: str | None = None, kernel: str | None = None, 
         if have and have != want:
             raise CodeObjectError(f"{p}: a {have} code object; --target {target} does not apply (leave it out)")
     return doc
+
+
+def _assemble(path: Path, target: str | None) -> bytes:
+    """Hand-written assembly: assembled and linked with the toolchain isagen uses, for the target its
+    ``.amdgcn_target`` line names (or ``--target``)."""
+    from ..toolchain import assemble, source_target_id
+
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise IsagenError(f"{path}: cannot read the assembly: {getattr(e, 'strerror', None) or e}") from None
+    named = source_target_id(text)
+    if target in (None, "all"):
+        if named is None:
+            raise IsagenError(f"{path}: no .amdgcn_target line; name the processor with --target gfx942|gfx950")
+        target = str(named)
+    return assemble(text, target, name=path.stem)
 
 
 def main(args) -> int:

@@ -9,6 +9,7 @@ loops with their mix, and the allocation table.  Clicking the plot scrolls the l
 
 from __future__ import annotations
 
+import json
 from html import escape
 
 from .text import occupancy_cause
@@ -131,7 +132,6 @@ def _kernel(k: dict, kid: str) -> str:
     h.append(_loops(k, kid))
     h.append(_allocations(k, kid))
     data = [[i["live"]["vgpr"], i["live"]["agpr"], i["live"]["sgpr"], i["text"]] for i in k["instructions"]]
-    import json
     h.append(f'<script type="application/json" id="{kid}-data">'
              f"{json.dumps(data).replace('</', '<' + chr(92) + '/')}</script>")
     h.append("</section>")

@@ -13,6 +13,7 @@ the registers the hardware initialises, LDS, the workgroup size and the allocati
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from .. import occupancy as occ
@@ -79,11 +80,10 @@ def from_program(program, source: dict | None = None) -> KernelInput:
             continue
         i = len(steps)
         pos_step[pos] = i
-        step = Step(i, item.render(with_comment=False), key_mask(item.defs()), key_mask(item.uses()),
-                    category(item.name, item.unit), offset=offset, pos=pos, comment=item.comment or "")
-        step.labels = tuple(labels)
+        steps.append(Step(i, item.render(with_comment=False), key_mask(item.defs()), key_mask(item.uses()),
+                          category(item.name, item.unit), offset=offset, pos=pos, comment=item.comment or "",
+                          labels=tuple(labels)))
         labels = []
-        steps.append(step)
         offset += item.size
     cfg = CFG(items)
     blocks = [[pos_step[p] for p in b.instrs] for b in cfg.blocks]
@@ -94,10 +94,7 @@ def from_program(program, source: dict | None = None) -> KernelInput:
 
     def step_at(position: int | None) -> int | None:
         """First step at or after item position ``position``."""
-        if position is None:
-            return None
-        import bisect
-        return bisect.bisect_left(positions, position)
+        return None if position is None else bisect.bisect_left(positions, position)
 
     allocs = []
     n_init_s = program.user_sgprs + len(program.workgroup_ids)
