@@ -221,6 +221,24 @@ def test_html_renders_in_chromium_with_its_plot(tmp_path, docs):
     assert dom.stdout.count('class="loop"') == sum(len(lp["runs"]) for lp in k["loops"])
     assert f'id="k0-i{k["instruction_count"] - 1}"' in dom.stdout        # the whole listing is there
 
+    # the cursor read-out and click-to-listing work: synthetic events on the plot after load
+    probe = render(docs[0], "html").replace("</body>", """<script>
+var svg=document.querySelector('svg.liveplot'), r=svg.getBoundingClientRect();
+var ev={clientX:r.left+r.width*0.5, clientY:r.top+40};
+svg.dispatchEvent(new MouseEvent('mousemove', ev)); svg.dispatchEvent(new MouseEvent('click', ev));
+document.body.setAttribute('data-readout', document.getElementById('k0-readout').textContent.split('\\n')[0]);
+document.body.setAttribute('data-cur', (document.querySelector('tr.cur') || {id: 'none'}).id);
+</script></body>""")
+    (tmp_path / "probe.html").write_text(probe)
+    dom = _browser(tmp_path, (tmp_path / "probe.html").as_uri(), "--dump-dom", "--virtual-time-budget=2000",
+                   "--window-size=1400,900")
+    cur = re.search(r'data-cur="k0-i(\d+)"', dom.stdout)
+    assert cur, dom.stdout[:500]
+    i = int(cur.group(1))
+    assert 0 < i < k["instruction_count"] - 1
+    lv = k["instructions"][i]["live"]
+    assert f'data-readout="#{i}  VGPR {lv["vgpr"]}  AGPR {lv["agpr"]}  SGPR {lv["sgpr"]}"' in dom.stdout
+
     shot = tmp_path / "shot.png"
     res = _browser(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1400,900",
                    "--hide-scrollbars")
