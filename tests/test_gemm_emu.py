@@ -151,7 +151,7 @@ def test_isagen_build_runs_on_tensors(tmp_path, monkeypatch):
     """The runtime path: isagen.build(spec) -> Kernel(A, B, C) on the emulator backend."""
     import isagen
     monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path))
-    kern = isagen.build("gemm_bf16_f32out", "gfx942", block_m=128, block_n=128, schedule="interleave4")
+    kern = isagen.build("gemm_bf16", "gfx942", block_m=128, block_n=128, schedule="interleave4", out_dtype="f32")
     g = torch.Generator().manual_seed(5)
     A = torch.randn(128, 64, generator=g).to(torch.bfloat16)
     B = torch.randn(136, 64, generator=g).to(torch.bfloat16)
