@@ -247,3 +247,47 @@ def test_valu_written_sgpr_read_by_valu(nops, ok):
     else:
         r = only(reports, "hazard")
         assert r.pc == address_of(co, "v_cndmask_b32_e64") and "s10" in r.message and "needs 2" in r.message
+
+
+# Two waves store into one LDS word in the same instruction, then a barrier; {a} and {b} pick the
+# address (byte offset) and value each wave stores.
+SHARED_WORD = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_readfirstlane_b32 s8, v0
+  s_lshr_b32 s8, s8, 6
+  s_cmp_eq_u32 s8, 0
+  s_cselect_b32 s9, {a0}, {b0}
+  s_cselect_b32 s10, {a1}, {b1}
+  s_nop 1
+  v_mov_b32 v1, s9
+  v_mov_b32 v2, s10
+  s_mov_b64 exec, 1
+  {store} v1, v2
+  s_mov_b64 exec, -1
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_mov_b32 v3, 0
+  ds_read_b32 v4, v3
+  v_lshlrev_b32 v5, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v5, v4, s[4:5]
+"""
+
+
+@pytest.mark.parametrize("store,wave0,wave1,race", [
+    ("ds_write_b32", (0, 7), (0, 7), False),         # the same value: replicated data, no race
+    ("ds_write_b32", (0, 7), (0, 8), True),          # different values to one word
+    ("ds_write_b16", (0, 7), (2, 8), False),         # different halves of one word
+    ("ds_write_b16", (0, 7), (1, 8), True),          # overlapping bytes
+])
+def test_same_instruction_stores_to_one_lds_word(store, wave0, wave1, race):
+    body = SHARED_WORD.format(store=store, a0=wave0[0], a1=wave0[1], b0=wave1[0], b1=wave1[1])
+    co = build("shared", body, lds=64)
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(128, np.uint32))
+    reports = dev.load_module(co).launch("shared", grid=(1,), block=(128,), args=[out], on_error="collect")
+    if race:
+        r = only(reports, "lds-race")
+        assert r.pc == address_of(co, store) and "different values" in r.message
+    else:
+        assert reports == []

@@ -43,7 +43,8 @@ def lds_bytes_rw(st, inst, ws, addr, act, nbytes, data=None, dma=False):
     base = (g * L)[:, None] + np.where(act, addr, 0)
     idx = base[..., None] + np.arange(nbytes)
     if st.san is not None:
-        st.san.lds_access(st, ws, inst, addr, act, nbytes, write=data is not None, dma=dma)
+        st.san.lds_access(st, ws, inst, addr, act, nbytes, write=data is not None, dma=dma,
+                          data=None if data is None else np.asarray(data, U8))
     if data is None:
         b = flat[idx]
         st.run.lds_bytes_read += nbytes * int(act.sum())
@@ -96,6 +97,14 @@ def _gather(st, ws, addr, act, nbytes):
     if nbytes == 2:
         v = v | (b[..., 1].astype(U32) << U32(8))
     return v
+
+
+def _bytes(vals, nbytes):
+    """uint32 [..., ndw] (or [...] for sub-dword sizes) -> the nbytes bytes each lane writes."""
+    v = np.ascontiguousarray(np.asarray(vals, U32))
+    if nbytes >= 4:
+        return v.view(U8).reshape(v.shape[:-1] + (nbytes,))
+    return v[..., None].view(U8).reshape(v.shape + (4,))[..., :nbytes]
 
 
 def _scatter(st, ws, addr, act, nbytes, vals):
@@ -289,11 +298,11 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
             a0, a1 = base + o0, base + o1
             m0 = _lds_check(st, inst, ws, a0, e, size)
             m1 = _lds_check(st, inst, ws, a1, e, size)
-            if st.san is not None:
-                st.san.lds_access(st, ws, inst, a0, m0, size, write=True)
-                st.san.lds_access(st, ws, inst, a1, m1, size, write=True)
             v0 = np.stack([st.V[d0i + k, ws] for k in range(ndw)], -1)
             v1 = np.stack([st.V[d1i + k, ws] for k in range(ndw)], -1)
+            if st.san is not None:
+                st.san.lds_access(st, ws, inst, a0, m0, size, write=True, data=_bytes(v0, size))
+                st.san.lds_access(st, ws, inst, a1, m1, size, write=True, data=_bytes(v1, size))
             _scatter(st, ws, a0, m0, size, v0)
             _scatter(st, ws, a1, m1, size, v1)
             st.run.lds_bytes_written += size * int(m0.sum() + m1.sum())
@@ -307,9 +316,10 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
             base = (st.S[M0, ws] & U32(0xFFFF)).astype(I64)
             a = base[:, None] + off + 4 * np.arange(64)[None, :]
             m = _lds_check(st, inst, ws, a, e, 4)
+            v = st.V[d0i, ws][..., None]
             if st.san is not None:
-                st.san.lds_access(st, ws, inst, a, m, 4, write=True)
-            _scatter(st, ws, a, m, 4, st.V[d0i, ws][..., None])
+                st.san.lds_access(st, ws, inst, a, m, 4, write=True, data=_bytes(v, 4))
+            _scatter(st, ws, a, m, 4, v)
         return Step(inst, idx, ha, "ds", counter="lgkm")
     parts = name.split("_")
     size = _WRITE.get(parts[2])
@@ -324,14 +334,14 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
         e = st.EXEC[ws]
         a = st.V[ai, ws].astype(I64) + off
         m = _lds_check(st, inst, ws, a, e, size)
-        if st.san is not None:
-            st.san.lds_access(st, ws, inst, a, m, size, write=True)
         if size >= 4:
             v = np.stack([st.V[d0i + k, ws] for k in range(ndw)], -1)
         else:
             v = st.V[d0i, ws]
             if hi:
                 v = v >> U32(16)
+        if st.san is not None:
+            st.san.lds_access(st, ws, inst, a, m, size, write=True, data=_bytes(v, size))
         _scatter(st, ws, a, m, size, v)
         st.run.lds_bytes_written += size * int(m.sum())
     return Step(inst, idx, h, "ds", counter="lgkm")

@@ -189,6 +189,23 @@ def _fmin(a, b):
     return r.astype(np.result_type(a, b))
 
 
+def _ieee_max(a, b):
+    """IEEE 754-2019 maximum: NaN propagates, -0 < +0."""
+    r = np.maximum(a, b)
+    both0 = (a == 0) & (b == 0)
+    if np.any(both0):
+        r = np.where(both0, np.where(np.signbit(a) & np.signbit(b), a, np.abs(a)), r)
+    return r.astype(np.result_type(a, b))
+
+
+def _ieee_min(a, b):
+    r = np.minimum(a, b)
+    both0 = (a == 0) & (b == 0)
+    if np.any(both0):
+        r = np.where(both0, np.where(np.signbit(a) | np.signbit(b), -np.abs(a), a), r)
+    return r.astype(np.result_type(a, b))
+
+
 def _med3(a, b, c, mx=np.maximum, mn=np.minimum):
     return mx(mn(a, b), mn(mx(a, b), c))
 
@@ -378,6 +395,10 @@ op("v_cvt_pk_u16_u32", "b32", ("u32", "u32"), lambda a, b: np.minimum(a, 65535) 
 op("v_cvt_pk_i16_i32", "b32", ("i32", "i32"), lambda a, b: _sat_i16(a) | (_sat_i16(b) << U32(16)))
 op("v_cvt_pk_bf16_f32", "b32", f32, lambda a, b: nx.pack16(nx.f32_to_bf16(a), nx.f32_to_bf16(b)))
 op("v_cvt_pkaccum_u8_f32", "b32", ("f32", "u32"), None)   # needs the old dst: special-cased below
+op("v_cvt_pk_f16_f32", "b32", f32, lambda a, b: nx.pack16(nx.f32_to_f16(a), nx.f32_to_f16(b)))   # gfx950
+op("v_cvt_f32_bf16", "f32", ("b16",), nx.bf16_to_f32)                                             # gfx950
+op("v_maximum3_f32", "f32", ("f32",) * 3, lambda a, b, c: _ieee_max(_ieee_max(a, b), c))          # gfx950
+op("v_minimum3_f32", "f32", ("f32",) * 3, lambda a, b, c: _ieee_min(_ieee_min(a, b), c))          # gfx950
 
 # ---- 64-bit float
 op("v_add_f64", "f64", ("f64", "f64"), lambda a, b: a + b)
@@ -442,6 +463,12 @@ op("v_cvt_norm_u16_f16", "u16", ("f16",), lambda a: np.rint(np.clip(np.nan_to_nu
 op("v_div_fixup_f16", "f16", ("f16",) * 3, lambda q, d, n: _div_fixup(q, d, n, F16, F16(np.inf), 0))
 op("v_div_fixup_legacy_f16", "f16", ("f16",) * 3, lambda q, d, n: _div_fixup(q, d, n, F16, F16(np.inf), 0))
 op("v_pack_b32_f16", "b32", ("b16", "b16"), lambda a, b: a.astype(U32) | (b.astype(U32) << U32(16)))
+op("v_cvt_pknorm_i16_f16", "b32", f16,
+   lambda a, b: (np.rint(np.clip(np.nan_to_num(_f64(a)), -1, 1) * 32767).astype(I64) & 0xFFFF).astype(U32)
+   | ((np.rint(np.clip(np.nan_to_num(_f64(b)), -1, 1) * 32767).astype(I64) & 0xFFFF).astype(U32) << U32(16)))
+op("v_cvt_pknorm_u16_f16", "b32", f16,
+   lambda a, b: np.rint(np.clip(np.nan_to_num(_f64(a)), 0, 1) * 65535).astype(U32)
+   | (np.rint(np.clip(np.nan_to_num(_f64(b)), 0, 1) * 65535).astype(U32) << U32(16)))
 
 # ---- 32-bit integer / bits
 u32 = ("u32", "u32")
@@ -1539,6 +1566,25 @@ def _cvt_pkaccum(vi, ctx):
     raise CompileError(f"{vi.name} is not modelled")
 
 
+def _pk_fmac_f16(vi: VInst, ctx):
+    """v_pk_fmac_f16 (VOP2): both halves D = fma(S0, S1, D)."""
+    r0, r1 = read32(vi.srcs[0], ctx, "f16"), read32(vi.srcs[1], ctx, "f16")
+    i = ctx.vindex(vi.vdst.reg, 1)
+
+    def halves(v):
+        v = np.asarray(v, U32)
+        return (v & U32(0xFFFF)).astype(U16).view(F16).astype(F64), (v >> U32(16)).astype(U16).view(F16).astype(F64)
+
+    def h(st, ws):
+        a0, a1 = halves(r0(st, ws))
+        b0, b1 = halves(r1(st, ws))
+        c0, c1 = halves(st.V[i, ws])
+        lo = (a0 * b0 + c0).astype(F16).view(U16).astype(U32)
+        hi = (a1 * b1 + c1).astype(F16).view(U16).astype(U32)
+        vwrite(st, ws, i, lo | (hi << U32(16)))
+    return h
+
+
 def _nop(vi, ctx):
     return lambda st, ws: None
 
@@ -1562,6 +1608,7 @@ SPECIAL = {
     "v_cvt_sr_fp8_f32": _cvt_sr_fp8, "v_cvt_sr_bf8_f32": _cvt_sr_fp8,
     "v_fma_mix_f32": _fma_mix, "v_fma_mixlo_f16": _fma_mix, "v_fma_mixhi_f16": _fma_mix,
     "v_cvt_pkaccum_u8_f32": _cvt_pkaccum,
+    "v_pk_fmac_f16": _pk_fmac_f16,
 }
 for _n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_addc_co_u32", "v_subb_co_u32",
            "v_subbrev_co_u32"):

@@ -218,6 +218,8 @@ class _HazInfo:
 # ============================================================================ per-batch state
 
 _KEEP_GEN_WAVE = np.int64(~0xFFFFFFE0)        # generation bits and wave bits of a stamp
+_SAME = np.int64(1 << 30)                     # write stamp: several waves wrote this same value
+_MASK = np.int64(0xF << 6)                    # the bytes of the word the access covered
 _KEEP_GEN_FLAG_WAVE = np.int64(~0xFFFFFFC0)   # generation, flag and wave bits
 
 
@@ -256,13 +258,15 @@ class Sanitizer:
         G = st.G
         self.LW = LW = st.lds.shape[1] // 4
         n = G * LW
-        # stamps (int64): generation << 32 | instruction index << 6 | flag << 5 | wave within the
+        # stamps (int64): generation << 32 | same-value flag << 30 (writes) | instruction index << 10
+        # (20 bits) | byte mask << 6 (the bytes of the word accessed) | flag << 5 | wave within the
         # workgroup (< 32); -1: none yet.  Writes: flag = the write was still outstanding when its barrier
         # was passed.  Reads: flag = two or more waves read the word in this generation.
         self.wr_stamp = np.full(n, -1, np.int64)
         self.rd_stamp = np.full(n, -1, np.int64)
         self.wr_dma = None                       # vm sequence of LDS-DMA writes, made on the first one
         self._tmp = np.zeros(n, np.int64)         # scratch for same-instruction duplicates
+        self._tmph = np.zeros(n, np.int64)        # ... and their data digests
         self.gen = np.zeros(G, np.int32)
         # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
         self.pending_lds: list[tuple] = []
@@ -615,7 +619,11 @@ class Sanitizer:
         del slot_now
 
     # ------------------------------------------------------------------ LDS races
-    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False):
+    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None):
+        """Check one LDS access of the waves ``ws`` against the race shadow and record it.  ``data``:
+        the bytes a write stores (uint8 [waves, 64, nbytes]): a write that leaves the memory as it was
+        (a wave storing the value another wave already stored, as compilers do for replicated data) is
+        not a race."""
         observer = st.run.device.lds_observer
         if observer is not None:
             observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
@@ -626,8 +634,8 @@ class Sanitizer:
         waves = np.arange(st.W)[ws]
         a = np.asarray(addr, np.int64)
         g = st.wg[waves]
-        idx = st.run.program.ctx.pc_index.get(inst.pc, 0)
-        me_w = (self.gen[g].astype(np.int64) << 32) | (idx << 6) | st.wave_in_wg[waves]   # per wave
+        idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
+        me_w = (self.gen[g].astype(np.int64) << 32) | (idx << 10) | st.wave_in_wg[waves]   # per wave
         if full and nbytes % 4 == 0 and not (a & 3).any():
             # the common case: [waves, words] arrays, the wave's stamp broadcast along the words
             nw = nbytes // 4
@@ -636,8 +644,11 @@ class Sanitizer:
                 words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
             fl = words
             per = fl.shape[1]
-            me = me_w[:, None]
+            me = (me_w | (0xF << 6))[:, None]          # every byte of each word
             wv_glob = None
+
+            def per_element(lane_vals):
+                return lane_vals if nw == 1 else np.repeat(lane_vals, nw, axis=1)
         else:
             w0 = a >> 2
             nw = (nbytes + 3) // 4 + 1
@@ -646,46 +657,26 @@ class Sanitizer:
             valid = act[..., None] & (words <= last[..., None]) & (words < LW)
             fl = ((g * LW)[:, None, None] + words)[valid]
             wv_glob = np.broadcast_to(waves[:, None, None], valid.shape)[valid]
-            me = np.broadcast_to(me_w[:, None, None], valid.shape)[valid]
+            # the bytes of each word the access covers: [a, a+n) within [4w, 4w+4)
+            lo = np.maximum(a[..., None], 4 * words) - 4 * words
+            hi = np.minimum(a[..., None] + nbytes, 4 * words + 4) - 4 * words
+            bmask = ((1 << np.clip(hi, 0, 4)) - (1 << np.clip(lo, 0, 4))).astype(np.int64)
+            me = (np.broadcast_to(me_w[:, None, None], valid.shape) | (bmask << 6))[valid]
             per = None
+
+            def per_element(lane_vals):
+                return np.broadcast_to(lane_vals[..., None], valid.shape)[valid]
         wr = self.wr_stamp[fl]
-        # another wave of the workgroup wrote the word in this barrier generation:
-        # same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31
-        other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
-        if other_w.any():
-            self._race(st, inst, fl, wv_glob, waves, per, other_w, "writes" if write else "reads", "wrote")
+        # another wave of the workgroup wrote bytes of the word this access touches, in this barrier
+        # generation: same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31
+        other_w = ((((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31) & ((wr & me & _MASK) != 0)
         tmp = self._tmp
         multi_wave = waves.size > 1
-        if write:
-            if self.pending_reads:
-                self._settle_reads()
-            rd = self.rd_stamp[fl]
-            # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
-            by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
-            if by_other.any():
-                self._race(st, inst, fl, wv_glob, waves, per, by_other, "writes", "read")
-            if multi_wave:
-                # two waves of one workgroup writing the same word in this very instruction
-                tmp[fl] = me
-                dup = tmp[fl] != me
-                if dup.any():
-                    j = int(np.flatnonzero(dup)[0])
-                    wa = self._wave_of(j, wv_glob, waves, per)
-                    word = int(fl.reshape(-1)[j])
-                    st.run.fault(R.LDS_RACE, inst, f"waves {int(st.wave_in_wg[wa])} and {int(tmp[word]) & 31} of "
-                                 f"the workgroup write LDS word {(word % LW) * 4:#x} in the same instruction with "
-                                 f"no barrier between", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
-            self.wr_stamp[fl] = me
-            kind = "vm" if dma else "lds"
-            if dma:
-                if self.wr_dma is None:
-                    self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
-                seq_w = self.issued["vm"][waves] + 1
-                self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
-            elif self.wr_dma is not None:
-                self.wr_dma[fl] = 0
-            self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
-        else:
+        if not write:
+            # words several waves wrote with the same value read the same whichever write came last
+            other_w &= (wr & _SAME) == 0
+            if other_w.any():
+                self._race(st, inst, fl, wv_glob, waves, per, other_w, "reads", "wrote")
             if self.wr_dma is not None:
                 wvg = wv_glob if wv_glob is not None else np.repeat(waves, per).reshape(fl.shape)
                 own = (((wr ^ me) & _KEEP_GEN_WAVE) == 0) & (wr >= 0)
@@ -693,7 +684,7 @@ class Sanitizer:
                 if own_dma.any():
                     j = int(np.flatnonzero(own_dma)[0])
                     word = int(fl.reshape(-1)[j])
-                    p = self._inst((int(self.wr_stamp[word]) >> 6) & 0x3FFFFFF)
+                    p = self._inst((int(self.wr_stamp[word]) >> 10) & 0xFFFFF)
                     wa = int(wvg.reshape(-1)[j])
                     st.run.fault(R.MISSING_WAIT, inst, f"reads LDS word {(word % LW) * 4:#x} before the LDS "
                                  f"DMA `{p.text}` (pc {p.pc:#x}) that writes it has completed; needs s_waitcnt "
@@ -701,6 +692,90 @@ class Sanitizer:
             # reads are recorded lazily: they matter only to a write of the same generation, and the
             # common pattern (write, barrier, read, barrier, write) never needs them stamped
             self.pending_reads.append((fl, me, multi_wave))
+            return
+        # ------------------------------------------------------------ writes
+        if data is not None and not dma:
+            noop_lane, hash_lane = self._write_effect(st, g, a, act, nbytes, data)
+            noop = per_element(noop_lane)
+            hsh = per_element(hash_lane)
+        else:
+            noop = np.zeros(fl.shape, np.bool_)
+            hsh = None
+        changes = ~noop
+        other_w &= changes
+        if other_w.any():
+            self._race(st, inst, fl, wv_glob, waves, per, other_w, "writes", "wrote")
+        if self.pending_reads:
+            self._settle_reads()
+        rd = self.rd_stamp[fl]
+        # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
+        by_other = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & changes & ((rd & me & _MASK) != 0)
+        if by_other.any():
+            self._race(st, inst, fl, wv_glob, waves, per, by_other, "writes", "read")
+        same_dup = None
+        if multi_wave:
+            # two waves of one workgroup writing one word in this very instruction: a race unless
+            # they store the same value
+            tmp[fl] = me
+            last = tmp[fl]
+            other_wave = (last != me) & ((last & me & _MASK) != 0)
+            if other_wave.any():
+                if hsh is not None:
+                    th = self._tmph
+                    th[fl] = hsh
+                    differ = th[fl] != hsh
+                    dup = other_wave & differ
+                    same_dup = other_wave & ~differ
+                else:
+                    dup = other_wave
+                if dup.any():
+                    j = int(np.flatnonzero(dup)[0])
+                    wa = self._wave_of(j, wv_glob, waves, per)
+                    word = int(fl.reshape(-1)[j])
+                    st.run.fault(R.LDS_RACE, inst, f"waves {int(st.wave_in_wg[wa])} and {int(tmp[word]) & 31} of "
+                                 f"the workgroup write different values to LDS word {(word % LW) * 4:#x} in the "
+                                 f"same instruction with no barrier between", np.array([wa]), None,
+                                 address=(word % LW) * 4, wave=wa)
+        if noop.any():
+            # a no-op write over another wave's write of this generation: both wrote this value
+            shared = noop & ((((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31)
+            if changes.any():
+                self.wr_stamp[fl[changes]] = np.broadcast_to(me, fl.shape)[changes]
+            if shared.any():
+                f = fl[shared]
+                self.wr_stamp[f] = self.wr_stamp[f] | _SAME
+        else:
+            self.wr_stamp[fl] = me
+        if same_dup is not None and same_dup.any():
+            f = fl[same_dup]
+            self.wr_stamp[f] = self.wr_stamp[f] | _SAME
+        kind = "vm" if dma else "lds"
+        if dma:
+            if self.wr_dma is None:
+                self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
+            seq_w = self.issued["vm"][waves] + 1
+            self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
+        elif self.wr_dma is not None:
+            self.wr_dma[fl] = 0
+        self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+
+    def _write_effect(self, st, g, a, act, nbytes, data):
+        """(lanes whose write leaves LDS unchanged, a 64-bit digest of each lane's data)."""
+        L = st.lds.shape[1]
+        aa = np.where(act, a, 0)
+        idx = ((g * L)[:, None] + aa)[..., None] + np.arange(nbytes)
+        cur = np.take(st.lds.reshape(-1), np.minimum(idx, st.lds.size - 1))
+        d = np.broadcast_to(np.asarray(data, np.uint8), cur.shape)
+        noop = (cur == d).all(-1) & act
+        pad = (-nbytes) % 8
+        dd = np.ascontiguousarray(d)
+        if pad:
+            dd = np.concatenate([dd, np.zeros(dd.shape[:-1] + (pad,), np.uint8)], -1)
+        q = dd.view(np.uint64)
+        h = q[..., 0].copy()
+        for k in range(1, q.shape[-1]):
+            h = (h * np.uint64(0x9E3779B97F4A7C15)) ^ q[..., k]
+        return noop, h.view(np.int64)
 
     def _settle_reads(self):
         """Stamp the recorded reads into the read shadow (in order; a word read by two waves in one
@@ -708,10 +783,10 @@ class Sanitizer:
         tmp = self._tmp
         for fl, me, multi_wave in self.pending_reads:
             rd = self.rd_stamp[fl]
-            multi = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
+            multi = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd >> 32) == (me >> 32))
             if multi_wave:
                 tmp[fl] = me
-                multi = multi | (tmp[fl] != me)
+                multi = multi | ((tmp[fl] ^ me) & _KEEP_GEN_WAVE != 0)
             self.rd_stamp[fl] = me
             if multi.any():
                 self.rd_stamp[fl[multi]] = np.broadcast_to(me, fl.shape)[multi] | 32
@@ -730,13 +805,13 @@ class Sanitizer:
         if other_verb == "wrote":
             stamp = int(self.wr_stamp[word])
             other = f"wave {stamp & 31}"
-            p = self._inst((stamp >> 6) & 0x3FFFFFF)
+            p = self._inst((stamp >> 10) & 0xFFFFF)
             late = bool(stamp & 32)
         else:
             stamp = int(self.rd_stamp[word])
             rw = stamp & 31
             other = f"wave {rw}" if rw != me else "another wave"
-            p = self._inst((stamp >> 6) & 0x3FFFFFF)
+            p = self._inst((stamp >> 10) & 0xFFFFF)
             late = False
         why = ("the write was still outstanding at the s_barrier (missing s_waitcnt before it)" if late
                else "with no s_barrier between")
