@@ -694,32 +694,37 @@ class Sanitizer:
             self.pending_reads.append((fl, me, multi_wave))
             return
         # ------------------------------------------------------------ writes
-        if data is not None and not dma:
-            noop_lane, hash_lane = self._write_effect(st, g, a, act, nbytes, data)
-            noop = per_element(noop_lane)
-            hsh = per_element(hash_lane)
-        else:
-            noop = np.zeros(fl.shape, np.bool_)
-            hsh = None
-        changes = ~noop
-        other_w &= changes
-        if other_w.any():
-            self._race(st, inst, fl, wv_glob, waves, per, other_w, "writes", "wrote")
+        # Candidates first (cheap): another wave's write or read of these bytes in this generation,
+        # another wave writing them in this instruction.  Only when there is one is the data looked
+        # at: a write that leaves LDS as it was (replicated data stored by several waves) is benign.
         if self.pending_reads:
             self._settle_reads()
         rd = self.rd_stamp[fl]
         # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
-        by_other = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & changes & ((rd & me & _MASK) != 0)
-        if by_other.any():
-            self._race(st, inst, fl, wv_glob, waves, per, by_other, "writes", "read")
-        same_dup = None
+        by_other = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd & me & _MASK) != 0)
+        other_wave = None
         if multi_wave:
-            # two waves of one workgroup writing one word in this very instruction: a race unless
-            # they store the same value
             tmp[fl] = me
             last = tmp[fl]
             other_wave = (last != me) & ((last & me & _MASK) != 0)
-            if other_wave.any():
+        suspect = other_w.any() or by_other.any() or (other_wave is not None and other_wave.any())
+        if not suspect:
+            self.wr_stamp[fl] = me
+        else:
+            if data is not None and not dma:
+                noop_lane, hash_lane = self._write_effect(st, g, a, act, nbytes, data)
+                noop, hsh = per_element(noop_lane), per_element(hash_lane)
+            else:
+                noop, hsh = np.zeros(fl.shape, np.bool_), None
+            changes = ~noop
+            if (other_w & changes).any():
+                self._race(st, inst, fl, wv_glob, waves, per, other_w & changes, "writes", "wrote")
+            if (by_other & changes).any():
+                self._race(st, inst, fl, wv_glob, waves, per, by_other & changes, "writes", "read")
+            same_dup = None
+            if other_wave is not None and other_wave.any():
+                # two waves of one workgroup writing one word in this very instruction: a race unless
+                # they store the same value
                 if hsh is not None:
                     th = self._tmph
                     th[fl] = hsh
@@ -736,19 +741,19 @@ class Sanitizer:
                                  f"the workgroup write different values to LDS word {(word % LW) * 4:#x} in the "
                                  f"same instruction with no barrier between", np.array([wa]), None,
                                  address=(word % LW) * 4, wave=wa)
-        if noop.any():
-            # a no-op write over another wave's write of this generation: both wrote this value
-            shared = noop & ((((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31)
-            if changes.any():
-                self.wr_stamp[fl[changes]] = np.broadcast_to(me, fl.shape)[changes]
-            if shared.any():
-                f = fl[shared]
+            if noop.any():
+                # a no-op write over another wave's write of this generation: both wrote this value
+                shared = noop & other_w
+                if changes.any():
+                    self.wr_stamp[fl[changes]] = np.broadcast_to(me, fl.shape)[changes]
+                if shared.any():
+                    f = fl[shared]
+                    self.wr_stamp[f] = self.wr_stamp[f] | _SAME
+            else:
+                self.wr_stamp[fl] = me
+            if same_dup is not None and same_dup.any():
+                f = fl[same_dup]
                 self.wr_stamp[f] = self.wr_stamp[f] | _SAME
-        else:
-            self.wr_stamp[fl] = me
-        if same_dup is not None and same_dup.any():
-            f = fl[same_dup]
-            self.wr_stamp[f] = self.wr_stamp[f] | _SAME
         kind = "vm" if dma else "lds"
         if dma:
             if self.wr_dma is None:
