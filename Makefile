@@ -7,9 +7,11 @@ STAMP  := .venv-stamp
 # Python packages (and Debian's LLVM 19 where apt is available: llvm-objdump/readelf for the tests)
 deps: $(STAMP)
 $(STAMP): pyproject.toml
-	@if command -v apt-get >/dev/null 2>&1 && ! command -v llvm-mc-19 >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq llvm-19 lld-19 clang-19 >/dev/null; \
-	  else echo "note: install llvm-19 lld-19 clang-19 (apt) for the LLVM cross-checks in the tests"; fi; fi
+	@missing=""; command -v llvm-mc-19 >/dev/null 2>&1 || missing="llvm-19 lld-19 clang-19"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ] && command -v apt-get >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "note: install $$missing (apt) for the LLVM cross-checks and the HTML report test"; fi; fi
 	$(PYTHON) -m pip install -q -e '.[test]'
 	@touch $(STAMP)
 
