@@ -26,6 +26,8 @@ from .wave import EXEC_LO, Batch
 # bytes of VGPR file one batch may hold (the batch size adapts to the kernel's register count)
 BATCH_VGPR_BYTES = 192 << 20
 MAX_BATCH_WAVES = 2048
+# bytes of LDS one batch may hold (the sanitizer's race shadow takes 8x as much again)
+BATCH_LDS_BYTES = 16 << 20
 
 
 class Kernel:
@@ -147,7 +149,8 @@ class Module:
             total_wg = grid[0] * grid[1] * grid[2]
             per_wave = max(prog.ctx.nregs, 1) * 64 * 4
             wg_per_batch = max(1, min(total_wg, BATCH_VGPR_BYTES // (per_wave * nwaves_wg),
-                                      max(1, MAX_BATCH_WAVES // nwaves_wg)))
+                                      max(1, MAX_BATCH_WAVES // nwaves_wg),
+                                      max(1, BATCH_LDS_BYTES // max(lds_total, 1))))
             for first in range(0, total_wg, wg_per_batch):
                 n = min(wg_per_batch, total_wg - first)
                 st = self._batch(k, prog, first, n, grid, block, kbuf, kernarg, extra, lds_total, san)
