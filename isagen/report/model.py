@@ -54,6 +54,7 @@ def analyze(kin) -> dict:
     occ_dict = occupancy.as_dict()
     occ_dict["waves_with_used_counts"] = used_occ.waves_per_simd
 
+    allocations = _allocation_rows(kin, live)
     depth = [0] * len(steps)
     for lp in flow.loops:
         for i in lp.body:
@@ -68,14 +69,14 @@ def analyze(kin) -> dict:
         "code_bytes": kin.code_bytes,
         "workgroup_size": kin.workgroup_size,
         "registers": registers,
-        "warnings": _warnings(kin, used, occupancy, used_occ),
+        "warnings": _warnings(kin, used, occupancy, used_occ, allocations),
         "notes": list(flow.notes) + _notes(kin, registers, steps),
         "occupancy": occ_dict,
         "lds": {"static_bytes": kin.lds_static, "dynamic_bytes": kin.lds_dynamic, "total_bytes": lds_total,
                 "allocated_bytes": occupancy.allocated_lds, "target_bytes": t.lds_bytes,
                 "regions": [dict(r) for r in kin.lds_regions]},
         "peaks": {CLASS_KEY[c]: _peak(kin, live, c) for c in CLASSES},
-        "allocations": _allocation_rows(kin, live),
+        "allocations": allocations,
         "loops": [_loop_row(kin, live, lp) for lp in flow.loops],
         "mix": mix(s.category for s in steps if s.reachable),
         "instructions": [
@@ -86,7 +87,7 @@ def analyze(kin) -> dict:
     }
 
 
-def _warnings(kin, used: dict, occupancy, used_occ) -> list[str]:
+def _warnings(kin, used: dict, occupancy, used_occ, allocations: list[dict]) -> list[str]:
     out = []
     d = kin.declared
     for c in CLASSES:
@@ -102,6 +103,11 @@ def _warnings(kin, used: dict, occupancy, used_occ) -> list[str]:
                        f"{declared}: registers past the allocation are not the wave's own")
         elif compare < declared:
             msg = f"{title}s: the kernel declares {declared} but the code touches only {have}"
+            idle = [f"{a['name']} {a['range']}" for a in allocations
+                    if a["class"] == CLASS_KEY[c] and a["first_def"] is None and a["last_use"] is None
+                    and not a["initialized"]]
+            if kin.named and idle:
+                msg += f"; never touched: {', '.join(idle)}"
             if used_occ.waves_per_simd > occupancy.waves_per_simd:
                 msg += (f"; declaring what it uses would give {used_occ.waves_per_simd} waves/SIMD instead of "
                         f"{occupancy.waves_per_simd}")
