@@ -108,6 +108,9 @@ def instrument(step, ctx) -> None:
     reads, writes = [], []
     roles = {}
     uninit_reads = []
+    # a spill to scratch may save a register nothing wrote (callee-saved registers in a function
+    # prologue): the data of scratch stores is not checked for initialisation
+    spill = fam == "SCRATCH" and "_store_" in name
     for o in inst.operands:
         if o.kind != "reg" or o.reg is None:
             continue
@@ -116,7 +119,7 @@ def instrument(step, ctx) -> None:
             reads += keys
             for k in keys:
                 roles.setdefault(k, o.role)
-            if not (o.write and not accumulate):
+            if not (o.write and not accumulate) and not (spill and o.role == "data"):
                 uninit_reads += keys
         if o.write:
             writes += keys
