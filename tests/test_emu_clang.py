@@ -40,6 +40,18 @@ void reduce(__global const float* in, __global float* out, int n) {
   if (t == 0) out[g] = buf[0];
 }
 
+__attribute__((noinline)) float poly(float x, __global const float* c, int n) {
+  float r = 0.0f;
+  for (int i = n - 1; i >= 0; i--) r = r * x + c[i];
+  return r;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void callk(__global const float* x, __global const float* c, __global float* out, int n) {
+  int t = __builtin_amdgcn_workgroup_id_x() * WG + __builtin_amdgcn_workitem_id_x();
+  out[t] = poly(x[t], c, n) + poly(-x[t], c, n);
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void hfma(__global const half2* a, __global const half2* b, __global const half* s, __global half2* c, int n) {
   int i = __builtin_amdgcn_workgroup_id_x() * WG + __builtin_amdgcn_workitem_id_x();
@@ -115,3 +127,16 @@ def test_packed_half_fma(module_bytes):
     # a*b+k computed exactly, rounded once to f16 (v_pk_fma_f16 is a fused multiply-add)
     ref = (a.astype(np.float64) * b.astype(np.float64) + k).astype(np.float16)
     np.testing.assert_array_equal(got, ref)
+
+
+def test_call_to_a_function(module_bytes):
+    # a non-inlined function: s_getpc/s_swappc into code outside the kernel's symbol, s_setpc back
+    dev = Device("gfx942")
+    mod = dev.load_module(module_bytes)
+    x = np.random.default_rng(8).random(512, np.float32)
+    c = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+    bufs = [dev.to_device(x), dev.to_device(c), dev.to_device(np.zeros(512, np.float32))]
+    assert mod.launch("callk", grid=(2,), block=(256,), args=bufs + [np.int32(4)], on_error="collect") == []
+    ref = np.polyval(c[::-1].astype(np.float64), x) + np.polyval(c[::-1].astype(np.float64), -x)
+    np.testing.assert_allclose(dev.from_device(bufs[2], 512, np.float32), ref, rtol=1e-5, atol=1e-6)
+    assert mod.last_stats["categories"]["branch"] > 0

@@ -61,47 +61,69 @@ class Block:
         self.cats = cats
 
 
+_TERMINATORS = {"s_branch", "s_endpgm", "s_endpgm_saved", "s_endpgm_ordered_ps_done", "s_barrier",
+                "s_setpc_b64", "s_swappc_b64", "s_call_b64"}
+
+
+def is_terminator(inst) -> bool:
+    """Whether the instruction ends a basic block (moves the PC itself or parks/ends the wave)."""
+    return inst.name in _TERMINATORS or inst.name.startswith("s_cbranch_")
+
+
 class Program:
-    """A kernel's code compiled for the emulator."""
+    """A kernel's code compiled for the emulator.
+
+    ``insts`` may be the whole ``.text`` of the code object (functions the kernel calls included);
+    instructions are compiled when the block holding them is first reached, so code that never runs
+    costs nothing and an instruction the emulator does not model only matters if it executes.
+    """
 
     def __init__(self, insts: list, ctx: Ctx):
         self.ctx = ctx
         self.insts = insts
         ctx.pc_index = {inst.pc: i for i, inst in enumerate(insts)}
-        from .compile import compile_step
-        self.steps: list[Step] = []
-        for i, inst in enumerate(insts):
-            try:
-                step = compile_step(inst, i, ctx)
-            except CompileError as e:
-                step = _error_step(inst, i, str(e), e.category)
-            self.steps.append(step)
-        if ctx.sanitize:
-            from .sanitizer import instrument
-            for s in self.steps:
-                instrument(s, ctx)
+        self.steps: list[Step | None] = [None] * len(insts)
         self._blocks: dict[int, Block] = {}
         leaders = {0}
-        for i, s in enumerate(self.steps):
-            t = s.inst.branch_target
+        for i, inst in enumerate(insts):
+            t = inst.branch_target
             if t is not None and t in ctx.pc_index:
                 leaders.add(ctx.pc_index[t])
-            if s.term:
+            if is_terminator(inst):
                 leaders.add(i + 1)
         self.leaders = leaders
-        self.has_mfma = any(s.mfma is not None for s in self.steps)
+        self.has_mfma = any(inst.mai for inst in insts)
+
+    def step(self, i: int) -> Step:
+        s = self.steps[i]
+        if s is None:
+            from .compile import compile_step
+            inst = self.insts[i]
+            try:
+                s = compile_step(inst, i, self.ctx)
+            except CompileError as e:
+                s = _error_step(inst, i, str(e), e.category)
+            if s.error is None and s.term != is_terminator(inst):
+                raise AssertionError(f"emulator bug: {inst.name} terminator flag disagrees")
+            if self.ctx.sanitize:
+                from .sanitizer import instrument
+                instrument(s, self.ctx)
+            self.steps[i] = s
+        return s
 
     def block_at(self, i: int) -> Block:
         b = self._blocks.get(i)
         if b is None:
             j = i
-            n = len(self.steps)
+            n = len(self.insts)
+            steps = []
             while j < n:
-                s = self.steps[j]
+                s = self.step(j)
+                steps.append(s)
                 j += 1
-                if s.term or j in self.leaders:
+                if s.term or is_terminator(s.inst) or j in self.leaders:
                     break
-            b = self._blocks[i] = Block(i, self.steps[i:j])
+            b = self._blocks[i] = Block(i, steps)
         return b
 
     def reset_counts(self) -> None:
@@ -118,9 +140,13 @@ class Program:
 
 
 def _error_step(inst, idx: int, message: str, category: str) -> Step:
+    term = is_terminator(inst)
+
     def fn(st, ws):
         st.run.fault(category, inst, message, ws, None)
-    s = Step(inst, idx, fn, "other")
+        if term:                      # collect mode: a branch that cannot run ends the waves
+            st.status[ws] = DONE
+    s = Step(inst, idx, fn, "other", term=term)
     s.error = message
     return s
 

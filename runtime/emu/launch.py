@@ -46,7 +46,8 @@ class Kernel:
         p = self._programs.get(sanitize)
         if p is None:
             if self._insts is None:
-                self._insts = self.k.decode()
+                # the whole .text when the kernel lies in it, so functions it calls are there too
+                self._insts = self.module.text_insts(self.k) or self.k.decode()
             kd = self.kd
             dev = self.module.device
             nregs = kd.vgpr_count
@@ -85,6 +86,22 @@ class Module:
         self._kernels: dict[str, Kernel] = {}
         self.last_stats: dict | None = None
         self.last_reports: list = []
+
+    _text = None
+
+    def text_insts(self, k) -> list | None:
+        """The decoded ``.text`` section (once per module) when kernel ``k``'s code lies in it."""
+        co = self.co
+        lo, hi = co.text_address, co.text_address + len(co.text)
+        if not (co.text and lo <= k.code_address < hi):
+            return None
+        if self._text is None:
+            from isagen.isa.decoder import decode
+            try:
+                self._text = decode(co.text, co.mach, base=co.text_address)
+            except CodeObjectError:
+                self._text = []            # data in .text: fall back to the kernel's own code
+        return self._text or None
 
     @property
     def kernel_names(self) -> list[str]:
@@ -324,10 +341,13 @@ class Module:
         priv = kd.private_segment_fixed_size
         if priv or kd.uses_dynamic_stack:
             st.scratch = np.zeros((W, 64, max(priv, 0) + (16384 if kd.uses_dynamic_stack else 0)), np.uint8)
-        # entry point
-        entry = 0
+        # entry point (past the 256-byte compatibility prologue when arguments are preloaded)
+        entry_pc = k.k.code_address
         if kd.kernarg_preload_length and self.device.kernarg_preload:
-            entry = prog.ctx.pc_index.get(k.k.code_address + 256, 0)
+            entry_pc += 256
+        entry = prog.ctx.pc_index.get(entry_pc)
+        if entry is None:
+            raise LaunchError(f"kernel '{k.name}': entry address {entry_pc:#x} is not an instruction boundary")
         st.pc[:] = entry
         if prog.ctx.sanitize:
             from .sanitizer import Sanitizer
