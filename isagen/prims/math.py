@@ -1,0 +1,213 @@
+"""fp32 math on the VALU for memory-bound kernels: exp, sigmoid, SiLU, GeLU (erf and tanh forms), tanh,
+ReLU, with the instruction sequences chosen so that no constant needs an SGPR.
+
+The hardware's transcendental unit gives ``v_exp_f32`` = 2^x, ``v_rcp_f32`` = 1/x and ``v_rsq_f32`` =
+1/sqrt(x), each within 1 ulp (AMD's CDNA3 ISA guide); e^x is ``v_exp_f32(x * log2(e))``.  Constants
+that are not inline constants ride as the 32-bit literal of a VOP2 instruction (``v_mul_f32``,
+``v_add_f32``, ``v_fmaak_f32`` = a*b + K, ``v_fmamk_f32`` = a*K + b), since gfx9's VOP3 form takes no
+literal.  The accuracy of every function, measured against float64 over its input range, is in
+docs/kernels.md ("Accuracy"); ``tests/test_mem_math.py`` re-measures it.
+
+Formulas:
+
+* sigmoid(x) = 1 / (1 + 2^(-x log2 e));  silu(x) = x * sigmoid(x).  Large negative x gives
+  2^big = inf, 1/inf = 0: silu -> -0 (torch: a denormal or -0); silu(-inf) = -inf * 0 = NaN as in torch.
+* gelu(x) = x * Phi(x), Phi(x) = erfc(-x/sqrt 2)/2 — computed through erfc of z = |x|/sqrt 2 >= 0 so
+  that neither tail loses digits to cancellation: Phi = erfc(z)/2 for x < 0, 1 - erfc(z)/2 otherwise.
+  erfc(z) = t * exp(-z^2 + P(t)), t = 1/(1 + z/2), P a degree-9 polynomial (the Chebyshev fit published
+  in Numerical Recipes, "erfcc", fractional error below 1.2e-7 in exact arithmetic).
+* gelu_tanh(x) = x/2 * (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), rewritten as the identity
+  x * sigmoid(2u), which has no cancellation: 2u = x (c1 + c2 x^2).
+* tanh(x): for |x| < 0.5 the odd polynomial x + x^3 Q(x^2) (Cephes ``tanhf``'s minimax
+  coefficients); otherwise sign(x) (1 - 2 / (e^{2|x|} + 1)).  Both are computed and one is selected.
+* relu(x) = 0 where x < 0, else x: NaN and -0.0 pass through, as torch's ``relu`` does.
+
+The element-wise functions work on several values at once (``xs``, ``dsts``, one temporaries list per
+value, one mask per value: ``vcc`` or an SGPR pair), emitting each step for every value before the next
+step: the independent instructions fill the wait states a transcendental result (1) or a compare's
+mask (2) needs before it is read, so a group of 4 or more values needs no ``s_nop``.
+"""
+
+from __future__ import annotations
+
+import math as _m
+from dataclasses import dataclass
+from typing import Callable
+
+from ..isa.operands import VCC, Reg, neg
+
+LOG2E = 1.4426950408889634
+INV_SQRT2 = 0.7071067811865476
+SQRT_2_OVER_PI = _m.sqrt(2.0 / _m.pi)
+GELU_TANH_C = 0.044715
+# erfc(z) ~ t*exp(-z^2 + P(t)), t = 1/(1 + z/2): P's coefficients, constant term first (Numerical Recipes)
+ERFC_P = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+          1.48851587, -0.82215223, 0.17087277)
+# tanh(x) ~ x + x^3 * Q(x^2) for |x| < 0.625: Q's coefficients, constant term first (Cephes tanhf)
+TANH_Q = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2, -5.70498872745e-3)
+TANH_SMALL = 0.5         # below it the polynomial (minimax on |x| < 0.625); 0.5 is an inline constant
+
+
+def exp_shifted(k, dsts: list[Reg], xs: list[Reg], neg_shift_log2e: Reg, what: str = "") -> None:
+    """dst = e^(x - m) = 2^(x log2 e - m log2 e), with ``neg_shift_log2e`` (a VGPR) = -m*log2(e): one
+    fused multiply-add and one ``v_exp_f32`` per value.  x = -inf gives 0."""
+    for i, (d, x) in enumerate(zip(dsts, xs)):
+        k.v_fmamk_f32(d, x, LOG2E, neg_shift_log2e, comment=f"{what}(x - max)*log2(e), one rounding" if i == 0 else None)
+    for i, d in enumerate(dsts):
+        k.v_exp_f32(d, d, comment=f"{what}e^(x - max)" if i == 0 else None)
+
+
+def _first(i: int, text: str):
+    return text if i == 0 else None
+
+
+def _horner(k, accs: list[Reg], ts: list[Reg], coeffs, what: str) -> None:
+    """acc = sum(coeffs[i] * t^i) (constant term first) for every value, with VOP2 literals only."""
+    *rest, top = coeffs
+    for i, acc in enumerate(accs):
+        k.v_mov_b32(acc, float(top), comment=_first(i, f"{what}: highest coefficient"))
+    for c in reversed(rest):
+        for acc, t in zip(accs, ts):
+            k.v_fmaak_f32(acc, acc, t, float(c))
+
+
+def sigmoid(k, dsts: list[Reg], xs: list[Reg], scale: float = 1.0) -> None:
+    """dst = 1/(1 + e^(-scale*x)) (a ``dst`` may be its ``x``)."""
+    n = len(xs)
+    for i in range(n):
+        k.v_mul_f32(dsts[i], -LOG2E * scale, xs[i], comment=_first(i, f"-{scale:g} x log2(e)"))
+    for i in range(n):
+        k.v_exp_f32(dsts[i], dsts[i], comment=_first(i, f"e^(-{scale:g} x)"))
+    for i in range(n):
+        k.v_add_f32(dsts[i], 1.0, dsts[i], comment=_first(i, f"1 + e^(-{scale:g} x)"))
+    for i in range(n):
+        k.v_rcp_f32(dsts[i], dsts[i], comment=_first(i, "sigmoid"))
+
+
+def silu(k, dsts, xs, temps, masks) -> None:
+    sig = [t[0] for t in temps]
+    sigmoid(k, sig, xs)
+    for i in range(len(xs)):
+        k.v_mul_f32(dsts[i], xs[i], sig[i], comment=_first(i, "silu = x * sigmoid(x)"))
+
+
+def gelu_tanh(k, dsts, xs, temps, masks) -> None:
+    """x * sigmoid(2u), 2u = x (c1 + c2 x^2), with -log2(e) folded into c1 and c2."""
+    n = len(xs)
+    a = [t[0] for t in temps]
+    c1 = 2.0 * SQRT_2_OVER_PI
+    c2 = c1 * GELU_TANH_C
+    for i in range(n):
+        k.v_mul_f32(a[i], xs[i], xs[i], comment=_first(i, "x^2"))
+    for i in range(n):
+        k.v_mul_f32(a[i], -c2 * LOG2E, a[i], comment=_first(i, "-c2 log2(e) x^2"))
+    for i in range(n):
+        k.v_add_f32(a[i], -c1 * LOG2E, a[i], comment=_first(i, "-(c1 + c2 x^2) log2(e)"))
+    for i in range(n):
+        k.v_mul_f32(a[i], a[i], xs[i], comment=_first(i, "-2u log2(e)"))
+    for i in range(n):
+        k.v_exp_f32(a[i], a[i], comment=_first(i, "e^-2u"))
+    for i in range(n):
+        k.v_add_f32(a[i], 1.0, a[i], comment=_first(i, "1 + e^-2u"))
+    for i in range(n):
+        k.v_rcp_f32(a[i], a[i], comment=_first(i, "sigmoid(2u) = (1 + tanh u)/2"))
+    for i in range(n):
+        k.v_mul_f32(dsts[i], xs[i], a[i], comment=_first(i, "gelu (tanh form)"))
+
+
+def gelu_erf(k, dsts, xs, temps, masks) -> None:
+    """x * Phi(x) through erfc(|x|/sqrt 2) (module docstring); 3 temporaries per value."""
+    n = len(xs)
+    z = [t[0] for t in temps]
+    tt = [t[1] for t in temps]
+    p = [t[2] for t in temps]
+    for i in range(n):
+        k.v_mul_f32(z[i], INV_SQRT2, xs[i], comment=_first(i, "x/sqrt(2)"))
+    for i in range(n):
+        k.v_and_b32(z[i], 0x7FFFFFFF, z[i], comment=_first(i, "z = |x|/sqrt(2)"))
+    for i in range(n):
+        k.v_fma_f32(tt[i], z[i], 0.5, 1.0, comment=_first(i, "1 + z/2"))
+    for i in range(n):
+        k.v_rcp_f32(tt[i], tt[i], comment=_first(i, "t = 1/(1 + z/2)"))
+    _horner(k, p, tt, ERFC_P, "erfc polynomial P(t)")
+    for i in range(n):
+        k.v_fma_f32(p[i], neg(z[i]), z[i], p[i], comment=_first(i, "-z^2 + P(t)"))
+    for i in range(n):
+        k.v_mul_f32(p[i], LOG2E, p[i], comment=_first(i, "(-z^2 + P(t)) log2(e)"))
+    for i in range(n):
+        k.v_exp_f32(p[i], p[i], comment=_first(i, "exp(-z^2 + P(t))"))
+    for i in range(n):
+        k.v_mul_f32(p[i], tt[i], p[i], comment=_first(i, "erfc(z)"))
+    for i in range(n):
+        k.v_mul_f32(p[i], 0.5, p[i], comment=_first(i, "erfc(z)/2 = Phi(x) for x < 0"))
+    for i in range(n):
+        k.v_cmp_gt_f32(masks[i], 0, xs[i], comment=_first(i, "x < 0?"))
+    for i in range(n):
+        k.v_sub_f32(z[i], 1.0, p[i], comment=_first(i, "1 - erfc(z)/2 = Phi(x) for x >= 0"))
+    for i in range(n):
+        k.v_cndmask_b32(z[i], z[i], p[i], masks[i], comment=_first(i, "Phi(x)"))
+    for i in range(n):
+        k.v_mul_f32(dsts[i], xs[i], z[i], comment=_first(i, "gelu = x * Phi(x)"))
+
+
+def tanh(k, dsts, xs, temps, masks) -> None:
+    """tanh with full relative accuracy near 0 (module docstring); 3 temporaries per value."""
+    n = len(xs)
+    ax = [t[0] for t in temps]
+    small = [t[1] for t in temps]
+    big = [t[2] for t in temps]
+    for i in range(n):
+        k.v_mul_f32(small[i], xs[i], xs[i], comment=_first(i, "x^2"))
+    _horner(k, big, small, TANH_Q, "tanh polynomial Q(x^2)")
+    for i in range(n):
+        k.v_mul_f32(big[i], big[i], small[i], comment=_first(i, "x^2 Q(x^2)"))
+    for i in range(n):
+        k.v_fma_f32(small[i], big[i], xs[i], xs[i], comment=_first(i, "small |x|: x + x^3 Q(x^2)"))
+    for i in range(n):
+        k.v_and_b32(ax[i], 0x7FFFFFFF, xs[i], comment=_first(i, "|x|"))
+    for i in range(n):
+        k.v_mul_f32(big[i], 2.0 * LOG2E, ax[i], comment=_first(i, "2|x| log2(e)"))
+    for i in range(n):
+        k.v_exp_f32(big[i], big[i], comment=_first(i, "e^(2|x|)"))
+    for i in range(n):
+        k.v_cmp_gt_f32(masks[i], TANH_SMALL, ax[i], comment=_first(i, f"|x| < {TANH_SMALL}?"))
+    for i in range(n):
+        k.v_add_f32(big[i], 1.0, big[i], comment=_first(i, "e^(2|x|) + 1"))
+    for i in range(n):
+        k.v_rcp_f32(big[i], big[i])
+    for i in range(n):
+        k.v_xor_b32(ax[i], ax[i], xs[i], comment=_first(i, "the sign bit of x"))
+    for i in range(n):
+        k.v_fma_f32(big[i], -2.0, big[i], 1.0, comment=_first(i, "1 - 2/(e^(2|x|) + 1) = tanh|x|"))
+    for i in range(n):
+        k.v_or_b32(big[i], ax[i], big[i], comment=_first(i, "sign(x) tanh|x|"))
+    for i in range(n):
+        k.v_cndmask_b32(dsts[i], big[i], small[i], masks[i], comment=_first(i, "tanh(x)"))
+
+
+def relu(k, dsts, xs, temps, masks) -> None:
+    n = len(xs)
+    for i in range(n):
+        k.v_cmp_gt_f32(masks[i], 0, xs[i], comment=_first(i, "x < 0? (false for NaN)"))
+    for i in range(n):
+        k.v_cndmask_b32(dsts[i], xs[i], 0, masks[i], comment=_first(i, "relu: 0 where x < 0; NaN and -0.0 kept"))
+
+
+@dataclass(frozen=True)
+class Activation:
+    name: str
+    emit: Callable          # (k, dsts, xs, temps: list[list[Reg]], masks: list)
+    temps: int              # VGPR temporaries per value
+    masks: bool             # needs a mask (vcc or SGPR pair) per value
+    torch: str              # the reference, a torch expression over 'x'
+    doc: str
+
+
+ACTIVATIONS = {
+    "silu": Activation("silu", silu, 1, False, "F.silu(x)", "x * sigmoid(x)"),
+    "gelu": Activation("gelu", gelu_erf, 3, True, "F.gelu(x)", "x * Phi(x) (exact, erf form)"),
+    "gelu_tanh": Activation("gelu_tanh", gelu_tanh, 1, False, "F.gelu(x, approximate='tanh')",
+                            "x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))"),
+    "relu": Activation("relu", relu, 0, True, "F.relu(x)", "max(x, 0), NaN kept"),
+    "tanh": Activation("tanh", tanh, 3, True, "torch.tanh(x)", "tanh(x)"),
+}
