@@ -11,7 +11,8 @@ the CLI, for a user error such as a bad spec or shape).
 
 The reference is the spec's ``reference:`` expression, evaluated by torch in float64 over the input
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
-(torch.nn.functional) and ``math`` are in scope.  An output matches where
+(torch.nn.functional), ``math`` and ``isagen`` (for references such as
+``isagen.prims.random.torch_dropout``) are in scope.  An output matches where
 ``|out - ref| <= atol + rtol*|ref|`` with the tolerances of its element type (``TOLERANCES``).
 """
 
@@ -135,7 +136,8 @@ def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
     env = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
     env.update(scalars)
     env.update(sizes)
-    scope = {"torch": torch, "F": torch.nn.functional, "math": math, "__builtins__": {}}
+    import isagen
+    scope = {"torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen, "__builtins__": {}}
     try:
         value = eval(compile(kernel.reference, "<reference>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
     except Exception as e:   # noqa: BLE001 -- any failure of the user's expression is reported as one line
