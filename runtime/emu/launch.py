@@ -189,6 +189,7 @@ class Module:
             "waves": total_wg * nwaves_wg, "wave_instructions": int(sum(cats.values())),
             "categories": {c: v for c, v in cats.items() if v},
             "global_bytes_read": rc.bytes_read, "global_bytes_written": rc.bytes_written,
+            "global_bytes_by_width": dict(sorted(rc.global_bytes_by_width.items())),
             "scalar_bytes_read": rc.scalar_bytes_read, "scalar_bytes_written": rc.scalar_bytes_written,
             "lds_bytes_read": rc.lds_bytes_read, "lds_bytes_written": rc.lds_bytes_written,
             "seconds": elapsed, "sanitized": san, "reports": len(rc.reports),
@@ -337,6 +338,9 @@ class Module:
             st.S[nxt] = 0           # private segment wave byte offset
             s_init.append(nxt)
             nxt += 1
+        # HW_REG_MODE as the descriptor sets it (s_getreg reads it; s_setreg changes are kept)
+        st.mode[:] = (kd.float_round_mode_32 | kd.float_round_mode_16_64 << 2 | kd.float_denorm_mode_32 << 4
+                      | kd.float_denorm_mode_16_64 << 6 | int(kd.dx10_clamp) << 8 | int(kd.ieee_mode) << 9)
         # private (scratch) memory per lane
         priv = kd.private_segment_fixed_size
         if priv or kd.uses_dynamic_stack:
