@@ -223,6 +223,7 @@ class _HazInfo:
 _KEEP_GEN_WAVE = np.int64(~0xFFFFFFE0)        # generation bits and wave bits of a stamp
 _SAME = np.int64(1 << 30)                     # write stamp: several waves wrote this same value
 _MASK = np.int64(0xF << 6)                    # the bytes of the word the access covered
+_KEEP_GEN_WAVE_SAME = _KEEP_GEN_WAVE | _SAME
 _KEEP_GEN_FLAG_WAVE = np.int64(~0xFFFFFFC0)   # generation, flag and wave bits
 
 
@@ -271,6 +272,7 @@ class Sanitizer:
         self._tmp = np.zeros(n, np.int64)         # scratch for same-instruction duplicates
         self._tmph = np.zeros(n, np.int64)        # ... and their data digests
         self.gen = np.zeros(G, np.int32)
+        self.single_wave = st.W == G                # every workgroup has one wave
         # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
         self.pending_lds: list[tuple] = []
         self.pending_reads: list[tuple] = []     # LDS reads not yet stamped (see lds_access)
@@ -630,6 +632,8 @@ class Sanitizer:
         observer = st.run.device.lds_observer
         if observer is not None:
             observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
+        if self.single_wave and not dma and self.wr_dma is None:
+            return                      # one wave per workgroup: no other wave to race with
         full = bool(act.all())
         if atomic or not (full or act.any()):
             return
@@ -649,6 +653,7 @@ class Sanitizer:
             per = fl.shape[1]
             me = (me_w | (0xF << 6))[:, None]          # every byte of each word
             wv_glob = None
+            fullmask = True                             # overlaps whatever any stamp covers
 
             def per_element(lane_vals):
                 return lane_vals if nw == 1 else np.repeat(lane_vals, nw, axis=1)
@@ -666,18 +671,20 @@ class Sanitizer:
             bmask = ((1 << np.clip(hi, 0, 4)) - (1 << np.clip(lo, 0, 4))).astype(np.int64)
             me = (np.broadcast_to(me_w[:, None, None], valid.shape) | (bmask << 6))[valid]
             per = None
+            fullmask = False
 
             def per_element(lane_vals):
                 return np.broadcast_to(lane_vals[..., None], valid.shape)[valid]
         wr = self.wr_stamp[fl]
-        # another wave of the workgroup wrote bytes of the word this access touches, in this barrier
-        # generation: same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31
-        other_w = ((((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31) & ((wr & me & _MASK) != 0)
         tmp = self._tmp
         multi_wave = waves.size > 1
         if not write:
-            # words several waves wrote with the same value read the same whichever write came last
-            other_w &= (wr & _SAME) == 0
+            # another wave of the workgroup wrote bytes this read touches, in this barrier generation:
+            # same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31; a word several
+            # waves wrote with the same value (the SAME bit, kept in the mask) reads the same anyway
+            other_w = (((wr ^ me) & _KEEP_GEN_WAVE_SAME) - 1).view(np.uint64) < 31
+            if not fullmask:
+                other_w &= (wr & me & _MASK) != 0
             if other_w.any():
                 self._race(st, inst, fl, wv_glob, waves, per, other_w, "reads", "wrote")
             if self.wr_dma is not None:
@@ -700,16 +707,22 @@ class Sanitizer:
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
         # at: a write that leaves LDS as it was (replicated data stored by several waves) is benign.
+        other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
         if self.pending_reads:
             self._settle_reads()
         rd = self.rd_stamp[fl]
         # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
-        by_other = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd & me & _MASK) != 0)
+        by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
+        if not fullmask:
+            other_w &= (wr & me & _MASK) != 0
+            by_other &= (rd & me & _MASK) != 0
         other_wave = None
         if multi_wave:
             tmp[fl] = me
             last = tmp[fl]
-            other_wave = (last != me) & ((last & me & _MASK) != 0)
+            other_wave = last != me
+            if not fullmask:
+                other_wave &= (last & me & _MASK) != 0
         suspect = other_w.any() or by_other.any() or (other_wave is not None and other_wave.any())
         if not suspect:
             self.wr_stamp[fl] = me
