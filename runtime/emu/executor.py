@@ -28,7 +28,7 @@ class Step:
     """One compiled instruction."""
 
     __slots__ = ("inst", "idx", "fn", "cat", "term", "counter", "result", "lds_write", "nop_slots",
-                 "mfma", "reads", "writes", "error", "is_load", "scalar_dst", "flags")
+                 "mfma", "reads", "writes", "error", "is_load", "flags")
 
     def __init__(self, inst, idx: int, fn, cat: str, *, term: bool = False, counter: str | None = None,
                  result: str | None = None):
@@ -42,7 +42,6 @@ class Step:
         self.writes = ()
         self.error = None
         self.is_load = False
-        self.scalar_dst = False
         self.flags = {}
 
 
@@ -171,7 +170,16 @@ class RunContext:
         self.scalar_bytes_written = 0
         self.lds_bytes_read = 0
         self.lds_bytes_written = 0
+        self.global_bytes_by_width: dict[int, int] = {}   # global bytes moved, by the access's bytes per lane
         self.batch = None
+
+    def global_access(self, width: int, nbytes: int, *, write: bool) -> None:
+        """Count ``nbytes`` of global memory moved by an instruction accessing ``width`` bytes per lane."""
+        if write:
+            self.bytes_written += nbytes
+        else:
+            self.bytes_read += nbytes
+        self.global_bytes_by_width[width] = self.global_bytes_by_width.get(width, 0) + nbytes
 
     def fault(self, category: str, inst, message: str, ws, rows_lanes, address: int | None = None,
               wave: int | None = None) -> None:

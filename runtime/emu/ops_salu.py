@@ -23,14 +23,6 @@ def _ops(inst):
     return d, srcs
 
 
-def _is64(name: str) -> bool:
-    return name.endswith(("_b64", "_u64", "_i64")) and not name.endswith(("_i32_b64",))
-
-
-def _i32(x):
-    return np.asarray(x, U32).view(I32) if isinstance(x, np.ndarray) else np.asarray(x, U32).astype(U32).view(I32)
-
-
 def _sx(x):
     """uint32 -> int64 (sign-extended)."""
     return np.asarray(x, U32).astype(U32).view(I32).astype(I64)

@@ -27,7 +27,7 @@ from isagen import hazards as HZ
 from isagen.targets import get_target
 
 from . import report as R
-from .wave import ALL, EXEC_LO, M0, VCC_LO
+from .wave import EXEC_LO, M0, VCC_LO
 
 NEVER = -(1 << 40)
 
@@ -106,7 +106,6 @@ def instrument(step, ctx) -> None:
     accumulate = name in ("v_fmac_f32", "v_mac_f32", "v_fmac_f16", "v_mac_f16", "v_fmac_f64") or \
         name.startswith(("v_dot2c", "v_dot4c", "v_dot8c")) or "_atomic_" in name or name.startswith("ds_")
     reads, writes = [], []
-    roles = {}
     uninit_reads = []
     # a spill to scratch may save a register nothing wrote (callee-saved registers in a function
     # prologue): the data of scratch stores is not checked for initialisation
@@ -117,8 +116,6 @@ def instrument(step, ctx) -> None:
         keys = _reg_keys(o.reg, ctx)
         if o.read:
             reads += keys
-            for k in keys:
-                roles.setdefault(k, o.role)
             if not (o.write and not accumulate) and not (spill and o.role == "data"):
                 uninit_reads += keys
         if o.write:
@@ -869,11 +866,4 @@ class Sanitizer:
         self.gen[groups] += 1
 
 
-def attach(prog, st, launch_init) -> Sanitizer:
-    san = Sanitizer(prog, st)
-    st.san = san
-    launch_init(san)
-    return san
-
-
-__all__ = ["instrument", "Sanitizer", "attach", "ALL"]
+__all__ = ["instrument", "Sanitizer"]
