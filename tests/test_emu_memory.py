@@ -261,3 +261,24 @@ void priv(__global const int* idx, __global int* out) {
     assert reports == []
     t = np.arange(64)
     np.testing.assert_array_equal(dev.from_device(do, 64, np.int32), idx * t + ((idx + 5) & 31) * t)
+
+
+def test_fences_and_cache_maintenance_run():
+    # what compilers emit around agent-scope atomics and fences: cache write-back / invalidate
+    co = build("fence", """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v0, s[4:5]
+  buffer_wbl2 sc1
+  s_waitcnt vmcnt(0)
+  buffer_inv sc1
+  s_dcache_wb
+  s_memtime s[6:7]
+  s_waitcnt lgkmcnt(0)
+""")
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(64, U32))
+    _, reports = launch(co, "fence", [out], dev=dev)
+    assert reports == []
+    np.testing.assert_array_equal(dev.from_device(out, 64, U32), np.arange(64))

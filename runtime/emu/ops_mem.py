@@ -211,7 +211,14 @@ def _store_values(vm: VMem, st, ws, di):
     return v
 
 
+_CACHE_OPS = ("buffer_inv", "buffer_wbl2", "buffer_wbinvl1", "buffer_wbinvl1_vol")
+
+
 def compile_vmem(inst, idx, ctx) -> Step:
+    if inst.name in _CACHE_OPS:
+        # cache write-back / invalidate (fences at agent scope): memory here is coherent; they still
+        # occupy vmcnt like any vector memory instruction
+        return Step(inst, idx, lambda st, ws: None, "vmem", counter="vm")
     vm = VMem(inst, ctx)
     fam = inst.family
     if fam in ("MUBUF", "MTBUF"):
@@ -467,12 +474,12 @@ def _load_handler(vm: VMem, addr_fn, ctx):
                 else:
                     data = np.stack([mem.read(addr + U64(4 * c), 4, comp_act[..., c])[..., 0]
                                      for c in range(size // 4)], -1)
-                st.run.bytes_read += 4 * int(np.count_nonzero(comp_act))
+                st.run.global_access(size, 4 * int(np.count_nonzero(comp_act)), write=False)
             else:
                 act = glob if inrange is None else glob & inrange[..., 0]
                 okg = _check_global(st, vm, ws, addr, act, size, "load")
                 data = mem.read(addr, size, okg)
-                st.run.bytes_read += size * int(np.count_nonzero(okg))
+                st.run.global_access(size, size * int(np.count_nonzero(okg)), write=False)
             if lds_m is not None and (lds_m & e).any():
                 b = _lds_flat_rw(st, vm, ws, (addr & U64(0xFFFFFFFF)), lds_m & e, size)
                 ld = _from_bytes(b, size)
@@ -515,12 +522,12 @@ def _store_handler(vm: VMem, addr_fn, ctx):
             for k in range(size // 4):
                 mk = comp_act[..., k]
                 mem.write(addr + U64(4 * k), vals[..., k:k + 1], 4, mk)
-                st.run.bytes_written += 4 * int(np.count_nonzero(mk))
+                st.run.global_access(size, 4 * int(np.count_nonzero(mk)), write=True)
         else:
             act = glob if inrange is None else glob & inrange[..., 0]
             okg = _check_global(st, vm, ws, addr, act, size, "store")
             mem.write(addr, vals, size, okg)
-            st.run.bytes_written += size * int(np.count_nonzero(okg))
+            st.run.global_access(size, size * int(np.count_nonzero(okg)), write=True)
         if lds_m is not None and (lds_m & e).any():
             _lds_flat_rw(st, vm, ws, addr & U64(0xFFFFFFFF), lds_m & e, size, _to_bytes(vals, size))
         if priv_m is not None and (priv_m & e).any():
@@ -549,7 +556,7 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
         data = mem.read(addr, size, okg)
         if inrange is not None and size >= 4:
             data = np.where(inrange & okg[..., None], data, U32(0))
-        st.run.bytes_read += size * int(np.count_nonzero(okg))
+        st.run.global_access(size, size * int(np.count_nonzero(okg)), write=False)
         m0 = (st.S[M0, ws] & U32(0x3FFFF)).astype(np.int64)
         lds_addr = m0[:, None] + add_off + stride * np.arange(64)[None, :]
         # lanes the range check dropped write zeros (the DMA still writes its slot) [verify]
@@ -659,8 +666,8 @@ def _atomic_handler(vm: VMem, addr_fn, ctx):
                 words = new[:, None]
             mem.write(aa, words, size, np.ones(aa.shape, bool))
             remaining = np.delete(remaining, first)
-        st.run.bytes_read += size * int(okg.sum())
-        st.run.bytes_written += size * int(okg.sum())
+        st.run.global_access(size, size * int(okg.sum()), write=False)
+        st.run.global_access(size, size * int(okg.sum()), write=True)
         if dsti is not None:
             res = np.zeros((n, 64), dt)
             res[okg] = olds
