@@ -153,7 +153,12 @@ def _convert(arg: KernArg, value):
     if code in "fd":
         if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.floating, np.integer)):
             raise LaunchError(f"argument '{arg.name}' is {arg.dtype}; got {value!r}")
-        return float(value)
+        try:
+            fvalue = float(value)
+            struct.pack("<" + code, fvalue)          # a finite value beyond the type's range: OverflowError
+        except OverflowError:
+            raise LaunchError(f"argument '{arg.name}' = {value!r} does not fit in {arg.dtype}") from None
+        return fvalue
     if isinstance(value, (float, np.floating)) or isinstance(value, bool):
         raise LaunchError(f"argument '{arg.name}' is {arg.dtype}; got {value!r}")
     try:

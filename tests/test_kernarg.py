@@ -49,6 +49,10 @@ def test_pack_errors_name_the_argument():
         k.pack(x=1, n=2**32, y=1, alpha=1.0, seed=0)
     with pytest.raises(LaunchError, match="argument 'n' is i32; got 1.5"):
         k.pack(x=1, n=1.5, y=1, alpha=1.0, seed=0)
+    with pytest.raises(LaunchError, match=r"'alpha' = 3.5e\+38 does not fit in f32"):     # f32 max is 3.4028235e38
+        k.pack(x=1, n=1, y=1, alpha=3.5e38, seed=0)
+    assert struct.unpack_from("<f", k.pack(x=1, n=1, y=1, alpha=float("-inf"), seed=0), k["alpha"].offset)[0] \
+        == float("-inf")                         # infinities and NaN are f32 values: passed through
     with pytest.raises(LaunchError, match="argument 'x' is a pointer"):
         k.pack(x="nope", n=1, y=1, alpha=1.0, seed=0)
     with pytest.raises(LaunchError, match="unknown kernel argument"):
