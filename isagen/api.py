@@ -160,6 +160,9 @@ class Kernel:
         scalar_values = {}
         for s in info.scalars:
             if s.name in scalars:
+                if isinstance(scalars[s.name], torch.Tensor):
+                    raise LaunchError(f"{self.name}: scalar '{s.name}' ({s.dtype}) must be a Python number, "
+                                      f"got a torch.Tensor (pass .item())")
                 scalar_values[s.name] = scalars[s.name]
             elif s.default is not None:
                 scalar_values[s.name] = s.default
@@ -211,7 +214,10 @@ class Kernel:
             else:
                 values[a.name] = evaluate(src, env, f"{self.name}: kernel argument '{a.name}'")
         # convert every value now, so a bad scalar is reported before anything runs
-        self.args.pack(**{k: (0 if isinstance(v, torch.Tensor) else v) for k, v in values.items()})
+        try:
+            self.args.pack(**{k: (0 if info.source_of(k)[0] == "tensor" else v) for k, v in values.items()})
+        except LaunchError as e:
+            raise LaunchError(f"{self.name}: {e}") from None
         return bound, values, sizes
 
     # ------------------------------------------------------------------ launching

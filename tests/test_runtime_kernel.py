@@ -133,6 +133,9 @@ def test_bad_calls_name_the_argument(kernels):
     assert "tensor 'x' given twice" in _err(k, x, y, x=x, alpha=1.0)
     assert "takes 2 tensor(s) (x, y), got 3" in _err(k, x, y, y, alpha=1.0)
     assert "unknown backend backend='cuda'" in _err(k.run, x, y, alpha=1.0, backend="cuda")
+    assert "axpy_f32: scalar 'alpha' (f32) must be a Python number, got a torch.Tensor (pass .item())" in \
+        _err(k, x, y, alpha=torch.tensor(2.0))
+    assert "axpy_f32: argument 'alpha' = 1e+39 does not fit in f32" in _err(k, x, y, alpha=1e39)
 
 
 def test_bad_builds_name_the_spec():
