@@ -185,6 +185,9 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
     unknown = sorted(set(shapes or {}) - set(symbols))
     if unknown:
         raise LaunchError(f"{kernel.name}: unknown size(s) {', '.join(unknown)} (it takes: {', '.join(symbols)})")
+    negative = [f"{k}={v}" for k, v in (shapes or {}).items() if v < 0]
+    if negative:
+        raise LaunchError(f"{kernel.name}: --shape {', '.join(negative)}: a size cannot be negative")
     sizes = {k: v for k, v in kernel.spec_shapes.items() if k in symbols}
     sizes.update(shapes or {})
     device = "cuda" if be == "hip" else "cpu"

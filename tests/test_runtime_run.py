@@ -99,3 +99,6 @@ def test_user_errors_exit_2(capsys):
     assert "unknown size(s) m (it takes: n)" in capsys.readouterr().err
     assert cli_main(["run", "axpy_f32", "--scalar", "beta=1"]) == 2
     assert "unknown scalar(s) beta" in capsys.readouterr().err
+    assert cli_main(["run", "axpy_f32", "--shape", "n=-5"]) == 2
+    err = capsys.readouterr().err
+    assert "axpy_f32: --shape n=-5: a size cannot be negative" in err and "Traceback" not in err
