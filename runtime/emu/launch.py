@@ -154,7 +154,9 @@ class Module:
         mem = dev.memory
         temps = []
         try:
-            kbuf = mem.alloc(max(self._kernarg_size(k), 8), dev, f"kernarg of {k.name}")
+            # the runtime hands out kernarg space in 64-byte aligned blocks; scalar loads may read
+            # up to the end of the block
+            kbuf = mem.alloc((max(self._kernarg_size(k), 8) + 63) // 64 * 64, dev, f"kernarg of {k.name}")
             temps.append(kbuf)
             extra = self._support_buffers(k, grid, block, kbuf, temps)
             kernarg = self._pack_args(k, args, grid, block, shared_bytes, extra)
