@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
+from isagen.cli import main
 from isagen.emit import render_assembly
 from isagen.program import KernelBuilder
 from isagen.report import SCHEMA_VERSION, document, render, report_code_object, report_program, write_png
@@ -306,6 +306,10 @@ def test_cli_spec_and_code_object(tmp_path, capsys, code_object, program):
         data = (tmp_path / name).read_bytes()
         assert {"html": b"<!DOCTYPE html>", "json": b"{", "png": b"\x89PNG"}[fmt] == data[: len(
             {"html": b"<!DOCTYPE html>", "json": b"{", "png": b"\x89PNG"}[fmt])]
+    # --format png wins over an -o name without the .png extension
+    code, out, err = _run(["report", str(co), "--format", "png", "-o", str(tmp_path / "plot.out")], capsys)
+    assert code == 0, err
+    assert (tmp_path / "plot.out").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys, code_object):

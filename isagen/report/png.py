@@ -24,7 +24,7 @@ def write_png(doc: dict, path, dpi: int = 110) -> None:
         _panel(ax, k)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=dpi)
+        fig.savefig(path, dpi=dpi, format="png")     # PNG whatever the file's extension says
     except OSError as e:
         raise IsagenError(f"{path}: cannot write the PNG: {e.strerror or e}") from None
     finally:
