@@ -291,3 +291,24 @@ def test_same_instruction_stores_to_one_lds_word(store, wave0, wave1, race):
         assert r.pc == address_of(co, store) and "different values" in r.message
     else:
         assert reports == []
+
+
+def test_collect_gives_one_report_per_instruction_with_a_count():
+    # the store runs three times (a loop), past the end of the 256-byte buffer each time
+    co = build("loop3", """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  v_add_u32 v1, 256, v1
+  s_mov_b32 s6, 3
+  s_waitcnt lgkmcnt(0)
+.Lagain:
+  global_store_dword v1, v0, s[4:5]
+  s_sub_u32 s6, s6, 1
+  s_cmp_lg_u32 s6, 0
+  s_cbranch_scc1 .Lagain
+""")
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(64, np.float32), "out")
+    reports = dev.load_module(co).launch("loop3", grid=(1,), block=(64,), args=[out], on_error="collect")
+    assert len(reports) == 1 and reports[0].category == "oob-global"
+    assert reports[0].extra["occurrences"] == 3 and "(3 times in this launch)" in str(reports[0])

@@ -162,7 +162,7 @@ class RunContext:
         self.memory = device.memory
         self.on_error = on_error
         self.reports: list[Report] = []
-        self._seen: set = set()
+        self._seen: dict = {}
         self.budget = budget
         self.bytes_read = 0
         self.bytes_written = 0
@@ -204,10 +204,13 @@ class RunContext:
                      lanes=tuple(lanes), address=address)
         if self.on_error == "raise":
             raise EmulatorError(rep)
-        key = (category, int(inst.pc), message)
-        if key in self._seen:
+        # collect: the first report of each (category, instruction); later ones only count
+        key = (category, int(inst.pc))
+        first = self._seen.get(key)
+        if first is not None:
+            first.extra["occurrences"] = first.extra.get("occurrences", 1) + 1
             return
-        self._seen.add(key)
+        self._seen[key] = rep
         self.reports.append(rep)
         if category in (R.BUDGET, R.FAULT, R.UNSUPPORTED):
             raise _Abort(rep)

@@ -69,7 +69,9 @@ class Report:
         if self.address is not None:
             who.append(f"address {self.address:#x}")
         tail = (" [" + ", ".join(who) + "]") if who else ""
-        return f"[{self.category}] {where}: {self.message}{tail}"
+        more = self.extra.get("occurrences", 1)
+        again = f" ({more} times in this launch)" if more > 1 else ""
+        return f"[{self.category}] {where}: {self.message}{tail}{again}"
 
 
 class EmulatorError(IsagenError):
