@@ -39,6 +39,34 @@ def test_every_spec_and_target_assembles(library):
             assert co[:4] == b"\x7fELF", (s.name, t)
 
 
+RAW_REGISTER = re.compile(r"(?<![\w+])(?:[vsa]\d+|[vsa]\[\d+(?::\d+)?\])(?![\w+])")
+
+
+def test_every_generated_file_reads_well(library):
+    """The .s of every bundled spec and target (as `isagen gen` wrote it): each s_waitcnt, s_nop and
+    s_barrier says why it is there, and an instruction names its registers through the .set symbols
+    (or says in a comment what a bare register holds)."""
+    checked = 0
+    for s in SPECS:
+        for t in s.targets:
+            text = (library / f"{s.name}.{t}.s").read_text()
+            body = text.split(f"\n{s.name}:\n", 1)[1].split("\n.Lfunc_end", 1)[0]
+            sets = set(re.findall(r"^\.set (\w+),", text, re.M))
+            assert sets, (s.name, t)
+            for line in body.splitlines():
+                if not re.match(r"\s+[a-z]", line):          # labels and comment lines
+                    continue
+                code, _, why = line.partition("//")
+                if re.match(r"\s+(s_waitcnt|s_nop|s_barrier)\b", code):
+                    assert why.strip(), f"{s.name}.{t}: no reason given for: {line.strip()}"
+                    checked += 1
+                if RAW_REGISTER.search(code):
+                    assert why.strip(), f"{s.name}.{t}: unnamed register, no comment: {line.strip()}"
+                for sym in re.findall(r"\b((?:vgpr|agpr|sgpr)_\w+)", code):
+                    assert sym in sets, f"{s.name}.{t}: {sym} has no .set"
+    assert checked > 0
+
+
 @needs_llvm
 @pytest.mark.parametrize("spec", ELEMENTWISE, ids=lambda s: s.name)
 def test_metadata_matches_the_spec_and_launch_contract(library, spec):
