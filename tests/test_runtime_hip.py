@@ -81,6 +81,19 @@ def test_missing_hip_runtime_is_one_clear_line(code_objects):
                   what="hipModuleLoadData(kernel 'tiny')")
 
 
+def test_real_hip_python_takes_the_launch_arguments():
+    """hip-python converts every argument before its lazy dlopen: the exact values ``launch`` and
+    ``HipModule.function`` hand it (int stream, int address of the extra config, bytes name) get as
+    far as loading the runtime, which is missing here; a value of the wrong type would fail first."""
+    blob = _tiny_program("gfx942").args.pack(x=0x1000, y=0x2000, n=10, alpha=1.0)
+    with pytest.raises(LaunchError, match="cannot load the HIP runtime"):
+        hipb.launch(None, (4, 1, 1), (64, 1, 1), blob, stream=0x5EED, hip=hip_python)
+    with pytest.raises(LaunchError, match="cannot load the HIP runtime"):
+        hipb.call(hip_python, "hipModuleGetFunction", None, b"tiny", what="hipModuleGetFunction('tiny')")
+    with pytest.raises(TypeError):                                    # what a wrong argument type gives
+        hip_python.hipModuleLaunchKernel(None, 4, 1, 1, 64, 1, 1, 0, 0x5EED, None, "config")
+
+
 # --------------------------------------------------------------------------- arch checks
 @pytest.mark.skipif(not shutil.which("llvm-readelf-19"), reason="llvm-readelf-19 not installed")
 def test_code_object_target_agrees_with_llvm_readelf(code_objects):
