@@ -247,17 +247,29 @@ def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
     return Step(inst, idx, h, "ds", counter="lgkm", result="lds")
 
 
-def _compile_read_tr(inst, idx, ctx, la, di) -> Step:
-    """gfx950 ds_read_b64_tr_b16: within each group of 16 lanes a 4x4 transpose of 16-bit elements:
-    lane L's element e comes from the 64-bit value at the address of lane 16*(L//16) + 4*e + (L%16)//4,
-    element L%4 of it.  (Layout as described by ROCm's FlyDSL attention kernels) [verify on hardware]."""
-    name = inst.name
-    if name != "ds_read_b64_tr_b16":
-        raise CompileError(f"{name} is not modelled (only ds_read_b64_tr_b16 of the transpose reads)")
-    ai, off = la.ai, la.offset
+def _tr_sources(bits: int):
+    """Transpose reads: (source lane [64, E], element index [64]) with E = 64 // bits elements."""
+    E = 64 // bits
     L = np.arange(64)
-    src = np.stack([16 * (L // 16) + 4 * e + (L % 16) // 4 for e in range(4)], -1)   # [64, 4]
-    part = L % 4
+    src = np.stack([16 * (L // 16) + (16 // E) * e + (L % 16) // E for e in range(E)], -1)
+    return src, L % E
+
+
+def _compile_read_tr(inst, idx, ctx, la, di) -> Step:
+    """gfx950 ds_read_b64_tr_b16 / _b8 / _b4: each lane supplies the address of 64 bits of E elements
+    (4 x 16, 8 x 8 or 16 x 4 bits); within each block of 16 lanes the data comes back transposed: lane
+    L's element e is element L % E of the value at the address of lane
+    16*(L // 16) + (16 // E)*e + (L % 16) // E.  For b16 this is the 4x4 transpose ROCm's FlyDSL
+    kernels describe; Triton's gfx950 bf16 and fp8 matmuls, which read their operands this way, compute
+    exactly with it (and not with the neighbouring candidate rules).  b4 follows the same rule by
+    analogy [verify on hardware]."""
+    name = inst.name
+    bits = {"ds_read_b64_tr_b16": 16, "ds_read_b64_tr_b8": 8, "ds_read_b64_tr_b4": 4}.get(name)
+    if bits is None:
+        raise CompileError(f"{name} is not modelled (of the transpose reads only ds_read_b64_tr_b16/b8/b4)")
+    ai, off = la.ai, la.offset
+    src, part = _tr_sources(bits)
+    E = 64 // bits
 
     def h(st, ws):
         e = st.EXEC[ws]
@@ -265,10 +277,19 @@ def _compile_read_tr(inst, idx, ctx, la, di) -> Step:
         m = _lds_check(st, inst, ws, a, e, 8)
         if st.san is not None:
             st.san.lds_access(st, ws, inst, a, m, 8, write=False)
-        d = _gather(st, ws, a, m, 8)                     # [n,64,2] uint32 = 4 halves per lane
-        halves = np.ascontiguousarray(d).view(U16).reshape(d.shape[0], 64, 4)
-        out = halves[:, src, part[:, None]]             # [n,64,4]
-        words = np.ascontiguousarray(out).view(U32).reshape(d.shape[0], 64, 2)
+        d = _gather(st, ws, a, m, 8)                     # [n,64,2] uint32 = E elements per lane
+        n = d.shape[0]
+        if bits >= 8:
+            dt = U16 if bits == 16 else U8
+            elems = np.ascontiguousarray(d).view(dt).reshape(n, 64, E)
+            out = elems[:, src, part[:, None]]          # [n,64,E]
+            words = np.ascontiguousarray(out).view(U32).reshape(n, 64, 2)
+        else:
+            q = (d[..., 0].astype(U64) | (d[..., 1].astype(U64) << U64(32)))      # [n,64] 16 nibbles
+            nib = ((q[..., None] >> (U64(4) * np.arange(16, dtype=U64))) & U64(0xF))  # [n,64,16]
+            out = nib[:, src, part[:, None]]                                        # [n,64,16]
+            v = (out << (U64(4) * np.arange(16, dtype=U64))).sum(-1, dtype=U64)
+            words = np.stack([(v & U64(0xFFFFFFFF)).astype(U32), (v >> U64(32)).astype(U32)], -1)
         vwrite_masked(st, ws, di, words[..., 0], e)
         vwrite_masked(st, ws, di + 1, words[..., 1], e)
         st.run.lds_bytes_read += 8 * int(m.sum())
