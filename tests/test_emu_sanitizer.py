@@ -312,3 +312,22 @@ def test_collect_gives_one_report_per_instruction_with_a_count():
     reports = dev.load_module(co).launch("loop3", grid=(1,), block=(64,), args=[out], on_error="collect")
     assert len(reports) == 1 and reports[0].category == "oob-global"
     assert reports[0].extra["occurrences"] == 3 and "(3 times in this launch)" in str(reports[0])
+
+
+@pytest.mark.parametrize("copy,reported", [("v_writelane_b32 v5, s40, 3", False), ("v_mov_b32 v5, s40", True)])
+def test_spilling_an_undefined_sgpr_is_not_a_read(copy, reported):
+    # LLVM spills SGPRs into VGPR lanes with v_writelane, undefined ones included (helper-7's Triton
+    # finding); an ordinary move of the undefined s40 is still reported
+    co = build("spill", f"""
+  v_mov_b32 v5, 0
+  {copy}
+  s_nop 4
+  v_readlane_b32 s41, v5, 3
+""")
+    dev = Device("gfx942")
+    reports = dev.load_module(co).launch("spill", grid=(1,), block=(64,), args=[0], on_error="collect")
+    if reported:
+        r = only(reports, "uninitialized")
+        assert "s40" in r.message and r.pc == address_of(co, "v_mov_b32_e32 v5, s40")
+    else:
+        assert reports == []

@@ -45,10 +45,16 @@ def compile_mfma(inst, idx, ctx) -> Step:
     if scaled:
         raise CompileError(f"{name}: scaled MFMA operands are not wired yet")
 
+    # D may be written in place (it may be C, but must not overlap A or B)
+    in_place = not (di < ai + na and ai < di + nc) and not (di < bi + nb and bi < di + nc)
+
     def h(st, ws):
         A = st.V[ai:ai + na, ws]
         B = st.V[bi:bi + nb, ws]
         C = read_c(st, ws)
+        if in_place and isinstance(ws, slice):
+            M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, out=st.V[di:di + nc])
+            return
         D = M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp)
         st.V[di:di + nc, ws] = D
     return Step(inst, idx, h, "mfma")

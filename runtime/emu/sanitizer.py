@@ -107,16 +107,17 @@ def instrument(step, ctx) -> None:
         name.startswith(("v_dot2c", "v_dot4c", "v_dot8c")) or "_atomic_" in name or name.startswith("ds_")
     reads, writes = [], []
     uninit_reads = []
-    # a spill to scratch may save a register nothing wrote (callee-saved registers in a function
-    # prologue): the data of scratch stores is not checked for initialisation
-    spill = fam == "SCRATCH" and "_store_" in name
+    # a spill may save a register nothing wrote (callee-saved registers in a function prologue, LLVM's
+    # SGPR-to-VGPR-lane spills with v_writelane): the data of scratch stores and of v_writelane is not
+    # checked for initialisation (copying an undefined value is legal; using it is the bug)
+    spill = (fam == "SCRATCH" and "_store_" in name) or name == "v_writelane_b32"
     for o in inst.operands:
         if o.kind != "reg" or o.reg is None:
             continue
         keys = _reg_keys(o.reg, ctx)
         if o.read:
             reads += keys
-            if not (o.write and not accumulate) and not (spill and o.role == "data"):
+            if not (o.write and not accumulate) and not (spill and o.role in ("data", "src0")):
                 uninit_reads += keys
         if o.write:
             writes += keys
