@@ -1,7 +1,8 @@
 """Activations: SiLU, GeLU (exact and tanh forms), ReLU, Tanh, and the gated silu_and_mul / gelu_and_mul.
 
 fp32 math (``isagen.prims.math``; accuracy in docs/kernels.md) on bf16, f16 or fp32 tensors, each result
-rounded to nearest even once.
+rounded to nearest even once.  fp32 tensors get the precise exp (an exactly split exponent: ~1 ulp at
+any argument); 16-bit ones the fast exp, whose error (|a| 2^-24 relative) is far below their rounding.
 
 * ``activation``: ``x [n] -> out [n]``, out = act(x), any n.  Workgroup ``g`` takes the
   ``block * vec * unroll`` elements from ``g * block * vec * unroll``; lane ``t``, chunk ``u`` the 16
@@ -189,7 +190,9 @@ class _Activation:
         nval = self.vec
         vals = [k.vgpr(1, f"v{i}", kernel=True) for i in range(nval)] if self.conv.wide else None
         ups = [k.vgpr(1, f"up{i}", kernel=True) for i in range(nval)] if (self.conv.wide and self.gated) else None
-        temps = [[k.vgpr(1, f"t{i}_{j}", kernel=True) for j in range(act.temps)] for i in range(nval)]
+        self.precise = p.dtype == "f32"       # 16-bit outputs cannot see the fast exp's error (docs/kernels.md)
+        ntemps = act.precise_temps if self.precise else act.temps
+        temps = [[k.vgpr(1, f"t{i}_{j}", kernel=True) for j in range(ntemps)] for i in range(nval)]
         masks = [VCC] + [k.sgpr(2, f"mask{i}", kernel=True) for i in range(1, nval)] if act.masks else None
         src = data["gate" if self.gated else "x"]
         for u in range(p.unroll):
@@ -202,7 +205,7 @@ class _Activation:
                 xs = vals
             else:
                 xs = [X[d] for d in range(4)]
-            act.emit(k, xs, xs, temps, masks)
+            act.emit(k, xs, xs, temps, masks, precise=self.precise)
             if self.gated:
                 U = data["up"][4 * u:4 * u + 4]
                 if self.conv.wide:
@@ -240,6 +243,6 @@ class _Activation:
             k.wait(vmcnt=0, why="the tail element has landed")
             x = self.vals[0]
             self.conv.unpack_low(x, t.val, "x[n-1]")
-            act.emit(k, [x], [x], self.temps[:1], self.masks[:1] if self.masks else None)
+            act.emit(k, [x], [x], self.temps[:1], self.masks[:1] if self.masks else None, precise=self.precise)
             self.conv.pack_low(t.val, x)
             k.buffer_store_short(t.val, t.voff, self.win["out"].regs, 0, offen=True, comment="out[n-1]")

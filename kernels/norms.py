@@ -7,7 +7,9 @@ rounded to nearest even once):
 * ``add_rms_norm``:            h = x + residual (rounded to the element type: ``residual_out``),
                                out = rms_norm(h)
 * ``layer_norm``:              out = (x - mean(x)) * rsqrt(var(x) + eps) * weight (+ bias); var is the
-                               population variance, computed two-pass from the row in registers
+                               population variance, by the corrected two-pass algorithm over the row
+                               in registers: mean0 = sum(x)/n, then with d = x - mean0 (exact near the
+                               mean) mean = mean0 + sum(d)/n, var = sum(d^2)/n - (sum(d)/n)^2
 * ``dropout_add_layer_norm``:  h = dropout(x, p) + residual (``residual_out``), out = layer_norm(h);
                                dropout is the counter-based hash of ``isagen.prims.random`` (seed and
                                offset: reproducible), kept elements are scaled by 1/(1-p)
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isagen.isa.operands import VCC
+from isagen.isa.operands import VCC, neg
 from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, ScalarParam, TensorParam
 from isagen.prims.convert import Converter, PairView
@@ -286,7 +288,7 @@ class _NormKernel:
         if op.kind == "layer":
             self.mask_lo = k.sgpr(2, "mask_lo", kernel=True)     # the low element's mask (vcc: the high one's)
         self.xw = CrossWave(k, groups=self.groups, waves_per_row=p.waves_per_row, group=self.group,
-                            wave_in_group=self.wave_in_row)
+                            wave_in_group=self.wave_in_row, values=2 if op.kind == "layer" else 1)
         self.conv = Converter(k, p.dtype)
         self.view = PairView(self.conv)
 
@@ -299,9 +301,13 @@ class _NormKernel:
         self.r = k.vgpr(4 * g.chunks, "residual", kernel=True) if op.residual else None
         self.t = [k.vgpr(2, f"pair_{i}", kernel=True) for i in range(3)]
         self.acc = k.vgpr(1, "acc", kernel=True)
-        self.mean = k.vgpr(1, "mean", kernel=True) if op.kind == "layer" else None
         self.rstd = k.vgpr(1, "rstd", kernel=True)
         self.total = k.sgpr(1, "row_total", kernel=True)
+        if op.kind == "layer":
+            self.acc2 = k.vgpr(1, "acc2", kernel=True)
+            self.mean = k.vgpr(1, "mean0", kernel=True)           # first estimate of the mean
+            self.corr = k.vgpr(1, "mean_corr", kernel=True)       # mean - mean0 (tiny)
+            self.total2 = k.sgpr(1, "row_total2", kernel=True)
         records = k.sgpr(1, "records", kernel=True)
 
         self.loop.top()
@@ -327,12 +333,17 @@ class _NormKernel:
             k.v_fma_f32(self.rstd, self.total, self.inv_h, self.eps, comment="mean square + eps")
             k.v_rsq_f32(self.rstd, self.rstd, comment="rstd")
         else:
-            k.comment("---- mean = sum(h)/hidden")
+            k.comment("---- mean0 = sum(h)/hidden: a first estimate, corrected by pass 2")
             self.xw.reduce([self.acc], "add", [self.total], ["sum"])
-            k.v_mul_f32(self.mean, self.total, self.inv_h, comment="mean")
+            k.v_mul_f32(self.mean, self.total, self.inv_h, comment="mean0")
             self.pass_variance()
-            self.xw.reduce([self.acc], "add", [self.total], ["sum of centred squares"])
-            k.v_fma_f32(self.rstd, self.total, self.inv_h, self.eps, comment="variance + eps")
+            k.comment("---- corrected two-pass statistics: with d = h - mean0, mean = mean0 + sum(d)/hidden and "
+                      "var = sum(d^2)/hidden - (sum(d)/hidden)^2 (the correction is tiny: no cancellation)")
+            self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2], ["sum of d", "sum of d^2"])
+            k.v_mul_f32(self.corr, self.total, self.inv_h, comment="mean - mean0")
+            k.v_mul_f32(self.rstd, self.total2, self.inv_h, comment="mean of d^2")
+            k.v_fma_f32(self.rstd, neg(self.corr), self.corr, self.rstd, comment="variance")
+            k.v_add_f32(self.rstd, self.rstd, self.eps, comment="variance + eps")
             k.v_rsq_f32(self.rstd, self.rstd, comment="rstd")
         self.pass_output()
         self.loop.bottom(list(self.win.values()), self.step)
@@ -394,8 +405,8 @@ class _NormKernel:
     # ------------------------------------------------------------------ pass 2 (layer norm): variance
     def pass_variance(self):
         k, g = self.k, self.geom
-        k.comment("---- pass 2: sum of (h - mean)^2; lanes past the row's end are masked when the row is "
-                  "shorter than the registers")
+        k.comment("---- pass 2: sums of d = h - mean0 and of d^2; lanes past the row's end are masked when "
+                  "the row is shorter than the registers")
         masked = k.label("var_masked")
         done = k.label("var_done")
         k.s_cmp_eq_u32(self.s["hidden"], g.padded_cols, comment=f"scc: the row fills all {g.padded_cols} columns")
@@ -408,22 +419,25 @@ class _NormKernel:
 
     def _variance(self, masked: bool):
         k, g, view = self.k, self.geom, self.view
-        k.v_mov_b32(self.acc, 0, comment="per-lane partial sum" + (" (masked)" if masked else ""))
+        k.v_mov_b32(self.acc, 0, comment="per-lane partial sums of d" + (" (masked)" if masked else ""))
+        k.v_mov_b32(self.acc2, 0, comment="... and of d^2")
         for j in range(g.chunks):
             X = self._chunk(self.x, j)
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
                 lo, hi = view.load(X, i, self.t[0], f"h[{j}].{i}")
                 dl, dh = self.t[1][0], self.t[1][1]
-                k.v_sub_f32(dl, lo, self.mean, comment="h - mean" if i == 0 else None)
+                k.v_sub_f32(dl, lo, self.mean, comment="d = h - mean0" if i == 0 else None)
                 k.v_sub_f32(dh, hi, self.mean)
                 if masked:
                     self.lanes.valid(limit, 2 * i, self.mask_lo)
                     self.lanes.valid(limit, 2 * i + 1, VCC)
                     k.v_cndmask_b32(dl, 0, dl, self.mask_lo, comment="0 past the row's end")
                     k.v_cndmask_b32(dh, 0, dh, VCC)
-                k.v_fmac_f32(self.acc, dl, dl)
-                k.v_fmac_f32(self.acc, dh, dh)
+                k.v_add_f32(self.acc, self.acc, dl)
+                k.v_fmac_f32(self.acc2, dl, dl)
+                k.v_add_f32(self.acc, self.acc, dh)
+                k.v_fmac_f32(self.acc2, dh, dh)
 
     # ------------------------------------------------------------------ pass 3: normalise and store
     def pass_output(self):
@@ -438,8 +452,10 @@ class _NormKernel:
                 lo, hi = view.load(X, i, self.t[0], f"h[{j}].{i}")
                 wl, wh = view.load(W, i, self.t[1], "weight")
                 if op.kind == "layer":
-                    k.v_sub_f32(lo, lo, self.mean, comment="h - mean" if i == 0 else None)
+                    k.v_sub_f32(lo, lo, self.mean, comment="h - mean0 (exact near the mean)" if i == 0 else None)
                     k.v_sub_f32(hi, hi, self.mean)
+                    k.v_sub_f32(lo, lo, self.corr, comment="- (mean - mean0): h - mean" if i == 0 else None)
+                    k.v_sub_f32(hi, hi, self.corr)
                 k.v_mul_f32(lo, lo, self.rstd, comment="* rstd" if i == 0 else None)
                 k.v_mul_f32(hi, hi, self.rstd)
                 if B is not None:

@@ -31,6 +31,7 @@ mask (2) needs before it is read, so a group of 4 or more values needs no ``s_no
 from __future__ import annotations
 
 import math as _m
+import struct as _struct
 from dataclasses import dataclass
 from typing import Callable
 
@@ -71,28 +72,68 @@ def _horner(k, accs: list[Reg], ts: list[Reg], coeffs, what: str) -> None:
             k.v_fmaak_f32(acc, acc, t, float(c))
 
 
-def sigmoid(k, dsts: list[Reg], xs: list[Reg], scale: float = 1.0) -> None:
-    """dst = 1/(1 + e^(-scale*x)) (a ``dst`` may be its ``x``)."""
+LOG2E_LO = LOG2E - _struct.unpack("<f", _struct.pack("<f", LOG2E))[0]   # log2(e) minus its fp32 rounding
+LN2 = 0.6931471805599453
+EXP_CLAMP = 200.0            # |a| beyond it: e^a is 0 or inf in fp32 either way
+
+
+def exp_of(k, dsts: list[Reg], args: list[Reg], temps: list[list[Reg]], precise: bool, what: str = "") -> None:
+    """dst = e^a for every value (``dst`` may be its ``a``).
+
+    Fast: ``v_exp_f32(a * log2 e)``: the rounding of the product, 0.5 ulp of |a log2 e|, becomes a
+    relative error of ``|a| * 2^-24`` (about 1 ulp per unit of |a|).  Precise: the product is split
+    exactly, ``a log2 e = h + l`` (``l`` from a fused multiply-add, plus ``a`` times the low part of
+    log2 e), and ``e^a = 2^h (1 + l ln 2)``: about 1 ulp whatever |a|.  ``a`` is first clamped to
+    +-200 (e^a is 0 or inf there anyway), so infinities cannot turn the correction into NaN.
+    Precise uses two temporaries per value."""
+    n = len(args)
+    if not precise:
+        for i in range(n):
+            k.v_mul_f32(dsts[i], LOG2E, args[i], comment=_first(i, f"{what}a log2(e)"))
+        for i in range(n):
+            k.v_exp_f32(dsts[i], dsts[i], comment=_first(i, f"{what}e^a"))
+        return
+    nh = [t[0] for t in temps]
+    c = [t[1] for t in temps]
+    for i in range(n):
+        k.v_max_f32(c[i], -EXP_CLAMP, args[i], comment=_first(i, f"{what}a clamped to +-{EXP_CLAMP:g}"))
+    for i in range(n):
+        k.v_min_f32(c[i], EXP_CLAMP, c[i])
+    for i in range(n):
+        k.v_mul_f32(nh[i], -LOG2E, c[i], comment=_first(i, "-h = -fl(a fl(log2 e))"))
+    for i in range(n):
+        k.v_fmamk_f32(dsts[i], c[i], LOG2E, nh[i], comment=_first(i, "a fl(log2 e) - h, exact"))
+    for i in range(n):
+        k.v_fmamk_f32(dsts[i], c[i], LOG2E_LO, dsts[i], comment=_first(i, "l = a log2 e - h (+ a (log2 e - fl(log2 e)))"))
+    for i in range(n):
+        k.v_exp_f32(c[i], neg(nh[i]), comment=_first(i, f"{what}2^h"))
+    for i in range(n):
+        k.v_mul_f32(dsts[i], LN2, dsts[i], comment=_first(i, "l ln 2"))
+    for i in range(n):
+        k.v_fma_f32(dsts[i], c[i], dsts[i], c[i], comment=_first(i, f"{what}e^a = 2^h (1 + l ln 2)"))
+
+
+def sigmoid(k, dsts: list[Reg], xs: list[Reg], temps: list[list[Reg]] | None = None, precise: bool = False) -> None:
+    """dst = 1/(1 + e^-x) (a ``dst`` may be its ``x``); ``precise`` needs two temporaries per value."""
     n = len(xs)
     for i in range(n):
-        k.v_mul_f32(dsts[i], -LOG2E * scale, xs[i], comment=_first(i, f"-{scale:g} x log2(e)"))
+        k.v_xor_b32(dsts[i], 0x80000000, xs[i], comment=_first(i, "-x"))
+    exp_of(k, dsts, dsts, temps, precise, "sigmoid: ")
     for i in range(n):
-        k.v_exp_f32(dsts[i], dsts[i], comment=_first(i, f"e^(-{scale:g} x)"))
-    for i in range(n):
-        k.v_add_f32(dsts[i], 1.0, dsts[i], comment=_first(i, f"1 + e^(-{scale:g} x)"))
+        k.v_add_f32(dsts[i], 1.0, dsts[i], comment=_first(i, "1 + e^-x"))
     for i in range(n):
         k.v_rcp_f32(dsts[i], dsts[i], comment=_first(i, "sigmoid"))
 
 
-def silu(k, dsts, xs, temps, masks) -> None:
+def silu(k, dsts, xs, temps, masks, precise=False) -> None:
     sig = [t[0] for t in temps]
-    sigmoid(k, sig, xs)
+    sigmoid(k, sig, xs, [t[1:] for t in temps], precise)
     for i in range(len(xs)):
         k.v_mul_f32(dsts[i], xs[i], sig[i], comment=_first(i, "silu = x * sigmoid(x)"))
 
 
-def gelu_tanh(k, dsts, xs, temps, masks) -> None:
-    """x * sigmoid(2u), 2u = x (c1 + c2 x^2), with -log2(e) folded into c1 and c2."""
+def gelu_tanh(k, dsts, xs, temps, masks, precise=False) -> None:
+    """x * sigmoid(2u), 2u = x (c1 + c2 x^2)."""
     n = len(xs)
     a = [t[0] for t in temps]
     c1 = 2.0 * SQRT_2_OVER_PI
@@ -100,13 +141,12 @@ def gelu_tanh(k, dsts, xs, temps, masks) -> None:
     for i in range(n):
         k.v_mul_f32(a[i], xs[i], xs[i], comment=_first(i, "x^2"))
     for i in range(n):
-        k.v_mul_f32(a[i], -c2 * LOG2E, a[i], comment=_first(i, "-c2 log2(e) x^2"))
+        k.v_mul_f32(a[i], -c2, a[i], comment=_first(i, "-c2 x^2"))
     for i in range(n):
-        k.v_add_f32(a[i], -c1 * LOG2E, a[i], comment=_first(i, "-(c1 + c2 x^2) log2(e)"))
+        k.v_add_f32(a[i], -c1, a[i], comment=_first(i, "-(c1 + c2 x^2)"))
     for i in range(n):
-        k.v_mul_f32(a[i], a[i], xs[i], comment=_first(i, "-2u log2(e)"))
-    for i in range(n):
-        k.v_exp_f32(a[i], a[i], comment=_first(i, "e^-2u"))
+        k.v_mul_f32(a[i], a[i], xs[i], comment=_first(i, "-2u"))
+    exp_of(k, a, a, [t[1:] for t in temps], precise, "gelu_tanh: ")
     for i in range(n):
         k.v_add_f32(a[i], 1.0, a[i], comment=_first(i, "1 + e^-2u"))
     for i in range(n):
@@ -115,8 +155,11 @@ def gelu_tanh(k, dsts, xs, temps, masks) -> None:
         k.v_mul_f32(dsts[i], xs[i], a[i], comment=_first(i, "gelu (tanh form)"))
 
 
-def gelu_erf(k, dsts, xs, temps, masks) -> None:
-    """x * Phi(x) through erfc(|x|/sqrt 2) (module docstring); 3 temporaries per value."""
+def gelu_erf(k, dsts, xs, temps, masks, precise=False) -> None:
+    """x * Phi(x) through erfc(|x|/sqrt 2) (module docstring); 3 temporaries per value (5 precise).
+
+    Precise: -z^2 = -x^2/2 is formed from x^2 split exactly (hi + lo, a fused multiply-add), since the
+    rounding of z = |x|/sqrt 2 alone would cost 2 |x|^2 2^-24 relative in exp(-z^2)."""
     n = len(xs)
     z = [t[0] for t in temps]
     tt = [t[1] for t in temps]
@@ -130,12 +173,21 @@ def gelu_erf(k, dsts, xs, temps, masks) -> None:
     for i in range(n):
         k.v_rcp_f32(tt[i], tt[i], comment=_first(i, "t = 1/(1 + z/2)"))
     _horner(k, p, tt, ERFC_P, "erfc polynomial P(t)")
-    for i in range(n):
-        k.v_fma_f32(p[i], neg(z[i]), z[i], p[i], comment=_first(i, "-z^2 + P(t)"))
-    for i in range(n):
-        k.v_mul_f32(p[i], LOG2E, p[i], comment=_first(i, "(-z^2 + P(t)) log2(e)"))
-    for i in range(n):
-        k.v_exp_f32(p[i], p[i], comment=_first(i, "exp(-z^2 + P(t))"))
+    if precise:
+        hi = [t[3] for t in temps]
+        lo = [t[4] for t in temps]
+        for i in range(n):
+            k.v_mul_f32(hi[i], xs[i], xs[i], comment=_first(i, "x^2 = hi + lo exactly"))
+        for i in range(n):
+            k.v_fma_f32(lo[i], xs[i], xs[i], neg(hi[i]))
+        for i in range(n):
+            k.v_fma_f32(p[i], hi[i], -0.5, p[i], comment=_first(i, "P(t) - x^2/2 = P(t) - z^2"))
+        for i in range(n):
+            k.v_fma_f32(p[i], lo[i], -0.5, p[i])
+    else:
+        for i in range(n):
+            k.v_fma_f32(p[i], neg(z[i]), z[i], p[i], comment=_first(i, "-z^2 + P(t)"))
+    exp_of(k, p, p, [t[3:] for t in temps], precise, "erfc: ")
     for i in range(n):
         k.v_mul_f32(p[i], tt[i], p[i], comment=_first(i, "erfc(z)"))
     for i in range(n):
@@ -150,7 +202,7 @@ def gelu_erf(k, dsts, xs, temps, masks) -> None:
         k.v_mul_f32(dsts[i], xs[i], z[i], comment=_first(i, "gelu = x * Phi(x)"))
 
 
-def tanh(k, dsts, xs, temps, masks) -> None:
+def tanh(k, dsts, xs, temps, masks, precise=False) -> None:
     """tanh with full relative accuracy near 0 (module docstring); 3 temporaries per value."""
     n = len(xs)
     ax = [t[0] for t in temps]
@@ -185,7 +237,7 @@ def tanh(k, dsts, xs, temps, masks) -> None:
         k.v_cndmask_b32(dsts[i], big[i], small[i], masks[i], comment=_first(i, "tanh(x)"))
 
 
-def relu(k, dsts, xs, temps, masks) -> None:
+def relu(k, dsts, xs, temps, masks, precise=False) -> None:
     n = len(xs)
     for i in range(n):
         k.v_cmp_gt_f32(masks[i], 0, xs[i], comment=_first(i, "x < 0? (false for NaN)"))
@@ -196,18 +248,19 @@ def relu(k, dsts, xs, temps, masks) -> None:
 @dataclass(frozen=True)
 class Activation:
     name: str
-    emit: Callable          # (k, dsts, xs, temps: list[list[Reg]], masks: list)
-    temps: int              # VGPR temporaries per value
+    emit: Callable          # (k, dsts, xs, temps: list[list[Reg]], masks: list, precise: bool)
+    temps: int              # VGPR temporaries per value (fast form)
+    precise_temps: int      # ... precise form
     masks: bool             # needs a mask (vcc or SGPR pair) per value
     torch: str              # the reference, a torch expression over 'x'
     doc: str
 
 
 ACTIVATIONS = {
-    "silu": Activation("silu", silu, 1, False, "F.silu(x)", "x * sigmoid(x)"),
-    "gelu": Activation("gelu", gelu_erf, 3, True, "F.gelu(x)", "x * Phi(x) (exact, erf form)"),
-    "gelu_tanh": Activation("gelu_tanh", gelu_tanh, 1, False, "F.gelu(x, approximate='tanh')",
+    "silu": Activation("silu", silu, 1, 3, False, "F.silu(x)", "x * sigmoid(x)"),
+    "gelu": Activation("gelu", gelu_erf, 3, 5, True, "F.gelu(x)", "x * Phi(x) (exact, erf form)"),
+    "gelu_tanh": Activation("gelu_tanh", gelu_tanh, 1, 3, False, "F.gelu(x, approximate='tanh')",
                             "x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))"),
-    "relu": Activation("relu", relu, 0, True, "F.relu(x)", "max(x, 0), NaN kept"),
-    "tanh": Activation("tanh", tanh, 3, True, "torch.tanh(x)", "tanh(x)"),
+    "relu": Activation("relu", relu, 0, 0, True, "F.relu(x)", "max(x, 0), NaN kept"),
+    "tanh": Activation("tanh", tanh, 3, 3, True, "torch.tanh(x)", "tanh(x)"),
 }

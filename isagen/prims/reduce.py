@@ -69,8 +69,8 @@ class CrossWave:
     """Combine per-wave values of the ``waves_per_row`` waves that share a row, through LDS.
 
     ``group`` / ``wave_in_group`` are SGPRs (which row group this wave belongs to, and its place in it);
-    ``groups`` row groups share the workgroup.  ``values`` per reduction (default 1) are reduced
-    together.  With ``waves_per_row == 1`` nothing is allocated and ``reduce`` only does the wave part.
+    ``groups`` row groups share the workgroup.  Up to ``values`` values (default 1) are reduced together
+    by one call (one barrier for all of them).  With ``waves_per_row == 1`` nothing is allocated and ``reduce`` only does the wave part.
     """
 
     def __init__(self, k, *, groups: int, waves_per_row: int, group: Reg | None, wave_in_group: Reg | None,
@@ -103,8 +103,9 @@ class CrossWave:
         """``out[i]`` (SGPR) = ``op`` of VGPR ``values[i]`` over every lane of every wave of the row
         (``values`` are clobbered)."""
         k = self.k
-        if len(values) != self.values:
-            raise ValueError(f"this reduction combines {self.values} value(s) at a time")
+        n = len(values)
+        if not 1 <= n <= self.values:
+            raise ValueError(f"this reduction combines 1 to {self.values} value(s) at a time, not {n}")
         what = what or [f"value {i}" for i in range(len(values))]
         wave_reduce(k, values, op, out, what)
         if self.wpr == 1:
@@ -119,14 +120,14 @@ class CrossWave:
             k.wait(lgkmcnt=0, why="this wave's totals are in LDS before the barrier")
             k.barrier(why=f"every wave of the row has written its {op}")
             k.v_add_u32(t.addr, self.parity, self.read_at, comment="the row's slots in the current half")
-            parts = [[k.vgpr(1, f"part_{i}_{w}") for w in range(self.wpr)] for i in range(self.values)]
+            parts = [[k.vgpr(1, f"part_{i}_{w}") for w in range(self.wpr)] for i in range(n)]
             for w in range(self.wpr):
-                for i in range(self.values):
+                for i in range(n):
                     k.ds_read_b32(parts[i][w], t.addr, offset=4 * (w * self.values + i), lds=lds,
                                   comment=f"{what[i]}: total of wave {w} of the row")
         k.s_xor_b32(self.parity, self.parity, self.half, comment="the next reduction uses the other half")
         k.wait(lgkmcnt=0, why="the row's totals have arrived")
-        for i in range(self.values):
+        for i in range(n):
             acc = values[i]
             combine(acc, parts[i][0], parts[i][1], comment=f"{what[i]}: waves 0 and 1 (same order in every wave)")
             for w in range(2, self.wpr):
