@@ -37,10 +37,18 @@ _ELEMENT = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", 
 # dtype-generic ops over the bundled elementwise specs: element type -> parameters of that variant
 # (16 bytes per lane: vec 4 for f32, 8 for the 16-bit types)
 _VEC16 = {"f32": {"vec": 4}, "bf16": {"vec": 8}, "f16": {"vec": 8}}
+# the memory-bound kernels (kernels/norms.py, softmax.py, rotary.py, activations.py): one spec per op, the
+# dtype follows the inputs; fp32 rows take twice the registers, so the row kernels spread them over 4 waves
+_ANY = {"f32": {}, "bf16": {}, "f16": {}}
+_ROWS = {"f32": {"waves_per_row": 4}, "bf16": {}, "f16": {}}
 GENERIC_OPS = {
     "axpy": ("axpy_f32", _VEC16),
     "scale": ("scale_f16", _VEC16),
     "add": ("add_bf16", _VEC16),
+    **{op: (f"{op}_bf16", _ROWS) for op in ("rms_norm", "add_rms_norm", "layer_norm", "dropout_add_layer_norm",
+                                           "softmax")},
+    **{op: (f"{op}_bf16", _ANY) for op in ("rotary_neox", "rotary_interleaved", "silu", "gelu", "gelu_tanh", "relu",
+                                          "tanh", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
 }
 
 
