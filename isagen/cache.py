@@ -90,9 +90,21 @@ def load(name: str, key: str, root: Path | None = None) -> tuple[dict, bytes, st
     return entry, co, asm
 
 
-def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None = None) -> Path:
+def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None = None) -> Path | None:
     """Write an entry atomically; returns its directory.  A concurrent writer of the same key wins
-    harmlessly (both wrote the same content)."""
+    harmlessly (both wrote the same content).  A cache that cannot be written (read-only home, a
+    file where the directory should be) is a ``CacheWarning`` naming it, and None: the kernel was
+    built and is used, only not kept."""
+    try:
+        return _store(name, key, entry, co, asm, root)
+    except OSError as e:
+        where = entry_dir(name, key, root).parent
+        warnings.warn(f"cannot write the isagen cache in {where} ({e.strerror or e}); the kernel is used but not "
+                      "cached (set ISAGEN_CACHE_DIR to a writable directory)", CacheWarning, stacklevel=3)
+        return None
+
+
+def _store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None) -> Path:
     final = entry_dir(name, key, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     asm_bytes = asm.encode()

@@ -105,3 +105,17 @@ def test_store_is_atomic_and_ignores_partial_writes(tmp_path):
     cache.store("k", key, {"name": "k"}, b"\x7fELF-bytes", "asm text", tmp_path)
     assert cache.load("k", key, tmp_path)[1] == b"\x7fELF-bytes"
     assert cache.clear(tmp_path) == 2 and cache.load("k", key, tmp_path) is None
+
+
+def test_an_unwritable_cache_warns_and_the_kernel_still_runs(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(blocker / "cache"))       # a file where a directory must be
+    monkeypatch.setenv("ISAGEN_BACKEND", "emu")
+    with pytest.warns(cache.CacheWarning, match=rf"cannot write the isagen cache in {blocker / 'cache'}/kernels"):
+        k = isagen.build("axpy_f32", "gfx942")
+    assert k.path is None and k.code_object[:4] == b"\x7fELF"
+    import torch
+    x, y = torch.ones(300), torch.ones(300)
+    k(x, y, alpha=2.0)
+    assert torch.equal(y, torch.full((300,), 3.0))
