@@ -180,6 +180,11 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
     from isagen.api import build
     from isagen.runtime.backend import choose_backend
     be = choose_backend(backend)
+    if be == "hip":                     # the inputs go to the GPU before the launch: say now if there is none
+        from isagen.runtime.backend import rocm_gpu_available
+        ok, why = rocm_gpu_available()
+        if not ok:
+            raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use --backend emu)")
     kernel = build(spec, target, **(params or {}))
     symbols = kernel.launch.size_symbols
     unknown = sorted(set(shapes or {}) - set(symbols))

@@ -102,3 +102,13 @@ def test_user_errors_exit_2(capsys):
     assert cli_main(["run", "axpy_f32", "--shape", "n=-5"]) == 2
     err = capsys.readouterr().err
     assert "axpy_f32: --shape n=-5: a size cannot be negative" in err and "Traceback" not in err
+
+
+def test_hip_backend_without_a_gpu_is_one_line(capsys):
+    from isagen.runtime.backend import rocm_gpu_available
+    ok, why = rocm_gpu_available()
+    if ok:
+        pytest.skip("this machine has a supported AMD GPU")
+    assert cli_main(["run", "axpy_f32", "--shape", "n=100", "--backend", "hip"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"isagen: error: the hip backend needs a supported AMD GPU: {why} (use --backend emu)"
