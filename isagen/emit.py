@@ -1,9 +1,15 @@
 """Render a finished ``Program`` as an LLVM AMDGPU assembly file (.s).
 
 The file is meant to be read: a header naming the kernel, target, spec and parameters; one ``.set``
-per register allocation (with its range and lifetime) so instructions name the registers they use;
-the instructions with their comments; then the kernel descriptor and the code-object v5 metadata,
-every field derived from the program, none typed by hand.
+per named register allocation (its range and the lines where it is live) so instructions name the
+registers they use; the instructions with their comments; then the kernel descriptor and the
+code-object v5 metadata, every field derived from the program, none typed by hand.
+
+Which allocations get a ``.set``: every one the kernel author named (tiles, addresses, loop counters,
+temporaries with a purpose).  Scratch allocations (``scratch=True``: the anonymous intermediates of
+lane expressions and divisions, hundreds in a GEMM's address set-up) are written as physical
+registers; the instruction's comment says what it computes, and the register block lists them once
+per name with the registers they used, so nothing about them is lost and they do not bury the rest.
 """
 
 from __future__ import annotations
@@ -50,16 +56,23 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     out.append(".p2align 8")
     out.append(f".type {program.name},@function")
     out.append("")
-    out += _register_symbols(program)
-    out += _lds_symbols(program)
-    out.append(f"{program.name}:")
+    code = []
     for item in program.items:
         if isinstance(item, Instruction):
-            out.append("  " + item.render())
+            code.append("  " + item.render())
         elif isinstance(item, Label):
-            out.append(f"{item}:")
+            code.append(f"{item}:")
         elif isinstance(item, Comment):
-            out.append(f"  // {item}" if item else "")
+            code.append(f"  // {item}" if item else "")
+    lds = _lds_symbols(program)
+    # the register block's length does not depend on the line numbers it prints: item i of the
+    # program is on line first + i, where first follows the register block, the LDS block and the label
+    n_regs = len(_register_symbols(program, lambda pos: 0))
+    first = len(out) + n_regs + len(lds) + 2
+    out += _register_symbols(program, lambda pos: first + min(pos, len(code) - 1))
+    out += lds
+    out.append(f"{program.name}:")
+    out += code
     out.append(f".Lfunc_end_{program.name}:")
     out.append(f".size {program.name}, .Lfunc_end_{program.name}-{program.name}")
     out.append("")
@@ -69,20 +82,62 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _register_symbols(program: Program) -> list[str]:
-    out = ["// register allocations: symbol = first register; range; lifetime in program positions"]
-    for alloc in program.allocations:
-        life = "kernel" if alloc.kernel else f"{alloc.allocated_at}..{alloc.freed_at if alloc.freed_at is not None else 'end'}"
-        out.append(f".set {alloc.reg.sym}, {alloc.reg.index:<4} // {alloc.reg.physical():<10} {alloc.name} ({life})")
+def _register_symbols(program: Program, line_of) -> list[str]:
+    """The register block: one aligned ``.set`` per named allocation (in allocation order) with its
+    range and where it is live (``line_of(position)``: the .s line of a program position); then one
+    comment line per scratch name with how many allocations it had and the registers they used."""
+    named = [a for a in program.allocations if not a.scratch]
+    scratch = [a for a in program.allocations if a.scratch]
+    out = ["// registers: .set symbol, first register  // range, where it is live (.s lines)"]
+    if named:
+        w_sym = max(len(a.reg.sym) for a in named) + 1
+        w_idx = max(len(str(a.reg.index)) for a in named)
+        w_rng = max(len(a.reg.physical()) for a in named)
+        for a in named:
+            if a.kernel:
+                life = "to the end"
+            else:
+                end = "end" if a.freed_at is None else line_of(max(a.freed_at - 1, a.allocated_at))
+                life = f"lines {line_of(a.allocated_at)}-{end}"
+            out.append(f".set {a.reg.sym + ',':<{w_sym}} {a.reg.index:>{w_idx}}  // {a.reg.physical():<{w_rng}}  {life}")
+    if scratch:
+        out.append("// scratch (anonymous intermediates; the code names them physically, its comments say what they hold):")
+        groups: dict = {}
+        for a in scratch:
+            groups.setdefault(a.name, []).append(a)
+        w_name = max(len(n) for n in groups)
+        for name, allocs in groups.items():
+            per_cls = []
+            for cls in "vas":
+                regs = sorted({i for a in allocs if a.cls == cls for i in range(a.reg.index, a.reg.last + 1)})
+                n = sum(1 for a in allocs if a.cls == cls)
+                if n:
+                    per_cls.append(f"{_ranges(cls, regs)} ({n} allocation{'s' * (n > 1)})")
+            out.append(f"//   {name:<{w_name}}  {'; '.join(per_cls)}")
     return out + [""]
+
+
+
+def _ranges(cls: str, regs: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``v[0:2], v5``."""
+    out, start = [], None
+    for i, r in enumerate(regs):
+        if start is None:
+            start = r
+        if i + 1 == len(regs) or regs[i + 1] != r + 1:
+            out.append(f"{cls}{r}" if r == start else f"{cls}[{start}:{r}]")
+            start = None
+    return ", ".join(out)
 
 
 def _lds_symbols(program: Program) -> list[str]:
     if not program.lds_regions:
         return []
-    out = ["// LDS layout: symbol = byte offset"]
+    out = ["// LDS layout: .set symbol, byte offset  // size"]
+    w_sym = max(len(r.name) for r in program.lds_regions) + 5
+    w_off = max(len(str(r.offset)) for r in program.lds_regions)
     for r in program.lds_regions:
-        out.append(f".set lds_{r.name}, {r.offset:<6} // {r.size} bytes")
+        out.append(f".set {'lds_' + r.name + ',':<{w_sym}} {r.offset:>{w_off}}  // {r.size} bytes")
     return out + [""]
 
 

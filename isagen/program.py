@@ -224,18 +224,22 @@ class KernelBuilder:
         self.items.append(label)
 
     # ------------------------------------------------------------------ registers
-    def _alloc(self, cls, count, name, align, kernel):
+    def _alloc(self, cls, count, name, align, kernel, scratch=False):
         return self._pools[cls].alloc(count, name, align or default_align(cls, count), kernel,
-                                      position=len(self.items))
+                                      position=len(self.items), scratch=scratch)
 
-    def vgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False) -> Reg:
-        return self._alloc("v", count, name, align, kernel)
+    # ``scratch=True``: an anonymous intermediate, written as a physical register in the .s (no .set)
+    def vgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False,
+             scratch: bool = False) -> Reg:
+        return self._alloc("v", count, name, align, kernel, scratch)
 
-    def agpr(self, count: int = 1, name: str = "acc", align: int | None = None, kernel: bool = False) -> Reg:
-        return self._alloc("a", count, name, align, kernel)
+    def agpr(self, count: int = 1, name: str = "acc", align: int | None = None, kernel: bool = False,
+             scratch: bool = False) -> Reg:
+        return self._alloc("a", count, name, align, kernel, scratch)
 
-    def sgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False) -> Reg:
-        return self._alloc("s", count, name, align, kernel)
+    def sgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False,
+             scratch: bool = False) -> Reg:
+        return self._alloc("s", count, name, align, kernel, scratch)
 
     def free(self, *regs: Reg) -> None:
         for reg in regs:

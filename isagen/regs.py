@@ -5,6 +5,11 @@ register reports), an alignment, and a lifetime: either it is freed explicitly (
 a scoped temporary (``with pool.scoped(...)``), or it is declared ``kernel=True`` and lives to the
 end.  ``check_leaks()`` at kernel end reports anything else still held.
 
+``scratch=True`` marks an allocation whose name says nothing about the value it holds: the short-lived
+intermediates that code generators (lane expressions, divisions) take by the hundred.  It gets no
+``.set`` symbol (its registers render physically, next to the comment of the instruction that computes
+them); reports still list it under its name.
+
 Overflow fails loudly: the error lists what is live in that class, largest first, so the kernel
 author sees where the registers went.  ``peak`` is the high-water mark (one past the highest register
 ever handed out), which is what the kernel descriptor must declare.
@@ -31,6 +36,7 @@ class Allocation:
     serial: int           # order of check-out
     allocated_at: int = 0             # program position of the check-out
     freed_at: int | None = None       # program position of the free (None: live to the end)
+    scratch: bool = False             # an anonymous intermediate: no .set symbol, rendered physically
 
     @property
     def cls(self) -> str:
@@ -51,10 +57,11 @@ class RegisterPool:
 
     # ------------------------------------------------------------------ check-out
     def alloc(self, count: int, name: str, align: int = 1, kernel: bool = False,
-              index: int | None = None, position: int = 0) -> Reg:
+              index: int | None = None, position: int = 0, scratch: bool = False) -> Reg:
         """Check out ``count`` consecutive registers aligned to ``align`` (lowest free range first),
         or exactly at ``index`` (for registers the hardware initialises, such as s[0:1]).
-        ``position`` is where in the program the allocation happens (for reports)."""
+        ``position`` is where in the program the allocation happens (for reports); ``scratch``: no
+        ``.set`` symbol (see the module docstring)."""
         if count < 1:
             raise AllocationError(f"{name}: cannot allocate {count} {_CLASS_NAME[self.cls]}s")
         if align < 1 or align & (align - 1):
@@ -71,9 +78,9 @@ class RegisterPool:
                     f"out of {_CLASS_NAME[self.cls]}s allocating '{name}' ({count} aligned to {align}; "
                     f"limit {self.limit}, {self.free_count()} free but fragmented or too few); "
                     f"live: {self.describe_live()}")
-        sym = self._symbol(name)
-        reg = Reg(self.cls, start, count, sym, start)
-        alloc = Allocation(name, reg, kernel, len(self.history), position)
+        sym = None if scratch else self._symbol(name)
+        reg = Reg(self.cls, start, count, sym, start if sym else 0)
+        alloc = Allocation(name, reg, kernel, len(self.history), position, scratch=scratch)
         for i in range(start, start + count):
             self.owner[i] = alloc
         self.live[start] = alloc

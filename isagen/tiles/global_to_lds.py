@@ -98,7 +98,8 @@ class GlobalToLds:
             em.emit(self.offset_expr(j), dst=self.voff[j],
                     comment=f"{self.name}: global offset of the element this lane DMAs in block {j}")
         self.m0_base = k.sgpr(1, f"{self.name}_m0_base")
-        wave = em.emit_uniform(self.wave * (self.blocks_per_wave * self.block_bytes))
+        wave = em.emit_uniform(self.wave * (self.blocks_per_wave * self.block_bytes),
+                               comment=f"{self.name}: this wave's first block, bytes into the tile")
         k.s_mov_b32(self.m0_base, wave, comment=f"{self.name}: this wave's first block, bytes into the tile")
 
     def release(self) -> None:

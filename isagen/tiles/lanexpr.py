@@ -360,7 +360,7 @@ class Emitter:
         why = comment or self.comment
         given = dst is not None
         if dst is None:
-            dst = self.k.vgpr(1, "lane_expr")
+            dst = self.k.vgpr(1, "lane_expr", scratch=True)
             self.owned.append(dst)
         src = self._value(expr, why, top=dst)
         if src != dst:
@@ -386,12 +386,12 @@ class Emitter:
         self.k.v_mov_b32(dst, src, comment=why)
 
     def _tmp_v(self) -> Reg:
-        r = self.k.vgpr(1, "lane_tmp")
+        r = self.k.vgpr(1, "lane_tmp", scratch=True)
         self.owned.append(r)
         return r
 
     def _tmp_s(self) -> Reg:
-        r = self.k.sgpr(1, "lane_tmp")
+        r = self.k.sgpr(1, "lane_tmp", scratch=True)
         self.owned.append(r)
         return r
 
