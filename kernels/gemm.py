@@ -600,7 +600,7 @@ class GemmKernel:
             for fn in range(pl.nfn):
                 dst, hi = self.b_frag(fn, s), self._hi(fn, s)
                 for v in range(pl.frag.e // 2):
-                    self.k.v_lshl_or_b32(dst[v], hi[v], 16, dst[v], comment=f"B frag {fn} slice {s}: k pair {v}")
+                    self.k.v_lshl_or_b32(dst[v], hi[v], 16, dst[v], comment=f"B[{fn}] slice {s}: k pair {v} (high half into place)")
 
     def mma(self, slices) -> list:
         pl = self.plan

@@ -115,13 +115,15 @@ class GlobalToLds:
 
         def f():
             self.k.s_add_u32(M0, self.m0_base, const,
-                             comment=f"M0: {self.name}[stage {stage}] block {j} (LDS {r.name}+{j * self.block_bytes})")
+                             comment=f"M0: this wave's block {j} of lds_{r.name} (+{j * self.block_bytes})")
         return Op("m0", f, f"{self.name} m0 {j}")
 
     def _dma_op(self, stage: int, j: int, voff) -> Op:
+        region = self.stages[stage].name
+
         def f():
             inst = getattr(self.k, self.instruction)(voff, self.rsrc.regs, 0, offen=True,
-                                                     comment=f"{self.name} -> LDS stage {stage}, block {j}")
+                                                     comment=f"{self.name} -> lds_{region}, block {j}")
             inst.lds = self.lds_range(stage)
         return Op("dma", f, f"{self.name} dma {j}")
 

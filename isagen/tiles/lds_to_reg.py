@@ -115,7 +115,7 @@ def kmajor_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_rows
                 row = row0 + r + (L % frag.mi)
                 byte = (L // frag.mi + s * frag.groups) * (frag.e * 2)
                 out.append(ReadInst((st, f, s), row, byte, region.offset, layout, mnem,
-                                    (region.offset, region.offset + region.size), f"{name}[{st}] frag {f} slice {s}"))
+                                    (region.offset, region.offset + region.size), f"{name}[{f}] slice {s} <- lds_{region.name}"))
     return out
 
 
@@ -138,7 +138,7 @@ def tr16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, 
                     n = col0 + c + nsub * 16 + (src % 4) * 4
                     out.append(ReadInst((st, f, s, h), krow, n * 2, region.offset, layout, "ds_read_b64_tr_b16",
                                         (region.offset, region.offset + region.size),
-                                        f"{name}[{st}] frag {f} slice {s} half {h} (transposed)"))
+                                        f"{name}[{f}] slice {s} half {h} <- lds_{region.name} (transposed)"))
     return out
 
 
@@ -155,7 +155,7 @@ def u16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, s
                     n = col0 + c + (L % frag.mi)
                     out.append(ReadInst((st, f, s, j), krow, n * 2, region.offset, layout, "ds_read_u16",
                                         (region.offset, region.offset + region.size),
-                                        f"{name}[{st}] frag {f} slice {s} k+{j} (one bf16)"))
+                                        f"{name}[{f}] slice {s} k+{j} <- lds_{region.name} (one bf16)"))
     return out
 
 
