@@ -25,9 +25,11 @@ walk them in a loop.
 
 **Tails**: each tensor is read through a buffer resource aimed at the current row with ``num_records``
 = the row's bytes, so a hidden size that is not a multiple of the vector width (1000) costs nothing: the
-lanes past the end load zeros (neutral for the sums) and store nothing.  LayerNorm's centred squares are
-masked where the row is shorter than the registers (one scalar branch picks the masked pass only then),
-and the mean and variance divide by the true ``hidden``.
+lanes past the end load zeros (neutral for the sums) and store nothing.  Every pass stops after the
+last chunk that holds columns (one scalar compare per chunk), so a row narrower than ``max_hidden``
+costs only its own chunks' instructions.  LayerNorm's centred sums are masked when the last chunk is
+partial (one scalar branch per row picks the masked pass only then), and the mean and variance divide
+by the true ``hidden``.
 
 **Launch contract**: tensors ``x [rows, hidden]``, (``residual``), ``weight [hidden]``, (``bias``),
 ``out [rows, hidden]``, (``residual_out``); scalars ``eps`` (and ``p``, ``seed``, ``offset`` for dropout);
@@ -273,6 +275,7 @@ class _NormKernel:
         k.v_cvt_f32_u32(self.inv_h, self.s["hidden"], comment="hidden as f32")
         k.v_rcp_f32(self.inv_h, self.inv_h, comment="1/hidden (the mean divides by the true row length)")
         k.v_mov_b32(self.eps, self.s["eps"], comment="eps (a VGPR: the fma already reads an SGPR)")
+        self.lanes.count_used(self.s["hidden"])
         if op.kind == "layer":
             self.lanes.make_limit(self.s["hidden"])
         self.rng = None
@@ -365,7 +368,14 @@ class _NormKernel:
         k.comment(f"---- pass 1: h = {'dropout(x) + residual' if op.dropout else 'x + residual' if op.residual else 'x'}"
                   f", sum of {stat} per lane")
         k.v_mov_b32(self.acc, 0, comment="per-lane partial sum")
+        done = k.label("pass1_done")
+        stubs = []
+        stores = 0
         for j in range(g.chunks):
+            if j:
+                stub = k.label(f"pass1_end_{j}")
+                stubs.append((stub, stores))
+                self.lanes.past_end(j, stub)
             self.pending.wait_for(("residual" if op.residual else "x") + str(j), f"chunk {j} of the row has landed")
             X = self._chunk(self.x, j)
             for i in range(view.pairs):
@@ -389,6 +399,16 @@ class _NormKernel:
             if op.residual:
                 store_chunk(k, self.x, self.lanes, self.win["residual_out"], j, "residual_out")
                 self.pending.issue(f"residual_out{j}")
+                stores += 1
+        if stubs:
+            k.s_branch(done)
+        for stub, younger in stubs:
+            k.place(stub)
+            k.wait(vmcnt=younger, why="the loads of the chunks past the row's end (they move nothing) are done "
+                                      "before their registers are written again")
+            if stub is not stubs[-1][0]:
+                k.s_branch(done)
+        k.place(done)
 
     def _dropout_add(self, lo, hi, rl, rh, j, i):
         """lo/hi = keep ? x*scale + residual : residual, for elements 2i and 2i+1 of chunk j."""
@@ -405,12 +425,12 @@ class _NormKernel:
     # ------------------------------------------------------------------ pass 2 (layer norm): variance
     def pass_variance(self):
         k, g = self.k, self.geom
-        k.comment("---- pass 2: sums of d = h - mean0 and of d^2; lanes past the row's end are masked when "
-                  "the row is shorter than the registers")
+        k.comment("---- pass 2: sums of d = h - mean0 and of d^2; elements past the row's end are masked when "
+                  "its last chunk is partial")
         masked = k.label("var_masked")
         done = k.label("var_done")
-        k.s_cmp_eq_u32(self.s["hidden"], g.padded_cols, comment=f"scc: the row fills all {g.padded_cols} columns")
-        k.s_cbranch_scc0(masked, comment="shorter rows need masks")
+        self.lanes.partial_last(self.s["hidden"])
+        k.s_cbranch_scc1(masked, comment="a partial last chunk needs masks")
         self._variance(masked=False)
         k.s_branch(done)
         k.place(masked)
@@ -421,7 +441,9 @@ class _NormKernel:
         k, g, view = self.k, self.geom, self.view
         k.v_mov_b32(self.acc, 0, comment="per-lane partial sums of d" + (" (masked)" if masked else ""))
         k.v_mov_b32(self.acc2, 0, comment="... and of d^2")
+        end = k.label("var_end")
         for j in range(g.chunks):
+            self.lanes.past_end(j, end)
             X = self._chunk(self.x, j)
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
@@ -438,13 +460,16 @@ class _NormKernel:
                 k.v_fmac_f32(self.acc2, dl, dl)
                 k.v_add_f32(self.acc, self.acc, dh)
                 k.v_fmac_f32(self.acc2, dh, dh)
+        k.place(end)
 
     # ------------------------------------------------------------------ pass 3: normalise and store
     def pass_output(self):
         k, op, g, view = self.k, self.op, self.geom, self.view
         k.comment("---- pass 3: out = " + ("h * rstd * weight" if op.kind == "rms" else
                                           "(h - mean) * rstd * weight" + (" + bias" if self.p.bias else "")))
+        end = k.label("out_end")
         for j in range(g.chunks):
+            self.lanes.past_end(j, end)
             X = self._chunk(self.x, j)
             W = self._chunk(self.w_regs, j)
             B = self._chunk(self.b_regs, j) if self.b_regs is not None else None
@@ -467,3 +492,4 @@ class _NormKernel:
                     k.v_mul_f32(hi, hi, wh)
                 view.store(X, i, lo, hi)
             store_chunk(k, self.x, self.lanes, self.win["out"], j, "out")
+        k.place(end)

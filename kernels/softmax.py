@@ -10,9 +10,11 @@ read once and written once:
    registers a second copy of the row would take);
 3. out = e * (1/sum) (``v_rcp_f32``), rounded and stored.
 
-Rows shorter than the registers (``cols`` below ``64 * vec * waves_per_row * chunks``) read zeros past
-their end (buffer range check); those elements are masked to -inf for the max and to 0 for the sum by
-a second version of steps 1-2 that one scalar branch per row selects only when the row is short.
+Every step stops after the last 16-byte chunk that holds columns of the row, so a row narrower than
+``max_cols`` costs only its own chunks.  When that last chunk is partial (``cols`` not a multiple of
+``64 * vec * waves_per_row``) its lanes past the end have read zeros (buffer range check); those elements
+are masked to -inf for the max and to 0 for the sum by a second version of steps 1-2 that one scalar
+branch per row selects only then.
 
 A row of -inf gives NaN (0/0), as torch does; NaN anywhere in a row makes the row NaN.
 
@@ -132,6 +134,7 @@ class _Softmax:
         self.lanes = RowLanes(k, g, wave_in_row, lane)
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
         self.lanes.make_limit(self.cols)
+        self.lanes.count_used(self.cols)
         self.row_bytes = k.sgpr(1, "row_bytes", kernel=True)
         self.step = k.sgpr(1, "row_step", kernel=True)
         k.s_lshl_b32(self.row_bytes, self.cols, log2(g.esize), comment=f"cols x {g.esize}: bytes per row")
@@ -172,8 +175,8 @@ class _Softmax:
                                   comment=f"x, chunk {j}")
             self.pending.issue(f"x{j}")
         full, done = k.label("full_row"), k.label("max_done")
-        k.s_cmp_eq_u32(self.cols, g.padded_cols, comment=f"scc: the row fills all {g.padded_cols} columns")
-        k.s_cbranch_scc1(full, comment="no masks needed")
+        self.lanes.partial_last(self.cols)
+        k.s_cbranch_scc0(full, comment="whole chunks: no masks needed")
         issued = list(self.pending.ops)
         self.pass_max(masked=True)
         k.s_branch(done)
@@ -187,8 +190,8 @@ class _Softmax:
         k.v_mul_f32(self.shift, -LOG2E, self.shift, comment="-max * log2(e)")
         full, done = k.label("full_row_sum"), k.label("sum_done")
         if self.conv.wide:
-            k.s_cmp_eq_u32(self.cols, g.padded_cols, comment="scc: the row fills every column")
-            k.s_cbranch_scc1(full, comment="no masks needed")
+            self.lanes.partial_last(self.cols)
+            k.s_cbranch_scc0(full, comment="whole chunks: no masks needed")
             self.pass_sum(masked=True)
             k.s_branch(done)
             k.place(full)
@@ -214,7 +217,9 @@ class _Softmax:
         k, g, view = self.k, self.geom, self.view
         k.comment("---- pass 1: max per lane" + (" (short row: -inf past its end)" if masked else ""))
         k.v_mov_b32(self.acc, self.neg_inf, comment="running max")
+        end, rest = k.label("max_end"), k.label("max_rest")
         for j in range(g.chunks):
+            self.lanes.past_end(j, rest)
             self.pending.wait_for(f"x{j}", f"chunk {j} has landed")
             X = self.x[4 * j:4 * j + 4]
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
@@ -223,6 +228,12 @@ class _Softmax:
                 if masked:
                     self._mask_pair(limit, i, lo, hi, self.neg_inf)
                 k.v_max3_f32(self.acc, self.acc, lo, hi, comment="max" if i == 0 else None)
+        if g.chunks > 1:
+            k.s_branch(end)
+            k.place(rest)
+            k.wait(vmcnt=0, why="the loads of the chunks past the row's end (they move nothing) are done before "
+                                "their registers are written again")
+            k.place(end)
         self.pending.reset()
 
     def pass_sum(self, masked: bool):
@@ -230,7 +241,9 @@ class _Softmax:
         k.comment("---- pass 2: e = exp(x - max), sum per lane" + (" (short row: 0 past its end)" if masked else "")
                   + ("; e replaces x" if not view.conv.wide else ""))
         k.v_mov_b32(self.acc, 0, comment="running sum")
+        end = k.label("sum_end")
         for j in range(g.chunks):
+            self.lanes.past_end(j, end)
             X = self.x[4 * j:4 * j + 4]
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
@@ -244,11 +257,14 @@ class _Softmax:
                     self._mask_pair(limit, i, el, eh, 0)
                 k.v_add_f32(self.acc, self.acc, el, comment="+= e" if i == 0 else None)
                 k.v_add_f32(self.acc, self.acc, eh)
+        k.place(end)
 
     def pass_out(self):
         k, g, view = self.k, self.geom, self.view
         k.comment("---- pass 3: out = e / sum" + (" (e recomputed)" if view.conv.wide else ""))
+        end = k.label("out_end")
         for j in range(g.chunks):
+            self.lanes.past_end(j, end)
             X = self.x[4 * j:4 * j + 4]
             for i in range(view.pairs):
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
@@ -258,3 +274,4 @@ class _Softmax:
                 k.v_mul_f32(hi, hi, self.inv)
                 view.store(X, i, lo, hi)
             store_chunk(k, self.x, self.lanes, self.win["out"], j, "out")
+        k.place(end)

@@ -129,6 +129,27 @@ class RowLanes:
         k.v_sub_u32(self.limit, cols, self.limit, comment="columns left from this lane's first: element e of "
                                                           "chunk j is inside the row iff j*span + e < this")
 
+    def count_used(self, cols: Reg) -> None:
+        """``used`` (SGPR) = the chunks that hold columns of a ``cols``-wide row: cdiv(cols, span).  Passes
+        over the row skip the rest (``past_end``): a row narrower than the registers costs only the
+        instructions of its own chunks (its loads past the end are issued but move nothing)."""
+        k, span = self.k, self.geom.span
+        self.used = k.sgpr(1, "chunks_used", kernel=True)
+        k.s_add_u32(self.used, cols, span - 1)
+        k.s_lshr_b32(self.used, self.used, log2(span), comment=f"chunks in use: cdiv(cols, {span})")
+
+    def past_end(self, chunk: int, label) -> None:
+        """Branch to ``label`` when ``chunk`` holds no column of the row (from chunk 1 on)."""
+        if chunk == 0:
+            return
+        self.k.s_cmp_ge_u32(chunk, self.used, comment=f"scc: chunk {chunk} is past the row's end")
+        self.k.s_cbranch_scc1(label)
+
+    def partial_last(self, cols: Reg) -> None:
+        """scc = the last chunk in use is partly past the row's end (elements need masks)."""
+        with self.k.temps(s="s1") as t:
+            self.k.s_and_b32(t.s, cols, self.geom.span - 1, comment=f"scc: cols is not a multiple of {self.geom.span}")
+
     def chunk_limit(self, chunk: int, dst: Reg) -> Reg:
         """``dst`` = columns left from this lane's first element of ``chunk`` (for ``valid``)."""
         if chunk == 0:
