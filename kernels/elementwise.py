@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from isagen.isa.operands import VCC
 from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, ScalarParam, TensorParam
+from isagen.prims.convert import Converter
 from isagen.program import KernelBuilder
 
 ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
@@ -249,28 +250,18 @@ class _Alu:
     def __init__(self, p, target, op: Op):
         self.p, self.target, self.op = p, target, op
         self.dtype = p.dtype
-        self.soft_bf16 = p.dtype == "bf16" and "v_cvt_pk_bf16_f32" not in _isa(target)
 
     def begin(self, k):
         if self.dtype == "f32":
             return
         self.f32 = {t: k.vgpr(2, f"{t}_f32") for t in self.op.inputs}   # [0]: low element, [1]: high
-        if self.soft_bf16:
-            self.rne = k.vgpr(2, "rne_tmp")
-            self.nan_lo = k.sgpr(2, "nan_lo")                              # vcc is the high element's mask
-            self.qnan = k.vgpr(1, "qnan")
-            self.sel = k.sgpr(1, "perm_hi16")
-            self.bias = k.sgpr(1, "rne_bias")
-            k.s_mov_b32(self.sel, 0x07060302, comment="v_perm selector: high halves of two dwords -> one dword")
-            k.s_movk_i32(self.bias, 0x7FFF, comment="round-to-nearest-even bias (VOP3 takes no literal on gfx9)")
-            k.v_mov_b32(self.qnan, 0x7FC00000, comment="quiet NaN (a VGPR: v_cndmask already reads vcc)")
+        self.conv = Converter(k, self.dtype)        # unpack / round to nearest even / pack (isagen.prims)
 
     def end(self, k):
         if self.dtype == "f32":
             return
         k.free(*self.f32.values())
-        if self.soft_bf16:
-            k.free(self.rne, self.nan_lo, self.qnan, self.sel, self.bias)
+        self.conv.release()
 
     # ------------------------------------------------------------------ fp32 math
     def math(self, k, dst, src: dict, alpha):
@@ -301,68 +292,19 @@ class _Alu:
         self.pack(k, dst, lo[first], hi[first])
 
     def unpack(self, k, pair, reg, name):
-        if self.dtype == "bf16":
-            k.v_lshlrev_b32(pair[0], 16, reg, comment=f"{name}: low bf16 -> f32")
-            k.v_and_b32(pair[1], 0xFFFF0000, reg, comment=f"{name}: high bf16 -> f32")
-        else:
-            k.v_cvt_f32_f16(pair[0], reg, comment=f"{name}: low f16 -> f32")
-            k.v_lshrrev_b32(pair[1], 16, reg)
-            k.v_cvt_f32_f16(pair[1], pair[1], comment=f"{name}: high f16 -> f32")
+        self.conv.unpack(pair[0], pair[1], reg, name)
 
     def pack(self, k, dst, lo, hi):
-        if self.dtype == "f16":
-            k.v_cvt_f16_f32(lo, lo, comment="round to f16 (nearest even)")
-            k.v_cvt_f16_f32(hi, hi, comment="round to f16 (nearest even)")
-            k.v_pack_b32_f16(dst, lo, hi, comment="two f16 -> one dword")
-        elif not self.soft_bf16:
-            k.v_cvt_pk_bf16_f32(dst, lo, hi, comment="round both to bf16 (nearest even) and pack")
-        else:
-            self.round_bf16_pair(k, lo, hi)
-            k.v_perm_b32(dst, hi, lo, self.sel, comment="pack the two bf16 (high halves)")
-
-    def round_bf16_pair(self, k, lo, hi):
-        """round_bf16 of two values, interleaved so no compare result is read right after it is
-        written (which would cost an s_nop)."""
-        t = self.rne
-        k.v_cmp_u_f32(self.nan_lo, lo, lo, comment="low: NaN?")
-        k.v_cmp_u_f32(VCC, hi, hi, comment="high: NaN?")
-        k.v_bfe_u32(t[0], lo, 16, 1, comment="low: lsb of the bf16 mantissa")
-        k.v_add3_u32(t[0], lo, t[0], self.bias, comment="low + 0x7fff + lsb: ties round to even")
-        k.v_bfe_u32(t[1], hi, 16, 1, comment="high: lsb of the bf16 mantissa")
-        k.v_add3_u32(t[1], hi, t[1], self.bias, comment="high + 0x7fff + lsb")
-        k.v_cndmask_b32(lo, t[0], self.qnan, self.nan_lo, comment="NaN -> quiet NaN 0x7fc0 (as torch)")
-        k.v_cndmask_b32(hi, t[1], self.qnan, VCC, comment="NaN -> quiet NaN 0x7fc0")
-
-    def round_bf16(self, k, r):
-        """r (f32 bits) -> r with its high half the bf16 rounded to nearest even; NaN -> 0x7fc0."""
-        t = self.rne[0]
-        k.v_cmp_u_f32(VCC, r, r, comment="vcc: r is NaN")
-        k.v_bfe_u32(t, r, 16, 1, comment="lsb of the bf16 mantissa")
-        k.v_add3_u32(t, r, t, self.bias, comment="r + 0x7fff + lsb: ties round to even; bf16 in the high half")
-        k.v_cndmask_b32(r, t, self.qnan, VCC, comment="NaN -> quiet NaN 0x7fc0 (as torch)")
+        self.conv.pack(dst, lo, hi)
 
     # ------------------------------------------------------------------ the tail's single element
     def single(self, k, dst, src: dict, alpha):
         lo = {t: self.f32[t][0] for t in src}
         for t, reg in src.items():
-            if self.dtype == "bf16":
-                k.v_lshlrev_b32(lo[t], 16, reg, comment=f"{t}: bf16 -> f32")
-            else:
-                k.v_cvt_f32_f16(lo[t], reg, comment=f"{t}: f16 -> f32")
+            self.conv.unpack_low(lo[t], reg, t)
         first = self.op.inputs[0]
         self.math(k, lo[first], lo, alpha)
-        if self.dtype == "f16":
-            k.v_cvt_f16_f32(dst, lo[first], comment="round to f16 (nearest even)")
-        elif not self.soft_bf16:
-            k.v_cvt_pk_bf16_f32(dst, lo[first], 0, comment="round to bf16 (nearest even), low half")
-        else:
-            self.round_bf16(k, lo[first])
-            k.v_lshrrev_b32(dst, 16, lo[first], comment="the bf16 into the low half")
-
-
-def _isa(target):
-    from isagen.isa.table import isa_table
-    return isa_table(target)
+        self.conv.pack_low(dst, lo[first])
 
 
 def _log2(x: int) -> int:

@@ -43,8 +43,8 @@ class Converter:
         self._held: list[Reg] = []
         if self.soft_bf16:
             self.tmp = self._keep(k.vgpr(2, "rne_tmp"))
-            self.nan_lo = self._keep(k.sgpr(2, "rne_nan_lo"))     # the low value's NaN mask (vcc: the high one's)
-            self.qnan = self._keep(k.vgpr(1, "qnan_bf16"))
+            self.nan_lo = self._keep(k.sgpr(2, "nan_lo"))     # the low value's NaN mask (vcc: the high one's)
+            self.qnan = self._keep(k.vgpr(1, "qnan"))
             self.sel = self._keep(k.sgpr(1, "perm_hi16"))
             self.bias = self._keep(k.sgpr(1, "rne_bias"))
             k.s_mov_b32(self.sel, PERM_HIGH_HALVES, comment="v_perm selector: high halves of two dwords -> one dword")
