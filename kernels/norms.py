@@ -291,7 +291,7 @@ class _NormKernel:
         if op.kind == "layer":
             self.mask_lo = k.sgpr(2, "mask_lo", kernel=True)     # the low element's mask (vcc: the high one's)
         self.xw = CrossWave(k, groups=self.groups, waves_per_row=p.waves_per_row, group=self.group,
-                            wave_in_group=self.wave_in_row, values=2 if op.kind == "layer" else 1)
+                            wave_in_group=self.wave_in_row, values=2)
         self.conv = Converter(k, p.dtype)
         self.view = PairView(self.conv)
 
@@ -304,13 +304,13 @@ class _NormKernel:
         self.r = k.vgpr(4 * g.chunks, "residual", kernel=True) if op.residual else None
         self.t = [k.vgpr(2, f"pair_{i}", kernel=True) for i in range(3)]
         self.acc = k.vgpr(1, "acc", kernel=True)
+        self.acc2 = k.vgpr(1, "acc2", kernel=True)       # two accumulators, reduced together (no DPP stalls)
         self.rstd = k.vgpr(1, "rstd", kernel=True)
         self.total = k.sgpr(1, "row_total", kernel=True)
+        self.total2 = k.sgpr(1, "row_total2", kernel=True)
         if op.kind == "layer":
-            self.acc2 = k.vgpr(1, "acc2", kernel=True)
             self.mean = k.vgpr(1, "mean0", kernel=True)           # first estimate of the mean
             self.corr = k.vgpr(1, "mean_corr", kernel=True)       # mean - mean0 (tiny)
-            self.total2 = k.sgpr(1, "row_total2", kernel=True)
         records = k.sgpr(1, "records", kernel=True)
 
         self.loop.top()
@@ -332,13 +332,19 @@ class _NormKernel:
         self.pass_input()
         if op.kind == "rms":
             k.comment("---- rstd = rsqrt(sum(h^2)/hidden + eps)")
-            self.xw.reduce([self.acc], "add", [self.total], ["sum of squares"])
-            k.v_fma_f32(self.rstd, self.total, self.inv_h, self.eps, comment="mean square + eps")
+            self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
+                           ["sum of squares (even elements)", "sum of squares (odd elements)"])
+            k.v_mov_b32(self.rstd, self.total2)
+            k.v_add_f32(self.rstd, self.total, self.rstd, comment="sum of squares")
+            k.v_fma_f32(self.rstd, self.rstd, self.inv_h, self.eps, comment="mean square + eps")
             k.v_rsq_f32(self.rstd, self.rstd, comment="rstd")
         else:
             k.comment("---- mean0 = sum(h)/hidden: a first estimate, corrected by pass 2")
-            self.xw.reduce([self.acc], "add", [self.total], ["sum"])
-            k.v_mul_f32(self.mean, self.total, self.inv_h, comment="mean0")
+            self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
+                           ["sum (even elements)", "sum (odd elements)"])
+            k.v_mov_b32(self.mean, self.total2)
+            k.v_add_f32(self.mean, self.total, self.mean, comment="sum")
+            k.v_mul_f32(self.mean, self.mean, self.inv_h, comment="mean0")
             self.pass_variance()
             k.comment("---- corrected two-pass statistics: with d = h - mean0, mean = mean0 + sum(d)/hidden and "
                       "var = sum(d^2)/hidden - (sum(d)/hidden)^2 (the correction is tiny: no cancellation)")
@@ -367,7 +373,8 @@ class _NormKernel:
         stat = "h^2" if op.kind == "rms" else "h"
         k.comment(f"---- pass 1: h = {'dropout(x) + residual' if op.dropout else 'x + residual' if op.residual else 'x'}"
                   f", sum of {stat} per lane")
-        k.v_mov_b32(self.acc, 0, comment="per-lane partial sum")
+        k.v_mov_b32(self.acc, 0, comment="per-lane partial sums: even elements")
+        k.v_mov_b32(self.acc2, 0, comment="... odd elements")
         done = k.label("pass1_done")
         stubs = []
         stores = 0
@@ -392,10 +399,10 @@ class _NormKernel:
                         lo, hi = view.load(X, i, self.t[0], "h as rounded")
                 if op.kind == "rms":
                     k.v_fmac_f32(self.acc, lo, lo, comment="+= h^2" if i == 0 else None)
-                    k.v_fmac_f32(self.acc, hi, hi)
+                    k.v_fmac_f32(self.acc2, hi, hi)
                 else:
                     k.v_add_f32(self.acc, self.acc, lo, comment="+= h" if i == 0 else None)
-                    k.v_add_f32(self.acc, self.acc, hi)
+                    k.v_add_f32(self.acc2, self.acc2, hi)
             if op.residual:
                 store_chunk(k, self.x, self.lanes, self.win["residual_out"], j, "residual_out")
                 self.pending.issue(f"residual_out{j}")
@@ -447,13 +454,14 @@ class _NormKernel:
             X = self._chunk(self.x, j)
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
+                if masked:                       # compares first: their masks are read 2+ instructions later
+                    self.lanes.valid(limit, 2 * i, self.mask_lo)
+                    self.lanes.valid(limit, 2 * i + 1, VCC)
                 lo, hi = view.load(X, i, self.t[0], f"h[{j}].{i}")
                 dl, dh = self.t[1][0], self.t[1][1]
                 k.v_sub_f32(dl, lo, self.mean, comment="d = h - mean0" if i == 0 else None)
                 k.v_sub_f32(dh, hi, self.mean)
                 if masked:
-                    self.lanes.valid(limit, 2 * i, self.mask_lo)
-                    self.lanes.valid(limit, 2 * i + 1, VCC)
                     k.v_cndmask_b32(dl, 0, dl, self.mask_lo, comment="0 past the row's end")
                     k.v_cndmask_b32(dh, 0, dh, VCC)
                 k.v_add_f32(self.acc, self.acc, dl)

@@ -144,7 +144,7 @@ class _Softmax:
         for w in self.win.values():
             w.start(self.loop.row, self.row_bytes, 0)
         self.xw = CrossWave(k, groups=self.groups, waves_per_row=p.waves_per_row, group=group,
-                            wave_in_group=wave_in_row)
+                            wave_in_group=wave_in_row, values=2)
         self.conv = Converter(k, p.dtype)
         self.view = PairView(self.conv)
         self.row()
@@ -157,6 +157,8 @@ class _Softmax:
         self.t = [k.vgpr(2, f"pair_{i}", kernel=True) for i in range(3)]
         self.neg_inf = k.vgpr(1, "neg_inf", kernel=True)
         self.acc = k.vgpr(1, "acc", kernel=True)
+        self.acc2 = k.vgpr(1, "acc2", kernel=True)
+        self.total2 = k.sgpr(1, "row_total2", kernel=True)
         self.shift = k.vgpr(1, "neg_max_log2e", kernel=True)
         self.inv = k.vgpr(1, "inv_sum", kernel=True)
         self.total = k.sgpr(1, "row_total", kernel=True)
@@ -199,17 +201,22 @@ class _Softmax:
         if self.conv.wide:
             k.place(done)
         k.comment("---- the row's sum")
-        self.xw.reduce([self.acc], "add", [self.total], ["sum"])
-        k.v_rcp_f32(self.inv, self.total, comment="1/sum")
+        self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2], ["sum (even)", "sum (odd)"])
+        k.v_mov_b32(self.inv, self.total2)
+        k.v_add_f32(self.inv, self.total, self.inv, comment="sum")
+        k.v_rcp_f32(self.inv, self.inv, comment="1/sum")
         self.pass_out()
         self.loop.bottom(list(self.win.values()), self.step)
         k.free(records)
 
-    def _mask_pair(self, limit, i, lo, hi, fill):
-        """lo/hi = ``fill`` where elements 2i/2i+1 are past the row's end."""
-        k = self.k
+    def _compare_pair(self, limit, i):
+        """mask / vcc = elements 2i / 2i+1 inside the row (issued early: read two instructions later)."""
         self.lanes.valid(limit, 2 * i, self.mask)
         self.lanes.valid(limit, 2 * i + 1, VCC)
+
+    def _mask_pair(self, lo, hi, fill):
+        """lo/hi = ``fill`` where elements 2i/2i+1 are past the row's end (``_compare_pair`` first)."""
+        k = self.k
         k.v_cndmask_b32(lo, fill, lo, self.mask, comment="past the row's end")
         k.v_cndmask_b32(hi, fill, hi, VCC)
 
@@ -224,9 +231,11 @@ class _Softmax:
             X = self.x[4 * j:4 * j + 4]
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
+                if masked:
+                    self._compare_pair(limit, i)
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
                 if masked:
-                    self._mask_pair(limit, i, lo, hi, self.neg_inf)
+                    self._mask_pair(lo, hi, self.neg_inf)
                 k.v_max3_f32(self.acc, self.acc, lo, hi, comment="max" if i == 0 else None)
         if g.chunks > 1:
             k.s_branch(end)
@@ -240,13 +249,16 @@ class _Softmax:
         k, g, view = self.k, self.geom, self.view
         k.comment("---- pass 2: e = exp(x - max), sum per lane" + (" (short row: 0 past its end)" if masked else "")
                   + ("; e replaces x" if not view.conv.wide else ""))
-        k.v_mov_b32(self.acc, 0, comment="running sum")
+        k.v_mov_b32(self.acc, 0, comment="running sums: even elements")
+        k.v_mov_b32(self.acc2, 0, comment="... odd elements")
         end = k.label("sum_end")
         for j in range(g.chunks):
             self.lanes.past_end(j, end)
             X = self.x[4 * j:4 * j + 4]
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
+                if masked:
+                    self._compare_pair(limit, i)
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
                 if view.conv.wide:
                     el, eh = self.t[1][0], self.t[1][1]
@@ -254,9 +266,9 @@ class _Softmax:
                     el, eh = lo, hi                      # fp32: e replaces x in the row's registers
                 exp_shifted(k, [el, eh], [lo, hi], self.shift)
                 if masked:
-                    self._mask_pair(limit, i, el, eh, 0)
+                    self._mask_pair(el, eh, 0)
                 k.v_add_f32(self.acc, self.acc, el, comment="+= e" if i == 0 else None)
-                k.v_add_f32(self.acc, self.acc, eh)
+                k.v_add_f32(self.acc2, self.acc2, eh)
         k.place(end)
 
     def pass_out(self):
