@@ -88,7 +88,7 @@ def _register_symbols(program: Program, line_of) -> list[str]:
     comment line per scratch name with how many allocations it had and the registers they used."""
     named = [a for a in program.allocations if not a.scratch]
     scratch = [a for a in program.allocations if a.scratch]
-    out = ["// registers: .set symbol, first register  // range, where it is live (.s lines)"]
+    out = ["// register names: .set symbol, first register  // range, where it is live (.s lines)"]
     if named:
         w_sym = max(len(a.reg.sym) for a in named) + 1
         w_idx = max(len(str(a.reg.index)) for a in named)

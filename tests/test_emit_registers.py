@@ -45,7 +45,7 @@ def small_kernel():
 
 
 def register_block(text: str) -> list[str]:
-    return text.split("// registers: .set symbol", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    return text.split("// register names: .set symbol", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
 
 
 def code_lines(text: str, name: str) -> dict[int, str]:
