@@ -9,6 +9,7 @@ A spec names its generator and fixes the parameters of one kernel::
     params: {op: axpy, dtype: f32, block: 256, vec: 4}
     shapes: {n: 1000000}            # default run-time shapes (isagen run, benchmarks)
     reference: alpha * x + y        # torch expression (or a reference-function name) for runtime checks
+    tolerance: {rtol: 1e-5, reduction: k}   # optional: how far the output may be from the reference
 
 Every problem is a ``SpecError`` whose message is one line naming the file, the line and the field::
 
@@ -30,7 +31,9 @@ import yaml
 from .errors import IsagenError, SpecError
 from .targets import TARGETS, Target, get_target
 
-FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference")
+FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference", "tolerance")
+TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate")
+ACCUMULATE = ("f32", "f64", "f16", "bf16")
 REQUIRED = ("kernel", "name", "targets")
 
 
@@ -77,6 +80,7 @@ class Spec:
     generator: "Generator"
     lines: dict = field(default_factory=dict)        # "params.block" -> line number in the file
     overridden: dict = field(default_factory=dict)   # param name -> Override
+    tolerance: dict = field(default_factory=dict)    # rtol, atol, reduction, accumulate (docs/specs.md)
 
     # ------------------------------------------------------------------ messages
     def where(self, fieldname: str) -> str:
@@ -371,9 +375,35 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
             raise err("reference", f"not a valid expression ({e.msg}): {reference.strip()}") from None
         reference = reference.strip()
 
+    # tolerance: rtol/atol (numbers >= 0) and the reduction model (a size symbol, an accumulation type)
+    tolerance = data.get("tolerance") or {}
+    if not isinstance(tolerance, dict):
+        raise err("tolerance", f"expected a mapping (rtol, atol, reduction, accumulate), got {_kind(tolerance)}")
+    tolerance = dict(tolerance)
+    for key, value in tolerance.items():
+        fname = f"tolerance.{key}"
+        if key in ("rtol", "atol") and isinstance(value, str):
+            try:                          # YAML 1.1 reads 1e-5 (no dot) as a string
+                value = tolerance[key] = float(value)
+            except ValueError:
+                pass
+        if key not in TOLERANCE_KEYS:
+            raise err(fname, f"unknown key; a tolerance has: {', '.join(TOLERANCE_KEYS)}")
+        if key in ("rtol", "atol") and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                        or not value >= 0):
+            raise err(fname, f"expected a number >= 0, got {_show(value)}")
+        if key == "reduction" and value not in gen.shapes:
+            raise err(fname, f"expected the size symbol the output sums over (one of: {', '.join(gen.shapes)}), "
+                             f"got {_show(value)}")
+        if key == "accumulate" and value not in ACCUMULATE:
+            raise err(fname, f"expected one of {', '.join(ACCUMULATE)}, got {_show(value)}")
+    if "accumulate" in tolerance and "reduction" not in tolerance:
+        raise err("tolerance.accumulate", "needs tolerance.reduction (the size the output sums over)")
+    tolerance = {k: (float(v) if k in ("rtol", "atol") else v) for k, v in tolerance.items()}
+
     spec = Spec(path=path, name=name, kernel=kernel, description=description, targets=tuple(seen),
                 params=Params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
-                lines=lines, overridden=overridden)
+                lines=lines, overridden=overridden, tolerance=tolerance)
     return spec
 
 

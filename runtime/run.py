@@ -13,7 +13,13 @@ The reference is the spec's ``reference:`` expression, evaluated by torch in flo
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
 (torch.nn.functional), ``math`` and ``isagen`` (for references such as
 ``isagen.prims.random.torch_dropout``) are in scope.  An output matches where
-``|out - ref| <= atol + rtol*|ref|`` with the tolerances of its element type (``TOLERANCES``).
+``|out - ref| <= atol + rtol*|ref|`` with the tolerances of its element type (``TOLERANCES``) or the
+spec's ``tolerance: {rtol, atol}``.  A spec whose outputs are sums over one of its sizes declares it
+(``tolerance: {reduction: k, accumulate: f32}``) and the bound grows by ``k * u * mag``, ``u`` the unit
+round-off of the accumulation type and ``mag`` the reference evaluated on the absolute values of the
+inputs and scalars (for a matrix product, ``|A| @ |B|``): the componentwise error bound of a sum of k
+products in any order (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1), which holds
+under cancellation where a bound relative to ``|ref|`` alone cannot.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from isagen.errors import LaunchError, SpecError
 # (torch.testing's defaults for f32/f16/bf16; fp8 by its 3- and 2-bit mantissas)
 TOLERANCES = {"f64": (1e-7, 1e-7), "f32": (1.3e-6, 1e-5), "f16": (1e-3, 1e-5), "bf16": (1.6e-2, 1e-5),
               "fp8": (1.25e-1, 1e-3), "bf8": (2.5e-1, 1e-3)}
+# accumulation type -> unit round-off (half an ulp of 1), for ``tolerance.reduction``
+UNIT_ROUNDOFF = {"f64": 2.0 ** -53, "f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 
 
 @dataclass
@@ -39,6 +47,7 @@ class OutputCheck:
     numel: int
     rtol: float
     atol: float
+    reduction: str = ""          # how the bound grows with the reduction ("" when the spec declares none)
 
     @property
     def ok(self) -> bool:
@@ -156,21 +165,33 @@ def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
     return out
 
 
-def compare(name: str, got, want, dtype: str) -> OutputCheck:
+def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, sizes: dict | None = None,
+            magnitude=None) -> OutputCheck:
+    """``got`` vs ``want`` elementwise; ``tolerance`` is the spec's (rtol/atol override the dtype's;
+    ``reduction`` adds ``sizes[reduction] * u * magnitude``, see the module docstring)."""
     import torch
+    tolerance = tolerance or {}
     rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    rtol, atol = tolerance.get("rtol", rtol), tolerance.get("atol", atol)
     g = got.detach().cpu().double()
     w = want.detach().cpu().double()
     diff = (g - w).abs()
     nan_ok = torch.isnan(g) & torch.isnan(w)
     same_inf = torch.isinf(w) & (g == w)
-    bad = ~((diff <= atol + rtol * w.abs()) | nan_ok | same_inf)
+    bound = atol + rtol * w.abs()
+    described = ""
+    if tolerance.get("reduction"):
+        n = int((sizes or {})[tolerance["reduction"]])
+        acc = tolerance.get("accumulate", "f32")
+        bound = bound + n * UNIT_ROUNDOFF[acc] * magnitude.detach().cpu().double().abs()
+        described = f"{tolerance['reduction']}={n} x u({acc}) x ref(|inputs|)"
+    bad = ~((diff <= bound) | nan_ok | same_inf)
     finite = ~(nan_ok | same_inf)
     d = diff[finite]
     max_abs = float(d.max()) if d.numel() else 0.0
     rel = d / w[finite].abs().clamp_min(torch.finfo(torch.float32).tiny)
     max_rel = float(rel.max()) if rel.numel() else 0.0
-    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol)
+    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol, described)
 
 
 def run_spec(spec, *, target: str | None = None, backend: str | None = None, params: dict | None = None,
@@ -206,14 +227,28 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
         report.time_ms = result.time_ms
         report.instructions = _instruction_count(stats)
     want = reference(kernel, inputs, values, sizes)
+    tolerance = _spec_tolerance(kernel)
+    mag = {}
+    if tolerance.get("reduction"):
+        mag = reference(kernel, {n: t.abs() for n, t in inputs.items()},
+                        {n: abs(v) for n, v in values.items()}, sizes)
     for t in kernel.launch.tensors:
         if t.written:
-            report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype))
+            report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype, tolerance, sizes,
+                                         mag.get(t.name)))
     if be == "hip" and all(result.grid) and iters > 0:
         times = [kernel.run(**tensors, **values, backend=be, timing=True).time_ms for _ in range(iters + 1)][1:]
         report.time_ms = statistics.median(times)
         torch.cuda.synchronize()
     return report
+
+
+def _spec_tolerance(kernel) -> dict:
+    """The ``tolerance:`` of the spec the kernel was built from ({} when it has none)."""
+    if not kernel.spec_path:
+        return {}
+    from isagen.spec import load_spec
+    return load_spec(kernel.spec_path).tolerance
 
 
 def _instruction_count(stats):
@@ -236,8 +271,9 @@ def format_report(r: RunReport) -> list[str]:
     lines = [f"{k.name} [{k.target}, {r.backend}] {sizes}: grid {r.grid} x block {r.block}"]
     for c in r.checks:
         verdict = "PASS" if c.ok else f"FAIL ({c.mismatches} of {c.numel} elements outside tolerance)"
+        growth = f" + {c.reduction}" if c.reduction else ""
         lines.append(f"  {c.name}: max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g} "
-                     f"(rtol {c.rtol:g}, atol {c.atol:g}) {verdict}")
+                     f"(rtol {c.rtol:g}, atol {c.atol:g}{growth}) {verdict}")
     if r.backend == "hip" and r.time_ms is not None:
         lines.append(f"  time: {r.time_ms * 1e3:.1f} us on the device (median of hip events)")
     elif r.backend == "emu":
