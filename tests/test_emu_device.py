@@ -205,3 +205,39 @@ def test_stats_and_per_launch_sanitize_override():
     np.testing.assert_array_equal(dev.from_device(out, 128, np.uint32), np.arange(128))
     mod.launch("copy", grid=(1,), block=(128,), args=[out], sanitize=False)
     assert not mod.last_stats["sanitized"]
+
+
+# the unified register file: AGPRs start at the descriptor's accum_offset (8 here, 8 AGPRs after it)
+ACC = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_mov_b32 v7, 0x7777
+  v_lshlrev_b32 v1, 4, v0
+  v_accvgpr_write_b32 a0, v0
+  v_accvgpr_write_b32 a7, v1
+  v_mov_b32 v2, 0x1234
+  v_accvgpr_mov_b32 a3, a0
+  s_nop 4
+  v_accvgpr_read_b32 v3, a7
+  v_accvgpr_read_b32 v2, a3
+  v_mov_b32 v4, v7
+  v_mov_b32 v5, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dwordx4 v1, v[2:5], s[4:5]
+"""
+
+
+def test_agprs_follow_accum_offset_and_the_allocation_is_enforced():
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros((64, 4), np.uint32))
+    mod = dev.load_module(build("acc", ACC, vgprs=8, agprs=8))
+    assert mod.launch("acc", grid=(1,), block=(64,), args=[out], on_error="collect") == []
+    got = dev.from_device(out, (64, 4), np.uint32)
+    t = np.arange(64, dtype=np.uint32)
+    # a3 <- a0 <- v0 and a7 <- v1 = 16*t: the AGPRs are their own registers, v7 and v0 are untouched
+    np.testing.assert_array_equal(got, np.stack([t, 16 * t, np.full(64, 0x7777), t], 1))
+    # one register past either half of the allocation is a fault naming it
+    for body, words in (("  v_mov_b32 v8, 0", "v8 is past the 8 arch VGPRs"),
+                        ("  v_accvgpr_write_b32 a8, 0", "a8 is past the 8 AGPRs")):
+        m = dev.load_module(build("over", body, vgprs=8, agprs=8))
+        reports = m.launch("over", grid=(1,), block=(64,), args=[out], on_error="collect")
+        assert [r.category for r in reports] == ["fault"] and words in reports[0].message, reports
