@@ -281,3 +281,32 @@ def test_gfx950_code_object_from_zig(tmp_path):
     assert k.descriptor.accum_offset == 12 and k.descriptor.kernarg_preload_length == 2
     texts = [i.text for i in k.decode()]
     assert texts[3] == "v_cvt_pk_bf16_f32 v2, v3, v4", texts
+
+
+@needs_llvm
+def test_bad_code_objects_through_the_cli_are_one_line_exit_2(tmp_path):
+    """`python -m isagen disasm BAD.co` (the real entry point): exit 2, one stderr line naming the file
+    and the offset, no traceback - for a truncated object, a non-AMDGPU ELF and an unknown opcode."""
+    import os
+    import sys
+    good = open(build(tmp_path), "rb").read()
+    x86 = bytearray(64)
+    x86[:4], x86[4:7] = b"\x7fELF", bytes([2, 1, 1])
+    struct.pack_into("<HHI", x86, 16, 3, 62, 1)
+    cases = {"cut.co": (good[:len(good) // 2], r"offset 0x[0-9a-f]+: truncated"),
+             "x86.co": (bytes(x86), r"offset 0x12: not an AMDGPU code object"),
+             "text.co": (b"hello\n", r"offset 0x0: not an ELF file")}
+    bad_op = build(tmp_path, extra=".long 0xbfff0000", name="badop")
+    off = read_code_object(bad_op).kernel("k").code_offset + 16
+    cases["badop.co"] = (open(bad_op, "rb").read(), rf"offset 0x{off:x}\b.*unknown SOPP opcode 127")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    for name, (data, pattern) in cases.items():
+        p = tmp_path / name
+        p.write_bytes(data)
+        r = subprocess.run([sys.executable, "-m", "isagen", "disasm", str(p)], capture_output=True, text=True,
+                           env=env)
+        err = r.stderr.strip()
+        assert r.returncode == 2 and r.stdout == "", (name, r)
+        assert "\n" not in err and "Traceback" not in err, err
+        assert err.startswith("isagen: error: ") and str(p) in err and re.search(pattern, err), err
