@@ -78,12 +78,76 @@ def errors(got: torch.Tensor, want: torch.Tensor, per_row_scale: bool = False) -
             "points": int(w.size), "ulp_of": "row RMS" if per_row_scale else "value"}
 
 
+def primitive_kernel():
+    """A kernel applying the primitives to x [n]: out[0] = exp (fast), out[1] = exp (precise),
+    out[2] = v_rsq_f32 (exact for the emulator; 1 ulp on the hardware)."""
+    from isagen.prims.math import exp_of
+    from isagen.prims.rows import lane_and_wave
+    from isagen.program import KernelBuilder
+    from isagen.tiles.buffer import BufferResource
+    k = KernelBuilder("prims_acc", "gfx942", workgroup_size=64)
+    k.args.pointer("x", "f32", "read_only")
+    k.args.pointer("out", "f32", "write_only")
+    k.args.value("n", "u32")
+    xr, outr = BufferResource(k, "x"), BufferResource(k, "out")
+    xr.load_pointer(k.args["x"].offset)
+    outr.load_pointer(k.args["out"].offset)
+    n = k.sgpr(1, "n", kernel=True)
+    k.s_load_dword(n, k.kernarg_ptr, k.args["n"].offset)
+    lane, _ = lane_and_wave(k)
+    k.wait(lgkmcnt=0, why="arguments")
+    nb = k.sgpr(1, "nbytes", kernel=True)
+    k.s_lshl_b32(nb, n, 2)
+    xr.finish(nb)
+    outr.finish(0x7FFFFFF0)
+    off, x, y = k.vgpr(1, "off", kernel=True), k.vgpr(1, "xv", kernel=True), k.vgpr(1, "y", kernel=True)
+    t = [k.vgpr(2, "t", kernel=True)]
+    with k.temps(s="s1") as tt:
+        k.s_lshl_b32(tt.s, k.workgroup_id["x"], 8)
+        k.v_lshlrev_b32(off, 2, lane)
+        k.v_add_u32(off, tt.s, off, comment="element byte offset")
+    k.buffer_load_dword(x, off, xr.regs, 0, offen=True)
+    k.wait(vmcnt=0, why="x landed")
+    for i, kind in enumerate(("fast", "precise", "rsq")):
+        if kind == "rsq":
+            k.v_rsq_f32(y, x)
+        else:
+            exp_of(k, [y], [x], [t[0]], kind == "precise")
+        with k.temps(a="v1", s="s1") as tt:
+            k.s_mul_i32(tt.s, n, 4 * i)
+            k.v_add_u32(tt.a, tt.s, off)
+            k.buffer_store_dword(y, tt.a, outr.regs, 0, offen=True)
+    return k.finish()
+
+
+def primitives(rows: dict) -> None:
+    from isagen.emit import render_assembly
+    from isagen.runtime.emu import Device
+    from isagen.toolchain import assemble
+    prog = primitive_kernel()
+    co = assemble(render_assembly(prog), "gfx942", name=prog.name)
+    dev = Device("gfx942")
+    mod = dev.load_module(co)
+    for name, x, fn, cols in (("exp (fast)", np.linspace(-87, 88, 1 << 16, dtype=np.float32), np.exp, 0),
+                              ("exp (precise)", np.linspace(-87, 88, 1 << 16, dtype=np.float32), np.exp, 1),
+                              ("rsqrt (v_rsq_f32)", np.logspace(-30, 30, 1 << 16).astype(np.float32),
+                               lambda v: 1 / np.sqrt(v), 2)):
+        n = x.size
+        xb, ob = dev.to_device(x), dev.to_device(np.zeros(3 * n, np.float32))
+        mod.launch(prog.name, grid=(n // 64, 1, 1), block=(64, 1, 1), args=[xb, ob, np.uint32(n)])
+        got = dev.from_device(ob, (3, n), np.float32)[cols]
+        rng = "[-87, 88]" if "exp" in name else "[1e-30, 1e30]"
+        rows[name] = {"range": rng, **errors(torch.from_numpy(got), torch.from_numpy(fn(x.astype(np.float64))))}
+        print(name, rows[name], flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--points", type=int, default=1 << 18)
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="isagen_acc_"))
     rows = {}
+    primitives(rows)
     lin = torch.linspace(-12, 12, args.points, dtype=torch.float64)
     small = torch.logspace(-6, 0, 1 << 13, dtype=torch.float64)
     x = torch.cat([lin, small, -small]).float()

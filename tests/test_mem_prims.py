@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from isagen.emit import render_assembly
 from isagen.prims import random as R
+from isagen.prims.math import exp_of
 from isagen.prims.reduce import CrossWave
 from isagen.prims.rows import lane_and_wave, log2
 from isagen.program import KernelBuilder
@@ -103,6 +104,49 @@ def test_wave_and_cross_wave_reductions(waves, wpr):
             for i, want in enumerate((total, mx, total, mx, total)):
                 row = got[i, grp * wpr:(grp + 1) * wpr]
                 assert (row.view(np.uint32) == np.float32(want).view(np.uint32)).all(), (i, grp, row, want)
+
+
+def exp_kernel(precise: bool):
+    k = KernelBuilder(f"exp_{int(precise)}", "gfx942", workgroup_size=64)
+    k.args.pointer("x", "f32", "read_only")
+    k.args.pointer("out", "f32", "write_only")
+    xr, outr = BufferResource(k, "x"), BufferResource(k, "out")
+    xr.load_pointer(k.args["x"].offset)
+    outr.load_pointer(k.args["out"].offset)
+    lane, _ = lane_and_wave(k)
+    k.wait(lgkmcnt=0, why="pointers")
+    xr.finish(0x7FFFFFF0)
+    outr.finish(0x7FFFFFF0)
+    off, x, t = k.vgpr(1, "off", kernel=True), k.vgpr(1, "xv", kernel=True), k.vgpr(2, "t", kernel=True)
+    with k.temps(s="s1") as tt:
+        k.s_lshl_b32(tt.s, k.workgroup_id["x"], 8)
+        k.v_lshlrev_b32(off, 2, lane)
+        k.v_add_u32(off, tt.s, off)
+    k.buffer_load_dword(x, off, xr.regs, 0, offen=True)
+    k.wait(vmcnt=0, why="x landed")
+    exp_of(k, [x], [x], [t], precise)
+    k.buffer_store_dword(x, off, outr.regs, 0, offen=True)
+    return k.finish()
+
+
+@pytest.mark.parametrize("precise", [False, True])
+def test_exp_accuracy(precise):
+    """e^a: fast within |a| 2^-24 relative (+ a little), precise within ~1 ulp; 0 and inf at the ends."""
+    prog = exp_kernel(precise)
+    dev = Device("gfx942")
+    mod = dev.load_module(assemble(render_assembly(prog), "gfx942", name=prog.name))
+    x = np.concatenate([np.linspace(-87, 88, 8192), [-np.inf, np.inf, -1000, 1000, 0, 89]]).astype(np.float32)
+    x = np.concatenate([x, np.zeros(-x.size % 64, np.float32)])
+    xb, ob = dev.to_device(x), dev.to_device(np.zeros_like(x))
+    mod.launch(prog.name, grid=(x.size // 64, 1, 1), block=(64, 1, 1), args=[xb, ob])
+    got = dev.from_device(ob, x.shape, np.float32).astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64))
+    normal = (want >= 1.2e-38) & (want < 3.4e38)
+    bound = 1.5 if precise else 1 + 1.25 * np.abs(x[normal])      # fast: ~1 ulp per unit of |a|
+    assert (_ulps(got[normal], want[normal]) <= bound).all()
+    special = np.isin(x, [-np.inf, np.inf, -1000, 1000, 89])
+    assert np.array_equal(got[special], np.where(x[special] > 0, np.inf, 0.0))
 
 
 # ----------------------------------------------------------------------------- the dropout generator
