@@ -122,7 +122,8 @@ def resources_line(program) -> str:
     """One line: register use, LDS and occupancy of a built program."""
     occ = program.occupancy()
     return (f"{program.vgprs} VGPRs, {program.agprs} AGPRs, {program.sgprs} SGPRs, LDS {program.lds_bytes} B; "
-            f"occupancy {occ['waves_per_simd']} waves/SIMD (limited by {occ['limited_by']})")
+            f"occupancy {occ['waves_per_simd']} wave{'s' if occ['waves_per_simd'] != 1 else ''}/SIMD "
+            f"(limited by {occ['limited_by']})")
 
 
 def cmd_gen(args) -> int:

@@ -44,7 +44,7 @@ class MfmaClock:
     """Wraps runtime.emu.mfma.mfma to add up the time spent inside it."""
 
     def __init__(self):
-        from runtime.emu import mfma as M
+        from isagen.runtime.emu import mfma as M
         self.module, self.orig, self.seconds, self.calls = M, M.mfma, 0.0, 0
 
         def timed(*a, **kw):
@@ -62,7 +62,7 @@ class MfmaClock:
 
 def run_size(kernel, n: int, reps: int, sanitize: bool, clock: MfmaClock) -> dict:
     import torch
-    from runtime.emu.device import Device
+    from isagen.runtime.emu.device import Device
 
     M = N = K = n
     g = torch.Generator().manual_seed(n)

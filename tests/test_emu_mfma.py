@@ -21,8 +21,8 @@ import torch
 
 from isagen.errors import IsagenError, ToolchainError
 from isagen.targets import TARGETS
-from runtime.emu import mfma as M
-from runtime.emu import numerics as nx
+from isagen.runtime.emu import mfma as M
+from isagen.runtime.emu import numerics as nx
 
 CALC = json.loads((Path(__file__).parent / "data" / "mfma_layouts_cdna3.json").read_text())
 CALC_INSTS = CALC["instructions"]

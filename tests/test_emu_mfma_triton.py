@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from runtime.emu.device import Device
+from isagen.runtime.emu.device import Device
 from tools.triton_kernels import compile_matmul
 
 _KERNELS = {}

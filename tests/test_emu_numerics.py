@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from runtime.emu import numerics as nx
+from isagen.runtime.emu import numerics as nx
 
 TORCH_FP8 = {
     "e4m3fnuz": torch.float8_e4m3fnuz,
