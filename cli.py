@@ -89,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "with the descriptor and metadata as comments.")
     d.add_argument("file", help="code object (.co / .hsaco)")
     d.add_argument("--kernel", "-k", default=None, help="only this kernel")
+    d.add_argument("--target", "-t", default=None, help="the entry of an offload bundle holding several (gfx942 ...)")
     d.set_defaults(run=cmd_disasm)
 
     demo = sub.add_parser("demo", help="generate, assemble, inspect and run the fp32 axpy kernel")
@@ -335,7 +336,7 @@ def cmd_disasm(args) -> int:
     from isagen.codeobject import read_code_object
     from isagen.disasm import disassemble
 
-    sys.stdout.write(disassemble(read_code_object(args.file), args.kernel))
+    sys.stdout.write(disassemble(read_code_object(args.file, target=args.target), args.kernel))
     return 0
 
 

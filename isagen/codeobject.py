@@ -1,5 +1,10 @@
 """Read AMDGPU code objects (HSA code object v4/v5/v6 ELF files, as made by clang, Triton, isagen).
 
+A clang offload bundle (``__CLANG_OFFLOAD_BUNDLE__``, what ``hipcc --genco`` and ``clang -x hip
+--cuda-device-only`` write by default) is unwrapped: its AMDGPU entry is read (``target=`` picks one
+when the bundle holds several); offsets in errors are then relative to that entry, which the label
+names with its position in the file.
+
 ``read_code_object(path_or_bytes)`` returns a :class:`CodeObject`: the target ID from the ELF
 flags, the symbols, the ``NT_AMDGPU_METADATA`` note (msgpack) and one :class:`Kernel` per kernel
 descriptor (``<name>.kd``) with its decoded descriptor fields, its metadata map and its code bytes
@@ -31,6 +36,10 @@ MACH = {0x04C: "gfx942", 0x04F: "gfx950", 0x040: "gfx940", 0x041: "gfx941", 0x03
 ABI_TO_COV = {2: 4, 3: 5, 4: 6}
 
 KD_SIZE = 64
+
+#: clang-offload-bundler's magic strings (uncompressed and compressed bundles)
+BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+COMPRESSED_BUNDLE_MAGIC = b"CCOB"
 
 
 class KernelNotFound(CodeObjectError):
@@ -298,8 +307,9 @@ def _feature(flags: int, shift: int) -> str:
     return ("unsupported", "any", "off", "on")[(flags >> shift) & 3]
 
 
-def read_code_object(src, name: str | None = None) -> CodeObject:
-    """Read a code object from a path or bytes; ``name`` labels bytes input in errors."""
+def read_code_object(src, name: str | None = None, *, target: str | None = None) -> CodeObject:
+    """Read a code object from a path or bytes; ``name`` labels bytes input in errors.  ``target``
+    (a processor such as "gfx942") chooses the entry of an offload bundle that holds several."""
     if isinstance(src, (bytes, bytearray, memoryview)):
         data = bytes(src)
         label = name or "<bytes>"
@@ -310,7 +320,57 @@ def read_code_object(src, name: str | None = None) -> CodeObject:
                 data = f.read()
         except OSError as exc:
             raise CodeObjectError(f"{label}: cannot read: {exc.strerror}") from None
+    if data.startswith(BUNDLE_MAGIC):
+        data, label = _unbundle(data, label, target)
+    elif data.startswith(COMPRESSED_BUNDLE_MAGIC):
+        raise _err(label, 0, "a compressed clang offload bundle (CCOB): unpack it with `clang-offload-bundler "
+                   "--unbundle --type=o --targets=hipv4-amdgcn-amd-amdhsa--<gfx> --input=... --output=...` "
+                   "or compile without --offload-compress")
     return _parse(data, label)
+
+
+def _unbundle(data: bytes, label: str, target: str | None) -> tuple[bytes, str]:
+    """(the AMDGPU code object inside a clang offload bundle, a label naming the entry).
+
+    Layout (clang's OffloadBundler, uncompressed): the 24-byte magic, u64 entry count, then per entry
+    u64 offset, u64 size, u64 triple length and the triple (``hipv4-amdgcn-amd-amdhsa--gfx942:xnack-``;
+    the host entry is empty in a device-only bundle).
+    """
+    n = len(data)
+    if n < 32:
+        raise _err(label, n, f"truncated offload bundle header ({n} of 32 bytes)")
+    count = struct.unpack_from("<Q", data, 24)[0]
+    pos, gpus = 32, []
+    for i in range(count):
+        if pos + 24 > n:
+            raise _err(label, pos, f"truncated offload bundle: entry {i} of {count} runs past the end "
+                       f"of the file ({n} bytes)")
+        off, size, tlen = struct.unpack_from("<QQQ", data, pos)
+        if pos + 24 + tlen > n:
+            raise _err(label, pos + 24, f"truncated offload bundle: entry {i}'s triple runs past the end")
+        triple = data[pos + 24:pos + 24 + tlen].decode("ascii", "replace")
+        if off + size > n:
+            raise _err(label, min(off, n), f"truncated offload bundle: entry {triple} (0x{size:x} bytes at "
+                       f"0x{off:x}) runs past the end of the file ({n} bytes)")
+        if "amdgcn-amd-amdhsa" in triple and size:
+            parts = triple.split("-", 5)          # kind-arch-vendor-os-env-targetid
+            gpus.append((triple, parts[5].split(":")[0] if len(parts) == 6 else "?", off, size))
+        pos += 24 + tlen
+    procs = ", ".join(p for _, p, _, _ in gpus)
+    if target is not None:
+        picked = [g for g in gpus if g[1] == target]
+        if not picked:
+            raise _err(label, 24, f"the offload bundle holds no {target} code object "
+                       f"(it has: {procs or 'no AMDGPU entry'})")
+    else:
+        picked = gpus
+    if not picked:
+        raise _err(label, 24, "the offload bundle holds no AMDGPU code object")
+    if len(picked) > 1:
+        raise _err(label, 24, f"the offload bundle holds code objects for {procs}: choose one "
+                   "(isagen disasm --target, read_code_object(..., target=))")
+    triple, _, off, size = picked[0]
+    return data[off:off + size], f"{label} (bundle entry {triple} at offset 0x{off:x})"
 
 
 def _err(label, off, msg):

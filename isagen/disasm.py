@@ -77,12 +77,13 @@ def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentP
                                      description="Disassemble an AMDGPU code object (gfx942/gfx950).")
     p.add_argument("file", help="code object (.co / .hsaco)")
     p.add_argument("--kernel", "-k", default=None, help="only this kernel")
+    p.add_argument("--target", "-t", default=None, help="the entry of an offload bundle holding several (gfx942 ...)")
     return p
 
 
 def run(args) -> int:
     try:
-        co = read_code_object(args.file)
+        co = read_code_object(args.file, target=args.target)
         sys.stdout.write(disassemble(co, args.kernel))
     except IsagenError as exc:
         print(f"error: {exc}", file=sys.stderr)

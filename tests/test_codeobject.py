@@ -310,3 +310,34 @@ def test_bad_code_objects_through_the_cli_are_one_line_exit_2(tmp_path):
         assert r.returncode == 2 and r.stdout == "", (name, r)
         assert "\n" not in err and "Traceback" not in err, err
         assert err.startswith("isagen: error: ") and str(p) in err and re.search(pattern, err), err
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="clang-19 not installed (apt-get install clang-19)")
+def test_offload_bundles_from_hip(tmp_path, capsys):
+    """`hipcc --genco` writes a clang offload bundle: its gfx942 entry is read (the one named by target=
+    when there are several) - the same bytes clang-offload-bundler --unbundle extracts."""
+    src = tmp_path / "k.hip"
+    src.write_text('extern "C" __attribute__((global)) void k(float* p) { p[__builtin_amdgcn_workitem_id_x()] = 1.f; }\n')
+    one, two = tmp_path / "one.co", tmp_path / "two.co"
+    for out, archs in ((one, ["gfx942"]), (two, ["gfx90a", "gfx942:xnack-"])):
+        subprocess.run(["clang-19", "-x", "hip", *(f"--offload-arch={a}" for a in archs), "-nogpulib", "-nogpuinc",
+                        "--cuda-device-only", "-O3", str(src), "-o", str(out)], check=True, capture_output=True)
+    co = read_code_object(str(one))
+    assert co.mach == "gfx942" and list(co.kernels) == ["k"] and co.data[:4] == b"\x7fELF"
+    assert f"{one} (bundle entry hipv4-amdgcn-amd-amdhsa--gfx942 at offset 0x" in co.source
+    bundler = shutil.which("clang-offload-bundler-19")
+    if bundler:                                   # the entry LLVM's own unbundler extracts
+        ref = tmp_path / "ref.co"
+        subprocess.run([bundler, "--unbundle", "--type=o", "--targets=hipv4-amdgcn-amd-amdhsa--gfx942",
+                        f"--input={one}", f"--output={ref}"], check=True, capture_output=True)
+        assert co.data == ref.read_bytes()
+    assert read_code_object(str(two), target="gfx942").target_id == "gfx942:xnack-"
+    with pytest.raises(CodeObjectError, match=r"offset 0x18: the offload bundle holds code objects for gfx90a, "
+                                              r"gfx942: choose one"):
+        read_code_object(str(two))
+    with pytest.raises(CodeObjectError, match=r"holds no gfx950 code object \(it has: gfx90a, gfx942\)"):
+        read_code_object(str(two), target="gfx950")
+    data = one.read_bytes()
+    with pytest.raises(CodeObjectError, match=r"offset 0x[0-9a-f]+: truncated offload bundle"):
+        read_code_object(data[:len(data) - 100])
+    assert disasm_main([str(two), "--target", "gfx942"]) == 0 and "k:" in capsys.readouterr().out

@@ -89,7 +89,7 @@ def test_every_gfx942_code_object_of_the_session_matches_objdump(code_object_reg
     paths = {}
     for sha, (origin, co) in objects.items():
         p = tmp_path / f"{sha[:16]}.co"
-        p.write_bytes(code_object_registry.objects[sha][1])
+        p.write_bytes(co.data)         # the ELF itself (an offload bundle's entry: objdump reads no bundles)
         paths[sha] = str(p)
     ref = _objdump_all(list(paths.values()))
 

@@ -75,11 +75,11 @@ class Module:
 
     def __init__(self, device, co_bytes):
         self.device = device
-        if isinstance(co_bytes, (bytes, bytearray, memoryview)):
-            self.co = read_code_object(bytes(co_bytes))
-        else:
-            self.co = read_code_object(co_bytes)
         want = device.target.name
+        if isinstance(co_bytes, (bytes, bytearray, memoryview)):
+            self.co = read_code_object(bytes(co_bytes), target=want)
+        else:
+            self.co = read_code_object(co_bytes, target=want)
         if self.co.mach != want:
             raise LaunchError(f"code object is for {self.co.mach}, the emulated device is {want} "
                               f"(create Device('{self.co.mach}'))")
