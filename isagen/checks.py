@@ -7,7 +7,10 @@
 3. waits: every register written by an outstanding memory operation is waited for before it is read
    or overwritten, across loops and branches (``isagen.waits.check_waits``);
 4. kernel arguments: the metadata layout and the host packing come from the same list (by
-   construction), and every argument fits the kernarg segment.
+   construction), and every argument fits the kernarg segment;
+5. LDS banks: every DS / LDS-DMA instruction emitted with ``lanes=`` (its lane addresses per wave
+   variant) is free of bank conflicts by the phase rules of ``isagen.lds_banks`` (rows kept in
+   ``Program.lds_banks``).
 
 Returns a list of one-line problems (empty when the kernel is clean).
 """
@@ -29,7 +32,7 @@ def register_problems(program) -> list[str]:
 
 
 def finish_program(program) -> list[str]:
-    from . import hazards, waits
+    from . import hazards, lds_banks, waits
 
     problems = register_problems(program)
     before = program.items
@@ -37,6 +40,8 @@ def finish_program(program) -> list[str]:
     _shift_allocation_positions(program, before)
     problems += [str(v) for v in hazards.check_hazards(program.items, program.target)]
     problems += [str(v) for v in waits.check_waits(program.items, program.target)]
+    program.lds_banks, bank_problems = lds_banks.check_program(program.items, program.target.name)
+    problems += [f"{program.name}: {p}" for p in bank_problems]
     return problems
 
 

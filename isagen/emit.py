@@ -48,6 +48,10 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     out.append(f"// registers: {program.vgprs} VGPRs, {program.agprs} AGPRs (accum_offset {program.accum_offset}, "
                f"{program.total_vgprs_allocated} allocated per lane), {program.sgprs} SGPRs; LDS {program.lds_bytes} bytes; "
                f"occupancy {occ['waves_per_simd']} waves/SIMD (limited by {occ['limited_by']})")
+    if program.lds_banks:
+        from .lds_banks import summary
+        out.append(f"// {summary(program.lds_banks, t.name)}")
+        out += [f"//   {r.line()}" for r in program.lds_banks if not r.conflict_free]
     out.append(f'.amdgcn_target "amdgcn-amd-amdhsa--{target_id}"')
     # pinned: LLVM 22 (zig's clang) defaults to v6, which only recent ROCm runtimes load; v5 loads everywhere
     out.append(f".amdhsa_code_object_version {CODE_OBJECT_VERSION}")

@@ -15,6 +15,12 @@ Phase rules (reference notes, from the composable_kernel "LDS bank conflicts" do
   phase double; ``ds_read_b128`` keeps the gfx942 quad pairing, two pairs per phase [assumption].
 The analysis is used on the addresses the emulator observes (any kernel) and on the addresses a tile
 primitive computes for its layout (before any code runs).
+
+It is also one of the checks every finished kernel passes (``check_program``, run by
+``KernelBuilder.finish``): a DS or LDS-DMA instruction emitted with ``lanes=`` (its 64 lane addresses
+for every wave variant; the tile primitives give them) is analysed, and a bank conflict in any variant
+is a problem naming the instruction and its worst phase.  ``Program.lds_banks`` keeps one row per such
+instruction; the .s header summarises them.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .errors import ISAError
 
 _READ_B128_PAIRS_942 = [(0, 20), (4, 16), (8, 28), (12, 24), (32, 52), (36, 48), (40, 60), (44, 56)]
 
@@ -85,3 +93,83 @@ def analyse(addresses, width: int, target_name: str = "gfx942", op: str = "read"
         per_bank = np.bincount(dwords % banks, minlength=banks)
         cycles.append(int(per_bank.max()))
     return BankReport(width, tuple(groups), tuple(cycles))
+
+
+# ------------------------------------------------------------------------------ the program check
+# bytes per lane of the accesses the bank model covers (DS reads/writes, LDS-DMA loads)
+ACCESS_BYTES = {
+    "ds_read_u8": 1, "ds_read_i8": 1, "ds_read_u16": 2, "ds_read_i16": 2, "ds_read_u8_d16": 1,
+    "ds_read_u8_d16_hi": 1, "ds_read_u16_d16": 2, "ds_read_u16_d16_hi": 2, "ds_read_b32": 4, "ds_read_b64": 8,
+    "ds_read_b96": 12, "ds_read_b128": 16, "ds_read_b64_tr_b16": 8,
+    "ds_write_b8": 1, "ds_write_b16": 2, "ds_write_b8_d16_hi": 1, "ds_write_b16_d16_hi": 2, "ds_write_b32": 4,
+    "ds_write_b64": 8, "ds_write_b96": 12, "ds_write_b128": 16,
+    "buffer_load_ubyte_lds": 1, "buffer_load_ushort_lds": 2, "buffer_load_dword_lds": 4,
+    "buffer_load_dwordx3_lds": 12, "buffer_load_dwordx4_lds": 16,
+}
+
+
+def access_kind(inst) -> tuple[int, str]:
+    """``(bytes per lane, "read" | "write")`` of a DS / LDS-DMA instruction (from the LDS's side: an
+    LDS-DMA load writes LDS)."""
+    width = ACCESS_BYTES.get(inst.name)
+    if width is None:
+        raise ISAError(f"{inst.name}: no LDS bank model (lanes= is for DS reads/writes and LDS-DMA loads)")
+    return width, ("read" if "lds_read" in inst.desc.flags else "write")
+
+
+@dataclass(frozen=True)
+class BankRow:
+    """The bank analysis of one instruction over its wave variants."""
+
+    position: int              # index in Program.items
+    instruction: str           # the mnemonic (table name)
+    what: str                  # its comment
+    width: int
+    op: str
+    variants: int              # wave variants analysed
+    conflicted: int            # of which with a bank conflict
+    worst: BankReport          # the costliest variant
+
+    @property
+    def conflict_free(self) -> bool:
+        return self.conflicted == 0
+
+    def line(self) -> str:
+        state = "conflict-free" if self.conflict_free else f"{self.conflicted} of {self.variants} wave variants: {self.worst}"
+        return f"#{self.position} {self.instruction} ({self.what}): {state}"
+
+
+def check_program(items, target_name: str) -> tuple[list[BankRow], list[str]]:
+    """Analyse every instruction of ``items`` that carries ``lanes``; returns the rows and one problem
+    line per instruction with a bank conflict."""
+    rows, problems, cache = [], [], {}
+    for pos, inst in enumerate(items):
+        lanes = getattr(inst, "lanes", None)
+        if not lanes:
+            continue
+        width, op = access_kind(inst)
+        reports = []
+        for addrs in lanes:
+            key = (addrs, width, op)
+            if key not in cache:
+                cache[key] = analyse(addrs, width, target_name, op)
+            reports.append(cache[key])
+        worst = max(reports, key=lambda r: r.extra_cycles)
+        row = BankRow(pos, inst.name, inst.comment or "", width, op, len(reports),
+                      sum(not r.conflict_free for r in reports), worst)
+        rows.append(row)
+        if not row.conflict_free:
+            problems.append(f"LDS bank conflict: {row.line()}")
+    return rows, problems
+
+
+def summary(rows: list[BankRow], target_name: str) -> str:
+    """One line for the .s header."""
+    kinds: dict = {}
+    for r in rows:
+        kinds[r.instruction] = kinds.get(r.instruction, 0) + 1
+    bad = [r for r in rows if not r.conflict_free]
+    state = "conflict-free" if not bad else f"{len(bad)} with conflicts"
+    what = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return (f"LDS banks ({target_name} phase rules): {len(rows)} instructions with declared lane addresses "
+            f"({what}), every wave variant: {state}")

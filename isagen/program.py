@@ -65,6 +65,7 @@ class Program:
     header: list[str] = field(default_factory=list)   # comment lines for the top of the .s
     rejected: str | None = None      # why the spec was rejected (only with --force)
     leaks: list[str] = field(default_factory=list)    # allocations never freed (an error at finish)
+    lds_banks: list = field(default_factory=list)     # lds_banks.BankRow per instruction with lanes= (finish)
 
     # ------------------------------------------------------------------ derived descriptor fields
     @property
@@ -130,6 +131,22 @@ def _lds_range(lds) -> tuple[int, int]:
     return (int(start), int(end))
 
 
+def _lane_addresses(inst, lanes) -> tuple:
+    """``lanes=`` on a DS or LDS-DMA instruction: the 64 lane byte addresses it accesses, one sequence
+    per wave variant (e.g. per wave of the workgroup whose addresses differ), for the LDS bank check."""
+    from .lds_banks import access_kind
+    access_kind(inst)                                  # an ISAError for instructions with no bank model
+    out = []
+    for addrs in lanes:
+        addrs = tuple(int(a) for a in addrs)
+        if len(addrs) != 64:
+            raise ISAError(f"lanes= on {inst.name}: {len(addrs)} addresses, expected 64 (one per lane)")
+        out.append(addrs)
+    if not out:
+        raise ISAError(f"lanes= on {inst.name}: no wave variant given")
+    return tuple(out)
+
+
 class KernelBuilder:
     """Writes one kernel.  Instruction methods come from the target's ISA table."""
 
@@ -178,10 +195,12 @@ class KernelBuilder:
             raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
         desc = isa[name]
 
-        def emit(*ops, comment: str | None = None, lds=None, **mods) -> Instruction:
+        def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
             inst = desc.make(ops, mods, comment)
             if lds is not None:
                 inst.lds = _lds_range(lds)
+            if lanes is not None:
+                inst.lanes = _lane_addresses(inst, lanes)
             return self.emit(inst)
 
         emit.__name__ = name

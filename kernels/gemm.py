@@ -327,7 +327,7 @@ class GemmKernel:
     def build(self) -> KernelBuilder:
         pl = self.plan
         k = self.k = KernelBuilder(self.name, pl.target, workgroup_size=64 * pl.waves)
-        k.header += self.describe() + bank_summary(pl)
+        k.header += self.describe()          # (the LDS bank check adds its line: lanes= on every DS/DMA)
         self.arguments()
         self.geometry()
         self.resources()
@@ -795,21 +795,6 @@ def lds_accesses(pl: Plan) -> list:
             for st in range(2):
                 out += g.accesses(st, {"loader": w})
     return out
-
-
-def bank_summary(pl: Plan) -> list[str]:
-    """Header lines: the static bank analysis of every LDS instruction (all waves)."""
-    from isagen.tiles.bank_check import static_report
-    rep = static_report(lds_accesses(pl), pl.target.name)
-    lines = []
-    for op in ("read", "write"):
-        sel = [e for e in rep if e.op == op]
-        bad = [e for e in sel if not e.conflict_free]
-        kinds = ", ".join(sorted({e.instruction for e in sel}))
-        state = "conflict-free" if not bad else f"{len(bad)} with conflicts (" + "; ".join(e.line() for e in bad[:3]) + ")"
-        lines.append(f"LDS banks ({pl.target.name} phase rules, every wave): {len(sel)} {op} instructions "
-                     f"[{kinds}]: {state}")
-    return lines
 
 
 def primitives(pl: Plan, k, stages, rsrcs, regs: dict | None = None):

@@ -12,7 +12,7 @@ from .operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constan
 
 
 class Instruction:
-    __slots__ = ("desc", "ops", "mods", "comment", "lds")
+    __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes")
 
     def __init__(self, desc, ops: tuple, mods: dict, comment: str | None = None):
         self.desc = desc          # isagen.isa.table.InstrDef
@@ -20,6 +20,8 @@ class Instruction:
         self.mods = mods          # modifier name -> value (validated)
         self.comment = comment
         self.lds = None           # optional LDS byte range (start, end) a DS/LDS-DMA access touches (waits.py)
+        self.lanes = None         # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave
+                                  # variant, for the LDS bank check (lds_banks.check_program)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -56,6 +58,7 @@ class Instruction:
     def with_comment(self, comment: str) -> "Instruction":
         inst = Instruction(self.desc, self.ops, self.mods, comment)
         inst.lds = self.lds
+        inst.lanes = self.lanes
         return inst
 
     # ------------------------------------------------------------------ dataflow

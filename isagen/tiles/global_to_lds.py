@@ -119,11 +119,12 @@ class GlobalToLds:
         return Op("m0", f, f"{self.name} m0 {j}")
 
     def _dma_op(self, stage: int, j: int, voff) -> Op:
-        region = self.stages[stage].name
+        region = self.stages[stage]
+        lanes = [lx.evaluate(self.position(j, w) + region.offset) for w in range(self.waves)]
 
         def f():
-            inst = getattr(self.k, self.instruction)(voff, self.rsrc.regs, 0, offen=True,
-                                                     comment=f"{self.name} -> lds_{region}, block {j}")
+            inst = getattr(self.k, self.instruction)(voff, self.rsrc.regs, 0, offen=True, lanes=lanes,
+                                                     comment=f"{self.name} -> lds_{region.name}, block {j}")
             inst.lds = self.lds_range(stage)
         return Op("dma", f, f"{self.name} dma {j}")
 

@@ -173,6 +173,7 @@ class DsReads:
         self.reads = {r.key: r for r in reads}
         self.envs = envs
         vals = {r.key: np.stack([lx.evaluate(r.addr, e) for e in envs]) for r in reads}
+        self.lanes = {key: tuple(map(tuple, v.tolist())) for key, v in vals.items()}   # for the bank check
         self.groups: list[ReadInst] = []       # representative read of each address VGPR
         self.where: dict = {}                  # key -> (group index, constant offset)
         order = sorted(reads, key=lambda r: int(vals[r.key].min()))
@@ -202,7 +203,7 @@ class DsReads:
 
         def f():
             mods = {"offset": off} if off else {}
-            inst = getattr(self.k, r.mnemonic)(dst, self.addr[gi], comment=r.what, **mods)
+            inst = getattr(self.k, r.mnemonic)(dst, self.addr[gi], comment=r.what, lanes=self.lanes[key], **mods)
             inst.lds = r.lds
         return Op("ds_read", f, r.what)
 
