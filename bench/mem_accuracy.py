@@ -13,9 +13,9 @@ absolute error, over the range given:
 
 Errors are in fp32 ulps of the true value where it is a normal fp32 (|ref| >= 1e-30), for the row
 operations in ulps of the row's RMS (a LayerNorm output near 0 after the bias has no meaningful relative
-error).  The references are float64 formulas without cancellation.  The emulator rounds ``v_exp_f32``, ``v_rcp_f32`` and ``v_rsq_f32`` correctly; the hardware's are within
-1 ulp (CDNA3 ISA guide), which can add about 1 ulp per transcendental on the path (stated next to
-each number in docs/kernels.md).  Writes bench/results/mem_accuracy.json and .md.
+error).  The references are float64 formulas without cancellation.  The emulator rounds
+``v_exp_f32``, ``v_rcp_f32`` and ``v_rsq_f32`` correctly; the hardware's are within 1 ulp (CDNA3
+ISA guide), which can add about 1 ulp per transcendental on the path (docs/kernels.md).  Writes bench/results/mem_accuracy.json and .md.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ def main(argv=None) -> int:
     g = torch.Generator().manual_seed(0)
     xs = torch.randn(64, 1000, generator=g) * 3
     k = isagen.build(_spec(tmp, "softmax", "acc_softmax", {"dtype": "f32", "max_cols": 1024, "waves_per_row": 1,
-                                                            "waves": 4, "rows": 16}), "gfx942")
+                                                            "waves": 4,
+                                                            "rows_per_workgroup": 16}), "gfx942")
     out = torch.empty_like(xs)
     k.run(xs, out, backend="emu")
     rows["softmax"] = {"range": "rows of 1000, N(0, 3^2)", **errors(out, torch.softmax(xs.double(), -1))}
@@ -171,7 +172,8 @@ def main(argv=None) -> int:
     w = torch.randn(1000, generator=g)
     b = torch.randn(1000, generator=g)
     for op in ("rms_norm", "layer_norm"):
-        params = {"op": op, "dtype": "f32", "max_hidden": 1024, "waves": 4, "waves_per_row": 2, "rows": 16,
+        params = {"op": op, "dtype": "f32", "max_hidden": 1024, "waves": 4, "waves_per_row": 2,
+                  "rows_per_workgroup": 16,
                   "bias": op == "layer_norm"}
         k = isagen.build(_spec(tmp, "norm", f"acc_{op}", params), "gfx942")
         out = torch.empty_like(xn)

@@ -16,7 +16,7 @@ that is in range, and the same bytes by the access's width per lane).  It report
 * the emulator's executed wave-instructions.
 
 The norms stage their weight (and bias) through LDS once per workgroup, so they read it once per
-``rows`` rows (16 in the bundled specs): their ratio is above 1.00 by that and by nothing else, which
+``rows_per_workgroup`` rows (16 in the bundled specs): their ratio is above 1.00 by that and by nothing else, which
 the column "shared vectors once per workgroup" shows (the minimum when each workgroup must read the
 vectors once; on a GPU those re-reads are L2 hits).  Writes bench/results/memory_model.json and .md.
 """

@@ -30,7 +30,7 @@ from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.math import ACTIVATIONS
-from isagen.prims.rows import ACCESS_BYTES, LANES, Pending, RowWindow, log2
+from isagen.prims.rows import ACCESS_BYTES, Pending, RowWindow, log2
 from isagen.program import KernelBuilder
 
 OOB = -4        # a byte offset past every window (0xfffffffc; an inline constant)

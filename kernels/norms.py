@@ -18,8 +18,8 @@ rounded to nearest even once):
 16-byte vectors (``buffer_load_dwordx4``), ``cdiv(max_hidden, 64 * vec * waves_per_row)`` per lane, so
 the whole row sits in VGPRs: it is read from memory once and written once, whatever the number of
 passes over it.  The weight (and bias) are loaded once per wave before the row loop and stay in VGPRs.
-A workgroup of ``waves`` waves takes ``rows`` consecutive rows; its ``waves / waves_per_row`` row groups
-walk them in a loop.
+A workgroup of ``waves`` waves takes ``rows_per_workgroup`` consecutive rows; its
+``waves / waves_per_row`` row groups walk them in a loop.
 
 **Reductions** (``isagen.prims.reduce``): DPP within each wave, then LDS across the row group's waves.
 
@@ -33,7 +33,7 @@ by the true ``hidden``.
 
 **Launch contract**: tensors ``x [rows, hidden]``, (``residual``), ``weight [hidden]``, (``bias``),
 ``out [rows, hidden]``, (``residual_out``); scalars ``eps`` (and ``p``, ``seed``, ``offset`` for dropout);
-sizes ``rows``, ``hidden``; grid ``cdiv(rows, rows)`` workgroups of ``64 * waves`` work-items;
+sizes ``rows``, ``hidden``; grid ``cdiv(rows, rows_per_workgroup)`` workgroups of ``64 * waves`` work-items;
 ``hidden <= max_hidden``, and even for 16-bit types (rows are range-checked per dword).
 """
 
@@ -95,7 +95,8 @@ PARAMS = {
     "waves": Param("int", 4, "waves per workgroup", pow2=True, min=1, max=16),
     "waves_per_row": Param("int", 1, "waves sharing one row (their partial sums meet in LDS)", pow2=True,
                            min=1, max=16),
-    "rows": Param("int", 16, "rows per workgroup (a multiple of waves / waves_per_row)", min=1, max=4096),
+    "rows_per_workgroup": Param("int", 16, "rows per workgroup (a multiple of waves / waves_per_row)",
+                                min=1, max=4096),
     "bias": Param("bool", False, "layer norms: add a bias after the weight"),
     "min_occupancy": Param("int", 1, "reject the kernel when fewer waves than this fit on a SIMD", min=1, max=8),
 }
@@ -120,8 +121,9 @@ def validate(p, target):
         out.append(("waves_per_row", f"waves_per_row={p.waves_per_row} exceeds waves={p.waves}"))
         return out
     groups = p.waves // p.waves_per_row
-    if p.rows % groups:
-        out.append(("rows", f"rows={p.rows} is not a multiple of the {groups} row groups "
+    if p.rows_per_workgroup % groups:
+        out.append(("rows_per_workgroup", f"rows_per_workgroup={p.rows_per_workgroup} is not a multiple of the "
+                                          f"{groups} row groups "
                             f"(waves / waves_per_row = {p.waves}/{p.waves_per_row})"))
     if p.bias and op.kind != "layer":
         out.append(("bias", f"{p.op} has no bias (layer norms only)"))
@@ -176,7 +178,7 @@ def launch(p, target) -> LaunchInfo:
     return LaunchInfo(
         tensors=tuple(TensorParam(n, p.dtype, shape, role) for n, shape, role in _tensors(p)),
         scalars=tuple(_scalars(p)),
-        grid=(f"cdiv(rows, {p.rows})", 1, 1),
+        grid=(f"cdiv(rows, {p.rows_per_workgroup})", 1, 1),
         block=(LANES * p.waves, 1, 1),
         requires=tuple(requires),
     )
@@ -201,7 +203,8 @@ class _NormKernel:
     def build(self) -> KernelBuilder:
         k, p, op, g = self.k, self.p, self.op, self.geom
         k.comment(f"{p.op} ({op.formula}) over [rows, hidden] {p.dtype}, hidden <= {p.max_hidden}: "
-                  f"{p.waves} waves, {p.waves_per_row} per row, {p.rows} rows per workgroup; each lane holds "
+                  f"{p.waves} waves, {p.waves_per_row} per row, {p.rows_per_workgroup} rows per workgroup; each lane "
+                  f"holds "
                   f"{g.chunks} x {g.vec} elements of a row")
         self.arguments()
         self.setup()
@@ -249,9 +252,10 @@ class _NormKernel:
         self.row_bytes = k.sgpr(1, "row_bytes", kernel=True)
         self.step = k.sgpr(1, "row_step", kernel=True)
         k.s_lshl_b32(self.row_bytes, self.s["hidden"], log2(g.esize), comment=f"hidden x {g.esize}: bytes per row")
-        k.s_mul_i32(self.step, self.row_bytes, self.groups, comment=f"bytes between a row group's rows ({self.groups} rows)")
-        self.loop = RowLoop(k, rows=self.s["rows"], rows_per_wg=p.rows, groups=self.groups, group=self.group,
-                            wg_id=k.workgroup_id["x"])
+        k.s_mul_i32(self.step, self.row_bytes, self.groups,
+                    comment=f"bytes between a row group's rows ({self.groups} rows)")
+        self.loop = RowLoop(k, rows=self.s["rows"], rows_per_wg=p.rows_per_workgroup, groups=self.groups,
+                            group=self.group, wg_id=k.workgroup_id["x"])
         for w in self.win.values():
             w.start(self.loop.row, self.row_bytes, 0)
         self.weight.finish(self.row_bytes)
@@ -300,7 +304,7 @@ class _NormKernel:
 
     # ------------------------------------------------------------------ one row per iteration
     def row_loop(self):
-        k, p, op, g = self.k, self.p, self.op, self.geom
+        k, op, g = self.k, self.op, self.geom
         self.r = k.vgpr(4 * g.chunks, "residual", kernel=True) if op.residual else None
         self.t = [k.vgpr(2, f"pair_{i}", kernel=True) for i in range(3)]
         self.acc = k.vgpr(1, "acc", kernel=True)
@@ -371,7 +375,8 @@ class _NormKernel:
     def pass_input(self):
         k, op, g, view = self.k, self.op, self.geom, self.view
         stat = "h^2" if op.kind == "rms" else "h"
-        k.comment(f"---- pass 1: h = {'dropout(x) + residual' if op.dropout else 'x + residual' if op.residual else 'x'}"
+        h = "dropout(x) + residual" if op.dropout else "x + residual" if op.residual else "x"
+        k.comment(f"---- pass 1: h = {h}"
                   f", sum of {stat} per lane")
         k.v_mov_b32(self.acc, 0, comment="per-lane partial sums: even elements")
         k.v_mov_b32(self.acc2, 0, comment="... odd elements")
@@ -431,7 +436,7 @@ class _NormKernel:
 
     # ------------------------------------------------------------------ pass 2 (layer norm): variance
     def pass_variance(self):
-        k, g = self.k, self.geom
+        k = self.k
         k.comment("---- pass 2: sums of d = h - mean0 and of d^2; elements past the row's end are masked when "
                   "its last chunk is partial")
         masked = k.label("var_masked")

@@ -46,7 +46,8 @@ PARAMS = {
     "waves": Param("int", 4, "waves per workgroup", pow2=True, min=1, max=16),
     "waves_per_row": Param("int", 1, "waves sharing one row (their max and sum meet in LDS)", pow2=True,
                            min=1, max=16),
-    "rows": Param("int", 16, "rows per workgroup (a multiple of waves / waves_per_row)", min=1, max=4096),
+    "rows_per_workgroup": Param("int", 16, "rows per workgroup (a multiple of waves / waves_per_row)",
+                                min=1, max=4096),
     "min_occupancy": Param("int", 1, "reject the kernel when fewer waves than this fit on a SIMD", min=1, max=8),
 }
 
@@ -60,8 +61,9 @@ def validate(p, target):
     if p.waves_per_row > p.waves:
         return [("waves_per_row", f"waves_per_row={p.waves_per_row} exceeds waves={p.waves}")]
     groups = p.waves // p.waves_per_row
-    if p.rows % groups:
-        out.append(("rows", f"rows={p.rows} is not a multiple of the {groups} row groups "
+    if p.rows_per_workgroup % groups:
+        out.append(("rows_per_workgroup", f"rows_per_workgroup={p.rows_per_workgroup} is not a multiple of the "
+                                          f"{groups} row groups "
                             f"(waves / waves_per_row = {p.waves}/{p.waves_per_row})"))
     g = _geometry(p)
     if 5 * g.chunks > VGPR_BUDGET - 32:
@@ -88,7 +90,7 @@ def launch(p, target) -> LaunchInfo:
     return LaunchInfo(
         tensors=(TensorParam("x", p.dtype, ("rows", "cols"), "in"),
                  TensorParam("out", p.dtype, ("rows", "cols"), "out")),
-        grid=(f"cdiv(rows, {p.rows})", 1, 1),
+        grid=(f"cdiv(rows, {p.rows_per_workgroup})", 1, 1),
         block=(LANES * p.waves, 1, 1),
         requires=tuple(requires),
     )
@@ -111,7 +113,8 @@ class _Softmax:
     def build(self) -> KernelBuilder:
         k, p, g = self.k, self.p, self.geom
         k.comment(f"softmax over rows of up to {p.max_cols} {p.dtype}: {p.waves} waves, {p.waves_per_row} per "
-                  f"row, {p.rows} rows per workgroup; each lane holds {g.chunks} x {g.vec} elements of a row")
+                  f"row, {p.rows_per_workgroup} rows per workgroup; each lane holds {g.chunks} x {g.vec} "
+                  f"elements of a row")
         k.args.pointer("x", p.dtype, "read_only")
         k.args.pointer("out", p.dtype, "write_only")
         k.args.value("rows", "u32")
@@ -139,7 +142,7 @@ class _Softmax:
         self.step = k.sgpr(1, "row_step", kernel=True)
         k.s_lshl_b32(self.row_bytes, self.cols, log2(g.esize), comment=f"cols x {g.esize}: bytes per row")
         k.s_mul_i32(self.step, self.row_bytes, self.groups, comment="bytes between a row group's rows")
-        self.loop = RowLoop(k, rows=self.rows, rows_per_wg=p.rows, groups=self.groups, group=group,
+        self.loop = RowLoop(k, rows=self.rows, rows_per_wg=p.rows_per_workgroup, groups=self.groups, group=group,
                             wg_id=k.workgroup_id["x"])
         for w in self.win.values():
             w.start(self.loop.row, self.row_bytes, 0)

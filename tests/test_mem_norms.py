@@ -15,9 +15,9 @@ OPS = ("rms_norm", "add_rms_norm", "layer_norm", "dropout_add_layer_norm")
 WPR = {"bf16": 1, "f16": 2, "f32": 4}          # every dtype on a different waves-per-row
 
 
-def norm_kernel(op, dtype, target="gfx942", max_hidden=1024, waves=4, wpr=None, rows=4):
+def norm_kernel(op, dtype, target="gfx942", max_hidden=1024, waves=4, wpr=None, rows_per_workgroup=4):
     return kernel("norm", target, op=op, dtype=dtype, max_hidden=max_hidden, waves=waves,
-                  waves_per_row=wpr or WPR[dtype], rows=rows, bias="layer" in op)
+                  waves_per_row=wpr or WPR[dtype], rows_per_workgroup=rows_per_workgroup, bias="layer" in op)
 
 
 def inputs(op, dtype, rows, hidden, seed):
@@ -171,8 +171,8 @@ def test_launch_and_spec_errors():
     x, w = torch.zeros(2, 999, dtype=torch.bfloat16), torch.zeros(999, dtype=torch.bfloat16)
     with pytest.raises(LaunchError, match="hidden must be even for bf16"):
         k.run(x, w, torch.empty_like(x), eps=1e-6, backend="emu")
-    with pytest.raises(SpecError, match="rows=6 is not a multiple of the 4 row groups"):
-        kernel("norm", op="rms_norm", dtype="bf16", waves=4, waves_per_row=1, rows=6)
+    with pytest.raises(SpecError, match="rows_per_workgroup=6 is not a multiple of the 4 row groups"):
+        kernel("norm", op="rms_norm", dtype="bf16", waves=4, waves_per_row=1, rows_per_workgroup=6)
     with pytest.raises(SpecError, match="rms_norm has no bias"):
         kernel("norm", op="rms_norm", dtype="bf16", bias=True)
     with pytest.raises(SpecError, match="raise waves_per_row"):

@@ -152,7 +152,8 @@ def test_exp_accuracy(precise):
 # ----------------------------------------------------------------------------- the dropout generator
 def test_rng_matches_an_independent_definition():
     rng = np.random.default_rng(1)
-    for seed, offset, p in [(0, 0, 0.5), (1, 2 ** 32 - 5, 0.1), (int(rng.integers(2 ** 32)), int(rng.integers(2 ** 32)), 0.77)]:
+    cases = [(0, 0, 0.5), (1, 2 ** 32 - 5, 0.1), (int(rng.integers(2 ** 32)), int(rng.integers(2 ** 32)), 0.77)]
+    for seed, offset, p in cases:
         assert np.array_equal(R.keep_mask(seed, offset, 7, 33, p), keep_mask(seed, offset, 7, 33, p))
     assert lowbias32(0) == int(R.lowbias32(0)) and lowbias32(12345) == int(R.lowbias32(12345))
     assert R.threshold(0.0) == 0 and R.threshold(1.0) == 2 ** 32 - 1 and R.threshold(0.5) == 2 ** 31
@@ -209,13 +210,13 @@ def test_fp32_norm_and_softmax_accuracy():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(16, 1000, generator=g) * 2 + 0.5
     w, b = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
-    k = kernel("norm", op="layer_norm", dtype="f32", max_hidden=1024, waves_per_row=2, rows=4, bias=True)
+    k = kernel("norm", op="layer_norm", dtype="f32", max_hidden=1024, waves_per_row=2, rows_per_workgroup=4, bias=True)
     out = torch.empty_like(x)
     run(k, x, w, b, out, eps=1e-5)
     want = F.layer_norm(x.double(), (1000,), w.double(), b.double(), 1e-5)
     rms = want.pow(2).mean(-1, keepdim=True).sqrt()
     assert ((out.double() - want).abs() / rms).max() < 16 * 2 ** -23
-    k = kernel("softmax", dtype="f32", max_cols=1024, waves_per_row=1, rows=4)
+    k = kernel("softmax", dtype="f32", max_cols=1024, waves_per_row=1, rows_per_workgroup=4)
     xs = torch.randn(16, 1000, generator=g) * 3
     out = torch.empty_like(xs)
     run(k, xs, out)

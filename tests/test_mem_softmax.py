@@ -12,7 +12,8 @@ WPR = {"bf16": 2, "f16": 4, "f32": 1}
 
 
 def softmax_kernel(dtype, target="gfx942", max_cols=1024, wpr=None):
-    return kernel("softmax", target, dtype=dtype, max_cols=max_cols, waves=4, waves_per_row=wpr or WPR[dtype], rows=4)
+    return kernel("softmax", target, dtype=dtype, max_cols=max_cols, waves=4, waves_per_row=wpr or WPR[dtype],
+                  rows_per_workgroup=4)
 
 
 def check(k, x, dtype, what):

@@ -35,7 +35,7 @@ import struct as _struct
 from dataclasses import dataclass
 from typing import Callable
 
-from ..isa.operands import VCC, Reg, neg
+from ..isa.operands import Reg, neg
 
 LOG2E = 1.4426950408889634
 INV_SQRT2 = 0.7071067811865476
@@ -53,7 +53,8 @@ def exp_shifted(k, dsts: list[Reg], xs: list[Reg], neg_shift_log2e: Reg, what: s
     """dst = e^(x - m) = 2^(x log2 e - m log2 e), with ``neg_shift_log2e`` (a VGPR) = -m*log2(e): one
     fused multiply-add and one ``v_exp_f32`` per value.  x = -inf gives 0."""
     for i, (d, x) in enumerate(zip(dsts, xs)):
-        k.v_fmamk_f32(d, x, LOG2E, neg_shift_log2e, comment=f"{what}(x - max)*log2(e), one rounding" if i == 0 else None)
+        k.v_fmamk_f32(d, x, LOG2E, neg_shift_log2e,
+                      comment=f"{what}(x - max)*log2(e), one rounding" if i == 0 else None)
     for i, d in enumerate(dsts):
         k.v_exp_f32(d, d, comment=f"{what}e^(x - max)" if i == 0 else None)
 
@@ -104,7 +105,8 @@ def exp_of(k, dsts: list[Reg], args: list[Reg], temps: list[list[Reg]], precise:
     for i in range(n):
         k.v_fmamk_f32(dsts[i], c[i], LOG2E, nh[i], comment=_first(i, "a fl(log2 e) - h, exact"))
     for i in range(n):
-        k.v_fmamk_f32(dsts[i], c[i], LOG2E_LO, dsts[i], comment=_first(i, "l = a log2 e - h (+ a (log2 e - fl(log2 e)))"))
+        k.v_fmamk_f32(dsts[i], c[i], LOG2E_LO, dsts[i],
+                      comment=_first(i, "l = a log2 e - h (+ a (log2 e - fl(log2 e)))"))
     for i in range(n):
         k.v_exp_f32(c[i], neg(nh[i]), comment=_first(i, f"{what}2^h"))
     for i in range(n):

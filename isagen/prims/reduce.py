@@ -70,7 +70,8 @@ class CrossWave:
 
     ``group`` / ``wave_in_group`` are SGPRs (which row group this wave belongs to, and its place in it);
     ``groups`` row groups share the workgroup.  Up to ``values`` values (default 1) are reduced together
-    by one call (one barrier for all of them).  With ``waves_per_row == 1`` nothing is allocated and ``reduce`` only does the wave part.
+    by one call (one barrier for all of them).  With ``waves_per_row == 1`` nothing is allocated and
+    ``reduce`` only does the wave part.
     """
 
     def __init__(self, k, *, groups: int, waves_per_row: int, group: Reg | None, wave_in_group: Reg | None,

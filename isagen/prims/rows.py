@@ -229,7 +229,8 @@ class RowLoop:
             k.s_sub_u32(t.left, rows, t.first, comment="rows from there to the end (> 0)")
             if groups > 1:
                 k.s_add_u32(t.left, t.left, groups - 1)
-                k.s_lshr_b32(self.trips, t.left, log2(groups), comment=f"iterations to cover them: cdiv(rows left, {groups})")
+                k.s_lshr_b32(self.trips, t.left, log2(groups),
+                             comment=f"iterations to cover them: cdiv(rows left, {groups})")
             else:
                 k.s_mov_b32(self.trips, t.left, comment="iterations to cover them")
             k.s_min_u32(self.trips, self.trips, iters, comment=f"at most {iters}: the same count in every wave")
