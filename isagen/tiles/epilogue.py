@@ -8,7 +8,9 @@ consecutive columns of one row, so a lane stores 16 bytes (fp32, ``buffer_store_
 
 bf16 rounding: gfx950 has ``v_cvt_pk_bf16_f32`` (RNE, two values per instruction); gfx942 rounds with
 integers: add ``0x7fff`` plus the lowest kept bit (ties to even) and keep the high half, except that a
-NaN becomes the quiet NaN ``0x7fc0`` (torch's rule), then ``v_perm_b32`` packs two high halves.
+NaN becomes the quiet NaN ``0x7fc0`` (torch's rule), then ``v_perm_b32`` packs two high halves.  The two
+values of a pair are rounded interleaved, each NaN test in its own mask (VCC, an SGPR pair), so every
+VALU-writes-mask -> v_cndmask distance is covered by the other value's work: no ``s_nop``.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ class Bf16Packer:
             self.t = k.vgpr(2, "rne_tmp")
             self.qnan = k.vgpr(1, "qnan")
             self.sel = k.sgpr(1, "perm_hi16")
+            self.bias = k.sgpr(1, "rne_bias")
+            self.nan_hi = k.sgpr(2, "nan_hi")
             k.s_mov_b32(self.sel, 0x07060302, comment="v_perm selector: the high halves of two dwords")
+            k.s_movk_i32(self.bias, 0x7FFF, comment="rounding bias below the kept bits")
             k.v_mov_b32(self.qnan, 0x7FC00000, comment="quiet NaN as a bf16 in the high half")
 
     def release(self):
         if not self.native:
-            self.k.free(self.t, self.qnan, self.sel)
+            self.k.free(self.t, self.qnan, self.sel, self.bias, self.nan_hi)
 
     def pack(self, dst: Reg, lo: Reg, hi: Reg) -> None:
         """dst = bf16(hi) << 16 | bf16(lo); ``lo``/``hi`` (fp32 bits) are clobbered on gfx942."""
@@ -39,18 +44,16 @@ class Bf16Packer:
         if self.native:
             k.v_cvt_pk_bf16_f32(dst, lo, hi, comment="round both to bf16 (nearest even) and pack")
             return
-        self._round(lo)
-        self._round(hi)
+        t_lo, t_hi = self.t[0], self.t[1]
+        k.v_bfe_u32(t_lo, lo, 16, 1, comment="lo: lowest bit the bf16 keeps")
+        k.v_bfe_u32(t_hi, hi, 16, 1, comment="hi: lowest bit the bf16 keeps")
+        k.v_cmp_u_f32(VCC, lo, lo, comment="vcc: lo is NaN")
+        k.v_cmp_u_f32(self.nan_hi, hi, hi, comment="hi is NaN")
+        k.v_add3_u32(t_lo, lo, self.bias, t_lo, comment="lo + 0x7fff + that bit: ties round to even")
+        k.v_add3_u32(t_hi, hi, self.bias, t_hi, comment="hi rounded; each bf16 is the high half")
+        k.v_cndmask_b32(lo, t_lo, self.qnan, VCC, comment="lo: NaN -> quiet NaN (as torch)")
+        k.v_cndmask_b32(hi, t_hi, self.qnan, self.nan_hi, comment="hi: NaN -> quiet NaN")
         k.v_perm_b32(dst, hi, lo, self.sel, comment="pack the two bf16 (high halves)")
-
-    def _round(self, r: Reg) -> None:
-        k, t, a = self.k, self.t[0], self.t[1]
-        k.v_bfe_u32(t, r, 16, 1, comment="lowest bit the bf16 keeps")
-        k.v_add_u32(t, 0x7FFF, t, comment="0x7fff + that bit: ties round to even")
-        k.v_add_u32(t, r, t, comment="rounded; the bf16 is the high half")
-        k.v_and_b32(a, 0x7FFFFFFF, r, comment="|x|")
-        k.v_cmp_ge_u32(VCC, 0x7F800000, a, comment="vcc: x is not NaN")
-        k.v_cndmask_b32(r, self.qnan, t, VCC, comment="NaN -> quiet NaN (as torch)")
 
 
 def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: Bf16Packer | None,

@@ -153,8 +153,8 @@ class GlobalToLds:
         for j in range(self.blocks_per_wave):
             kc = self.k_coord(*self.coords(j))
             masked = lx.where_lt(kc, pad, OOB_OFFSET, lx.VReg(f"{self.name}_off{j}", self.voff[j]))
+            self._m0_op(stage, j)()          # first: the masking VALU fills the M0 -> LDS-DMA wait state
             em.emit(masked, dst=tmp, comment=f"{self.name} block {j}: lanes before the first K element load 0")
-            self._m0_op(stage, j)()
             self._dma_op(stage, j, tmp)()
         k.free(tmp)
 
