@@ -262,10 +262,14 @@ class _Entry:
             family == "DS" and not any(o[0] == "vdst" for o in self.ops))
         self.load = "_load" in n or (family == "DS" and any(o[0] == "vdst" for o in self.ops))
         # destinations that are also read: accumulate-into-dst ALU ops, conditional moves,
-        # read-modify-write SOPK, lane writes and sparse MFMA (C is vdst)
+        # read-modify-write SOPK, lane writes, sparse MFMA (C is vdst) and the fp8/bf8 packs that
+        # write one half or byte of vdst and keep the rest (LLVM ties vdst_in to vdst;
+        # v_cvt_pkaccum_u8_f32 ORs a byte into it)
         self.rmw_dst = (any(k in n for k in ("_mac_", "_fmac", "v_dot2c", "v_writelane",
                                              "v_smfmac", "s_cmov", "s_bitset", "v_swap",
-                                             "v_mad_mix", "v_cvt_pk_bf16")) or
+                                             "v_mad_mix", "v_cvt_pk_fp8_", "v_cvt_pk_bf8_",
+                                             "v_cvt_sr_fp8_", "v_cvt_sr_bf8_",
+                                             "v_cvt_pkaccum_u8")) or
                         n in ("s_addk_i32", "s_mulk_i32", "s_cmovk_i32") or
                         n.startswith("v_fma_mixhi") or n.startswith("v_fma_mixlo"))
         self.lds_only = False
