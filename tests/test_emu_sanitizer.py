@@ -331,3 +331,44 @@ def test_spilling_an_undefined_sgpr_is_not_a_read(copy, reported):
         assert "s40" in r.message and r.pc == address_of(co, "v_mov_b32_e32 v5, s40")
     else:
         assert reports == []
+
+
+@pytest.mark.parametrize("wait", ["s_waitcnt vmcnt(0)", ""])
+def test_overwriting_a_register_a_load_still_writes(wait):
+    # without the wait the load's data would land after the v_mov and replace its value (WAW)
+    co = build("waw", f"""
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_load_dword v2, v1, s[4:5]
+  {wait}
+  v_mov_b32 v2, 1.0
+  global_store_dword v1, v2, s[4:5]
+""")
+    dev = Device("gfx942")
+    buf = dev.to_device(np.zeros(64, np.float32))
+    reports = dev.load_module(co).launch("waw", grid=(1,), block=(64,), args=[buf], on_error="collect")
+    if wait:
+        assert reports == []
+        np.testing.assert_array_equal(dev.from_device(buf, 64, np.float32), np.ones(64, np.float32))
+    else:
+        r = only(reports, "missing-wait")
+        assert r.pc == address_of(co, "v_mov_b32") and r.lanes == tuple(range(64)) and r.wave == 0
+        assert "overwrites v2" in r.message and "global_load_dword" in r.message and "vmcnt(0)" in r.message
+
+
+@pytest.mark.parametrize("nops,ok", [("s_nop 7\n  s_nop 7", True), ("s_nop 0", False)])
+def test_valu_overwriting_an_mfma_result_too_soon(nops, ok):
+    # a VALU write into the MFMA's destination while the MFMA may still write it (a2 is not read after)
+    body = MFMA.format(nops=6).replace("  s_nop 6\n", f"  {nops}\n  v_accvgpr_write_b32 a2, 0\n  s_nop 6\n")
+    co = build("mfmaw", body, vgprs=8, agprs=4)
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(64, np.float32))
+    reports = dev.load_module(co).launch("mfmaw", grid=(1,), block=(64,), args=[out], on_error="collect")
+    if ok:
+        assert reports == []
+        np.testing.assert_array_equal(dev.from_device(out, 64, np.float32), np.full(64, 32.0, np.float32))
+    else:
+        r = only(reports, "hazard")
+        assert r.pc == address_of(co, "v_accvgpr_write_b32") and "overwrites a2" in r.message
+        assert "v_mfma_f32_16x16x16_bf16" in r.message and r.workgroup == (0, 0, 0)
