@@ -372,3 +372,35 @@ def test_valu_overwriting_an_mfma_result_too_soon(nops, ok):
         r = only(reports, "hazard")
         assert r.pc == address_of(co, "v_accvgpr_write_b32") and "overwrites a2" in r.message
         assert "v_mfma_f32_16x16x16_bf16" in r.message and r.workgroup == (0, 0, 0)
+
+
+@pytest.mark.parametrize("barrier,race", [("s_barrier", False), ("", True)])
+def test_write_after_another_waves_read_is_a_race(barrier, race):
+    # each wave reads the other wave's words, then rewrites its own: without a second barrier the
+    # other wave may not have read them yet (write-after-read)
+    co = build("war", f"""
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  ds_write_b32 v1, v0
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_xor_b32 v2, 0x100, v1
+  ds_read_b32 v3, v2
+  s_waitcnt lgkmcnt(0)
+  {barrier}
+  v_mov_b32 v4, -1
+  ds_write_b32 v1, v4
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v3, s[4:5]
+""", lds=512)
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(128, np.uint32))
+    reports = dev.load_module(co).launch("war", grid=(1,), block=(128,), args=[out], on_error="collect")
+    if race:
+        r = only(reports, "lds-race")
+        assert r.pc == address_of(co, "ds_write_b32", 1) and "read" in r.message and "no s_barrier" in r.message
+        assert r.address == (0 if r.wave == 0 else 0x100) and r.lanes == tuple(range(64))   # its own words
+        assert f"wave {r.wave} writes" in r.message and r.workgroup == (0, 0, 0)
+    else:
+        assert reports == []
+        np.testing.assert_array_equal(dev.from_device(out, 128, np.uint32), np.arange(128) ^ 64)
