@@ -404,3 +404,43 @@ def test_write_after_another_waves_read_is_a_race(barrier, race):
     else:
         assert reports == []
         np.testing.assert_array_equal(dev.from_device(out, 128, np.uint32), np.arange(128) ^ 64)
+
+
+# gfx950's double-rate MFMA: a 4-pass XDL whose result a VALU may read only after NumPasses + 3 + 1 = 8
+# wait states (LLVM's gfx950 delta, PRs #126727/#126132 in the reference notes), one more than gfx942's 7
+MFMA950 = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_mov_b32 v0, 0x3f803f80
+  v_mov_b32 v1, 0x3f803f80
+  v_mov_b32 v2, 0x3f803f80
+  v_mov_b32 v3, 0x3f803f80
+  v_mov_b32 v4, 0x40004000
+  v_mov_b32 v5, 0x40004000
+  v_mov_b32 v6, 0x40004000
+  v_mov_b32 v7, 0x40004000
+  s_nop 1
+  v_mfma_f32_16x16x32_bf16 a[0:3], v[0:3], v[4:7], 0
+  s_nop {nops}
+  v_accvgpr_read_b32 v8, a0
+  v_mbcnt_lo_u32_b32 v9, -1, 0
+  v_mbcnt_hi_u32_b32 v9, -1, v9
+  v_lshlrev_b32 v9, 2, v9
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v9, v8, s[4:5]
+"""
+
+
+@pytest.mark.parametrize("nops,ok", [(7, True), (6, False)])
+def test_gfx950_mfma_result_read_needs_eight_wait_states(nops, ok):
+    co = build("mfma950", MFMA950.format(nops=nops), target="gfx950", vgprs=12, agprs=4)
+    dev = Device("gfx950")
+    out = dev.to_device(np.zeros(64, np.float32))
+    reports = dev.load_module(co).launch("mfma950", grid=(1,), block=(64,), args=[out], on_error="collect")
+    if ok:
+        assert reports == []
+        # every D element is the sum over 32 k of 1.0 * 2.0
+        np.testing.assert_array_equal(dev.from_device(out, 64, np.float32), np.full(64, 64.0, np.float32))
+    else:
+        r = only(reports, "hazard")
+        assert r.instruction == "v_accvgpr_read_b32 v8, a0"       # (no gfx950 objdump to check the pc)
+        assert "7 wait state" in r.message and "needs 8" in r.message and "a0" in r.message
