@@ -67,10 +67,8 @@ class BankReport:
 def phases(target_name: str, width: int, op: str) -> list[tuple[int, ...]]:
     """The lane groups served together for an access of ``width`` bytes per lane."""
     banks = 64 if target_name == "gfx950" else 32
-    if width == 16 and op == "read":
-        quads = [tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942]
-        per = (banks * 4) // (width * 8)          # quad pairs per phase
-        return [sum(quads[i:i + per], ()) for i in range(0, len(quads), per)]
+    if width == 16 and op == "read" and banks == 32:
+        return [tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942]
     lanes = max(1, min(64, banks * 4 // width))
     return [tuple(range(s, s + lanes)) for s in range(0, 64, lanes)]
 

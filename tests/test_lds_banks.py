@@ -63,3 +63,11 @@ def test_inactive_lanes_do_not_count():
     only_one = np.zeros(64, bool)
     only_one[[0, 4, 8, 12, 32, 36, 40, 44]] = True
     assert analyse(addr, 16, "gfx942", "read", active=only_one).conflict_free
+
+
+def test_gfx950_b128_reads_go_sixteen_consecutive_lanes_a_phase():
+    groups = phases("gfx950", 16, "read")
+    assert groups == [tuple(range(s, s + 16)) for s in range(0, 64, 16)]
+    assert analyse(LANES * 16, 16, "gfx950", "read").conflict_free
+    # a column of a 128-byte-row tile: 16 lanes, rows alternating between banks 0-3 and 32-35: 8-way
+    assert analyse((LANES % 16) * 128, 16, "gfx950", "read").cycles == (8,) * 4
