@@ -31,6 +31,17 @@ def _bytes_of(tensor) -> np.ndarray:
     return flat.view(torch.uint8).numpy() if flat.numel() else np.zeros(0, np.uint8)
 
 
+def sanitize_enabled() -> bool:
+    """The emulator's sanitizer is on unless ``ISAGEN_EMU_SANITIZE`` is 0/off/false (it costs ~2x)."""
+    import os
+    value = os.environ.get("ISAGEN_EMU_SANITIZE", "1").strip().lower()
+    if value in ("0", "off", "false", "no"):
+        return False
+    if value in ("1", "on", "true", "yes", ""):
+        return True
+    raise LaunchError(f"ISAGEN_EMU_SANITIZE={value!r}: use 1 or 0")
+
+
 class EmuBackend:
     """Runs kernels in the CPU emulator; tensors must be CPU tensors."""
 
@@ -38,7 +49,7 @@ class EmuBackend:
 
     def __init__(self):
         self._devices: dict[str, object] = {}
-        self._modules: dict[tuple[str, str], object] = {}     # (target, SHA-256 of the code object)
+        self._modules: dict[tuple, object] = {}     # (target, sanitize, SHA-256 of the code object)
         self.last_stats = None
 
     def check_device(self, name: str, tensor) -> None:
@@ -49,10 +60,11 @@ class EmuBackend:
     def _module(self, kernel):
         from .emu import Device
         target = kernel.target
-        dev = self._devices.get(target)
+        sanitize = sanitize_enabled()
+        dev = self._devices.get((target, sanitize))
         if dev is None:
-            dev = self._devices[target] = Device(target)
-        key = (target, hashlib.sha256(kernel.code_object).hexdigest())
+            dev = self._devices[(target, sanitize)] = Device(target, sanitize=sanitize)
+        key = (target, sanitize, hashlib.sha256(kernel.code_object).hexdigest())
         mod = self._modules.get(key)
         if mod is None:
             mod = self._modules[key] = dev.load_module(kernel.code_object)

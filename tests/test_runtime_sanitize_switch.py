@@ -1,0 +1,31 @@
+"""The emulator backend's sanitizer switch (ISAGEN_EMU_SANITIZE): on by default, off on request."""
+
+import pytest
+import torch
+
+import isagen
+from isagen.errors import LaunchError
+from isagen.runtime.emu_backend import EmuBackend, sanitize_enabled
+
+
+def test_default_is_on_and_the_switch_is_validated(monkeypatch):
+    monkeypatch.delenv("ISAGEN_EMU_SANITIZE", raising=False)
+    assert sanitize_enabled()
+    monkeypatch.setenv("ISAGEN_EMU_SANITIZE", "off")
+    assert not sanitize_enabled()
+    monkeypatch.setenv("ISAGEN_EMU_SANITIZE", "maybe")
+    with pytest.raises(LaunchError, match="ISAGEN_EMU_SANITIZE='maybe'"):
+        sanitize_enabled()
+
+
+@pytest.mark.parametrize("setting, expected", [("1", True), ("0", False)])
+def test_the_device_used_follows_the_switch(monkeypatch, setting, expected):
+    monkeypatch.setenv("ISAGEN_EMU_SANITIZE", setting)
+    kernel = isagen.build("axpy_f32", target="gfx942")
+    backend = EmuBackend()
+    dev, _ = backend._module(kernel)
+    assert dev.sanitize is expected
+    x, y = torch.randn(300), torch.randn(300)
+    ref = 2.0 * x.double() + y.double()
+    kernel(x, y, alpha=2.0)                     # the default (emulator) backend, same switch
+    assert torch.allclose(y.double(), ref, rtol=1e-6, atol=1e-6)
