@@ -14,7 +14,10 @@ with the shape its size symbols give.  CPU tensors run in the emulator, GPU tens
 
 Registering a new kernel: ``register_op(name, spec)`` (one fixed kernel), or
 ``register_op(name, spec, dtype_param="dtype")`` to build the variant whose ``dtype`` parameter matches
-the input tensors.  See docs/runtime.md.
+the input tensors.  ``shapes=`` names an adapter (``SHAPE_ADAPTERS``) that takes the shapes a torch user
+passes and views them as the kernel's contract: the memory-bound ops take ``[..., hidden]`` rows
+(``rms_norm``, ``softmax`` ...), any shape (activations) and ``[..., 2d]`` gate|up halves
+(``silu_and_mul`` ..., as vLLM and AITER).  See docs/runtime.md.
 """
 
 from __future__ import annotations
@@ -41,15 +44,61 @@ _VEC16 = {"f32": {"vec": 4}, "bf16": {"vec": 8}, "f16": {"vec": 8}}
 # dtype follows the inputs; fp32 rows take twice the registers, so the row kernels spread them over 4 waves
 _ANY = {"f32": {}, "bf16": {}, "f16": {}}
 _ROWS = {"f32": {"waves_per_row": 4}, "bf16": {}, "f16": {}}
+# op -> (bundled spec, variants, shape adapter or None)
 GENERIC_OPS = {
-    "axpy": ("axpy_f32", _VEC16),
-    "scale": ("scale_f16", _VEC16),
-    "add": ("add_bf16", _VEC16),
-    **{op: (f"{op}_bf16", _ROWS) for op in ("rms_norm", "add_rms_norm", "layer_norm", "dropout_add_layer_norm",
-                                           "softmax")},
-    **{op: (f"{op}_bf16", _ANY) for op in ("rotary_neox", "rotary_interleaved", "silu", "gelu", "gelu_tanh", "relu",
-                                          "tanh", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
+    "axpy": ("axpy_f32", _VEC16, None),
+    "scale": ("scale_f16", _VEC16, None),
+    "add": ("add_bf16", _VEC16, None),
+    **{op: (f"{op}_bf16", _ROWS, "rows") for op in ("rms_norm", "add_rms_norm", "layer_norm",
+                                                   "dropout_add_layer_norm", "softmax")},
+    **{op: (f"{op}_bf16", _ANY, None) for op in ("rotary_neox", "rotary_interleaved")},
+    **{op: (f"{op}_bf16", _ANY, "flat") for op in ("silu", "gelu", "gelu_tanh", "relu", "tanh")},
+    **{op: (f"{op}_bf16", _ANY, "gated") for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
 }
+
+
+# --------------------------------------------------------------------------- shape adapters
+# An adapter views the tensors a torch user passes (schema order) as the kernel contract's shapes and
+# gives back a function that views the kernel's outputs as the user expects.  Views only: nothing is
+# copied beyond what ``.contiguous()`` needs anyway.
+def _rows_adapter(name: str, info, tensors: list):
+    """``x`` (and ``residual``) ``[..., hidden]`` -> ``[rows, hidden]``; outputs back to ``[..., hidden]``."""
+    row_like = [t.name for t in info.tensors if t.role in ("in", "inout") and len(t.shape) == 2]
+    names = [t.name for t in info.tensors if t.role in ("in", "inout")]
+    lead = None
+    out = []
+    for tname, x in zip(names, tensors):
+        if tname in row_like:
+            if x.dim() < 1:
+                raise LaunchError(f"isagen::{name}: tensor '{tname}' is a scalar; expected [..., hidden]")
+            if lead is None:
+                lead = tuple(x.shape[:-1])
+            elif tuple(x.shape[:-1]) != lead:
+                raise LaunchError(f"isagen::{name}: tensor '{tname}' has shape {tuple(x.shape)}, but the first "
+                                  f"row tensor's leading dimensions are {lead}")
+            x = x.reshape(-1, x.shape[-1])
+        out.append(x)
+    return out, lambda y: y.reshape(*lead, y.shape[-1]) if y.dim() == 2 and lead is not None else y
+
+
+def _flat_adapter(name: str, info, tensors: list):
+    """Any shape -> ``[n]``; outputs back to the input's shape."""
+    shape = tuple(tensors[0].shape)
+    return [t.reshape(-1) for t in tensors], lambda y: y.reshape(shape)
+
+
+def _gated_adapter(name: str, info, tensors: list):
+    """``x [..., 2d]`` (gate | up, as vLLM's and AITER's ``*_and_mul``) -> ``[rows, 2, d]``; the output
+    ``[rows, d]`` back to ``[..., d]``."""
+    x = tensors[0]
+    if x.dim() < 1 or x.shape[-1] % 2:
+        raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., 2*d] (gate | up), an even "
+                          "last dimension")
+    lead, d = tuple(x.shape[:-1]), x.shape[-1] // 2
+    return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d)
+
+
+SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter}
 
 
 @dataclass
@@ -64,6 +113,13 @@ class OpEntry:
     scalars: tuple            # (name, python type)
     outputs: tuple            # tensor names
     kernels: dict             # (target, dtype, backend) -> Kernel
+    shapes: str | None = None  # a SHAPE_ADAPTERS key: user shapes -> the contract's
+
+    def adapt(self, info, tensors: list):
+        """(tensors viewed as the contract's shapes, a function viewing an output as the user expects)."""
+        if self.shapes is None:
+            return tensors, lambda y: y
+        return SHAPE_ADAPTERS[self.shapes](self.name, info, tensors)
 
 
 def _scalar_type(dtype: str) -> str:
@@ -105,22 +161,27 @@ def _params_for(entry: "OpEntry", tensors: list) -> dict:
 
 
 def register_op(name: str, spec: str, *, dtype_param: str | None = None, variants: dict | None = None,
-                **params) -> str:
+                shapes: str | None = None, **params) -> str:
     """Register ``torch.ops.isagen.<name>`` running the kernel of ``spec`` (a bundled spec name or a
     path) with ``params`` overriding its parameters.
 
     With ``dtype_param`` the op builds, per call, the kernel whose parameter of that name is the input
     tensors' element type; ``variants`` (element type -> extra parameters) then lists the element types
-    it accepts and what each needs (e.g. ``{"f32": {"vec": 4}, "bf16": {"vec": 8}}``).  Returns the op's
-    qualified name.  Registering the same name again with the same arguments is a no-op."""
+    it accepts and what each needs (e.g. ``{"f32": {"vec": 4}, "bf16": {"vec": 8}}``).  ``shapes`` names a
+    ``SHAPE_ADAPTERS`` entry (``rows``, ``flat``, ``gated``) for ops that take torch-style shapes.  Returns
+    the op's qualified name.  Registering the same name again with the same arguments is a no-op."""
     with _lock:
         old = _OPS.get(name)
         if old is not None:
-            if (old.spec, old.dtype_param, old.variants, old.params) != (spec, dtype_param, variants, params):
+            if (old.spec, old.dtype_param, old.variants, old.params, old.shapes) != (spec, dtype_param, variants,
+                                                                                      params, shapes):
                 raise SpecError(f"torch op isagen::{name} is already registered for spec '{old.spec}'")
             return f"{NAMESPACE}::{name}"
         if not name.isidentifier():
             raise SpecError(f"torch op name '{name}' is not an identifier")
+        if shapes is not None and shapes not in SHAPE_ADAPTERS:
+            raise SpecError(f"torch op isagen::{name}: unknown shapes adapter '{shapes}' (known: "
+                            f"{', '.join(SHAPE_ADAPTERS)})")
         info = _contract(spec, params)
         inputs = tuple(t.name for t in info.tensors if t.role in ("in", "inout"))
         outputs = tuple(t.name for t in info.tensors if t.written)
@@ -135,7 +196,7 @@ def register_op(name: str, spec: str, *, dtype_param: str | None = None, variant
         args = [f"Tensor {n}" for n in inputs] + [f"{ty} {n}" for n, ty in scalars]
         ret = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
         schema = f"({', '.join(args)}) -> {ret}"
-        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {})
+        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {}, shapes)
         _lib.define(name + schema)
         _lib.impl(name, _impl(entry, "emu"), "CPU")
         _lib.impl(name, _impl(entry, "hip"), "CUDA")
@@ -162,13 +223,18 @@ def _kernel(entry: OpEntry, tensors: list, backend: str):
     return kernel
 
 
-def _outputs(info, target: str, inputs: dict, device) -> dict:
+def _outputs(info, target: str, inputs: dict, device, op: str) -> dict:
     """Fresh output tensors: clones of inout inputs, new tensors of the contract's shape for outs."""
     from isagen.api import torch_dtype
     sizes = {}
     for t in info.tensors:
         if t.name in inputs:
-            for d, got in zip(t.shape, inputs[t.name].shape):
+            got_shape = tuple(inputs[t.name].shape)
+            if len(got_shape) != len(t.shape):
+                dims = ", ".join(str(d) for d in t.shape)
+                raise LaunchError(f"isagen::{op}: tensor '{t.name}' has shape {got_shape}, expected "
+                                  f"{len(t.shape)} dimension(s) [{dims}]")
+            for d, got in zip(t.shape, got_shape):
                 if isinstance(d, str):
                     sizes.setdefault(d, got)
     out = {}
@@ -185,12 +251,13 @@ def _impl(entry: OpEntry, backend: str):
     def impl(*args):
         tensors = list(args[:len(entry.inputs)])
         scalars = dict(zip((n for n, _ in entry.scalars), args[len(entry.inputs):]))
-        inputs = dict(zip(entry.inputs, tensors))
         kernel = _kernel(entry, tensors, backend)
-        outs = _outputs(kernel.launch, kernel.target, inputs, tensors[0].device)
+        tensors, view_back = entry.adapt(kernel.launch, tensors)
+        inputs = dict(zip(entry.inputs, tensors))
+        outs = _outputs(kernel.launch, kernel.target, inputs, tensors[0].device, entry.name)
         call = {**{n: t.contiguous() for n, t in inputs.items()}, **outs}
         kernel.run(**call, **scalars, backend=backend)
-        result = tuple(outs[n] for n in entry.outputs)
+        result = tuple(view_back(outs[n]) for n in entry.outputs)
         return result[0] if len(result) == 1 else result
     impl.__name__ = f"isagen_{entry.name}_{backend}"
     return impl
@@ -202,8 +269,9 @@ def _fake(entry: OpEntry):
         from isagen.runtime.backend import default_target
         target = default_target()
         info = _contract(entry.spec, _params_for(entry, tensors), target)
-        outs = _outputs(info, target, dict(zip(entry.inputs, tensors)), tensors[0].device)
-        result = tuple(outs[n] for n in entry.outputs)
+        tensors, view_back = entry.adapt(info, tensors)
+        outs = _outputs(info, target, dict(zip(entry.inputs, tensors)), tensors[0].device, entry.name)
+        result = tuple(view_back(outs[n]) for n in entry.outputs)
         return result[0] if len(result) == 1 else result
     return fake
 
@@ -214,9 +282,9 @@ def register_bundled_ops() -> list[str]:
     names = []
     for path in sorted(bundled_specs_dir().glob("*.yaml")):
         names.append(register_op(path.stem, path.stem))
-    for name, (spec, variants) in GENERIC_OPS.items():
+    for name, (spec, variants, shapes) in GENERIC_OPS.items():
         if (bundled_specs_dir() / f"{spec}.yaml").is_file():
-            names.append(register_op(name, spec, dtype_param="dtype", variants=variants))
+            names.append(register_op(name, spec, dtype_param="dtype", variants=variants, shapes=shapes))
     return names
 
 

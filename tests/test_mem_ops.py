@@ -1,13 +1,18 @@
 """The memory-bound kernels as torch operators (``torch.ops.isagen.*``, dtype-generic) and through
-``isagen run``: schemas from the launch contracts, results against torch in every dtype, fake (meta)
-implementations, and the dropout spec checked with p > 0 against its documented mask."""
+``isagen run``: schemas from the launch contracts, results against torch in every dtype (the row ops over
+hidden 128 and 8192 too), torch-style shapes ([..., hidden] rows, any-shape activations, [..., 2d]
+gate|up halves), fake (meta) implementations, and the dropout spec checked with p > 0 against its
+documented mask."""
 
+import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
 import isagen.runtime.torch_ops as ops
 from isagen.cli import main as cli_main
-from mem_support import TORCH, assert_close
+from isagen.errors import LaunchError
+from mem_support import TORCH, assert_close, keep_mask
 
 
 def test_schemas():
@@ -33,9 +38,72 @@ def test_ops_in_every_dtype():
         assert_close(y, F.rms_norm(x.double(), (1000,), w.double(), 1e-6), dtype, f"rms_norm {dtype}", scale=4)
         y = torch.ops.isagen.softmax(x)
         assert_close(y, torch.softmax(x.double(), -1), dtype, f"softmax {dtype}")
-        y = torch.ops.isagen.silu_and_mul(x.view(5, 2, 500))
+        y = torch.ops.isagen.silu_and_mul(x)
         assert_close(y, F.silu(x[:, :500].double()) * x[:, 500:].double(), dtype, f"silu_and_mul {dtype}", scale=8)
         assert y.dtype == t and y.shape == (5, 500)
+
+
+def _rand(shape, dtype, g, scale=2.0):
+    return (torch.randn(shape, generator=g) * scale).to(TORCH[dtype])
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_row_ops_over_hidden_sizes(dtype):
+    """Every row op at hidden 128 and 8192 (the bundled max_hidden) in the 16-bit type the bundled bf16
+    tests do not cover and in fp32 (4 waves per row), 3 rows: a partial workgroup of 16."""
+    g = torch.Generator().manual_seed(7)
+    for hidden in (128, 8192):
+        x, r = _rand((3, hidden), dtype, g), _rand((3, hidden), dtype, g)
+        w, b = _rand((hidden,), dtype, g, 1.0), _rand((hidden,), dtype, g, 1.0)
+        what = f"{dtype} hidden={hidden}"
+        xd, rd, wd, bd = x.double(), r.double(), w.double(), b.double()
+        assert_close(torch.ops.isagen.rms_norm(x, w, 1e-6), F.rms_norm(xd, (hidden,), wd, 1e-6), dtype,
+                     f"rms_norm {what}", scale=4)
+        out, res = torch.ops.isagen.add_rms_norm(x, r, w, 1e-6)
+        h = (x.double() + r.double()).to(TORCH[dtype]).double()
+        assert_close(res, h, dtype, f"add_rms_norm residual_out {what}", scale=4)
+        assert_close(out, F.rms_norm(h, (hidden,), wd, 1e-6), dtype, f"add_rms_norm {what}", scale=4)
+        assert_close(torch.ops.isagen.layer_norm(x, w, b, 1e-5), F.layer_norm(xd, (hidden,), wd, bd, 1e-5), dtype,
+                     f"layer_norm {what}", scale=4)
+        out, res = torch.ops.isagen.dropout_add_layer_norm(x, r, w, b, 1e-5, 0.25, 3, 11)
+        keep = torch.from_numpy(keep_mask(3, 11, 3, hidden, 0.25))
+        scale = float(np.float32(1) / np.float32(0.75))
+        h = (torch.where(keep, xd * scale, torch.zeros((), dtype=torch.float64)) + rd).to(TORCH[dtype]).double()
+        assert_close(res, h, dtype, f"dropout_add_layer_norm residual_out {what}", scale=4)
+        assert_close(out, F.layer_norm(h, (hidden,), wd, bd, 1e-5), dtype, f"dropout_add_layer_norm {what}", scale=4)
+        assert_close(torch.ops.isagen.softmax(x), torch.softmax(xd, -1), dtype, f"softmax {what}")
+
+
+def test_torch_style_shapes():
+    """Row ops take [..., hidden] (as F.rms_norm / F.layer_norm / softmax(dim=-1)), activations any shape,
+    the gated ops [..., 2d] = gate | up (vLLM's and AITER's silu_and_mul) -> [..., d]."""
+    g = torch.Generator().manual_seed(3)
+    x, r, w = _rand((2, 3, 256), "bf16", g), _rand((2, 3, 256), "bf16", g), _rand((256,), "bf16", g, 1.0)
+    y = torch.ops.isagen.rms_norm(x, w, 1e-6)
+    assert y.shape == x.shape
+    assert_close(y, F.rms_norm(x.double(), (256,), w.double(), 1e-6), "bf16", "rms_norm [2, 3, 256]", scale=4)
+    out, res = torch.ops.isagen.add_rms_norm(x, r, w, 1e-6)
+    assert out.shape == res.shape == x.shape
+    y = torch.ops.isagen.rms_norm(x[0, 0], w, 1e-6)                  # one row, 1-D
+    assert y.shape == (256,)
+    assert_close(y, F.rms_norm(x[0, 0].double(), (256,), w.double(), 1e-6), "bf16", "rms_norm [256]", scale=4)
+    assert_close(torch.ops.isagen.softmax(x), torch.softmax(x.double(), -1), "bf16", "softmax [2, 3, 256]")
+    y = torch.ops.isagen.gelu(x)
+    assert y.shape == x.shape
+    assert_close(y, F.gelu(x.double()), "bf16", "gelu [2, 3, 256]", scale=4)
+    y = torch.ops.isagen.gelu_tanh_and_mul(x)
+    assert y.shape == (2, 3, 128)
+    want = F.gelu(x[..., :128].double(), approximate="tanh") * x[..., 128:].double()
+    assert_close(y, want, "bf16", "gelu_tanh_and_mul [2, 3, 256]", scale=8)
+    meta = torch.ops.isagen.silu_and_mul(torch.empty(4, 5, 64, device="meta"))
+    assert meta.shape == (4, 5, 32)
+    with pytest.raises(LaunchError, match=r"isagen::silu_and_mul: x has shape \(3, 5\); expected \[\.\.\., 2\*d\]"):
+        torch.ops.isagen.silu_and_mul(torch.randn(3, 5))
+    with pytest.raises(LaunchError, match=r"isagen::add_rms_norm: tensor 'residual' has shape \(3, 256\), but"):
+        torch.ops.isagen.add_rms_norm(x, r[0], w, 1e-6)
+    with pytest.raises(LaunchError, match=r"isagen::silu_and_mul_bf16: tensor 'x' has shape \(3, 256\), expected 3 "
+                                          r"dimension\(s\) \[rows, 2, d\]"):
+        torch.ops.isagen.silu_and_mul_bf16(x[0])                      # the per-spec op keeps the contract's shape
 
 
 def test_functional_and_fake():
