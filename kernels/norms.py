@@ -17,7 +17,8 @@ rounded to nearest even once):
 **Layout** (``isagen.prims.rows``): a row belongs to a row group of ``waves_per_row`` waves; lanes hold
 16-byte vectors (``buffer_load_dwordx4``), ``cdiv(max_hidden, 64 * vec * waves_per_row)`` per lane, so
 the whole row sits in VGPRs: it is read from memory once and written once, whatever the number of
-passes over it.  The weight (and bias) are loaded once per wave before the row loop and stay in VGPRs.
+passes over it.  The weight (and bias) are read once per workgroup (staged through LDS) before the row
+loop and stay in VGPRs.
 A workgroup of ``waves`` waves takes ``rows_per_workgroup`` consecutive rows; its
 ``waves / waves_per_row`` row groups walk them in a loop.
 
