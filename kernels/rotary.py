@@ -31,7 +31,7 @@ from isagen.isa.operands import neg
 from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
-from isagen.prims.rows import ACCESS_BYTES, LANES, Pending, RowWindow, log2
+from isagen.prims.rows import ACCESS_BYTES, LANES, Pending, RowWindow, lane_and_wave, log2
 from isagen.program import KernelBuilder
 
 STYLES = {"neox": "rotate-half: pairs (x[i], x[i + head_dim/2])",
@@ -126,13 +126,8 @@ class _Rotary:
         k.s_load_dword(self.heads, k.kernarg_ptr, k.args["heads"].offset, comment="heads per token")
 
         k.comment(f"lane t: token t/{self.L} of the wave's {self.tpw}, angles (t mod {self.L})*{self.vec} ..")
-        lane = k.vgpr(1, "lane", kernel=True)
+        lane, wave = lane_and_wave(k)
         tsub = k.vgpr(1, "token_in_wave", kernel=True)
-        k.v_and_b32(lane, LANES - 1, k.tid, comment="lane within the wave")
-        k.v_lshrrev_b32(k.tid, log2(LANES), k.tid, comment="wave within the workgroup")
-        wave = k.sgpr(1, "wave", kernel=True)
-        k.v_readfirstlane_b32(wave, k.tid, comment="wave within the workgroup")
-        k.free(k.tid)
         k.v_lshrrev_b32(tsub, log2(self.L), lane, comment="token within the wave")
         self.col = k.vgpr(1, "angle_offset", kernel=True)
         k.v_and_b32(self.col, self.L - 1, lane, comment="16-byte slot within the token")

@@ -266,8 +266,8 @@ def lane_and_wave(k) -> tuple[Reg, Reg]:
     lane = k.vgpr(1, "lane", kernel=True)
     wave = k.sgpr(1, "wave", kernel=True)
     k.v_and_b32(lane, LANES - 1, k.tid, comment="lane within the wave")
-    k.v_lshrrev_b32(k.tid, log2(LANES), k.tid, comment="wave within the workgroup (uniform)")
-    k.v_readfirstlane_b32(wave, k.tid, comment="wave within the workgroup")
+    k.v_readfirstlane_b32(wave, k.tid, comment="the wave's first work-item (no VALU wrote tid: no wait state)")
+    k.s_lshr_b32(wave, wave, log2(LANES), comment="wave within the workgroup")
     k.free(k.tid)
     return lane, wave
 
