@@ -47,7 +47,7 @@ from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, ScalarParam, TensorParam
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.random import DropoutRng
-from isagen.prims.reduce import CrossWave
+from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
                                load_vectors_once, log2, store_chunk)
 from isagen.program import KernelBuilder
@@ -337,25 +337,24 @@ class _NormKernel:
         self.pass_input()
         if op.kind == "rms":
             k.comment("---- rstd = rsqrt(sum(h^2)/hidden + eps)")
-            self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
-                           ["sum of squares (even elements)", "sum of squares (odd elements)"])
-            k.v_mov_b32(self.rstd, self.total2)
-            k.v_add_f32(self.rstd, self.total, self.rstd, comment="sum of squares")
+            a, b = self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
+                                  ["sum of squares (even elements)", "sum of squares (odd elements)"], vgpr_ok=True)
+            combine_totals(k, "add", self.rstd, a, b, "sum of squares")
             k.v_fma_f32(self.rstd, self.rstd, self.inv_h, self.eps, comment="mean square + eps")
             k.v_rsq_f32(self.rstd, self.rstd, comment="rstd")
         else:
             k.comment("---- mean0 = sum(h)/hidden: a first estimate, corrected by pass 2")
-            self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
-                           ["sum (even elements)", "sum (odd elements)"])
-            k.v_mov_b32(self.mean, self.total2)
-            k.v_add_f32(self.mean, self.total, self.mean, comment="sum")
+            a, b = self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
+                                  ["sum (even elements)", "sum (odd elements)"], vgpr_ok=True)
+            combine_totals(k, "add", self.mean, a, b, "sum")
             k.v_mul_f32(self.mean, self.mean, self.inv_h, comment="mean0")
             self.pass_variance()
             k.comment("---- corrected two-pass statistics: with d = h - mean0, mean = mean0 + sum(d)/hidden and "
                       "var = sum(d^2)/hidden - (sum(d)/hidden)^2 (the correction is tiny: no cancellation)")
-            self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2], ["sum of d", "sum of d^2"])
-            k.v_mul_f32(self.corr, self.total, self.inv_h, comment="mean - mean0")
-            k.v_mul_f32(self.rstd, self.total2, self.inv_h, comment="mean of d^2")
+            a, b = self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2], ["sum of d", "sum of d^2"],
+                                  vgpr_ok=True)
+            k.v_mul_f32(self.corr, a, self.inv_h, comment="mean - mean0")
+            k.v_mul_f32(self.rstd, b, self.inv_h, comment="mean of d^2")
             k.v_fma_f32(self.rstd, neg(self.corr), self.corr, self.rstd, comment="variance")
             k.v_add_f32(self.rstd, self.rstd, self.eps, comment="variance + eps")
             k.v_rsq_f32(self.rstd, self.rstd, comment="rstd")

@@ -4,7 +4,9 @@ fp32 math on bf16, f16 or fp32 tensors; the result is rounded to nearest even on
 VGPRs (``isagen.prims.rows``: 16 bytes per lane per access, ``waves_per_row`` waves per row), so it is
 read once and written once:
 
-1. the row max (``v_max3_f32``: two elements per instruction), reduced over the row's lanes and waves;
+1. the row max (``v_max3_f32``: two elements per instruction, into two running maxima so that their
+   DPP reductions interleave; a max is exact, so the split changes no bit), reduced over the row's
+   lanes and waves;
 2. e = 2^((x - max) log2 e) with one ``v_fmamk_f32`` and one ``v_exp_f32`` per element, and their sum;
    fp32 tensors keep e in place of x, 16-bit tensors recompute it in step 3 (cheaper than the
    registers a second copy of the row would take);
@@ -29,7 +31,7 @@ from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.math import LOG2E, exp_shifted
-from isagen.prims.reduce import CrossWave
+from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave, log2,
                                store_chunk)
 from isagen.program import KernelBuilder
@@ -166,6 +168,9 @@ class _Softmax:
         self.inv = k.vgpr(1, "inv_sum", kernel=True)
         self.total = k.sgpr(1, "row_total", kernel=True)
         self.mask = k.sgpr(2, "mask_lo", kernel=True)
+        # two sets of masks, (mask_lo, vcc) and (mask2_lo, mask2_hi): the next pair's compares are issued
+        # before this pair's selects, so no select reads a mask written fewer than 2 instructions before
+        self.masks = [(self.mask, VCC), (k.sgpr(2, "mask2_lo", kernel=True), k.sgpr(2, "mask2_hi", kernel=True))]
         records = k.sgpr(1, "records", kernel=True)
         k.v_mov_b32(self.neg_inf, NEG_INF, comment="-inf for the elements past a short row's end")
 
@@ -190,8 +195,9 @@ class _Softmax:
         self.pass_max(masked=False)
         k.place(done)
         k.comment("---- the row's max")
-        self.xw.reduce([self.acc], "max", [self.total], ["max"])
-        k.v_mov_b32(self.shift, self.total)
+        a, b = self.xw.reduce([self.acc, self.acc2], "max", [self.total, self.total2],
+                              ["max (even pairs)", "max (odd pairs)"], vgpr_ok=True)
+        combine_totals(k, "max", self.shift, a, b, "max")
         k.v_mul_f32(self.shift, -LOG2E, self.shift, comment="-max * log2(e)")
         full, done = k.label("full_row_sum"), k.label("sum_done")
         if self.conv.wide:
@@ -204,29 +210,39 @@ class _Softmax:
         if self.conv.wide:
             k.place(done)
         k.comment("---- the row's sum")
-        self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2], ["sum (even)", "sum (odd)"])
-        k.v_mov_b32(self.inv, self.total2)
-        k.v_add_f32(self.inv, self.total, self.inv, comment="sum")
+        a, b = self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2], ["sum (even)", "sum (odd)"],
+                              vgpr_ok=True)
+        combine_totals(k, "add", self.inv, a, b, "sum")
         k.v_rcp_f32(self.inv, self.inv, comment="1/sum")
         self.pass_out()
         self.loop.bottom(list(self.win.values()), self.step)
         k.free(records)
 
     def _compare_pair(self, limit, i):
-        """mask / vcc = elements 2i / 2i+1 inside the row (issued early: read two instructions later)."""
-        self.lanes.valid(limit, 2 * i, self.mask)
-        self.lanes.valid(limit, 2 * i + 1, VCC)
+        """Mask set ``i % 2`` = elements 2i / 2i+1 inside the row (issued a pair ahead of its selects)."""
+        lo, hi = self.masks[i % 2]
+        self.lanes.valid(limit, 2 * i, lo)
+        self.lanes.valid(limit, 2 * i + 1, hi)
 
-    def _mask_pair(self, lo, hi, fill):
-        """lo/hi = ``fill`` where elements 2i/2i+1 are past the row's end (``_compare_pair`` first)."""
+    def _compare_ahead(self, limit, i):
+        """Before pair ``i``'s selects: the compares of pair 0 (at the chunk's start) and of pair i+1."""
+        if i == 0:
+            self._compare_pair(limit, 0)
+        if i + 1 < self.view.pairs:
+            self._compare_pair(limit, i + 1)
+
+    def _mask_pair(self, lo, hi, fill, i):
+        """lo/hi = ``fill`` where elements 2i/2i+1 are past the row's end (``_compare_ahead`` first)."""
         k = self.k
-        k.v_cndmask_b32(lo, fill, lo, self.mask, comment="past the row's end")
-        k.v_cndmask_b32(hi, fill, hi, VCC)
+        m_lo, m_hi = self.masks[i % 2]
+        k.v_cndmask_b32(lo, fill, lo, m_lo, comment="past the row's end")
+        k.v_cndmask_b32(hi, fill, hi, m_hi)
 
     def pass_max(self, masked: bool):
         k, g, view = self.k, self.geom, self.view
         k.comment("---- pass 1: max per lane" + (" (short row: -inf past its end)" if masked else ""))
-        k.v_mov_b32(self.acc, self.neg_inf, comment="running max")
+        k.v_mov_b32(self.acc, self.neg_inf, comment="running max: even pairs")
+        k.v_mov_b32(self.acc2, self.neg_inf, comment="... odd pairs")
         end, rest = k.label("max_end"), k.label("max_rest")
         for j in range(g.chunks):
             self.lanes.past_end(j, rest)
@@ -235,11 +251,12 @@ class _Softmax:
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
                 if masked:
-                    self._compare_pair(limit, i)
+                    self._compare_ahead(limit, i)
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
                 if masked:
-                    self._mask_pair(lo, hi, self.neg_inf)
-                k.v_max3_f32(self.acc, self.acc, lo, hi, comment="max" if i == 0 else None)
+                    self._mask_pair(lo, hi, self.neg_inf, i)
+                acc = self.acc2 if i % 2 else self.acc
+                k.v_max3_f32(acc, acc, lo, hi, comment="max" if i < 2 else None)
         if g.chunks > 1:
             k.s_branch(end)
             k.place(rest)
@@ -261,7 +278,7 @@ class _Softmax:
             limit = self.lanes.chunk_limit(j, self.t[2][0]) if masked else None
             for i in range(view.pairs):
                 if masked:
-                    self._compare_pair(limit, i)
+                    self._compare_ahead(limit, i)
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
                 if view.conv.wide:
                     el, eh = self.t[1][0], self.t[1][1]
@@ -269,7 +286,7 @@ class _Softmax:
                     el, eh = lo, hi                      # fp32: e replaces x in the row's registers
                 exp_shifted(k, [el, eh], [lo, hi], self.shift)
                 if masked:
-                    self._mask_pair(el, eh, 0)
+                    self._mask_pair(el, eh, 0, i)
                 k.v_add_f32(self.acc, self.acc, el, comment="+= e" if i == 0 else None)
                 k.v_add_f32(self.acc2, self.acc2, eh)
         k.place(end)

@@ -100,9 +100,13 @@ class CrossWave:
             k.v_add_u32(self.write_at, t.s, self.read_at, comment=f"{name}: this wave's slot (half 0)")
         k.s_mov_b32(self.parity, 0, comment=f"{name}: LDS half of the next reduction (toggles)")
 
-    def reduce(self, values: list[Reg], op: str, out: list[Reg], what: list[str] | None = None) -> None:
+    def reduce(self, values: list[Reg], op: str, out: list[Reg], what: list[str] | None = None, *,
+               vgpr_ok: bool = False) -> list[Reg]:
         """``out[i]`` (SGPR) = ``op`` of VGPR ``values[i]`` over every lane of every wave of the row
-        (``values`` are clobbered)."""
+        (``values`` are clobbered).  Returns the registers that hold the results: ``out``, or with
+        ``vgpr_ok`` and more than one wave per row ``values`` themselves (every lane holds the same
+        result after the LDS exchange), which saves the ``v_readfirstlane`` and the 2 wait states a VALU
+        read of the SGPR it writes would need."""
         k = self.k
         n = len(values)
         if not 1 <= n <= self.values:
@@ -110,7 +114,7 @@ class CrossWave:
         what = what or [f"value {i}" for i in range(len(values))]
         wave_reduce(k, values, op, out, what)
         if self.wpr == 1:
-            return
+            return out
         combine = _combine(k, op)
         lds = (self.region.offset, self.region.offset + self.region.size)
         with k.temps(addr="v1") as t:
@@ -128,10 +132,28 @@ class CrossWave:
                                   comment=f"{what[i]}: total of wave {w} of the row")
         k.s_xor_b32(self.parity, self.parity, self.half, comment="the next reduction uses the other half")
         k.wait(lgkmcnt=0, why="the row's totals have arrived")
+        for w in range(1, self.wpr):             # the values' chains interleaved: no read right after a write
+            for i in range(n):
+                if w == 1:
+                    combine(values[i], parts[i][0], parts[i][1],
+                            comment=f"{what[i]}: waves 0 and 1 (same order in every wave)")
+                else:
+                    combine(values[i], values[i], parts[i][w], comment=f"{what[i]}: + wave {w}")
         for i in range(n):
-            acc = values[i]
-            combine(acc, parts[i][0], parts[i][1], comment=f"{what[i]}: waves 0 and 1 (same order in every wave)")
-            for w in range(2, self.wpr):
-                combine(acc, acc, parts[i][w], comment=f"{what[i]}: + wave {w}")
-            k.v_readfirstlane_b32(out[i], acc, comment=f"{what[i]}: the row's {op} (uniform)")
+            if not vgpr_ok:
+                k.v_readfirstlane_b32(out[i], values[i], comment=f"{what[i]}: the row's {op} (uniform)")
             k.free(*parts[i])
+        return list(values) if vgpr_ok else out
+
+
+def combine_totals(k, op: str, dst: Reg, a: Reg, b: Reg, what: str = "") -> None:
+    """``dst`` (VGPR) = ``op`` (add, max) of two reduction results as ``CrossWave.reduce`` returns them:
+    VGPRs directly; SGPRs (one wave per row: ``v_readlane``) through a move, since gfx9's VALU reads one
+    SGPR per instruction.  ``a`` is read first (written first: the fewer wait states left).  Addition
+    and max are commutative, so the order changes no bit."""
+    combine = _combine(k, op)
+    if a.cls == "v":
+        combine(dst, a, b, comment=what or None)
+    else:
+        k.v_mov_b32(dst, a)
+        combine(dst, b, dst, comment=what or None)
