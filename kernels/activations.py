@@ -229,6 +229,8 @@ class _Activation:
         k.comment("tail: an odd n leaves element n-1 alone in a dword; lane 0 of its workgroup does it with "
                   "2-byte accesses through an exact-size window, every other lane's offset is out of range")
         with k.temps(soff="s1", odd="s1", voff="v1", val="v1") as t:
+            k.v_cmp_eq_u32(VCC, 0, k.tid, comment="vcc: lane 0 (the scalar work below covers its 2 wait states)")
+            k.free(k.tid)
             k.s_lshl_b32(t.soff, self.rem, 1, comment="the workgroup's bytes, exact")
             for name in ("x", "out"):
                 self.win[name].set_records(t.soff)
@@ -236,8 +238,6 @@ class _Activation:
             k.s_and_b32(t.odd, self.rem, 1, comment="scc: an odd element count (only the last workgroup)")
             k.s_cselect_b32(t.soff, t.soff, OOB, comment="even: nothing to do")
             k.v_mov_b32(t.voff, t.soff)
-            k.v_cmp_eq_u32(VCC, 0, k.tid, comment="vcc: lane 0")
-            k.free(k.tid)
             k.v_cndmask_b32(t.voff, OOB, t.voff, VCC, comment="only lane 0")
             k.buffer_load_ushort(t.val, t.voff, self.win["x"].regs, 0, offen=True, comment="x[n-1]")
             k.wait(vmcnt=0, why="the tail element has landed")

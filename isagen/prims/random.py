@@ -99,13 +99,14 @@ class DropoutRng:
             k.s_xor_b32(key, key, t.t)
             k.s_add_u32(self.base, key, offset, comment="offset + key: the counter of element (0, 0)")
         with k.temps(pv="v1") as t:
+            # ordered so that each result is read 2+ instructions after it is written (no s_nop)
             k.v_mov_b32(t.pv, p, comment="p")
             k.v_sub_f32(self.scale, 1.0, t.pv, comment="1 - p")
-            k.v_rcp_f32(self.scale, self.scale, comment="1/(1 - p): the kept elements' scale")
             k.v_cmp_gt_f32(VCC, 1.0, t.pv, comment="vcc: p < 1")
-            k.v_cndmask_b32(self.scale, 0, self.scale, VCC, comment="p >= 1 drops everything: scale 0")
+            k.v_rcp_f32(self.scale, self.scale, comment="1/(1 - p): the kept elements' scale")
             k.v_mul_f32(t.pv, TWO_POW_32, t.pv, comment="p * 2^32 (exact)")
             k.v_cvt_u32_f32(t.pv, t.pv, comment="threshold: truncated, saturating at 2^32 - 1")
+            k.v_cndmask_b32(self.scale, 0, self.scale, VCC, comment="p >= 1 drops everything: scale 0")
             k.v_readfirstlane_b32(self.threshold, t.pv, comment="threshold (uniform)")
 
     def keep(self, h: Reg, counter: Reg, add: int, t: Reg, dst=VCC, what: str = "") -> None:
