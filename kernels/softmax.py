@@ -4,9 +4,7 @@ fp32 math on bf16, f16 or fp32 tensors; the result is rounded to nearest even on
 VGPRs (``isagen.prims.rows``: 16 bytes per lane per access, ``waves_per_row`` waves per row), so it is
 read once and written once:
 
-1. the row max (``v_max3_f32``: two elements per instruction, into two running maxima so that their
-   DPP reductions interleave; a max is exact, so the split changes no bit), reduced over the row's
-   lanes and waves;
+1. the row max (``v_max3_f32``: two elements per instruction), reduced over the row's lanes and waves;
 2. e = 2^((x - max) log2 e) with one ``v_fmamk_f32`` and one ``v_exp_f32`` per element, and their sum;
    fp32 tensors keep e in place of x, 16-bit tensors recompute it in step 3 (cheaper than the
    registers a second copy of the row would take);
@@ -195,10 +193,11 @@ class _Softmax:
         self.pass_max(masked=False)
         k.place(done)
         k.comment("---- the row's max")
-        a, b = self.xw.reduce([self.acc, self.acc2], "max", [self.total, self.total2],
-                              ["max (even pairs)", "max (odd pairs)"], vgpr_ok=True)
-        combine_totals(k, "max", self.shift, a, b, "max")
-        k.v_mul_f32(self.shift, -LOG2E, self.shift, comment="-max * log2(e)")
+        (mx,) = self.xw.reduce([self.acc], "max", [self.total], ["max"], vgpr_ok=True)
+        if mx.cls != "v":
+            k.v_mov_b32(self.shift, mx)              # a VOP2 literal leaves src1 to a VGPR
+            mx = self.shift
+        k.v_mul_f32(self.shift, -LOG2E, mx, comment="-max * log2(e)")
         full, done = k.label("full_row_sum"), k.label("sum_done")
         if self.conv.wide:
             self.lanes.partial_last(self.cols)
@@ -241,8 +240,7 @@ class _Softmax:
     def pass_max(self, masked: bool):
         k, g, view = self.k, self.geom, self.view
         k.comment("---- pass 1: max per lane" + (" (short row: -inf past its end)" if masked else ""))
-        k.v_mov_b32(self.acc, self.neg_inf, comment="running max: even pairs")
-        k.v_mov_b32(self.acc2, self.neg_inf, comment="... odd pairs")
+        k.v_mov_b32(self.acc, self.neg_inf, comment="running max")
         end, rest = k.label("max_end"), k.label("max_rest")
         for j in range(g.chunks):
             self.lanes.past_end(j, rest)
@@ -255,8 +253,7 @@ class _Softmax:
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
                 if masked:
                     self._mask_pair(lo, hi, self.neg_inf, i)
-                acc = self.acc2 if i % 2 else self.acc
-                k.v_max3_f32(acc, acc, lo, hi, comment="max" if i < 2 else None)
+                k.v_max3_f32(self.acc, self.acc, lo, hi, comment="max" if i == 0 else None)
         if g.chunks > 1:
             k.s_branch(end)
             k.place(rest)
