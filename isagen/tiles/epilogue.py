@@ -10,50 +10,24 @@ bf16 rounding: gfx950 has ``v_cvt_pk_bf16_f32`` (RNE, two values per instruction
 integers: add ``0x7fff`` plus the lowest kept bit (ties to even) and keep the high half, except that a
 NaN becomes the quiet NaN ``0x7fc0`` (torch's rule), then ``v_perm_b32`` packs two high halves.  The two
 values of a pair are rounded interleaved, each NaN test in its own mask (VCC, an SGPR pair), so every
-VALU-writes-mask -> v_cndmask distance is covered by the other value's work: no ``s_nop``.
+VALU-writes-mask -> v_cndmask distance is covered by the other value's work: no ``s_nop``.  The
+sequence is ``isagen.prims.convert.Converter``'s (shared with the memory-bound kernels).
 """
 
 from __future__ import annotations
 
-from ..isa.operands import VCC, Reg
+from ..isa.operands import Reg
+from ..prims.convert import Converter
 
 
-class Bf16Packer:
-    """fp32 pairs -> packed bf16 dwords (RNE), with the temporaries the gfx942 sequence needs."""
+class Bf16Packer(Converter):
+    """fp32 pairs -> packed bf16 dwords (RNE): ``isagen.prims.convert.Converter`` for bf16, so the GEMM
+    epilogue and the memory-bound kernels share one rounding sequence.  ``pack(dst, lo, hi)`` clobbers
+    ``lo``/``hi`` on gfx942; ``release()`` frees the constants and temporaries."""
 
     def __init__(self, k):
-        self.k = k
-        self.native = "v_cvt_pk_bf16_f32" in k.isa
-        if not self.native:
-            self.t = k.vgpr(2, "rne_tmp")
-            self.qnan = k.vgpr(1, "qnan")
-            self.sel = k.sgpr(1, "perm_hi16")
-            self.bias = k.sgpr(1, "rne_bias")
-            self.nan_hi = k.sgpr(2, "nan_hi")
-            k.s_mov_b32(self.sel, 0x07060302, comment="v_perm selector: the high halves of two dwords")
-            k.s_movk_i32(self.bias, 0x7FFF, comment="rounding bias below the kept bits")
-            k.v_mov_b32(self.qnan, 0x7FC00000, comment="quiet NaN as a bf16 in the high half")
-
-    def release(self):
-        if not self.native:
-            self.k.free(self.t, self.qnan, self.sel, self.bias, self.nan_hi)
-
-    def pack(self, dst: Reg, lo: Reg, hi: Reg) -> None:
-        """dst = bf16(hi) << 16 | bf16(lo); ``lo``/``hi`` (fp32 bits) are clobbered on gfx942."""
-        k = self.k
-        if self.native:
-            k.v_cvt_pk_bf16_f32(dst, lo, hi, comment="round both to bf16 (nearest even) and pack")
-            return
-        t_lo, t_hi = self.t[0], self.t[1]
-        k.v_bfe_u32(t_lo, lo, 16, 1, comment="lo: lowest bit the bf16 keeps")
-        k.v_bfe_u32(t_hi, hi, 16, 1, comment="hi: lowest bit the bf16 keeps")
-        k.v_cmp_u_f32(VCC, lo, lo, comment="vcc: lo is NaN")
-        k.v_cmp_u_f32(self.nan_hi, hi, hi, comment="hi is NaN")
-        k.v_add3_u32(t_lo, lo, self.bias, t_lo, comment="lo + 0x7fff + that bit: ties round to even")
-        k.v_add3_u32(t_hi, hi, self.bias, t_hi, comment="hi rounded; each bf16 is the high half")
-        k.v_cndmask_b32(lo, t_lo, self.qnan, VCC, comment="lo: NaN -> quiet NaN (as torch)")
-        k.v_cndmask_b32(hi, t_hi, self.qnan, self.nan_hi, comment="hi: NaN -> quiet NaN")
-        k.v_perm_b32(dst, hi, lo, self.sel, comment="pack the two bf16 (high halves)")
+        super().__init__(k, "bf16")
+        self.native = not self.soft_bf16
 
 
 def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: Bf16Packer | None,
