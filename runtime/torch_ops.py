@@ -17,7 +17,8 @@ Registering a new kernel: ``register_op(name, spec)`` (one fixed kernel), or
 the input tensors.  ``shapes=`` names an adapter (``SHAPE_ADAPTERS``) that takes the shapes a torch user
 passes and views them as the kernel's contract: the memory-bound ops take ``[..., hidden]`` rows
 (``rms_norm``, ``softmax`` ...), any shape (activations) and ``[..., 2d]`` gate|up halves
-(``silu_and_mul`` ..., as vLLM and AITER).  See docs/runtime.md.
+(``silu_and_mul`` ..., as vLLM and AITER), and the rotary ops build the ``head_dim`` of their input.
+See docs/runtime.md.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ GENERIC_OPS = {
     "add": ("add_bf16", _VEC16, None),
     **{op: (f"{op}_bf16", _ROWS, "rows") for op in ("rms_norm", "add_rms_norm", "layer_norm",
                                                    "dropout_add_layer_norm", "softmax")},
-    **{op: (f"{op}_bf16", _ANY, None) for op in ("rotary_neox", "rotary_interleaved")},
+    **{op: (f"{op}_bf16", _ANY, "rotary") for op in ("rotary_neox", "rotary_interleaved")},
     **{op: (f"{op}_bf16", _ANY, "flat") for op in ("silu", "gelu", "gelu_tanh", "relu", "tanh")},
     **{op: (f"{op}_bf16", _ANY, "gated") for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
 }
@@ -98,7 +99,13 @@ def _gated_adapter(name: str, info, tensors: list):
     return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d)
 
 
-SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter}
+def _same_adapter(name: str, info, tensors: list):
+    return tensors, lambda y: y
+
+
+SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter, "rotary": _same_adapter}
+# kernel parameters an adapter takes from the inputs' shapes (the kernel built per value, like dtype)
+SHAPE_PARAMS = {"rotary": lambda tensors: {"head_dim": int(tensors[0].shape[-1])} if tensors[0].dim() else {}}
 
 
 @dataclass
@@ -157,6 +164,8 @@ def _params_for(entry: "OpEntry", tensors: list) -> dict:
             raise LaunchError(f"isagen::{entry.name}: no kernel for {dtype} tensors (it has: {have})")
         params[entry.dtype_param] = element
         params.update((entry.variants or {}).get(element, {}))
+    if entry.shapes in SHAPE_PARAMS:
+        params.update(SHAPE_PARAMS[entry.shapes](tensors))
     return params
 
 

@@ -1,7 +1,7 @@
 """The memory-bound kernels as torch operators (``torch.ops.isagen.*``, dtype-generic) and through
 ``isagen run``: schemas from the launch contracts, results against torch in every dtype (the row ops over
 hidden 128 and 8192 too), torch-style shapes ([..., hidden] rows, any-shape activations, [..., 2d]
-gate|up halves), fake (meta) implementations, and the dropout spec checked with p > 0 against its
+gate|up halves, rotary head_dim from x), fake (meta) implementations, and the dropout spec checked with p > 0 against its
 documented mask."""
 
 import numpy as np
@@ -95,6 +95,12 @@ def test_torch_style_shapes():
     assert y.shape == (2, 3, 128)
     want = F.gelu(x[..., :128].double(), approximate="tanh") * x[..., 128:].double()
     assert_close(y, want, "bf16", "gelu_tanh_and_mul [2, 3, 256]", scale=8)
+    q = _rand((5, 3, 64), "f32", g)                                   # head_dim 64: built from x's shape
+    ang = torch.rand(5, 32, generator=g) * 6.3
+    y = torch.ops.isagen.rotary_interleaved(q, ang.cos(), ang.sin())
+    a, b, c, s = q[..., 0::2].double(), q[..., 1::2].double(), ang.cos().double()[:, None], ang.sin().double()[:, None]
+    assert_close(y, torch.stack([a * c - b * s, b * c + a * s], -1).flatten(-2), "f32", "rotary_interleaved 64",
+                 scale=2)
     meta = torch.ops.isagen.silu_and_mul(torch.empty(4, 5, 64, device="meta"))
     assert meta.shape == (4, 5, 32)
     with pytest.raises(LaunchError, match=r"isagen::silu_and_mul: x has shape \(3, 5\); expected \[\.\.\., 2\*d\]"):
