@@ -69,6 +69,8 @@ def test_every_op_and_dtype_full_and_short_rows(op, dtype):
         assert_close(out, want, dtype, f"{op} {dtype} hidden={hidden}", scale=4)
         if res is not None:
             assert_close(res, h, dtype, f"{op} {dtype} residual_out hidden={hidden}", scale=4)
+        if op == "add_rms_norm":            # fp32 add, one round to nearest even: torch's own add, bit for bit
+            assert torch.equal(res, (t["x"].float() + t["residual"].float()).to(TORCH[dtype]))
         # every tensor byte read once (the weight and bias once per workgroup), every output byte written once
         esize = t["x"].element_size()
         row_tensors = 2 if "add" in op else 1
@@ -160,6 +162,8 @@ def test_gfx950_runs_every_op():
         assert_close(out, want, "bf16", f"{op} gfx950", scale=4)
         if res is not None:
             assert_close(res, hr, "bf16", f"{op} gfx950 residual_out", scale=4)
+        if op == "add_rms_norm":            # v_cvt_pk_bf16_f32 rounds to nearest even, as torch
+            assert torch.equal(res, (t["x"].float() + t["residual"].float()).bfloat16())
 
 
 def test_launch_and_spec_errors():
