@@ -172,38 +172,39 @@ def _ldexp32(x, e):
     return _round32(np.ldexp(_f64(x), e))
 
 
-def _fmax(a, b):
-    # IEEE maxNum with +0 > -0 (as the hardware orders signed zeros)
-    r = np.fmax(a, b)
+def _zeros_ordered_max(r, a, b):
+    """``r`` (a max of a and b) with a max of two zeros set to +0 unless both are -0:
+    the hardware orders -0 < +0, numpy's max picks either zero."""
     both0 = (a == 0) & (b == 0)
     if np.any(both0):
         r = np.where(both0, np.where(np.signbit(a) & np.signbit(b), a, np.abs(a)), r)
     return r.astype(np.result_type(a, b))
 
 
-def _fmin(a, b):
-    r = np.fmin(a, b)
+def _zeros_ordered_min(r, a, b):
+    """``r`` (a min of a and b) with a min of two zeros set to -0 if either is -0."""
     both0 = (a == 0) & (b == 0)
     if np.any(both0):
         r = np.where(both0, np.where(np.signbit(a) | np.signbit(b), -np.abs(a), a), r)
     return r.astype(np.result_type(a, b))
+
+
+def _fmax(a, b):
+    """IEEE maxNum (a NaN operand loses) with +0 > -0."""
+    return _zeros_ordered_max(np.fmax(a, b), a, b)
+
+
+def _fmin(a, b):
+    return _zeros_ordered_min(np.fmin(a, b), a, b)
 
 
 def _ieee_max(a, b):
     """IEEE 754-2019 maximum: NaN propagates, -0 < +0."""
-    r = np.maximum(a, b)
-    both0 = (a == 0) & (b == 0)
-    if np.any(both0):
-        r = np.where(both0, np.where(np.signbit(a) & np.signbit(b), a, np.abs(a)), r)
-    return r.astype(np.result_type(a, b))
+    return _zeros_ordered_max(np.maximum(a, b), a, b)
 
 
 def _ieee_min(a, b):
-    r = np.minimum(a, b)
-    both0 = (a == 0) & (b == 0)
-    if np.any(both0):
-        r = np.where(both0, np.where(np.signbit(a) | np.signbit(b), -np.abs(a), a), r)
-    return r.astype(np.result_type(a, b))
+    return _zeros_ordered_min(np.minimum(a, b), a, b)
 
 
 def _med3(a, b, c, mx=np.maximum, mn=np.minimum):
