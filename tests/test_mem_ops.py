@@ -128,8 +128,9 @@ def test_functional_and_fake():
     assert rot.shape == (7, 2, 128)
 
 
-def test_isagen_run_dropout_spec_with_p(capsys):
-    assert cli_main(["run", "dropout_add_layer_norm_bf16", "--shape", "rows=9", "--shape", "hidden=1000",
-                     "--scalar", "p=0.3", "--scalar", "seed=11", "--scalar", "offset=5"]) == 0
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_isagen_run_dropout_spec_with_p(target, capsys):
+    assert cli_main(["run", "dropout_add_layer_norm_bf16", "--target", target, "--shape", "rows=9", "--shape",
+                     "hidden=1000", "--scalar", "p=0.3", "--scalar", "seed=11", "--scalar", "offset=5"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1] == "PASS" and "residual_out" in out
+    assert out.splitlines()[-1] == "PASS" and "residual_out" in out and f"[{target}, emu]" in out
