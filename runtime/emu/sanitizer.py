@@ -420,6 +420,13 @@ class Sanitizer:
                 self.sfull.add(k)
 
     # ------------------------------------------------------------------ hazards
+    def _need_after(self, st, ws, inst, writes, keys, need, what):
+        """_need for each register of ``keys`` that ``writes`` (register -> (slots, producer)) holds."""
+        for k in keys:
+            since = writes.get(k)
+            if since is not None:
+                self._need(st, ws, inst, k, since[0], need, what, since[1])
+
     def _need(self, st, ws, inst, k, since, need, what, producer):
         if since is None:
             return
@@ -497,51 +504,30 @@ class Sanitizer:
         # VALU writes read by MFMA
         if cls == "mfma" and self.valu_w:
             need = rules["valu_write_vgpr->mfma_read"]
-            for k in step.reads:
-                since = self.valu_w.get(k)
-                if since is not None and k < nr:
-                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+            self._need_after(st, ws, inst, self.valu_w, (k for k in step.reads if k < nr), need, "reads")
         # DPP source written shortly before
         if dpp_src and self.any_w:
             need = rules["write_vgpr->dpp_read"]
-            for k in dpp_src:
-                since = self.any_w.get(k)
-                if since is not None:
-                    self._need(st, ws, inst, k, since[0], need, "reads (DPP)", since[1])
+            self._need_after(st, ws, inst, self.any_w, dpp_src, need, "reads (DPP)")
         # transcendental result read by VALU
         if cls == "valu" and self.trans_w and "valu_write_sgpr->valu_read" in rules:
             need = rules["trans_write->valu_read"]
-            for k in step.reads:
-                since = self.trans_w.get(k)
-                if since is not None:
-                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+            self._need_after(st, ws, inst, self.trans_w, step.reads, need, "reads")
         # VALU-written SGPR read by VMEM
         if vmem_sreads and self.valu_w:
             need = rules["valu_write_sgpr->vmem_read"]
-            for k in vmem_sreads:
-                since = self.valu_w.get(k)
-                if since is not None:
-                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+            self._need_after(st, ws, inst, self.valu_w, vmem_sreads, need, "reads")
         if self.valu_w:
             # VALU-written SGPRs read by a VALU as an explicit operand (gfx940 VDecCoExec hazard)
             if hz.valu_sreads and "valu_write_sgpr->valu_read" in rules:
                 need = rules["valu_write_sgpr->valu_read"]
-                for k in hz.valu_sreads:
-                    since = self.valu_w.get(k)
-                    if since is not None:
-                        self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+                self._need_after(st, ws, inst, self.valu_w, hz.valu_sreads, need, "reads")
             if hz.lane_sel:
                 need = rules["valu_write_sgpr->lane_select"]
-                for k in hz.lane_sel:
-                    since = self.valu_w.get(k)
-                    if since is not None:
-                        self._need(st, ws, inst, k, since[0], need, "reads (as the lane select)", since[1])
+                self._need_after(st, ws, inst, self.valu_w, hz.lane_sel, need, "reads (as the lane select)")
             if hz.readlane_src:
                 need = rules["valu_write_vgpr->readlane_src"]
-                for k in hz.readlane_src:
-                    since = self.valu_w.get(k)
-                    if since is not None:
-                        self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+                self._need_after(st, ws, inst, self.valu_w, hz.readlane_src, need, "reads")
         if self.exec_w_any and (hz.rwlane or cls == "mfma" or hz.is_dpp):
             rule = ("valu_write_exec->rwlane" if hz.rwlane else "valu_write_exec->mfma" if cls == "mfma"
                     else "valu_write_exec->dpp")
@@ -560,10 +546,7 @@ class Sanitizer:
                              f"an SALU wrote it; needs {need}", ws, None)
         if is_div_fmas and self.valu_w:
             need = rules["valu_write_vcc->div_fmas"]
-            for k in (nr + VCC_LO, nr + VCC_LO + 1):
-                since = self.valu_w.get(k)
-                if since is not None:
-                    self._need(st, ws, inst, k, since[0], need, "reads", since[1])
+            self._need_after(st, ws, inst, self.valu_w, (nr + VCC_LO, nr + VCC_LO + 1), need, "reads")
 
     exec_w_any = False
     exec_w_inst = None
