@@ -955,14 +955,7 @@ class _Decoder:
             tm.append("idxen")
         if offen:
             tm.append("offen")
-        if offset:
-            tm.append(f"offset:{offset}")
-        if sc0:
-            tm.append("sc0")
-        if nt:
-            tm.append("nt")
-        if sc1:
-            tm.append("sc1")
+        tm += _offset_and_cache_text(offset, sc0, nt, sc1)
         if lds:
             tm.append("lds")
         return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
@@ -1012,15 +1005,7 @@ class _Decoder:
                     ops.append(_fixed("off"))
                 else:
                     ops.append(_sreg("saddr", saddr, n, read=True))
-        tm = []
-        if offset:
-            tm.append(f"offset:{offset}")
-        if sc0:
-            tm.append("sc0")
-        if nt:
-            tm.append("nt")
-        if sc1:
-            tm.append("sc1")
+        tm = _offset_and_cache_text(offset, sc0, nt, sc1)
         return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
 
     # .................................................................. driver
@@ -1095,6 +1080,12 @@ def _dpp_ctrl_text(c: int) -> str:
     if 0x150 <= c <= 0x15F:
         return f"row_newbcast:{c - 0x150}"     # gfx940+ (the DP ALU's only DPP control)
     raise _Bad(f"reserved dpp_ctrl 0x{c:x}")
+
+
+def _offset_and_cache_text(offset: int, sc0: int, nt: int, sc1: int) -> list[str]:
+    """The offset and cache-policy modifiers of a buffer / flat access, in LLVM's printing order."""
+    text = [f"offset:{offset}"] if offset else []
+    return text + [name for name, bit in (("sc0", sc0), ("nt", nt), ("sc1", sc1)) if bit]
 
 
 def _swizzle_text(o: int) -> str:
