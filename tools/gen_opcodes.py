@@ -235,7 +235,14 @@ def _same(printed, file, idx):
 
 # -- scalar ------------------------------------------------------------------------------
 
-class SOP2(Family):
+class ScalarFamily(Family):
+    """A scalar family: each of its register fields prints as an SGPR of the probe's index."""
+
+    def printed_index(self, name, val):
+        return "s", val
+
+
+class SOP2(ScalarFamily):
     name, nops = "SOP2", 0x60
     fields = {"sdst": [8, 0], "ssrc0": [16, 0], "ssrc1": [24, 0]}
     lit = True
@@ -243,11 +250,8 @@ class SOP2(Family):
     def encode(self, op, f):
         return ((2 << 30) | (op << 23) | (f["sdst"] << 16) | (f["ssrc1"] << 8) | f["ssrc0"],)
 
-    def printed_index(self, name, val):
-        return "s", val
 
-
-class SOP1(Family):
+class SOP1(ScalarFamily):
     name, nops = "SOP1", 256
     fields = {"sdst": [8, 0], "ssrc0": [16, 0]}
     lit = True
@@ -255,11 +259,8 @@ class SOP1(Family):
     def encode(self, op, f):
         return ((0x17D << 23) | (f["sdst"] << 16) | (op << 8) | f["ssrc0"],)
 
-    def printed_index(self, name, val):
-        return "s", val
 
-
-class SOPC(Family):
+class SOPC(ScalarFamily):
     name, nops = "SOPC", 128
     fields = {"ssrc0": [16, 0], "ssrc1": [24, 0]}
     lit = True
@@ -267,20 +268,14 @@ class SOPC(Family):
     def encode(self, op, f):
         return ((0x17E << 23) | (op << 16) | (f["ssrc1"] << 8) | f["ssrc0"],)
 
-    def printed_index(self, name, val):
-        return "s", val
 
-
-class SOPK(Family):
+class SOPK(ScalarFamily):
     name, nops = "SOPK", 29       # 29..31 are the SOP1/SOPC/SOPP prefixes
     fields = {"sdst": [8, 0]}
     lit = True
 
     def encode(self, op, f):
         return ((0xB << 28) | (op << 23) | (f["sdst"] << 16) | f.get("simm16", 0),)
-
-    def printed_index(self, name, val):
-        return "s", val
 
 
 class SOPP(Family):
@@ -291,16 +286,13 @@ class SOPP(Family):
         return ((0x17F << 23) | (op << 16) | f.get("simm16", 0),)
 
 
-class SMEM(Family):
+class SMEM(ScalarFamily):
     name, nops, size = "SMEM", 256, 8
     fields = {"sdata": [8, 0], "sbase": [16, 0], "offset": [0x2C, 0], "imm": [1, 0]}
 
     def encode(self, op, f):
         return ((0x30 << 26) | (op << 18) | (f.get("imm", 1) << 17) | (f["sdata"] << 6)
                 | (f["sbase"] >> 1), f.get("offset", 0x2C))
-
-    def printed_index(self, name, val):
-        return "s", val
 
 
 # -- vector ALU ----------------------------------------------------------------------------
