@@ -167,6 +167,27 @@ def compile_ds(inst, idx, ctx) -> Step:
 
 # ---------------------------------------------------------------------------- reads
 
+def _pair_layout(name, la: LdsAccess):
+    """(element bytes, byte offset of element 0, of element 1) of a ds_read2* / ds_write2*:
+    offset0/offset1 count elements, or 64-element strides with st64."""
+    size = 8 if name.endswith("b64") else 4
+    scale = size * (64 if "st64" in name else 1)
+    return size, la.offset0 * scale, la.offset1 * scale
+
+
+def _pair_addresses(st, inst, ws, ai, o0, o1, e, size):
+    """The two LDS addresses of a ds_read2* / ds_write2* and their in-range active lanes."""
+    base = st.V[ai, ws].astype(I64)
+    a0, a1 = base + o0, base + o1
+    return a0, a1, _lds_check(st, inst, ws, a0, e, size), _lds_check(st, inst, ws, a1, e, size)
+
+
+def _addtid_addresses(st, ws, off):
+    """ds_*_addtid_b32: M0[15:0] + offset + 4 * lane id."""
+    base = (st.S[M0, ws] & U32(0xFFFF)).astype(I64)
+    return base[:, None] + off + 4 * np.arange(64)[None, :]
+
+
 _READ = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2, "i16": 2}
 
 
@@ -175,19 +196,13 @@ def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
     dst = la.ops["vdst"]
     di = ctx.vindex(dst.reg)
     if name.startswith("ds_read2"):
-        st64 = "st64" in name
-        size = 8 if name.endswith("b64") else 4
-        scale = size * (64 if st64 else 1)
-        o0, o1 = la.offset0 * scale, la.offset1 * scale
+        size, o0, o1 = _pair_layout(name, la)
         ai = la.ai
         ndw = size // 4
 
         def h2(st, ws):
             e = st.EXEC[ws]
-            base = st.V[ai, ws].astype(I64)
-            a0, a1 = base + o0, base + o1
-            m0 = _lds_check(st, inst, ws, a0, e, size)
-            m1 = _lds_check(st, inst, ws, a1, e, size)
+            a0, a1, m0, m1 = _pair_addresses(st, inst, ws, ai, o0, o1, e, size)
             if st.san is not None:
                 st.san.lds_access(st, ws, inst, a0, m0, size, write=False)
                 st.san.lds_access(st, ws, inst, a1, m1, size, write=False)
@@ -203,8 +218,7 @@ def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
 
         def ha(st, ws):
             e = st.EXEC[ws]
-            base = (st.S[M0, ws] & U32(0xFFFF)).astype(I64)
-            a = base[:, None] + off + 4 * np.arange(64)[None, :]
+            a = _addtid_addresses(st, ws, off)
             m = _lds_check(st, inst, ws, a, e, 4)
             if st.san is not None:
                 st.san.lds_access(st, ws, inst, a, m, 4, write=False)
@@ -304,10 +318,7 @@ _WRITE = {"b8": 1, "b16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
 def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
     name = inst.name
     if name.startswith("ds_write2"):
-        st64 = "st64" in name
-        size = 8 if name.endswith("b64") else 4
-        scale = size * (64 if st64 else 1)
-        o0, o1 = la.offset0 * scale, la.offset1 * scale
+        size, o0, o1 = _pair_layout(name, la)
         ai = la.ai
         d0i = ctx.vindex(la.ops["data0"].reg)
         d1i = ctx.vindex(la.ops["data1"].reg)
@@ -315,10 +326,7 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
 
         def h2(st, ws):
             e = st.EXEC[ws]
-            base = st.V[ai, ws].astype(I64)
-            a0, a1 = base + o0, base + o1
-            m0 = _lds_check(st, inst, ws, a0, e, size)
-            m1 = _lds_check(st, inst, ws, a1, e, size)
+            a0, a1, m0, m1 = _pair_addresses(st, inst, ws, ai, o0, o1, e, size)
             v0 = np.stack([st.V[d0i + k, ws] for k in range(ndw)], -1)
             v1 = np.stack([st.V[d1i + k, ws] for k in range(ndw)], -1)
             if st.san is not None:
@@ -334,8 +342,7 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
 
         def ha(st, ws):
             e = st.EXEC[ws]
-            base = (st.S[M0, ws] & U32(0xFFFF)).astype(I64)
-            a = base[:, None] + off + 4 * np.arange(64)[None, :]
+            a = _addtid_addresses(st, ws, off)
             m = _lds_check(st, inst, ws, a, e, 4)
             v = st.V[d0i, ws][..., None]
             if st.san is not None:
