@@ -162,12 +162,17 @@ def compiled():
     return get
 
 
+def _load(compiled, which, arch):
+    """(device, loaded module, dynamic LDS bytes) of Triton's ``which`` kernel built for ``arch``."""
+    _needs_decoder(arch)
+    co, shared = compiled(which, arch)
+    dev = Device(arch)
+    return dev, dev.load_module(co), shared
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_masked_vector_add(compiled, arch):
-    _needs_decoder(arch)
-    co, shared = compiled("add", arch)
-    dev = Device(arch)
-    mod = dev.load_module(co)
+    dev, mod, shared = _load(compiled, "add", arch)
     n = 3000                                          # not a multiple of the 1024-element block
     rng = np.random.default_rng(1)
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
@@ -188,10 +193,7 @@ def test_masked_vector_add(compiled, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_row_softmax(compiled, arch):
-    _needs_decoder(arch)
-    co, shared = compiled("softmax", arch)
-    dev = Device(arch)
-    mod = dev.load_module(co)
+    dev, mod, shared = _load(compiled, "softmax", arch)
     rows, cols = 5, 200
     x = np.random.default_rng(2).standard_normal((rows, cols)).astype(np.float32) * 4
     dx, dy = dev.to_device(x), dev.to_device(np.zeros((rows, cols), np.float32))
@@ -205,10 +207,7 @@ def test_row_softmax(compiled, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_layernorm(compiled, arch):
-    _needs_decoder(arch)
-    co, shared = compiled("layernorm", arch)
-    dev = Device(arch)
-    mod = dev.load_module(co)
+    dev, mod, shared = _load(compiled, "layernorm", arch)
     rows, cols = 4, 300
     rng = np.random.default_rng(3)
     x = rng.standard_normal((rows, cols)).astype(np.float32) * 3 + 1
@@ -225,10 +224,7 @@ def test_layernorm(compiled, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_bf16_matmul_ragged(compiled, arch):
-    _needs_decoder(arch)
-    co, shared = compiled("matmul", arch)
-    dev = Device(arch)
-    mod = dev.load_module(co)
+    dev, mod, shared = _load(compiled, "matmul", arch)
     M, N, K = 100, 72, 50                              # none a multiple of the 64x64x32 blocks
     g = torch.Generator().manual_seed(4)
     a = torch.randn(M, K, generator=g).to(torch.bfloat16)
@@ -250,10 +246,7 @@ def test_bf16_matmul_ragged(compiled, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_flash_attention_forward(compiled, arch):
     # two dots, exp2, running max/sum, LDS layout conversions of replicated data; ragged sequence length
-    _needs_decoder(arch)
-    co, shared = compiled("attention", arch)
-    dev = Device(arch)
-    mod = dev.load_module(co)
+    dev, mod, shared = _load(compiled, "attention", arch)
     H, N, D = 2, 100, 64
     g = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn(H, N, D, generator=g).half() for _ in range(3))
@@ -272,10 +265,7 @@ def test_fp8_matmul(compiled, arch):
     # gfx942: e4m3 FNUZ operands; gfx950: OCP e4m3fn, B read with ds_read_b64_tr_b8 (a wrong transpose
     # rule gives errors of the order of the result itself).  Products of fp8 values are exact; only
     # the fp32 accumulation rounds.
-    _needs_decoder(arch)
-    co, shared = compiled("fp8_matmul", arch)
-    dev = Device(arch)
-    mod = dev.load_module(co)
+    dev, mod, shared = _load(compiled, "fp8_matmul", arch)
     M = N = K = 128
     g = torch.Generator().manual_seed(6)
     tt = _FP8[arch][1]
