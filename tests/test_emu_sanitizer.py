@@ -44,6 +44,14 @@ def run_exchange(co, dev=None, on_error="collect"):
     return reports, dev.from_device(dout, 128, np.float32), x, dout
 
 
+def run_one_wave(co, name, target="gfx942", dtype=np.float32):
+    """Launches ``name`` as one 64-lane wave on a zeroed 64-element output: (reports, the output)."""
+    dev = Device(target)
+    out = dev.to_device(np.zeros(64, dtype))
+    reports = dev.load_module(co).launch(name, grid=(1,), block=(64,), args=[out], on_error="collect")
+    return reports, dev.from_device(out, 64, dtype)
+
+
 def only(reports, category):
     assert reports, "expected a report"
     assert {r.category for r in reports} == {category}, [str(r) for r in reports]
@@ -166,13 +174,11 @@ def test_mfma_result_read_needs_seven_wait_states(nops, ok):
     # 16x16x16 bf16 is a 4-pass XDL MFMA on gfx942: a VALU read of its result needs P+3 = 7 wait states
     # (AMD/LLVM table in the reference notes); s_nop N gives N+1.
     co = build("mfma", MFMA.format(nops=nops), vgprs=8, agprs=4)
-    dev = Device("gfx942")
-    out = dev.to_device(np.zeros(64, np.float32))
-    reports = dev.load_module(co).launch("mfma", grid=(1,), block=(64,), args=[out], on_error="collect")
+    reports, out = run_one_wave(co, "mfma")
     if ok:
         assert reports == []
         # every D element is sum over k of 1.0 * 2.0 = 16 * 2
-        np.testing.assert_array_equal(dev.from_device(out, 64, np.float32), np.full(64, 32.0, np.float32))
+        np.testing.assert_array_equal(out, np.full(64, 32.0, np.float32))
     else:
         r = only(reports, "hazard")
         assert r.pc == address_of(co, "v_accvgpr_read_b32")
@@ -238,12 +244,10 @@ def test_valu_written_sgpr_read_by_valu(nops, ok):
   s_waitcnt lgkmcnt(0)
   global_store_dword v2, v1, s[4:5]
 """)
-    dev = Device("gfx942")
-    out = dev.to_device(np.zeros(64, np.uint32))
-    reports = dev.load_module(co).launch("sgprhz", grid=(1,), block=(64,), args=[out], on_error="collect")
+    reports, out = run_one_wave(co, "sgprhz", dtype=np.uint32)
     if ok:
         assert reports == []
-        np.testing.assert_array_equal(dev.from_device(out, 64, np.uint32), (np.arange(64) < 32).astype(np.uint32))
+        np.testing.assert_array_equal(out, (np.arange(64) < 32).astype(np.uint32))
     else:
         r = only(reports, "hazard")
         assert r.pc == address_of(co, "v_cndmask_b32_e64") and "s10" in r.message and "needs 2" in r.message
@@ -362,12 +366,10 @@ def test_valu_overwriting_an_mfma_result_too_soon(nops, ok):
     # a VALU write into the MFMA's destination while the MFMA may still write it (a2 is not read after)
     body = MFMA.format(nops=6).replace("  s_nop 6\n", f"  {nops}\n  v_accvgpr_write_b32 a2, 0\n  s_nop 6\n")
     co = build("mfmaw", body, vgprs=8, agprs=4)
-    dev = Device("gfx942")
-    out = dev.to_device(np.zeros(64, np.float32))
-    reports = dev.load_module(co).launch("mfmaw", grid=(1,), block=(64,), args=[out], on_error="collect")
+    reports, out = run_one_wave(co, "mfmaw")
     if ok:
         assert reports == []
-        np.testing.assert_array_equal(dev.from_device(out, 64, np.float32), np.full(64, 32.0, np.float32))
+        np.testing.assert_array_equal(out, np.full(64, 32.0, np.float32))
     else:
         r = only(reports, "hazard")
         assert r.pc == address_of(co, "v_accvgpr_write_b32") and "overwrites a2" in r.message
@@ -433,13 +435,11 @@ MFMA950 = """
 @pytest.mark.parametrize("nops,ok", [(7, True), (6, False)])
 def test_gfx950_mfma_result_read_needs_eight_wait_states(nops, ok):
     co = build("mfma950", MFMA950.format(nops=nops), target="gfx950", vgprs=12, agprs=4)
-    dev = Device("gfx950")
-    out = dev.to_device(np.zeros(64, np.float32))
-    reports = dev.load_module(co).launch("mfma950", grid=(1,), block=(64,), args=[out], on_error="collect")
+    reports, out = run_one_wave(co, "mfma950", "gfx950")
     if ok:
         assert reports == []
         # every D element is the sum over 32 k of 1.0 * 2.0
-        np.testing.assert_array_equal(dev.from_device(out, 64, np.float32), np.full(64, 64.0, np.float32))
+        np.testing.assert_array_equal(out, np.full(64, 64.0, np.float32))
     else:
         r = only(reports, "hazard")
         assert r.instruction == "v_accvgpr_read_b32 v8, a0"       # (no gfx950 objdump to check the pc)
