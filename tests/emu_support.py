@@ -7,12 +7,15 @@ work-item ids in v0; ``args`` lists the explicit arguments as ("ptr"|"i32"|"u32"
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import tempfile
 
 from isagen.toolchain import assemble
+
+CLANG, LLD = shutil.which("clang-19"), shutil.which("ld.lld-19")
 
 _SIZES = {"ptr": 8, "i32": 4, "u32": 4, "f32": 4}
 
@@ -114,3 +117,17 @@ def address_of(co: bytes, startswith: str, nth: int = 0) -> int:
     if len(hits) <= nth:
         raise AssertionError(f"objdump shows no instruction #{nth} starting with {startswith!r}")
     return hits[nth]
+
+
+def compile_opencl(source: str, opt: str = "-O3") -> bytes:
+    """An OpenCL C source compiled by clang-19 for gfx942 and linked by ld.lld-19: a code object
+    from an independent producer (callers skip when CLANG or LLD is None)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj, co = (os.path.join(tmp, f) for f in ("k.cl", "k.o", "k.co"))
+        with open(src, "w") as f:
+            f.write(source)
+        subprocess.run([CLANG, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx942", "-x", "cl", "-cl-std=CL2.0", opt,
+                        "-nogpulib", "-c", src, "-o", obj], check=True, capture_output=True)
+        subprocess.run([LLD, "-shared", obj, "-o", co], check=True, capture_output=True)
+        with open(co, "rb") as f:
+            return f.read()

@@ -3,16 +3,15 @@ emulator against numpy: a vector add, an LDS tree reduction with barriers, and a
 The sanitizer is on and must report nothing for them."""
 
 import os
-import shutil
 import subprocess
 import tempfile
 
 import numpy as np
 import pytest
 
+from emu_support import CLANG, LLD, compile_opencl
 from isagen.runtime.emu import Device
 
-CLANG, LLD = shutil.which("clang-19"), shutil.which("ld.lld-19")
 pytestmark = pytest.mark.skipif(not (CLANG and LLD), reason="clang-19 / ld.lld-19 not installed (apt llvm-19 clang-19 lld-19)")
 
 SOURCE = r"""
@@ -65,15 +64,7 @@ void hfma(__global const half2* a, __global const half2* b, __global const half*
 
 @pytest.fixture(scope="module")
 def module_bytes():
-    with tempfile.TemporaryDirectory() as tmp:
-        src, obj, co = (os.path.join(tmp, f) for f in ("k.cl", "k.o", "k.co"))
-        with open(src, "w") as f:
-            f.write(SOURCE)
-        subprocess.run([CLANG, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx942", "-x", "cl", "-cl-std=CL2.0", "-O3",
-                        "-nogpulib", "-c", src, "-o", obj], check=True, capture_output=True)
-        subprocess.run([LLD, "-shared", obj, "-o", co], check=True, capture_output=True)
-        with open(co, "rb") as f:
-            return f.read()
+    return compile_opencl(SOURCE)
 
 
 def test_vector_add(module_bytes):

@@ -3,19 +3,14 @@ the initial wave state (packed work-item IDs, workgroup IDs, EXEC of partial wav
 hidden arguments at the offsets of AMDGPUUsage's table, kernarg preloading, statistics."""
 
 import os
-import shutil
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
 import torch
 
-from emu_support import build
+from emu_support import CLANG, LLD, build, compile_opencl
 from isagen.errors import IsagenError, LaunchError
 from isagen.runtime.emu import Device
-
-CLANG, LLD = shutil.which("clang-19"), shutil.which("ld.lld-19")
 
 
 def test_memory_round_trip_and_addresses():
@@ -123,15 +118,7 @@ __kernel void sizes(__global uint* out) {
   out[g * 64 + t] = __builtin_amdgcn_workgroup_size_x() * 100 + __builtin_amdgcn_workgroup_size_y();
 }
 """
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [os.path.join(tmp, f) for f in ("h.cl", "h.o", "h.co")]
-        with open(paths[0], "w") as f:
-            f.write(src)
-        subprocess.run([CLANG, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx942", "-x", "cl", "-cl-std=CL2.0", "-O3",
-                        "-nogpulib", "-c", paths[0], "-o", paths[1]], check=True, capture_output=True)
-        subprocess.run([LLD, "-shared", paths[1], "-o", paths[2]], check=True, capture_output=True)
-        with open(paths[2], "rb") as f:
-            return f.read()
+    return compile_opencl(src)
 
 
 def test_hidden_arguments_follow_the_v5_table(clang_hidden):

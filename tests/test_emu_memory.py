@@ -3,15 +3,10 @@ M0 base and the documented inst_offset flag, atomics with lanes colliding on one
 accesses into the LDS aperture, scratch (private) memory of a clang kernel, and waves of one
 workgroup that take different paths and meet again at a barrier."""
 
-import os
-import shutil
-import subprocess
-import tempfile
-
 import numpy as np
 import pytest
 
-from emu_support import build
+from emu_support import CLANG, LLD, build, compile_opencl
 from isagen.runtime.emu import Device
 
 U32 = np.uint32
@@ -230,9 +225,6 @@ def test_divergent_waves_meet_at_a_barrier():
     np.testing.assert_array_equal(dev.from_device(out, 256, U32), ((w + 1) % 4 + 1) * 3)
 
 
-CLANG, LLD = shutil.which("clang-19"), shutil.which("ld.lld-19")
-
-
 @pytest.mark.skipif(not (CLANG and LLD), reason="clang-19 / ld.lld-19 not installed")
 def test_scratch_memory_of_a_clang_kernel():
     src = r"""
@@ -244,14 +236,7 @@ void priv(__global const int* idx, __global int* out) {
   out[t] = a[idx[t]] + a[(idx[t] + 5) & 31];
 }
 """
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [os.path.join(tmp, f) for f in ("p.cl", "p.o", "p.co")]
-        with open(paths[0], "w") as f:
-            f.write(src)
-        subprocess.run([CLANG, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx942", "-x", "cl", "-cl-std=CL2.0", "-O2",
-                        "-nogpulib", "-c", paths[0], "-o", paths[1]], check=True, capture_output=True)
-        subprocess.run([LLD, "-shared", paths[1], "-o", paths[2]], check=True, capture_output=True)
-        co = open(paths[2], "rb").read()
+    co = compile_opencl(src, "-O2")
     from isagen.codeobject import read_code_object
     assert read_code_object(co).kernel("priv").descriptor.private_segment_fixed_size >= 128
     dev = Device("gfx942")
