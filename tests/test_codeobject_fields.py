@@ -59,6 +59,16 @@ class Expect:
     workitem_dims: int
     flat_wg: int
 
+    @property
+    def accum(self) -> int:
+        """Where the AGPRs start in the unified file: the arch VGPRs rounded up to 4 (at least 4)."""
+        return max(4, ceil_div(self.vgprs, 4) * 4)
+
+    @property
+    def unified(self) -> int:
+        """The unified VGPR+AGPR count the wave allocates (the arch VGPRs alone without AGPRs)."""
+        return self.accum + self.agprs if self.agprs else self.vgprs
+
 
 def k_agpr(target):
     """7 VGPRs, 20 AGPRs: accum_offset 8, unified count 28."""
@@ -243,15 +253,13 @@ def test_elf_flags_are_the_production_target_id(built, target, short):
 def test_descriptor_fields(built, target, short):
     b = get(built, target, short)
     e, d = b.expect, b.desc
-    accum = max(4, ceil_div(e.vgprs, 4) * 4)
-    unified = accum + e.agprs if e.agprs else e.vgprs
     assert d["group_segment_fixed_size"] == e.lds
     assert d["private_segment_fixed_size"] == 0
     assert d["kernarg_size"] == e.kernarg_size
     assert d["entry_matches_symbol"]
-    assert d["vgpr_blocks"] == ceil_div(unified, 8) - 1          # granule 8 over the unified VGPR+AGPR file
+    assert d["vgpr_blocks"] == ceil_div(e.unified, 8) - 1        # granule 8 over the unified VGPR+AGPR file
     assert d["sgpr_blocks"] == ceil_div(e.sgprs + 6, 8) - 1       # + VCC, FLAT_SCRATCH, XNACK_MASK
-    assert d["accum_offset"] == accum // 4 - 1
+    assert d["accum_offset"] == e.accum // 4 - 1
     assert d["user_sgpr_count"] == 2 and d["kernarg_segment_ptr"] == 1 and d["private_segment_buffer"] == 0
     assert d["wg_id"] == e.wg_ids
     assert d["workitem_id"] == e.workitem_dims - 1
@@ -263,10 +271,8 @@ def test_descriptor_fields(built, target, short):
 def test_metadata_fields(built, target, short):
     b = get(built, target, short)
     e, m = b.expect, b.meta
-    accum = max(4, ceil_div(e.vgprs, 4) * 4)
-    unified = accum + e.agprs if e.agprs else e.vgprs
     assert m[".name"] == b.program.name and m[".symbol"] == f"{b.program.name}.kd"
-    assert m[".vgpr_count"] == unified
+    assert m[".vgpr_count"] == e.unified
     assert m[".agpr_count"] == e.agprs
     assert m[".sgpr_count"] == e.sgprs + 6
     assert m[".group_segment_fixed_size"] == e.lds
