@@ -282,14 +282,19 @@ def _u24(x):
     return (np.asarray(x).astype(U32) & U32(0xFFFFFF)).astype(U64)
 
 
-def _sad_u8(a, b):
+def _sad_u8(a, b, masked=False):
+    """Sum over the four bytes of |a.byte - b.byte|; ``masked`` (v_msad_u8) leaves out the bytes
+    where b's byte is 0."""
     a = np.asarray(a).astype(U32)
     b = np.asarray(b).astype(U32)
     s = np.zeros(np.broadcast(a, b).shape, U32)
     for i in range(4):
         x = ((a >> U32(8 * i)) & U32(0xFF)).astype(I64)
         y = ((b >> U32(8 * i)) & U32(0xFF)).astype(I64)
-        s = s + np.abs(x - y).astype(U32)
+        d = np.abs(x - y)
+        if masked:
+            d = np.where(y == 0, 0, d)
+        s = s + d.astype(U32)
     return s
 
 
@@ -532,7 +537,7 @@ op("v_sad_u8", "u32", ("u32",) * 3, lambda a, b, c: _sad_u8(a, b) + c)
 op("v_sad_u32", "u32", ("u32",) * 3, lambda a, b, c: np.where(a > b, a - b, b - a) + c)
 op("v_sad_u16", "u32", ("u32",) * 3, lambda a, b, c: (np.abs((a & U32(0xFFFF)).astype(I64) - (b & U32(0xFFFF))) + np.abs((a >> U32(16)).astype(I64) - (b >> U32(16)))).astype(U32) + c)
 op("v_sad_hi_u8", "u32", ("u32",) * 3, lambda a, b, c: (_sad_u8(a, b) << U32(16)) + c)
-op("v_msad_u8", "u32", ("u32",) * 3, lambda a, b, c: _msad(a, b) + c)
+op("v_msad_u8", "u32", ("u32",) * 3, lambda a, b, c: _sad_u8(a, b, masked=True) + c)
 op("v_lerp_u8", "u32", ("u32",) * 3, lambda a, b, c: _lerp_u8(a, b, c))
 op("v_mad_u32_u16", "u32", ("u32",) * 3, lambda a, b, c: (a & U32(0xFFFF)) * (b & U32(0xFFFF)) + c)
 op("v_mad_i32_i16", "u32", ("u32", "u32", "i32"), lambda a, b, c: ((a & U32(0xFFFF)).astype(U16).view(I16).astype(I64) * (b & U32(0xFFFF)).astype(U16).view(I16) + c).astype(U32))
@@ -638,17 +643,6 @@ def _ffbh_i(a):
     y = np.where(x < 0, ~x, x)
     m = _msb32(y)
     return np.where((x == 0) | (x == -1), -1, 31 - m).astype(I64).astype(U32)
-
-
-def _msad(a, b):
-    a = np.asarray(a).astype(U32)
-    b = np.asarray(b).astype(U32)
-    s = np.zeros(np.broadcast(a, b).shape, U32)
-    for i in range(4):
-        x = ((a >> U32(8 * i)) & U32(0xFF)).astype(I64)
-        y = ((b >> U32(8 * i)) & U32(0xFF)).astype(I64)
-        s = s + np.where(y == 0, 0, np.abs(x - y)).astype(U32)
-    return s
 
 
 def _lerp_u8(a, b, c):
