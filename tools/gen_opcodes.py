@@ -205,6 +205,11 @@ class Family:
     def encode(self, op: int, f: dict) -> tuple[int, ...]:
         raise NotImplementedError
 
+    def probe(self, op: int, f: dict, literal: int = LIT) -> tuple[int, ...]:
+        """The probe words: the encoding, then the literal dword in the families that append one."""
+        w = self.encode(op, f)
+        return w + (literal,) if self.lit else w
+
     def token_field(self, tok: str, f: dict):
         """Return (field, file, width) for an operand token, or None."""
         r = reg_of(tok)
@@ -538,10 +543,7 @@ def probe_family(fam: Family, mcpu="gfx942", ops=None) -> dict:
     probes, meta = [], []
     for op in ops:
         for ci, c in enumerate(combos):
-            w = fam.encode(op, c)
-            if fam.lit:
-                w = w + (LIT,)
-            probes.append(w)
+            probes.append(fam.probe(op, c))
             meta.append((op, ci))
     texts = disassemble(probes, mcpu)
     best: dict = {}
@@ -581,10 +583,7 @@ def _ctype_probe(fam, table, srcs, mcpu):
                 if code == 255 and not fam.lit:
                     continue
                 f = dict(c, **{s: code})
-                w = fam.encode(op, f)
-                if fam.lit:
-                    w = w + (lit,)
-                probes.append(w)
+                probes.append(fam.probe(op, f, lit))
                 meta.append((op, s, code if code != 255 else lit))
     texts = disassemble(probes, mcpu)
     seen: dict = {}
@@ -614,10 +613,7 @@ def _imm_formats(fam, table, mcpu, tables):
     for op, rec in table.items():
         for v in values:
             f = dict(rec["probe"], simm16=v)
-            w = fam.encode(op, f)
-            if fam.lit:
-                w = w + (LIT,)
-            probes.append(w)
+            probes.append(fam.probe(op, f))
             meta.append((op, v))
     texts = disassemble(probes, mcpu)
     got: dict = {}
@@ -931,11 +927,7 @@ def fuzz_extension(words: tuple[int, ...], rng) -> tuple[int, ...]:
 def canonical_words(family: str, op: int) -> list[tuple[int, ...]]:
     """The probe words of an opcode (aligned registers v8/v16/v24/v32, s40): they assemble back."""
     fam = FAMILY_BY_NAME[family]
-    out = []
-    for c in _combos(fam):
-        w = fam.encode(op, c)
-        out.append(w + (LIT,) if fam.lit else w)
-    return out
+    return [fam.probe(op, c) for c in _combos(fam)]
 
 
 # ============================================================================ main
