@@ -599,10 +599,7 @@ class _Decoder:
         seen_src = False
         for fld, file, n in e.ops:
             if fld == "vdst":
-                if file == "s":
-                    ops.append(_sreg("vdst", vdst, n, write=True))
-                else:
-                    ops.append(_vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True))
+                ops.append(_valu_vdst(e, vdst, file, n))
             elif fld == "src0":
                 ops.append(_src("src0", src0, n, e.ct.get("src0", "b32"), lit, afile=file == "a"))
                 seen_src = True
@@ -725,10 +722,7 @@ class _Decoder:
         ops = []
         for fld, file, n in e.ops:
             if fld == "vdst":
-                if file == "s":
-                    ops.append(_sreg("vdst", vdst, n, write=True))
-                else:
-                    ops.append(_vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True))
+                ops.append(_valu_vdst(e, vdst, file, n))
             elif fld == "sdst":
                 ops.append(_sreg("sdst", _bits(w0, 8, 7), n, write=True))
             elif fld in ("src0", "src1", "src2"):
@@ -1023,6 +1017,14 @@ class _Decoder:
             out.append(ins)
             off += ins.size
         return out
+
+
+def _valu_vdst(e, vdst, file, n) -> Operand:
+    """A VALU op's vdst field: SGPRs where the table says so (v_readfirstlane, v_readlane, ...),
+    else VGPRs/AGPRs, read as well where the op reads its destination (mac/fmac, v_writelane)."""
+    if file == "s":
+        return _sreg("vdst", vdst, n, write=True)
+    return _vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True)
 
 
 def _fixed(name, read=False, write=False) -> Operand:
