@@ -445,6 +445,13 @@ def _lds_flat_rw(st, vm, ws, off, act, nbytes, data=None):
     return lds_bytes_rw(st, vm.inst, ws, off, act, nbytes, data)
 
 
+def _lane_addresses(addr_fn, st, ws):
+    """(space, [n, 64] addresses, in-range mask or None, EXEC) of a vector memory access."""
+    space, addr, inrange = addr_fn(st, ws)
+    e = st.EXEC[ws]
+    return space, np.broadcast_to(addr, (e.shape[0], 64)), inrange, e
+
+
 def _load_handler(vm: VMem, addr_fn, ctx):
     dst = _data_dst(vm)
     di = ctx.vindex(dst.reg)
@@ -452,10 +459,8 @@ def _load_handler(vm: VMem, addr_fn, ctx):
     ncomp = max(size // 4, 1)
 
     def h(st, ws):
-        space, addr, inrange = addr_fn(st, ws)
-        e = st.EXEC[ws]
+        space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
         n = e.shape[0]
-        addr = np.broadcast_to(addr, (n, 64))
         mem = st.run.memory
         if space == "scratch":
             b = _scratch_rw(st, vm, ws, addr, e, size)
@@ -502,10 +507,7 @@ def _store_handler(vm: VMem, addr_fn, ctx):
     size = vm.size
 
     def h(st, ws):
-        space, addr, inrange = addr_fn(st, ws)
-        e = st.EXEC[ws]
-        n = e.shape[0]
-        addr = np.broadcast_to(addr, (n, 64))
+        space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
         vals = _store_values(vm, st, ws, di)
         mem = st.run.memory
         if space == "scratch":
@@ -546,10 +548,7 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
 
     def h(st, ws):
         from .ops_ds import lds_bytes_rw
-        space, addr, inrange = addr_fn(st, ws)
-        e = st.EXEC[ws]
-        n = e.shape[0]
-        addr = np.broadcast_to(addr, (n, 64))
+        space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
         mem = st.run.memory
         act = e if inrange is None else e & inrange.any(-1)
         okg = _check_global(st, vm, ws, addr, act, size, "LDS-DMA load")
