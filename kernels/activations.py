@@ -30,7 +30,7 @@ from isagen.kernels.registry import Param, generator
 from isagen.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.math import ACTIVATIONS
-from isagen.prims.rows import ACCESS_BYTES, Pending, RowWindow, log2
+from isagen.prims.rows import ACCESS_BYTES, Pending, RowWindow, even_length_requires, log2
 from isagen.program import KernelBuilder
 
 OOB = -4        # a byte offset past every window (0xfffffffc; an inline constant)
@@ -73,8 +73,7 @@ def launch_gated(p, target) -> LaunchInfo:
     tile = _tile(p)
     requires = [("rows < 2147483648", "rows must be below 2^31"),
                 (f"d <= {65535 * tile}", f"d is too large for the grid's y dimension (tile {tile})")]
-    if ELEMENT_BYTES[p.dtype] == 2:
-        requires.append(("d % 2 == 0", f"d must be even for {p.dtype} (rows are range-checked per dword)"))
+    requires += even_length_requires("d", p.dtype)
     return LaunchInfo(
         tensors=(TensorParam("x", p.dtype, ("rows", 2, "d"), "in"),
                  TensorParam("out", p.dtype, ("rows", "d"), "out")),

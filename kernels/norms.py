@@ -49,7 +49,7 @@ from isagen.prims.convert import Converter, PairView
 from isagen.prims.random import DropoutRng
 from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
-                               load_vectors_once, log2, store_chunk)
+                               load_vectors_once, log2, row_group_problems, row_length_requires, store_chunk)
 from isagen.program import KernelBuilder
 from isagen.tiles.buffer import BufferResource
 
@@ -117,15 +117,9 @@ def _data_vgprs(p) -> int:
 
 def validate(p, target):
     op = NORMS[p.op]
-    out = []
+    out = row_group_problems(p)
     if p.waves_per_row > p.waves:
-        out.append(("waves_per_row", f"waves_per_row={p.waves_per_row} exceeds waves={p.waves}"))
         return out
-    groups = p.waves // p.waves_per_row
-    if p.rows_per_workgroup % groups:
-        out.append(("rows_per_workgroup", f"rows_per_workgroup={p.rows_per_workgroup} is not a multiple of the "
-                                          f"{groups} row groups "
-                            f"(waves / waves_per_row = {p.waves}/{p.waves_per_row})"))
     if p.bias and op.kind != "layer":
         out.append(("bias", f"{p.op} has no bias (layer norms only)"))
     need = _data_vgprs(p)
@@ -169,13 +163,7 @@ def _scalars(p) -> list[ScalarParam]:
 
 
 def launch(p, target) -> LaunchInfo:
-    esize = _geometry(p).esize
-    requires = [("hidden >= 1", "hidden must be at least 1"),
-                (f"hidden <= {p.max_hidden}", f"hidden is above the kernel's max_hidden={p.max_hidden} "
-                                              "(build one with a larger max_hidden)")]
-    if esize == 2:
-        requires.append(("hidden % 2 == 0", f"hidden must be even for {p.dtype} (rows are range-checked per "
-                                            "4-byte dword)"))
+    requires = row_length_requires("hidden", p.dtype, "max_hidden", p.max_hidden)
     return LaunchInfo(
         tensors=tuple(TensorParam(n, p.dtype, shape, role) for n, shape, role in _tensors(p)),
         scalars=tuple(_scalars(p)),

@@ -30,8 +30,8 @@ from isagen.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.math import LOG2E, exp_shifted
 from isagen.prims.reduce import CrossWave, combine_totals
-from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave, log2,
-                               store_chunk)
+from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
+                               log2, row_group_problems, row_length_requires, store_chunk)
 from isagen.program import KernelBuilder
 
 DTYPES = ("f32", "bf16", "f16")
@@ -57,14 +57,9 @@ def _geometry(p) -> RowGeometry:
 
 
 def validate(p, target):
-    out = []
+    out = row_group_problems(p)
     if p.waves_per_row > p.waves:
-        return [("waves_per_row", f"waves_per_row={p.waves_per_row} exceeds waves={p.waves}")]
-    groups = p.waves // p.waves_per_row
-    if p.rows_per_workgroup % groups:
-        out.append(("rows_per_workgroup", f"rows_per_workgroup={p.rows_per_workgroup} is not a multiple of the "
-                                          f"{groups} row groups "
-                            f"(waves / waves_per_row = {p.waves}/{p.waves_per_row})"))
+        return out
     g = _geometry(p)
     if 5 * g.chunks > VGPR_BUDGET - 32:
         out.append(("max_cols", f"max_cols={p.max_cols} {p.dtype} with waves_per_row={p.waves_per_row} keeps "
@@ -82,11 +77,7 @@ def check(p, target, program):
 
 
 def launch(p, target) -> LaunchInfo:
-    g = _geometry(p)
-    requires = [("cols >= 1", "cols must be at least 1"),
-                (f"cols <= {p.max_cols}", f"cols is above the kernel's max_cols={p.max_cols}")]
-    if g.esize == 2:
-        requires.append(("cols % 2 == 0", f"cols must be even for {p.dtype} (rows are range-checked per dword)"))
+    requires = row_length_requires("cols", p.dtype, "max_cols", p.max_cols)
     return LaunchInfo(
         tensors=(TensorParam("x", p.dtype, ("rows", "cols"), "in"),
                  TensorParam("out", p.dtype, ("rows", "cols"), "out")),

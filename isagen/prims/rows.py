@@ -50,6 +50,35 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def row_group_problems(p) -> list[tuple[str, str]]:
+    """Spec problems of the row-group layout every row kernel shares (``waves``, ``waves_per_row``,
+    ``rows_per_workgroup``), as (field, message) pairs for a generator's ``validate``."""
+    if p.waves_per_row > p.waves:
+        return [("waves_per_row", f"waves_per_row={p.waves_per_row} exceeds waves={p.waves}")]
+    groups = p.waves // p.waves_per_row
+    if p.rows_per_workgroup % groups:
+        return [("rows_per_workgroup", f"rows_per_workgroup={p.rows_per_workgroup} is not a multiple of the "
+                                       f"{groups} row groups (waves / waves_per_row = {p.waves}/{p.waves_per_row})")]
+    return []
+
+
+def row_length_requires(size: str, dtype: str, max_param: str | None = None, max_value: int = 0) -> list:
+    """Launch requirements on a row length called ``size``: at least 1, at most the kernel's
+    ``max_param`` (when it has one), and even for 16-bit elements (see "Windows" above)."""
+    requires = [(f"{size} >= 1", f"{size} must be at least 1")]
+    if max_param:
+        requires.append((f"{size} <= {max_value}", f"{size} is above the kernel's {max_param}={max_value} "
+                                                   f"(build one with a larger {max_param})"))
+    return requires + even_length_requires(size, dtype)
+
+
+def even_length_requires(size: str, dtype: str) -> list:
+    """16-bit rows must have an even length: multi-dword accesses are range-checked per dword."""
+    if ELEMENT_BYTES[dtype] != 2:
+        return []
+    return [(f"{size} % 2 == 0", f"{size} must be even for {dtype} (rows are range-checked per 4-byte dword)")]
+
+
 @dataclass(frozen=True)
 class RowGeometry:
     """Which columns each lane holds (pure numbers; see the module docstring)."""
