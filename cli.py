@@ -128,8 +128,8 @@ def resources_line(program) -> str:
 
 
 def cmd_gen(args) -> int:
-    from isagen.emit import render_assembly
-    from isagen.spec import load_specs, parse_overrides
+    from isagen.objects.emit import render_assembly
+    from isagen.builders.spec import load_specs, parse_overrides
     from isagen.targets import get_target
 
     overrides = parse_overrides(args.defines)
@@ -170,7 +170,7 @@ def cmd_gen(args) -> int:
             _write(out / f"{stem}.s", asm.encode())
             written += 1
             if not args.asm_only:
-                from isagen.toolchain import assemble
+                from isagen.objects.toolchain import assemble
                 _write(out / f"{stem}.co", assemble(asm, target, name=spec.name))
                 written += 1
         except IsagenError as e:
@@ -223,8 +223,8 @@ def _output_dir(path: str) -> Path:
 
 # --------------------------------------------------------------------------- list
 def cmd_list(args) -> int:
-    from isagen.kernels.registry import load_generators
-    from isagen.spec import bundled_specs_dir, load_spec
+    from isagen.builders.registry import load_generators
+    from isagen.builders.spec import bundled_specs_dir, load_spec
 
     paths = [Path(p) for p in args.paths] or [bundled_specs_dir()]
     files = []
@@ -326,15 +326,15 @@ def cmd_targets(args) -> int:
 
 # --------------------------------------------------------------------------- toolchain, disasm
 def cmd_toolchain(args) -> int:
-    from isagen.toolchain import toolchain_report
+    from isagen.objects.toolchain import toolchain_report
 
     print(toolchain_report())
     return 0
 
 
 def cmd_disasm(args) -> int:
-    from isagen.codeobject import read_code_object
-    from isagen.disasm import disassemble
+    from isagen.objects.codeobject import read_code_object
+    from isagen.objects.disasm import disassemble
 
     sys.stdout.write(disassemble(read_code_object(args.file, target=args.target), args.kernel))
     return 0
@@ -345,9 +345,9 @@ DEMO_SPEC = "axpy_f32.yaml"
 
 
 def cmd_demo(args) -> int:
-    from isagen.emit import render_assembly
-    from isagen.spec import bundled_specs_dir, load_spec
-    from isagen.toolchain import assemble
+    from isagen.objects.emit import render_assembly
+    from isagen.builders.spec import bundled_specs_dir, load_spec
+    from isagen.objects.toolchain import assemble
 
     spec_path = bundled_specs_dir() / DEMO_SPEC
     spec = load_spec(spec_path)

@@ -88,7 +88,7 @@ def primitive_kernel():
     out[2] = v_rsq_f32 (exact for the emulator; 1 ulp on the hardware)."""
     from isagen.prims.math import exp_of
     from isagen.prims.rows import lane_and_wave
-    from isagen.program import KernelBuilder
+    from isagen.builders.program import KernelBuilder
     from isagen.tiles.buffer import BufferResource
     k = KernelBuilder("prims_acc", "gfx942", workgroup_size=64)
     k.args.pointer("x", "f32", "read_only")
@@ -126,9 +126,9 @@ def primitive_kernel():
 
 
 def primitives(rows: dict) -> None:
-    from isagen.emit import render_assembly
+    from isagen.objects.emit import render_assembly
     from isagen.runtime.emu import Device
-    from isagen.toolchain import assemble
+    from isagen.objects.toolchain import assemble
     prog = primitive_kernel()
     co = assemble(render_assembly(prog), "gfx942", name=prog.name)
     dev = Device("gfx942")

@@ -7,10 +7,10 @@
 
 ``build`` loads the spec (keyword parameters override its ``params:`` exactly like ``-D name=value``),
 generates the program, assembles it, and stores the code object with what a launch needs in the
-on-disk cache (``isagen.cache``); the next build of the same spec content, parameters, target, isagen
+on-disk cache (``isagen.objects.cache``); the next build of the same spec content, parameters, target, isagen
 source and toolchain loads it from there without generating anything.
 
-The launch contract is the generator's ``launch(p, target) -> isagen.launch.LaunchInfo`` (docs/specs.md,
+The launch contract is the generator's ``launch(p, target) -> isagen.builders.launch.LaunchInfo`` (docs/specs.md,
 "Launch contract"): tensors with their element types, shapes in size symbols and roles, scalars, which
 tensor/scalar/size feeds each kernel argument, the grid as expressions over the sizes, the workgroup
 size.  It is stored, resolved, in the cache entry next to the kernel argument layout.
@@ -26,10 +26,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .errors import LaunchError, SpecError
-from .kernarg import ELEMENT_TYPES, KernArgs
-from .launch import LaunchInfo, evaluate
+from isagen import __version__
+from isagen.errors import LaunchError, SpecError
+from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
+from isagen.builders.launch import LaunchInfo, evaluate
 
 # isagen element type -> torch dtype name (fp8 formats differ per target: see torch_dtype)
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32",
@@ -42,7 +42,7 @@ _FP8 = {("fp8", "fnuz"): "float8_e4m3fnuz", ("bf8", "fnuz"): "float8_e5m2fnuz",
 def torch_dtype(dtype: str, target: str = "gfx942"):
     """The torch dtype of an isagen element type on ``target`` (fp8/bf8: FNUZ on gfx942, OCP on gfx950)."""
     import torch
-    from .targets import get_target
+    from isagen.targets import get_target
     if dtype in ("fp8", "bf8"):
         return getattr(torch, _FP8[(dtype, get_target(target).fp8_format)])
     if dtype not in _TORCH_DTYPES:
@@ -116,7 +116,7 @@ class Kernel:
             elif a.kind == "pointer":
                 raise SpecError(f"{where} is a pointer but no tensor of the launch contract feeds it")
             elif kind == "size":
-                from .launch import names_in
+                from isagen.builders.launch import names_in
                 unknown = names_in(src) - sizes
                 if unknown:
                     raise SpecError(f"{where} is fed '{src}', but {', '.join(sorted(unknown))} is neither a tensor, "
@@ -224,7 +224,7 @@ class Kernel:
     def run(self, *tensors, backend: str | None = None, timing: bool = False, **scalars) -> RunResult:
         """Launch on ``backend`` (default: ``ISAGEN_BACKEND``, else hip on a supported AMD GPU, else the
         emulator) and report how it went."""
-        from .runtime.backend import get_backend
+        from isagen.runtime.backend import get_backend
         be = get_backend(backend)
         bound, values, sizes = self.bind(tensors, dict(scalars), be)
         grid = self.launch.grid_for(sizes, self.name)
@@ -246,7 +246,7 @@ class Kernel:
 # --------------------------------------------------------------------------- building
 def resolve_spec(spec) -> Path:
     """A spec path, or the name of a bundled spec (its file stem or its ``name:``)."""
-    from .spec import bundled_specs_dir
+    from isagen.builders.spec import bundled_specs_dir
     p = Path(spec)
     if p.suffix in (".yaml", ".yml") or p.exists() or "/" in str(spec):
         if not p.is_file():
@@ -301,11 +301,11 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
 
     ``spec``: a path to a spec .yaml or a bundled spec's name.  ``target``: gfx942 or gfx950, default the
     current AMD GPU's architecture, else gfx942.  ``params`` override the spec's parameters."""
-    from . import cache, toolchain
-    from .emit import render_assembly
-    from .runtime.backend import default_target
-    from .spec import load_spec
-    from .targets import get_target
+    from isagen.objects import cache, toolchain
+    from isagen.objects.emit import render_assembly
+    from isagen.runtime.backend import default_target
+    from isagen.builders.spec import load_spec
+    from isagen.targets import get_target
 
     path = resolve_spec(spec)
     overrides = [f"{k}={_override_text(v)}" for k, v in params.items()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import TargetError
+from isagen.errors import TargetError
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ workgroups of ``block`` work-items.
 from __future__ import annotations
 
 from isagen.isa.operands import VCC
-from isagen.kernels.registry import Param, generator
-from isagen.launch import LaunchInfo, TensorParam
+from isagen.builders.registry import Param, generator
+from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.math import ACTIVATIONS
 from isagen.prims.rows import ACCESS_BYTES, Pending, RowWindow, even_length_requires, log2
-from isagen.program import KernelBuilder
+from isagen.builders.program import KernelBuilder
 
 OOB = -4        # a byte offset past every window (0xfffffffc; an inline constant)
 

@@ -28,10 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isagen.isa.operands import VCC
-from isagen.kernels.registry import Param, generator
-from isagen.launch import LaunchInfo, ScalarParam, TensorParam
+from isagen.builders.registry import Param, generator
+from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
 from isagen.prims.convert import Converter
-from isagen.program import KernelBuilder
+from isagen.builders.program import KernelBuilder
 
 ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 OOB = -4                    # 0xfffffffc, an offset no buffer reaches (an inline constant: no literal)

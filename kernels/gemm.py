@@ -32,9 +32,9 @@ import functools
 from dataclasses import dataclass
 
 from isagen.errors import SpecError
-from isagen.kernels.registry import Param, generator
-from isagen.launch import LaunchInfo, TensorParam
-from isagen.program import KernelBuilder, LdsRegion
+from isagen.builders.registry import Param, generator
+from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.targets import MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
@@ -218,7 +218,7 @@ def make_plan(p, target) -> Plan:
 
 @functools.lru_cache(maxsize=64)
 def _make_plan(items: tuple, target_name: str) -> Plan:
-    from isagen.kernels.registry import Params
+    from isagen.builders.registry import Params
     p = Params(dict(items), "plan")
     target = get_target(target_name)
     bad = _problems(p, target)

@@ -25,14 +25,14 @@ of ``64 * waves`` work-items; ``cols <= max_cols``, even for 16-bit types.
 from __future__ import annotations
 
 from isagen.isa.operands import VCC
-from isagen.kernels.registry import Param, generator
-from isagen.launch import LaunchInfo, TensorParam
+from isagen.builders.registry import Param, generator
+from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.math import LOG2E, exp_shifted
 from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
                                log2, row_group_problems, row_length_requires, store_chunk)
-from isagen.program import KernelBuilder
+from isagen.builders.program import KernelBuilder
 
 DTYPES = ("f32", "bf16", "f16")
 NEG_INF = 0xFF800000

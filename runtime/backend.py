@@ -77,9 +77,9 @@ def get_backend(name: str | None = None):
     name = choose_backend(name)
     if name not in _instances:
         if name == "hip":
-            from .hip import HipBackend
+            from isagen.runtime.hip import HipBackend
             _instances[name] = HipBackend()
         else:
-            from .emu_backend import EmuBackend
+            from isagen.runtime.emu_backend import EmuBackend
             _instances[name] = EmuBackend()
     return _instances[name]

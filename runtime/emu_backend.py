@@ -58,7 +58,7 @@ class EmuBackend:
                               "(move it with .cpu(), or use ISAGEN_BACKEND=hip on an AMD GPU)")
 
     def _module(self, kernel):
-        from .emu import Device
+        from isagen.runtime.emu import Device
         target = kernel.target
         sanitize = sanitize_enabled()
         dev = self._devices.get((target, sanitize))

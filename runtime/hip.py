@@ -90,8 +90,8 @@ def call(hip, fn: str, *args, what: str | None = None):
 
 # ---------------------------------------------------------------------------- code object target
 def code_object_target(co: bytes):
-    """The target ID (``isagen.toolchain.TargetID``) a code object was built for, from its ELF e_flags."""
-    from isagen.toolchain import target_id_from_eflags
+    """The target ID (``isagen.objects.toolchain.TargetID``) a code object was built for, from its ELF e_flags."""
+    from isagen.objects.toolchain import target_id_from_eflags
     if len(co) < 52 or co[:4] != b"\x7fELF" or co[4] != 2:
         raise CodeObjectError("not a 64-bit ELF code object")
     (machine,) = struct.unpack_from("<H", co, 18)
@@ -246,7 +246,7 @@ class HipBackend:
         ``values`` maps kernel argument names to tensors or numbers.  The kernel writes ``outputs`` in
         place, so nothing is copied back.  Returns the device time in ms when ``timing``, else None."""
         import torch
-        from .backend import rocm_gpu_available
+        from isagen.runtime.backend import rocm_gpu_available
         ok, why = rocm_gpu_available()
         if not ok:
             raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use ISAGEN_BACKEND=emu)")

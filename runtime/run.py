@@ -247,7 +247,7 @@ def _spec_tolerance(kernel) -> dict:
     """The ``tolerance:`` of the spec the kernel was built from ({} when it has none)."""
     if not kernel.spec_path:
         return {}
-    from isagen.spec import load_spec
+    from isagen.builders.spec import load_spec
     return load_spec(kernel.spec_path).tolerance
 
 
@@ -304,7 +304,7 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     """Run ``isagen run`` with parsed ``args``; returns the exit code (IsagenErrors propagate to the CLI)."""
     from isagen.api import resolve_spec
-    from isagen.spec import load_spec
+    from isagen.builders.spec import load_spec
     path = resolve_spec(args.spec)
     spec = load_spec(path, args.defines)                       # -D parsed by the declared types
     params = {k: spec.params[k] for k in {o.split("=", 1)[0].strip() for o in args.defines}}

@@ -4,7 +4,7 @@
     z = torch.ops.isagen.add_bf16(x, y)        # a new tensor; inputs are never modified
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
 
-The op's schema comes from the kernel's launch contract (``isagen.launch.LaunchInfo``), so a kernel
+The op's schema comes from the kernel's launch contract (``isagen.builders.launch.LaunchInfo``), so a kernel
 needs no torch code of its own: its input tensors (roles ``in`` and ``inout``) in order, then its
 scalars (``float`` for f32/f64, ``int`` otherwise) -> its written tensors (``inout`` and ``out``).  The
 op is functional: an ``inout`` tensor is cloned and the clone written, an ``out`` tensor is allocated
@@ -140,7 +140,7 @@ def _contract(spec: str, params: dict, target: str | None = None):
     """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built."""
     from isagen.api import _override_text, resolve_spec
     from isagen.runtime.backend import default_target
-    from isagen.spec import load_spec
+    from isagen.builders.spec import load_spec
     target = target or default_target()
     key = (spec, tuple(sorted(params.items())), target)
     if key not in _CONTRACTS:
@@ -287,7 +287,7 @@ def _fake(entry: OpEntry):
 
 def register_bundled_ops() -> list[str]:
     """One op per bundled spec (``torch.ops.isagen.<spec name>``) and the dtype-generic ops."""
-    from isagen.spec import bundled_specs_dir
+    from isagen.builders.spec import bundled_specs_dir
     names = []
     for path in sorted(bundled_specs_dir().glob("*.yaml")):
         names.append(register_op(path.stem, path.stem))

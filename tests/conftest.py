@@ -1,7 +1,7 @@
 """Session-wide test infrastructure.
 
 Code-object registry: every code object the session builds with isagen's toolchain (each one passes
-through ``isagen.toolchain._link_in``, whether from ``assemble`` or ``link``) or runs in the emulator
+through ``isagen.objects.toolchain._link_in``, whether from ``assemble`` or ``link``) or runs in the emulator
 (``Device.load_module``: isagen's, Triton's, clang's) is remembered.  tests/test_disasm_every_object.py
 is moved to the end of the run and checks that ``isagen disasm`` agrees with ``llvm-objdump-19 -d`` on
 every gfx942 one (issue 4: "over every code object the test suite builds and over Triton-compiled
@@ -35,16 +35,16 @@ REGISTRY = CodeObjectRegistry()
 
 
 def _install_hooks() -> None:
-    from isagen import toolchain
+    from isagen.objects import toolchain
 
     link_in = getattr(toolchain, "_link_in", None)
     if link_in is not None:
         def recording_link_in(tc, tmp, objs, out):
             data = link_in(tc, tmp, objs, out)
-            REGISTRY.add(data, f"isagen.toolchain ({os.path.basename(out)})")
+            REGISTRY.add(data, f"isagen.objects.toolchain ({os.path.basename(out)})")
             return data
         toolchain._link_in = recording_link_in
-        REGISTRY.hooked.append("isagen.toolchain._link_in")
+        REGISTRY.hooked.append("isagen.objects.toolchain._link_in")
 
     try:
         from isagen.runtime.emu.device import Device

@@ -1,5 +1,5 @@
 """Helpers for the emulator tests: wrap a hand-written kernel body in the directives a code object
-needs, assemble it with LLVM (isagen.toolchain), and find instruction addresses with llvm-objdump.
+needs, assemble it with LLVM (isagen.objects.toolchain), and find instruction addresses with llvm-objdump.
 
 The kernel ABI of every wrapped body: kernarg pointer in s[0:1], workgroup id x in s2, packed
 work-item ids in v0; ``args`` lists the explicit arguments as ("ptr"|"i32"|"u32"|"f32", name).
@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
-from isagen.toolchain import assemble
+from isagen.objects.toolchain import assemble
 
 CLANG, LLD = shutil.which("clang-19"), shutil.which("ld.lld-19")
 

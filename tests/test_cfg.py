@@ -1,12 +1,12 @@
-"""Basic blocks and edges of small programs (isagen.cfg)."""
+"""Basic blocks and edges of small programs (isagen.checks.cfg)."""
 
 import pytest
 
-from isagen.cfg import CFG, Violation, format_keys
+from isagen.checks.cfg import CFG, Violation, format_keys
 from isagen.errors import CheckError
 from isagen.isa.operands import A, Label, S, V, VCC
 from isagen.isa.table import isa_table
-from isagen.program import Comment
+from isagen.builders.program import Comment
 
 I = isa_table("gfx942")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from isagen.cli import main
-from isagen.kernels import registry
-from isagen.kernels.registry import Param, generator, load_generators
-from isagen.program import KernelBuilder
-from isagen.spec import bundled_specs_dir, load_specs
+from isagen.builders import registry
+from isagen.builders.registry import Param, generator, load_generators
+from isagen.builders.program import KernelBuilder
+from isagen.builders.spec import bundled_specs_dir, load_specs
 from isagen.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -303,7 +303,7 @@ def test_targets_prints_the_table(capsys):
 
 
 def test_toolchain_report_names_each_targets_assembler(capsys):
-    from isagen.toolchain import find_toolchain
+    from isagen.objects.toolchain import find_toolchain
 
     assert main(["toolchain"]) == 0
     out = capsys.readouterr().out

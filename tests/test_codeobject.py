@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from isagen.codeobject import KernelNotFound, read_code_object
-from isagen.disasm import main as disasm_main
+from isagen.objects.codeobject import KernelNotFound, read_code_object
+from isagen.objects.disasm import main as disasm_main
 from isagen.errors import CodeObjectError
 
 MC, LLD, OBJDUMP, READELF = "llvm-mc-19", "ld.lld-19", "llvm-objdump-19", "llvm-readelf-19"

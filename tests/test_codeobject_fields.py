@@ -25,11 +25,11 @@ import pytest
 import yaml
 from elftools.elf.elffile import ELFFile
 
-from isagen import emit, toolchain
-from isagen.checks import register_problems
+from isagen.objects import emit, toolchain
+from isagen.checks.pipeline import register_problems
 from isagen.errors import TargetError
 from isagen.isa.operands import VCC
-from isagen.program import KernelBuilder
+from isagen.builders.program import KernelBuilder
 
 READELF = shutil.which("llvm-readelf-19")
 CLANG19 = shutil.which("clang-19")

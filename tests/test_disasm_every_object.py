@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from isagen.codeobject import read_code_object
+from isagen.objects.codeobject import read_code_object
 from isagen.errors import CodeObjectError
 from isagen.isa import decoder as D
 
@@ -53,7 +53,7 @@ def _objdump_all(paths: list[str]) -> dict[str, dict[int, str]]:
 
 
 def _bundled_gfx942_specs():
-    from isagen.spec import bundled_specs_dir, load_specs
+    from isagen.builders.spec import bundled_specs_dir, load_specs
     return [s for s in load_specs([bundled_specs_dir()]) if "gfx942" in s.targets]
 
 
@@ -71,10 +71,10 @@ def _gfx942(objects: dict) -> dict:
 
 
 def test_every_gfx942_code_object_of_the_session_matches_objdump(code_object_registry, tmp_path):
-    assert code_object_registry.hooked == ["isagen.toolchain._link_in", "Device.load_module"], \
+    assert code_object_registry.hooked == ["isagen.objects.toolchain._link_in", "Device.load_module"], \
         "tests/conftest.py could not hook the toolchain / emulator"
-    from isagen.emit import render_assembly
-    from isagen.toolchain import assemble
+    from isagen.objects.emit import render_assembly
+    from isagen.objects.toolchain import assemble
 
     have = {name for _, co in _gfx942(code_object_registry.objects).values() for name in co.kernels}
     for spec in _bundled_gfx942_specs():

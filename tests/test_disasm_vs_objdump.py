@@ -28,8 +28,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import gen_opcodes as G  # noqa: E402
 
-from isagen.codeobject import read_code_object  # noqa: E402
-from isagen.disasm import disassemble as disasm_text  # noqa: E402
+from isagen.objects.codeobject import read_code_object  # noqa: E402
+from isagen.objects.disasm import disassemble as disasm_text  # noqa: E402
 from isagen.isa import decoder as D  # noqa: E402
 
 TOOLS = ("llvm-mc-19", "ld.lld-19", "llvm-objdump-19")
@@ -326,7 +326,7 @@ def test_triton_kernels_match_objdump(triton_gfx942, name):
 
 
 def test_disasm_command_output(triton_gfx942, capsys):
-    from isagen.disasm import main
+    from isagen.objects.disasm import main
     assert main([triton_gfx942["matmul"]]) == 0
     out = capsys.readouterr().out
     assert "; kernel matmul_kernel" in out and "v_mfma_f32_" in out

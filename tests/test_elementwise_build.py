@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from isagen.cli import main
-from isagen.emit import render_assembly
+from isagen.objects.emit import render_assembly
 from isagen.kernels.elementwise import ELEMENT_BYTES, OPS
-from isagen.spec import bundled_specs_dir, load_specs, parse_spec
-from isagen.toolchain import assemble
+from isagen.builders.spec import bundled_specs_dir, load_specs, parse_spec
+from isagen.objects.toolchain import assemble
 
 READELF = shutil.which("llvm-readelf-19") or shutil.which("llvm-readelf")
 OBJDUMP = shutil.which("llvm-objdump-19")

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from isagen.emit import render_assembly
+from isagen.objects.emit import render_assembly
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Reg
-from isagen.program import KernelBuilder
-from isagen.spec import bundled_specs_dir, load_spec
-from isagen.toolchain import assemble
+from isagen.builders.program import KernelBuilder
+from isagen.builders.spec import bundled_specs_dir, load_spec
+from isagen.objects.toolchain import assemble
 
 SET = re.compile(r"^\.set (\w+), +(\d+)  // (\S+) +(to the end|lines (\d+)-(\d+|end))$")
 

@@ -176,7 +176,7 @@ def hip_bundle():
 
 
 def test_hip_offload_bundle_runs(hip_bundle):
-    from isagen.codeobject import read_code_object
+    from isagen.objects.codeobject import read_code_object
     assert hip_bundle.startswith(b"__CLANG_OFFLOAD_BUNDLE__")
     co = read_code_object(hip_bundle)
     assert co.mach == "gfx942" and sorted(co.kernels) == ["block_max", "saxpy_strided"]

@@ -161,7 +161,7 @@ def test_kernarg_preload_and_prologue_agree():
                                                       "BLOCK": "constexpr"}, constexprs={"BLOCK": 256}),
                        target=GPUTarget("hip", "gfx942", 64), options={"num_warps": 2})
     co = k.asm["hsaco"]
-    from isagen.codeobject import read_code_object
+    from isagen.objects.codeobject import read_code_object
     assert read_code_object(co).kernel("axpy").descriptor.kernarg_preload_length > 0
     n = 700
     x, y = np.random.default_rng(8).standard_normal((2, n)).astype(np.float32)

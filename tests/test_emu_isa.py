@@ -605,7 +605,7 @@ GFX950_BODY = """
 
 def test_gfx950_instructions():
     from isagen.errors import ToolchainError
-    from isagen.toolchain import find_toolchain
+    from isagen.objects.toolchain import find_toolchain
     try:
         find_toolchain("gfx950")
     except ToolchainError as exc:

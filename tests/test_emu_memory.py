@@ -237,7 +237,7 @@ void priv(__global const int* idx, __global int* out) {
 }
 """
     co = compile_opencl(src, "-O2")
-    from isagen.codeobject import read_code_object
+    from isagen.objects.codeobject import read_code_object
     assert read_code_object(co).kernel("priv").descriptor.private_segment_fixed_size >= 128
     dev = Device("gfx942")
     idx = np.random.default_rng(9).integers(0, 32, 64).astype(np.int32)

@@ -214,7 +214,7 @@ def mfma_line(name: str) -> str:
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
 def test_names_assemble_exactly_where_claimed(target):
-    from isagen.toolchain import assemble_object
+    from isagen.objects.toolchain import assemble_object
     assemble_object("".join(mfma_line(n) for n in M.supported(target)), target)
     for name in sorted(set(M.SPECS) - set(M.supported(target))):
         with pytest.raises(ToolchainError, match="not supported on this GPU|invalid instruction"):

@@ -234,7 +234,7 @@ def test_sanitize_off_runs_the_buggy_kernel_quietly():
 @pytest.mark.parametrize("nops,ok", [(1, True), (0, False)])
 def test_valu_written_sgpr_read_by_valu(nops, ok):
     # gfx940+: an SGPR a VALU wrote (v_cmp_e64's mask) read as an explicit VALU operand needs 2 wait
-    # states (LLVM GCNHazardRecognizer, VALUWriteSGPRVALUReadWaitstates; isagen.hazards table)
+    # states (LLVM GCNHazardRecognizer, VALUWriteSGPRVALUReadWaitstates; isagen.checks.hazards table)
     co = build("sgprhz", f"""
   s_load_dwordx2 s[4:5], s[0:1], 0x0
   v_cmp_gt_u32_e64 s[10:11], 32, v0

@@ -1,18 +1,18 @@
 """The bundled BF16 GEMM specs, built for every target: they pass the project's checks (hazards,
 waits, registers, LDS; run by ``finish()``), LLVM assembles them, the ping-pong kernels keep two waves
 per SIMD resident, the hot loop holds exactly the MFMA work of its K-tiles and no ``s_nop``, every LDS
-instruction is free of bank conflicts by the static analysis (``isagen.lds_banks`` on the lane
+instruction is free of bank conflicts by the static analysis (``isagen.checks.lds_banks`` on the lane
 addresses of the layout formulas), and impossible parameters are refused with a reason."""
 
 import pytest
 
-from isagen.emit import render_assembly
+from isagen.objects.emit import render_assembly
 from isagen.errors import SpecError
 from isagen.kernels.gemm import PARAMS, hot_loops, lds_accesses, make_plan
-from isagen.kernels.registry import Params
-from isagen.spec import bundled_specs_dir, load_specs, parse_spec
+from isagen.builders.registry import Params
+from isagen.builders.spec import bundled_specs_dir, load_specs, parse_spec
 from isagen.tiles.bank_check import static_report
-from isagen.toolchain import assemble
+from isagen.objects.toolchain import assemble
 
 SPECS = [s for s in load_specs([bundled_specs_dir()]) if s.kernel == "gemm_bf16"]
 CASES = [(s, t.name) for s in SPECS for t in s.select_targets("all")]

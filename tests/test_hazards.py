@@ -1,4 +1,4 @@
-"""The s_nop pass and the hazard verifier (isagen.hazards).
+"""The s_nop pass and the hazard verifier (isagen.checks.hazards).
 
 The expected wait states come from LLVM, not from isagen:
 
@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from isagen import hazards
+from isagen.checks import hazards
 from isagen.errors import CheckError
 from isagen.isa.operands import EXEC, M0, VCC, A, Label, Reg, S, Special, V
 from isagen.isa.table import isa_table

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from isagen.errors import LaunchError, SpecError
-from isagen.kernarg import KernArgs
+from isagen.builders.kernarg import KernArgs
 
 
 def layout():

@@ -1,5 +1,5 @@
 """The LDS bank check among the project's checks (``finish()``): DS / LDS-DMA instructions emitted with
-``lanes=`` are analysed per wave variant by ``isagen.lds_banks``; a conflict is a check failure naming
+``lanes=`` are analysed per wave variant by ``isagen.checks.lds_banks``; a conflict is a check failure naming
 the instruction, its comment and the worst phase.  Planted conflicts (a strided ds_read_b128, the GEMM
 with its LDS swizzle removed) are found; conflict-free accesses pass and are summarised in the .s."""
 
@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from isagen.emit import render_assembly
+from isagen.objects.emit import render_assembly
 from isagen.errors import CheckError, ISAError
 from isagen.kernels.gemm import GemmKernel, PARAMS, hot_loops, make_plan
-from isagen.kernels.registry import Params
-from isagen.program import KernelBuilder
+from isagen.builders.registry import Params
+from isagen.builders.program import KernelBuilder
 from isagen.tiles.lds_layout import NO_SWIZZLE
 
 

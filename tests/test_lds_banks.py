@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from isagen.lds_banks import analyse, phases
+from isagen.checks.lds_banks import analyse, phases
 
 LANES = np.arange(64)
 

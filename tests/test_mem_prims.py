@@ -12,15 +12,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from isagen.emit import render_assembly
+from isagen.objects.emit import render_assembly
 from isagen.prims import random as R
 from isagen.prims.math import exp_of
 from isagen.prims.reduce import CrossWave
 from isagen.prims.rows import lane_and_wave, log2
-from isagen.program import KernelBuilder
+from isagen.builders.program import KernelBuilder
 from isagen.runtime.emu import Device
 from isagen.tiles.buffer import BufferResource
-from isagen.toolchain import assemble
+from isagen.objects.toolchain import assemble
 from mem_support import kernel, keep_mask, lowbias32, run
 
 
@@ -267,7 +267,7 @@ def test_no_avoidable_hazard_nops(spec, overrides):
     SGPR/VCC or a fresh VGPR in any memory-bound kernel (the lone-element tail of odd 16-bit activations,
     run once per launch, aside)."""
     from isagen.api import resolve_spec
-    from isagen.spec import load_spec
+    from isagen.builders.spec import load_spec
     s = load_spec(resolve_spec(spec), list(overrides))
     asm = render_assembly(s.build(s.select_targets("gfx942")[0]))
     body = asm.split("// tail:")[0]

@@ -3,7 +3,7 @@
 import pytest
 
 from isagen.errors import AllocationError
-from isagen.regs import RegisterPool
+from isagen.builders.regs import RegisterPool
 
 
 def test_aligned_allocation_and_peak():

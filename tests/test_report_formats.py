@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from isagen.cli import main
-from isagen.emit import render_assembly
-from isagen.program import KernelBuilder
+from isagen.objects.emit import render_assembly
+from isagen.builders.program import KernelBuilder
 from isagen.report import SCHEMA_VERSION, document, render, report_code_object, report_program, write_png
-from isagen.toolchain import assemble
+from isagen.objects.toolchain import assemble
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "report.md"
 

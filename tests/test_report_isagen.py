@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import pytest
 
-from isagen.codeobject import read_code_object
-from isagen.emit import render_assembly
+from isagen.objects.codeobject import read_code_object
+from isagen.objects.emit import render_assembly
 from isagen.errors import ToolchainError
 from isagen.report import report_code_object, report_program
 from isagen.report.flow import format_mask, key_mask
 from isagen.report.sources import from_program
-from isagen.spec import bundled_specs_dir, load_spec, parse_spec
-from isagen.toolchain import assemble
+from isagen.builders.spec import bundled_specs_dir, load_spec, parse_spec
+from isagen.objects.toolchain import assemble
 
 GEMM_SPEC = "kernel: gemm_bf16\nname: gemm_report_test\ntargets: [gfx942, gfx950]\n"
 
@@ -41,7 +41,7 @@ def kernels():
             specs.append(spec)
     assert specs, "no bundled specs"
     if not any(s.kernel == "gemm_bf16" for s in specs):      # the GEMM generator's defaults, if no spec has it
-        from isagen.kernels.registry import load_generators
+        from isagen.builders.registry import load_generators
         if "gemm_bf16" in load_generators():
             specs.append(parse_spec(GEMM_SPEC, "<gemm>"))
     out = []

@@ -1,4 +1,4 @@
-"""isagen.occupancy against published figures and against its own promises.
+"""isagen.checks.occupancy against published figures and against its own promises.
 
 * VGPRs: AMD's CDNA2/CDNA3 occupancy table for the 512-entry unified file (granule 8): up to 64
   registers 8 waves/SIMD, 72 -> 7, 80 -> 6, 96 -> 5, 128 -> 4, 168 -> 3, 256 -> 2, 512 -> 1.
@@ -14,7 +14,7 @@ import itertools
 
 import pytest
 
-from isagen import occupancy as occ
+from isagen.checks import occupancy as occ
 from isagen.targets import GFX942, GFX950
 
 VGPR_TABLE = [(64, 8), (72, 7), (80, 6), (96, 5), (128, 4), (168, 3), (256, 2), (512, 1)]

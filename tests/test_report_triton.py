@@ -19,7 +19,7 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from isagen.codeobject import read_code_object  # noqa: E402
+from isagen.objects.codeobject import read_code_object  # noqa: E402
 from isagen.report import report_code_object  # noqa: E402
 
 

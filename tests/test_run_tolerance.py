@@ -12,7 +12,7 @@ import torch
 from isagen.cli import main as cli_main
 from isagen.errors import SpecError
 from isagen.runtime import run
-from isagen.spec import bundled_specs_dir, parse_spec
+from isagen.builders.spec import bundled_specs_dir, parse_spec
 
 GEMM = "kernel: gemm_bf16\nname: g\ntargets: [gfx942]\nreference: A @ B.T\n"
 

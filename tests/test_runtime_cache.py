@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import isagen
-from isagen import cache, toolchain
+from isagen.objects import cache, toolchain
 
 
 @pytest.fixture()

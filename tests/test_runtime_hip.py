@@ -24,7 +24,7 @@ E = hip_python.hipError_t
 
 # --------------------------------------------------------------------------- code objects for the tests
 def _tiny_program(target: str):
-    from isagen.program import KernelBuilder
+    from isagen.builders.program import KernelBuilder
     k = KernelBuilder("tiny", target, workgroup_size=64)
     k.args.pointer("x", "f32", "read_only")
     k.args.pointer("y", "f32")
@@ -37,7 +37,7 @@ def _tiny_program(target: str):
 @pytest.fixture(scope="module")
 def code_objects():
     """Real code objects: gfx942 and gfx950 with the production target ID, and gfx942 feature-any."""
-    from isagen import emit, toolchain
+    from isagen.objects import emit, toolchain
     out = {}
     for tid in ("gfx942:sramecc+:xnack-", "gfx950:sramecc+:xnack-", "gfx942"):
         program = _tiny_program(tid.split(":")[0])

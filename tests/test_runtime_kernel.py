@@ -14,7 +14,7 @@ import yaml
 
 import isagen
 from isagen.errors import IsagenError, LaunchError, SpecError
-from isagen.launch import LaunchInfo, ScalarParam, TensorParam, evaluate
+from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam, evaluate
 
 SPECS = ("axpy_f32", "add_bf16", "scale_f16")
 

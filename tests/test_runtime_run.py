@@ -50,7 +50,7 @@ def test_reference_and_arguments_errors():
 
 # --------------------------------------------------------------------------- end to end (the emulator)
 def _bundled():
-    from isagen.spec import bundled_specs_dir
+    from isagen.builders.spec import bundled_specs_dir
     return sorted(p.stem for p in bundled_specs_dir().glob("*.yaml"))
 
 
@@ -65,7 +65,7 @@ SIZES.update({name: ["m=264", "n=256", "k=72"] for name in _bundled() if name.st
 @pytest.mark.parametrize("spec", _bundled())
 def test_every_bundled_spec_passes(spec, capsys):
     from isagen.api import resolve_spec
-    from isagen.spec import load_spec
+    from isagen.builders.spec import load_spec
     shapes = SIZES.get(spec) or [f"{k}={min(v, 512)}" for k, v in load_spec(resolve_spec(spec)).shapes.items()]
     assert cli_main(["run", spec, *[a for s in shapes for a in ("--shape", s)]]) == 0
     out = capsys.readouterr().out
@@ -86,7 +86,7 @@ def test_overrides_and_explicit_backend(capsys):
 
 
 def test_a_wrong_reference_fails_with_exit_code_1(tmp_path, capsys):
-    from isagen.spec import bundled_specs_dir
+    from isagen.builders.spec import bundled_specs_dir
     text = (bundled_specs_dir() / "axpy_f32.yaml").read_text().replace("reference: alpha * x + y",
                                                                       "reference: alpha * x - y")
     assert "alpha * x - y" in text

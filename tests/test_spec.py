@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from isagen.errors import IsagenError, LaunchError, SpecError
-from isagen.kernels.registry import GENERATORS, Param, Params, generator, get_generator, load_generators
-from isagen.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
+from isagen.builders.registry import GENERATORS, Param, Params, generator, get_generator, load_generators
+from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 
 GOOD = """\
 kernel: elementwise
@@ -244,8 +244,8 @@ def test_param_parse_and_problem():
 
 
 def test_registration_rejects_conflicts(monkeypatch):
-    monkeypatch.setattr("isagen.kernels.registry.GENERATORS", dict(GENERATORS))
-    from isagen.kernels import registry
+    monkeypatch.setattr("isagen.builders.registry.GENERATORS", dict(GENERATORS))
+    from isagen.builders import registry
 
     @generator("dummy_for_test", params={"a": Param("int", 1)})
     def dummy(p, target):

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from isagen.kernels.gemm import PARAMS, make_plan, primitives
-from isagen.kernels.registry import Params
-from isagen.program import LdsRegion
+from isagen.builders.registry import Params
+from isagen.builders.program import LdsRegion
 from isagen.targets import get_target
 from isagen.tiles.mma import acc_coords
 from isagen.tiles.simulate import dma_tile, read

@@ -2,22 +2,22 @@
 emulator, compared with the numpy value of the same expression), the chiplet-aware order (numpy model
 against HipKittens' published formula; the SALU code in the emulator against the model), the bf16
 epilogue rounding against torch (ties, NaN, infinities, subnormals), and the vectorised bank check
-against ``isagen.lds_banks.analyse``."""
+against ``isagen.checks.lds_banks.analyse``."""
 
 import numpy as np
 import pytest
 import torch
 
-from isagen import lds_banks
-from isagen.emit import render_assembly
-from isagen.program import KernelBuilder
+from isagen.checks import lds_banks
+from isagen.objects.emit import render_assembly
+from isagen.builders.program import KernelBuilder
 from isagen.runtime.emu import Device
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import BufferResource
 from isagen.tiles.epilogue import Bf16Packer
 from isagen.tiles.lds_layout import conflict_free
 from isagen.tiles.order import emit_remap, remap
-from isagen.toolchain import assemble
+from isagen.objects.toolchain import assemble
 
 
 def store_kernel(target, name, nout, body, nargs=0):

@@ -1,4 +1,4 @@
-"""The wait checker (isagen.waits): planted missing waits are found, correct programs report nothing.
+"""The wait checker (isagen.checks.waits): planted missing waits are found, correct programs report nothing.
 
 The counter rules are the gfx9 ones of AMD's CDNA3 ISA guide ("Data dependency resolution",
 s_waitcnt) and LLVM's SIInsertWaitcnts: VMEM (loads, stores, LDS DMA) finish in issue order on
@@ -15,8 +15,8 @@ from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, S, V
 from isagen.isa.table import isa_table
-from isagen.program import KernelBuilder
-from isagen.waits import check_waits
+from isagen.builders.program import KernelBuilder
+from isagen.checks.waits import check_waits
 
 TARGET = "gfx942"
 I = isa_table(TARGET)
@@ -135,7 +135,7 @@ def test_overwriting_a_pending_destination():
 
 def test_store_data_needs_no_wait():
     # gfx9 stores read their data VGPRs when they issue (the 1-2 wait-state wide-store hazard is
-    # isagen.hazards' job); the address register of a load is read at issue too
+    # isagen.checks.hazards' job); the address register of a load is read at issue too
     assert found([store(4), I["v_mov_b32"](V[4], 0), END]) == []
     assert found([I["ds_write_b32"](V[1], V[4]), I["v_mov_b32"](V[4], 0), END]) == []
     assert found([load(1, addr=1), END]) == []
@@ -157,7 +157,7 @@ def test_lds_dma_is_waited_with_vmcnt():
 
 
 class Tagged(Instruction):
-    """An instruction that names the LDS bytes it touches (the ``lds`` protocol of isagen.waits)."""
+    """An instruction that names the LDS bytes it touches (the ``lds`` protocol of isagen.checks.waits)."""
 
     __slots__ = ("lds",)
 

@@ -981,7 +981,7 @@ def zig_assemble(lines: list[str], mcpu: str = "gfx950") -> list[tuple[bytes | N
 
     Lines are separated by sentinel pairs (as in :func:`disassemble`); lines the assembler
     rejects are reported with its message and left out of a second assembly."""
-    from isagen.codeobject import read_code_object
+    from isagen.objects.codeobject import read_code_object
     out: list = [(None, "")] * len(lines)
     for c0 in range(0, len(lines), 20000):
         chunk = list(enumerate(lines[c0:c0 + 20000]))

@@ -98,9 +98,9 @@ import json
 import os
 import struct
 
-from ..errors import CodeObjectError
-from . import fields as F
-from .fields import inline_constant_bits, literal_bits
+from isagen.errors import CodeObjectError
+from isagen.isa import fields as F
+from isagen.isa.fields import inline_constant_bits, literal_bits
 
 __all__ = ["Reg", "Operand", "Instruction", "DecodeError", "decode", "decode_one",
            "inline_constant_bits"]

@@ -8,7 +8,7 @@ of bytes the assembler will emit (checked against LLVM for every table entry in 
 
 from __future__ import annotations
 
-from .operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constant, operand_keys, render_constant
+from isagen.isa.operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constant, operand_keys, render_constant
 
 
 class Instruction:

@@ -18,7 +18,7 @@ import math
 import struct
 from dataclasses import dataclass
 
-from ..errors import ISAError
+from isagen.errors import ISAError
 
 REG_CLASSES = ("v", "a", "s")
 

@@ -41,10 +41,10 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import ISAError
-from ..targets import Target, get_target
-from .instruction import Instruction
-from .operands import (OFF, Label, Mod, Reg, Special, _Off, canonical_swizzle, f32_bits, is_inline_constant,
+from isagen.errors import ISAError
+from isagen.targets import Target, get_target
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import (OFF, Label, Mod, Reg, Special, _Off, canonical_swizzle, f32_bits, is_inline_constant,
                        swizzle_text)
 
 DEFS_DIR = Path(__file__).with_name("defs")
@@ -677,7 +677,7 @@ def _entries(doc: dict) -> dict:
 @functools.lru_cache(maxsize=None)
 def isa_table(target) -> ISATable:
     """The instruction table of a target (cached)."""
-    from ..targets import TARGETS
+    from isagen.targets import TARGETS
     target = get_target(target)
     defs = _build_defs(target)
     missing = {}

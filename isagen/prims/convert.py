@@ -19,7 +19,7 @@ For f32 tensors there is nothing to convert: kernels use the loaded registers di
 
 from __future__ import annotations
 
-from ..isa.operands import VCC, Reg
+from isagen.isa.operands import VCC, Reg
 
 ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 QNAN_BF16 = 0x7FC00000      # torch's bf16 NaN, as the high half of an fp32 word

@@ -35,7 +35,7 @@ import struct as _struct
 from dataclasses import dataclass
 from typing import Callable
 
-from ..isa.operands import Reg, neg
+from isagen.isa.operands import Reg, neg
 
 LOG2E = 1.4426950408889634
 INV_SQRT2 = 0.7071067811865476

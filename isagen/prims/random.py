@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa.operands import VCC, Reg
+from isagen.isa.operands import VCC, Reg
 
 M1 = 0x7FEB352D
 M2 = 0x846CA68B

@@ -30,7 +30,7 @@ only after using (so having read) this one.
 
 from __future__ import annotations
 
-from ..isa.operands import Reg
+from isagen.isa.operands import Reg
 
 OPS = ("add", "max")
 _DPP_STEPS = (

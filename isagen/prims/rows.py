@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..isa.operands import VCC, Reg
-from ..tiles.buffer import BufferResource
-from .convert import ELEMENT_BYTES
+from isagen.isa.operands import VCC, Reg
+from isagen.tiles.buffer import BufferResource
+from isagen.prims.convert import ELEMENT_BYTES
 
 LANES = 64
 ACCESS_BYTES = 16            # bytes per lane per load/store: buffer_load_dwordx4

@@ -3,7 +3,7 @@
 Both front ends -- isagen's own ``Program`` (``from_program``) and decoded machine code of any code
 object (``from_code_object``) -- reduce a kernel to a :class:`Flow`: one :class:`Step` per
 instruction (the registers it defines and uses as bit masks, its successors) plus the block graph
-(an :class:`isagen.cfg.CFG`, whose back edges give the loops).  Everything after that -- liveness,
+(an :class:`isagen.checks.cfg.CFG`, whose back edges give the loops).  Everything after that -- liveness,
 peaks, loops, the instruction mix -- is computed once, here and in ``model``.
 
 Register keys are packed into one Python int per set: VGPR ``v i`` is bit ``i``, AGPR ``a i`` bit
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..cfg import CFG
+from isagen.checks.cfg import CFG
 
 CLASSES = ("v", "a", "s")
 CLASS_BASE = {"v": 0, "a": 256, "s": 512}
@@ -143,12 +143,12 @@ class Flow:
 
 
 class StepCFG(CFG):
-    """A :class:`~isagen.cfg.CFG` over blocks of step indices that a front end has already split
+    """A :class:`~isagen.checks.cfg.CFG` over blocks of step indices that a front end has already split
     (decoded machine code: blocks by branch target address).  Inherits the graph queries -- edges,
     reverse postorder, dominators, back edges -- so loops are found the same way for every input."""
 
     def __init__(self, blocks: list[list[int]], succs: list[list[int]]):
-        from ..cfg import Block
+        from isagen.checks.cfg import Block
 
         self.items = []
         self.label_block = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from .text import occupancy_cause
+from isagen.report.text import occupancy_cause
 
 COLORS = {"vgpr": "#1f77b4", "agpr": "#d62728", "sgpr": "#2ca02c"}
 TITLES = {"vgpr": "VGPR", "agpr": "AGPR", "sgpr": "SGPR"}

@@ -7,10 +7,10 @@ renderers all read that dict, so every format says the same thing.
 
 from __future__ import annotations
 
-from .. import __version__
-from .. import occupancy as occ
-from .categories import mix
-from .flow import CLASS_MASK, CLASS_TITLE, CLASSES, count_class, format_mask, high_water, liveness
+from isagen import __version__
+from isagen.checks import occupancy as occ
+from isagen.report.categories import mix
+from isagen.report.flow import CLASS_MASK, CLASS_TITLE, CLASSES, count_class, format_mask, high_water, liveness
 
 SCHEMA_VERSION = 1
 CLASS_KEY = {"v": "vgpr", "a": "agpr", "s": "sgpr"}

@@ -6,9 +6,9 @@ matplotlib is an optional dependency: ``pip install 'isagen[report]'`` (or ``pip
 
 from __future__ import annotations
 
-from ..errors import IsagenError
-from .html import COLORS, TITLES
-from .text import occupancy_cause
+from isagen.errors import IsagenError
+from isagen.report.html import COLORS, TITLES
+from isagen.report.text import occupancy_cause
 
 
 def write_png(doc: dict, path, dpi: int = 110) -> None:

@@ -2,9 +2,9 @@
 a :class:`KernelInput` (the neutral :class:`~isagen.report.flow.Flow` plus what the descriptor declares,
 the registers the hardware initialises, LDS, the workgroup size and the allocations to name).
 
-* isagen kernels: the block graph is ``isagen.cfg.CFG`` over ``Program.items``; defs/uses are the
+* isagen kernels: the block graph is ``isagen.checks.cfg.CFG`` over ``Program.items``; defs/uses are the
   instructions' ``defs()``/``uses()``; allocations are the builder's named ``regs.Allocation``s with
-  their lifetimes; the declared counts are what ``isagen.emit`` writes into the descriptor.
+  their lifetimes; the declared counts are what ``isagen.objects.emit`` writes into the descriptor.
 * code objects: the kernel's machine code is decoded (``isagen.isa.decoder``); blocks are split at
   branch targets (by address) and after branches; defs/uses are the operands' write/read flags; the
   declared counts come from the metadata (exact) and the descriptor (granule-rounded).  Foreign code
@@ -16,10 +16,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from .. import occupancy as occ
-from ..cfg import CFG
-from .categories import category, decoded_unit
-from .flow import Flow, Step, StepCFG, finish_flow, key_mask, range_mask
+from isagen.checks import occupancy as occ
+from isagen.checks.cfg import CFG
+from isagen.report.categories import category, decoded_unit
+from isagen.report.flow import Flow, Step, StepCFG, finish_flow, key_mask, range_mask
 
 
 @dataclass
@@ -64,8 +64,8 @@ class KernelInput:
 
 # --------------------------------------------------------------------------- isagen programs
 def from_program(program, source: dict | None = None) -> KernelInput:
-    from ..isa.instruction import Instruction
-    from ..isa.operands import Label
+    from isagen.isa.instruction import Instruction
+    from isagen.isa.operands import Label
 
     items = program.items
     steps: list[Step] = []
@@ -142,9 +142,9 @@ def _masks(regs) -> int:
 
 
 def from_kernel(co, kernel, dynamic_lds: int = 0) -> KernelInput:
-    """``kernel``: an ``isagen.codeobject.Kernel`` of the code object ``co``."""
-    from ..isa.table import isa_table
-    from ..targets import get_target
+    """``kernel``: an ``isagen.objects.codeobject.Kernel`` of the code object ``co``."""
+    from isagen.isa.table import isa_table
+    from isagen.targets import get_target
 
     t = get_target(kernel.target)
     try:

@@ -1,7 +1,7 @@
 """LDS bank conflicts, statically (from a kernel's layout formulas) and dynamically (from the emulator).
 
 * ``static_report(accesses, target)``: one line per DS / LDS-DMA instruction a kernel emits, from the
-  64 lane addresses its tile primitives compute (``LdsAccess``), analysed by ``isagen.lds_banks``.
+  64 lane addresses its tile primitives compute (``LdsAccess``), analysed by ``isagen.checks.lds_banks``.
 * ``BankObserver``: plugs into the emulator (``Device.lds_observer``) and analyses every LDS access
   each wave actually makes, per instruction (program counter), with the same phase rules.
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import lds_banks
-from .lds_layout import conflict_free
+from isagen.checks import lds_banks
+from isagen.tiles.lds_layout import conflict_free
 
 
 @dataclass

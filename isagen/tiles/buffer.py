@@ -15,7 +15,7 @@ is at or past ``num_records`` loads 0 and its store is dropped.  The tile primit
 
 from __future__ import annotations
 
-from ..isa.operands import Reg
+from isagen.isa.operands import Reg
 
 BUFFER_DWORD3 = 0x00020000     # gfx9 raw buffer: DATA_FORMAT (bits 18:15) = 4 (32 bit), NUM_FORMAT 0, DST_SEL 0
 OOB_OFFSET = 0x80000000        # an offset at or past num_records of every buffer (num_records < 2**31)

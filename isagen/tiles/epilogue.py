@@ -16,8 +16,8 @@ sequence is ``isagen.prims.convert.Converter``'s (shared with the memory-bound k
 
 from __future__ import annotations
 
-from ..isa.operands import Reg
-from ..prims.convert import Converter
+from isagen.isa.operands import Reg
+from isagen.prims.convert import Converter
 
 
 class Bf16Packer(Converter):

@@ -22,12 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import SpecError
-from ..isa.operands import M0
-from . import lanexpr as lx
-from .buffer import OOB_OFFSET, BufferResource
-from .lds_layout import LdsAccess, LdsLayout, access
-from .schedule import Op
+from isagen.errors import SpecError
+from isagen.isa.operands import M0
+from isagen.tiles import lanexpr as lx
+from isagen.tiles.buffer import OOB_OFFSET, BufferResource
+from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
+from isagen.tiles.schedule import Op
 
 DMA_INSTRUCTION = {1: "buffer_load_ubyte_lds", 2: "buffer_load_ushort_lds", 4: "buffer_load_dword_lds",
                    12: "buffer_load_dwordx3_lds", 16: "buffer_load_dwordx4_lds"}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..isa.operands import VCC, Reg
+from isagen.isa.operands import VCC, Reg
 
 MASK32 = 0xFFFFFFFF
 

@@ -16,7 +16,7 @@ loads the global element that ``logical(p)`` names (``dma_coords``).
 
 Which key?  The reads a kernel issues decide it: ``choose_swizzle`` tries candidate keys, simplest
 first, and keeps the first one under which every given access is free of bank conflicts (analysed by
-``isagen.lds_banks`` with the target's phase rules).  Tile layouts thus carry their own proof.
+``isagen.checks.lds_banks`` with the target's phase rules).  Tile layouts thus carry their own proof.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .. import lds_banks
-from ..errors import SpecError
-from . import lanexpr as lx
+from isagen.checks import lds_banks
+from isagen.errors import SpecError
+from isagen.tiles import lanexpr as lx
 
 
 def _log2(n: int) -> int:

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import SpecError
-from . import lanexpr as lx
-from .lds_layout import LdsAccess, LdsLayout, access
-from .schedule import Op
+from isagen.errors import SpecError
+from isagen.tiles import lanexpr as lx
+from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
+from isagen.tiles.schedule import Op
 
 READ_BYTES = {"ds_read_b128": 16, "ds_read_b64": 8, "ds_read_b64_tr_b16": 8, "ds_read_u16": 2}
 MAX_DS_OFFSET = 0xFFFF

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..targets import MfmaInfo
-from .lds_to_reg import Fragment
-from .schedule import Op
+from isagen.targets import MfmaInfo
+from isagen.tiles.lds_to_reg import Fragment
+from isagen.tiles.schedule import Op
 
 
 def bf16_mfma(target, size: int) -> MfmaInfo:
     """The bf16 MFMA of ``size`` x ``size`` output with the largest K on ``target``."""
     found = target.find_mfma("bf16", size, size)
     if not found:
-        from ..errors import SpecError
+        from isagen.errors import SpecError
         raise SpecError(f"{target.name} has no {size}x{size} bf16 MFMA")
     return found[0]
 

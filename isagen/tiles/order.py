@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..isa.operands import Reg
+from isagen.isa.operands import Reg
 
 
 def remap(wgid, tiles_m: int, tiles_n: int, group_m: int, chunk: int, xcds: int = 8):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lanexpr as lx
-from .lds_to_reg import READ_BYTES
+from isagen.tiles import lanexpr as lx
+from isagen.tiles.lds_to_reg import READ_BYTES
 
 
 def dma_tile(gl, memory: np.ndarray, base: int, records: int, image: np.ndarray, stage: int, env: dict,

@@ -14,7 +14,7 @@ wrote, hangs.  See docs/emulator.md.
     out = dev.from_device(y, shape, dtype)
 """
 
-from .device import Device, DeviceBuffer
-from .report import CATEGORIES, EmulatorError, Report
+from isagen.runtime.emu.device import Device, DeviceBuffer
+from isagen.runtime.emu.report import CATEGORIES, EmulatorError, Report
 
 __all__ = ["Device", "DeviceBuffer", "EmulatorError", "Report", "CATEGORIES"]

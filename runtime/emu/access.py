@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .report import UNSUPPORTED
-from .wave import EXEC_LO, VCC_LO, words_to_mask
+from isagen.runtime.emu.report import UNSUPPORTED
+from isagen.runtime.emu.wave import EXEC_LO, VCC_LO, words_to_mask
 
 U32 = np.uint32
 U64 = np.uint64

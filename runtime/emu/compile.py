@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .access import CompileError
-from .executor import Step
+from isagen.runtime.emu.access import CompileError
+from isagen.runtime.emu.executor import Step
 
 _SALU = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP")
 _VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P")
@@ -13,21 +13,21 @@ _VMEM = ("MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH")
 def compile_step(inst, idx: int, ctx) -> Step:
     fam = inst.family
     if fam in _SALU:
-        from .ops_salu import compile_salu
+        from isagen.runtime.emu.ops_salu import compile_salu
         return compile_salu(inst, idx, ctx)
     if fam in _VALU:
         if inst.mai and inst.name.startswith(("v_mfma", "v_smfmac")):
-            from .ops_mfma import compile_mfma
+            from isagen.runtime.emu.ops_mfma import compile_mfma
             return compile_mfma(inst, idx, ctx)
-        from .ops_valu import compile_valu
+        from isagen.runtime.emu.ops_valu import compile_valu
         return compile_valu(inst, idx, ctx)
     if fam == "SMEM":
-        from .ops_mem import compile_smem
+        from isagen.runtime.emu.ops_mem import compile_smem
         return compile_smem(inst, idx, ctx)
     if fam in _VMEM:
-        from .ops_mem import compile_vmem
+        from isagen.runtime.emu.ops_mem import compile_vmem
         return compile_vmem(inst, idx, ctx)
     if fam == "DS":
-        from .ops_ds import compile_ds
+        from isagen.runtime.emu.ops_ds import compile_ds
         return compile_ds(inst, idx, ctx)
     raise CompileError(f"{inst.mnemonic}: encoding family {fam} is not modelled")

@@ -264,7 +264,7 @@ class Device:
 
     # ------------------------------------------------------------------ modules
     def load_module(self, co_bytes: bytes):
-        from .launch import Module
+        from isagen.runtime.emu.launch import Module
         return Module(self, co_bytes)
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import report as R
-from .access import CompileError, Ctx
-from .report import EmulatorError, Report
-from .wave import ALL, BARRIER, DONE, RUN
+from isagen.runtime.emu import report as R
+from isagen.runtime.emu.access import CompileError, Ctx
+from isagen.runtime.emu.report import EmulatorError, Report
+from isagen.runtime.emu.wave import ALL, BARRIER, DONE, RUN
 
 # categories counted in the launch statistics
 CATEGORIES = ("salu", "branch", "smem", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma", "nop",
@@ -96,7 +96,7 @@ class Program:
     def step(self, i: int) -> Step:
         s = self.steps[i]
         if s is None:
-            from .compile import compile_step
+            from isagen.runtime.emu.compile import compile_step
             inst = self.insts[i]
             try:
                 s = compile_step(inst, i, self.ctx)
@@ -105,7 +105,7 @@ class Program:
             if s.error is None and s.term != is_terminator(inst):
                 raise AssertionError(f"emulator bug: {inst.name} terminator flag disagrees")
             if self.ctx.sanitize:
-                from .sanitizer import instrument
+                from isagen.runtime.emu.sanitizer import instrument
                 instrument(s, self.ctx)
             self.steps[i] = s
         return s

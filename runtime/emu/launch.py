@@ -1,6 +1,6 @@
 """Loading code objects and launching kernels on the emulated device.
 
-``Module(device, co_bytes)`` reads the code object (``isagen.codeobject``), checks it is for the
+``Module(device, co_bytes)`` reads the code object (``isagen.objects.codeobject``), checks it is for the
 device's processor, and compiles each kernel's machine code on first launch.  ``launch`` packs the
 explicit arguments exactly as the metadata's ``.args`` lay them out, fills the hidden arguments of
 code object v5 that the metadata declares, sets up the initial register state the hardware gives a
@@ -15,13 +15,13 @@ import time
 
 import numpy as np
 
-from isagen.codeobject import read_code_object
+from isagen.objects.codeobject import read_code_object
 from isagen.errors import CodeObjectError, LaunchError
 
-from .access import PRIVATE_BASE, SHARED_BASE, Ctx
-from .executor import Program, RunContext, run_batch
-from .report import EmulatorError
-from .wave import EXEC_LO, Batch
+from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
+from isagen.runtime.emu.executor import Program, RunContext, run_batch
+from isagen.runtime.emu.report import EmulatorError
+from isagen.runtime.emu.wave import EXEC_LO, Batch
 
 # bytes of VGPR file one batch may hold (the batch size adapts to the kernel's register count)
 BATCH_VGPR_BYTES = 192 << 20
@@ -356,7 +356,7 @@ class Module:
             raise LaunchError(f"kernel '{k.name}': entry address {entry_pc:#x} is not an instruction boundary")
         st.pc[:] = entry
         if prog.ctx.sanitize:
-            from .sanitizer import Sanitizer
+            from isagen.runtime.emu.sanitizer import Sanitizer
             sz = Sanitizer(prog, st)
             st.san = sz
             sz.init_vgprs([0])

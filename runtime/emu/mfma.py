@@ -104,7 +104,7 @@ import numpy as np
 
 from isagen.errors import ISAError
 
-from . import numerics as nx
+from isagen.runtime.emu import numerics as nx
 
 __all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "validate", "layout", "mfma", "a_slot", "b_slot",
            "cd_slot", "supported"]

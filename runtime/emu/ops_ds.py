@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import report as R
-from .access import CompileError, vwrite_masked
-from .executor import Step
-from .wave import M0
+from isagen.runtime.emu import report as R
+from isagen.runtime.emu.access import CompileError, vwrite_masked
+from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.wave import M0
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 I64 = np.int64

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import report as R
-from .access import (PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64,
+from isagen.runtime.emu import report as R
+from isagen.runtime.emu.access import (PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64,
                      vwrite_masked)
-from .executor import Step
-from .wave import EXEC_LO, M0
+from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.wave import EXEC_LO, M0
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 I64 = np.int64
@@ -441,7 +441,7 @@ def _from_bytes(b, nbytes):
 
 def _lds_flat_rw(st, vm, ws, off, act, nbytes, data=None):
     """FLAT access that falls in the LDS aperture."""
-    from .ops_ds import lds_bytes_rw
+    from isagen.runtime.emu.ops_ds import lds_bytes_rw
     return lds_bytes_rw(st, vm.inst, ws, off, act, nbytes, data)
 
 
@@ -547,7 +547,7 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
     inst = vm.inst
 
     def h(st, ws):
-        from .ops_ds import lds_bytes_rw
+        from isagen.runtime.emu.ops_ds import lds_bytes_rw
         space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
         mem = st.run.memory
         act = e if inrange is None else e & inrange.any(-1)
@@ -592,7 +592,7 @@ def _signed(a):
 
 
 def _pk_add(old, d, kind):
-    from . import numerics as nx
+    from isagen.runtime.emu import numerics as nx
     if kind == "f16":
         lo = nx.f32_to_f16(nx.f16_to_f32(old) + nx.f16_to_f32(d))
         hi = nx.f32_to_f16(nx.f16_to_f32(old >> U32(16)) + nx.f16_to_f32(d >> U32(16)))

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .access import CompileError, is_vreg
-from .executor import Step
+from isagen.runtime.emu.access import CompileError, is_vreg
+from isagen.runtime.emu.executor import Step
 
 U32 = np.uint32
 
 
 def compile_mfma(inst, idx, ctx) -> Step:
-    from . import mfma as M
+    from isagen.runtime.emu import mfma as M
     name = inst.name
     if name.startswith("v_smfmac"):
         raise CompileError(f"{name}: sparse MFMA (SMFMAC) is not modelled")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import report as R
-from .access import CompileError, read32, read64, swrite, swrite64
-from .executor import Step
-from .wave import BARRIER, DONE, EXEC_LO, M0
+from isagen.runtime.emu import report as R
+from isagen.runtime.emu.access import CompileError, read32, read64, swrite, swrite64
+from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.wave import BARRIER, DONE, EXEC_LO, M0
 
 U32, U64, I32, I64 = np.uint32, np.uint64, np.int32, np.int64
 M32 = 0xFFFFFFFF
@@ -625,7 +625,7 @@ def _noop(st, ws):
 
 
 def _branch_cond(cond, inst):
-    from .wave import VCC_LO
+    from isagen.runtime.emu.wave import VCC_LO
     if cond == "scc0":
         return lambda st, ws: st.SCC[ws] == 0
     if cond == "scc1":

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numerics as nx
-from .access import (CompileError, is_vreg, mask_writer, read32, read64, read_mask, swrite, vwrite,
+from isagen.runtime.emu import numerics as nx
+from isagen.runtime.emu.access import (CompileError, is_vreg, mask_writer, read32, read64, read_mask, swrite, vwrite,
                      vwrite_masked)
-from .executor import Step
-from .wave import VCC_LO
+from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.wave import VCC_LO
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 I8, I16, I32, I64 = np.int8, np.int16, np.int32, np.int64

@@ -9,7 +9,7 @@ Categories (see report.py):
   every result at issue, so a kernel that passes here reads nothing the hardware could deliver late.
 * ``hazard`` — too few wait states between an instruction and a dependent one where the hardware has
   no interlock (MFMA results, VALU writes read by MFMA/DPP/VMEM, transcendental results, M0 before LDS
-  DMA, VCC before v_div_fmas).  The wait-state counts are ``isagen.hazards.WAIT_STATES`` (LLVM's
+  DMA, VCC before v_div_fmas).  The wait-state counts are ``isagen.checks.hazards.WAIT_STATES`` (LLVM's
   GCNHazardRecognizer); each instruction is one wait state, ``s_nop N`` is N+1.
 * ``lds-race`` — one wave reads LDS words another wave of its workgroup wrote, or writes words another
   wave read or wrote, with no ``s_barrier`` between (per-workgroup barrier generations); a write still
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from isagen import hazards as HZ
+from isagen.checks import hazards as HZ
 from isagen.targets import get_target
 
-from . import report as R
-from .wave import EXEC_LO, M0, VCC_LO
+from isagen.runtime.emu import report as R
+from isagen.runtime.emu.wave import EXEC_LO, M0, VCC_LO
 
 NEVER = -(1 << 40)
 

@@ -21,7 +21,7 @@ Memory instructions finish asynchronously; a wave learns that they have finished
 * Store data needs no wait before it is overwritten: on gfx9 a VMEM or DS store reads its data VGPRs
   when it issues (SIInsertWaitcnts only tracks the store-data lock, ``VMW_GPR_LOCK``, for targets
   before Sea Islands, ``vmemWriteNeedsExpWaitcnt``).  The one or two wait states a wide store needs
-  before its data is overwritten are a hazard, handled by ``isagen.hazards``.
+  before its data is overwritten are a hazard, handled by ``isagen.checks.hazards``.
 * LDS DMA writes LDS, not registers: a ``ds_read`` (or ``ds_write``) of LDS that an outstanding DMA of
   this wave writes is a violation.  An instruction may carry the LDS byte range it touches as an
   ``lds`` attribute (an ``LdsRegion`` or a ``(start, end)`` pair); without one it may touch any of LDS.
@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .cfg import CFG, Violation, format_keys
-from .isa.instruction import Instruction
-from .targets import get_target
+from isagen.checks.cfg import CFG, Violation, format_keys
+from isagen.isa.instruction import Instruction
+from isagen.targets import get_target
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import CheckError
-from .isa.instruction import Instruction
-from .isa.operands import Label
+from isagen.errors import CheckError
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Label
 
 
 def is_branch(inst: Instruction) -> bool:

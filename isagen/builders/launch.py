@@ -2,7 +2,7 @@
 and workgroup size.
 
 A kernel generator's registry entry describes these (``launch(p, target) -> LaunchInfo``, see
-``kernels/registry.py`` and docs/specs.md "Launch contract"); ``isagen.build`` stores the result with
+``isagen/builders/registry.py`` and docs/specs.md "Launch contract"); ``isagen.build`` stores the result with
 the code object in the cache, so a cached kernel launches without regenerating anything.
 
 Integer expressions (grid dimensions, size-valued kernel arguments, requirements) are small Python
@@ -18,7 +18,7 @@ import functools
 import operator
 from dataclasses import asdict, dataclass, field
 
-from .errors import LaunchError, SpecError
+from isagen.errors import LaunchError, SpecError
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}

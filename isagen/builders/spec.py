@@ -2,7 +2,7 @@
 
 A spec names its generator and fixes the parameters of one kernel::
 
-    kernel: elementwise             # the generator (kernels/registry.py)
+    kernel: elementwise             # the generator (isagen/builders/registry.py)
     name: axpy_f32                  # the kernel symbol and the output file stem
     description: y = alpha*x + y in fp32
     targets: [gfx942, gfx950]       # what `isagen gen --target all` builds
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import IsagenError, SpecError
-from .targets import TARGETS, Target, get_target
+from isagen.errors import IsagenError, SpecError
+from isagen.targets import TARGETS, Target, get_target
 
 FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference", "tolerance")
 TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate")
@@ -39,7 +39,7 @@ REQUIRED = ("kernel", "name", "targets")
 
 def bundled_specs_dir() -> Path:
     """The specs shipped with isagen (``specs/`` of the repository, ``isagen/specs`` when installed)."""
-    return Path(__file__).resolve().parent / "specs"
+    return Path(__file__).resolve().parent.parent / "specs"
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Spec:
     def build(self, target, *, force: bool = False):
         """Spec + target -> finished ``Program`` (checks run).  With ``force``, rejections of a kernel
         that can be built are recorded in ``Program.rejected`` (and the .s header) instead of raised."""
-        from .program import KernelBuilder, Program
+        from isagen.builders.program import KernelBuilder, Program
 
         target = self.validate(target)
         gen = self.generator
@@ -156,7 +156,7 @@ class Spec:
         return program
 
     def launch_info(self, target):
-        """The launch contract (``isagen.launch.LaunchInfo``) of this spec's kernel on ``target``."""
+        """The launch contract (``isagen.builders.launch.LaunchInfo``) of this spec's kernel on ``target``."""
         return self.generator.launch_info(self.params, get_target(target))
 
     def launch_dims(self, target, shapes: dict | None = None):
@@ -243,7 +243,7 @@ def _yaml_error(path: str, e: yaml.YAMLError) -> SpecError:
 
 def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     """Validate spec text (see the module docstring); ``path`` is used in messages."""
-    from isagen.kernels.registry import Params, get_generator
+    from isagen.builders.registry import Params, get_generator
 
     loader = _Loader(text)              # one parse: the node tree (line numbers) and the data from it
     try:

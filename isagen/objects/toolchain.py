@@ -36,8 +36,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from .errors import ToolchainError
-from .targets import TARGETS, Target, get_target
+from isagen.errors import ToolchainError
+from isagen.targets import TARGETS, Target, get_target
 
 TRIPLE = "amdgcn-amd-amdhsa"
 TIMEOUT_S = 300

@@ -23,7 +23,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from .errors import CodeObjectError
+from isagen.errors import CodeObjectError
 
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
@@ -245,7 +245,7 @@ class Kernel:
 
     def decode(self):
         """Decode the kernel's code; errors name the file and the byte offset."""
-        from .isa.decoder import DecodeError, decode
+        from isagen.isa.decoder import DecodeError, decode
         try:
             return decode(self.code, self.target, base=self.code_address)
         except DecodeError as exc:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import LaunchError, SpecError
+from isagen.errors import LaunchError, SpecError
 
 # value dtypes: name -> (struct code, size, metadata .value_type)
 VALUE_TYPES = {

@@ -13,7 +13,7 @@ a method::
 
 ``finish()`` runs the project's checks (hazard nops inserted and verified, waits verified, register
 limits, leak check) and returns an immutable ``Program``.  Builders are pure: they never call the
-assembler (that is ``isagen.toolchain``'s job).
+assembler (that is ``isagen.objects.toolchain``'s job).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from .errors import AllocationError, CheckError, ISAError, SpecError
-from .isa.instruction import Instruction
-from .isa.operands import Label, Reg
-from .isa.table import isa_table
-from .kernarg import KernArgs
-from .regs import RegisterPool, default_align
-from .targets import Target, get_target
+from isagen.errors import AllocationError, CheckError, ISAError, SpecError
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Label, Reg
+from isagen.isa.table import isa_table
+from isagen.builders.kernarg import KernArgs
+from isagen.builders.regs import RegisterPool, default_align
+from isagen.targets import Target, get_target
 
 
-from . import occupancy as _occ
-from .occupancy import EXTRA_SGPRS, waves_for_sgprs as _waves_for_sgprs  # noqa: F401  (re-exported)
+from isagen.checks import occupancy as _occ
+from isagen.checks.occupancy import EXTRA_SGPRS, waves_for_sgprs as _waves_for_sgprs  # noqa: F401  (re-exported)
 
 
 class Comment(str):
@@ -111,11 +111,11 @@ class Program:
 
     def occupancy(self) -> dict:
         """Waves per SIMD and what limits them (VGPRs, SGPRs, LDS, workgroup size): the summary of
-        ``isagen.occupancy.occupancy`` (``occupancy_detail()`` has the rest)."""
+        ``isagen.checks.occupancy.occupancy`` (``occupancy_detail()`` has the rest)."""
         return self.occupancy_detail().summary()
 
     def occupancy_detail(self):
-        """``isagen.occupancy.Occupancy`` of this kernel: limits, granule effects, what one more wave needs."""
+        """``isagen.checks.occupancy.Occupancy`` of this kernel: limits, granule effects, what one more wave needs."""
         return _occ.occupancy(self.target, arch_vgprs=self.vgprs, agprs=self.agprs, sgpr_count=self.sgpr_count,
                               lds_bytes=self.lds_bytes, workgroup_size=self.flat_workgroup_size)
 
@@ -134,7 +134,7 @@ def _lds_range(lds) -> tuple[int, int]:
 def _lane_addresses(inst, lanes) -> tuple:
     """``lanes=`` on a DS or LDS-DMA instruction: the 64 lane byte addresses it accesses, one sequence
     per wave variant (e.g. per wave of the workgroup whose addresses differ), for the LDS bank check."""
-    from .lds_banks import access_kind
+    from isagen.checks.lds_banks import access_kind
     access_kind(inst)                                  # an ISAError for instructions with no bank model
     out = []
     for addrs in lanes:
@@ -303,7 +303,7 @@ class KernelBuilder:
         program = self._program()
         if not check:
             return program
-        from . import checks
+        from isagen.checks import pipeline as checks
         problems = checks.finish_program(program)
         if problems:
             if not force:

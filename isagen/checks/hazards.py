@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import heapq
 
-from .cfg import CFG, Violation, format_keys
-from .isa.instruction import Instruction
-from .isa.table import isa_table
-from .targets import get_target
+from isagen.checks.cfg import CFG, Violation, format_keys
+from isagen.isa.instruction import Instruction
+from isagen.isa.table import isa_table
+from isagen.targets import get_target
 
 # --------------------------------------------------------------------------- the table
 # Values are wait states; a dict maps the producing MFMA's passes (LLVM's unit: 4 cycles) to wait states.

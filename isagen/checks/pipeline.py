@@ -2,14 +2,14 @@
 
 1. registers: no leaked allocation; unified VGPR+AGPR count within the 512-entry file; SGPRs within
    the addressable limit; LDS within the target's size;
-2. hazards: the minimum ``s_nop``s are inserted (``isagen.hazards.insert_nops``), then the finished
-   program is verified independently (``isagen.hazards.check_hazards``);
+2. hazards: the minimum ``s_nop``s are inserted (``isagen.checks.hazards.insert_nops``), then the finished
+   program is verified independently (``isagen.checks.hazards.check_hazards``);
 3. waits: every register written by an outstanding memory operation is waited for before it is read
-   or overwritten, across loops and branches (``isagen.waits.check_waits``);
+   or overwritten, across loops and branches (``isagen.checks.waits.check_waits``);
 4. kernel arguments: the metadata layout and the host packing come from the same list (by
    construction), and every argument fits the kernarg segment;
 5. LDS banks: every DS / LDS-DMA instruction emitted with ``lanes=`` (its lane addresses per wave
-   variant) is free of bank conflicts by the phase rules of ``isagen.lds_banks`` (rows kept in
+   variant) is free of bank conflicts by the phase rules of ``isagen.checks.lds_banks`` (rows kept in
    ``Program.lds_banks``).
 
 Returns a list of one-line problems (empty when the kernel is clean).
@@ -32,7 +32,7 @@ def register_problems(program) -> list[str]:
 
 
 def finish_program(program) -> list[str]:
-    from . import hazards, lds_banks, waits
+    from isagen.checks import hazards, lds_banks, waits
 
     problems = register_problems(program)
     before = program.items

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 
-from . import __version__
-from .errors import TargetError
-from .isa.instruction import Instruction
-from .isa.operands import Label
-from .program import EXTRA_SGPRS, Comment, Program  # noqa: F401  (EXTRA_SGPRS re-exported)
+from isagen import __version__
+from isagen.errors import TargetError
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Label
+from isagen.builders.program import EXTRA_SGPRS, Comment, Program  # noqa: F401  (EXTRA_SGPRS re-exported)
 
 
 CODE_OBJECT_VERSION = 5
@@ -49,7 +49,7 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
                f"{program.total_vgprs_allocated} allocated per lane), {program.sgprs} SGPRs; LDS {program.lds_bytes} bytes; "
                f"occupancy {occ['waves_per_simd']} waves/SIMD (limited by {occ['limited_by']})")
     if program.lds_banks:
-        from .lds_banks import summary
+        from isagen.checks.lds_banks import summary
         out.append(f"// {summary(program.lds_banks, t.name)}")
         out += [f"//   {r.line()}" for r in program.lds_banks if not r.conflict_free]
     out.append(f'.amdgcn_target "amdgcn-amd-amdhsa--{target_id}"')

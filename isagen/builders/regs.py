@@ -21,8 +21,8 @@ import contextlib
 import re
 from dataclasses import dataclass
 
-from .errors import AllocationError
-from .isa.operands import Reg
+from isagen.errors import AllocationError
+from isagen.isa.operands import Reg
 
 _SYM_PREFIX = {"v": "vgpr_", "a": "agpr_", "s": "sgpr_"}
 _CLASS_NAME = {"v": "VGPR", "a": "AGPR", "s": "SGPR"}

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .codeobject import CodeObject, Kernel, read_code_object
-from .errors import IsagenError
+from isagen.objects.codeobject import CodeObject, Kernel, read_code_object
+from isagen.errors import IsagenError
 
 
 def kernel_header(co: CodeObject, k: Kernel, n_instructions: int) -> list[str]:
