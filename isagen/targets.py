@@ -140,7 +140,7 @@ class Target:
 # for its wait-state counts: 16x16x{16,32,64} are 4 passes and 32x32x{8,16,32} 8 passes on both
 # targets; f8f6f4 K=128/K=64 are 8/16 passes when either input is fp8/bf8 (cbsz or blgp <= 1, the
 # default) and 4/8 passes for fp6/fp4 inputs (the table keeps the fp8 figure, the conservative one).
-# Register counts are checked by assembling every MFMA with LLVM (tests/test_isa_encoding.py).
+# Register counts are checked by assembling every MFMA with LLVM (tests/isa/test_isa_encoding.py).
 
 def _mfma(mn, m, n, k, t, a, b, c, passes, xdl=True, out="f32"):
     return MfmaInfo(mn, m, n, k, t, out, a, b, c, passes, xdl)

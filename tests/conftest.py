@@ -2,7 +2,7 @@
 
 Code-object registry: every code object the session builds with isagen's toolchain (each one passes
 through ``isagen.objects.toolchain._link_in``, whether from ``assemble`` or ``link``) or runs in the emulator
-(``Device.load_module``: isagen's, Triton's, clang's) is remembered.  tests/test_disasm_every_object.py
+(``Device.load_module``: isagen's, Triton's, clang's) is remembered.  tests/objects/test_disasm_every_object.py
 is moved to the end of the run and checks that ``isagen disasm`` agrees with ``llvm-objdump-19 -d`` on
 every gfx942 one (issue 4: "over every code object the test suite builds and over Triton-compiled
 ones").  The hooks only record; what the wrapped functions return is unchanged.

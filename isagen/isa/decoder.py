@@ -6,8 +6,8 @@ wait/hazard checkers inspect and the register report counts, and renders each on
 ``isagen/isa/data/opcodes.<target>.json``, generated from LLVM by ``tools/gen_opcodes.py``; this
 module only knows the bit layout of each encoding family.
 
-Rendering matches llvm-objdump-19 exactly for gfx942 (tests/test_disasm_vs_objdump.py, and a
-fuzz over every opcode in tests/test_decoder.py) except three things no compiler emits: the
+Rendering matches llvm-objdump-19 exactly for gfx942 (tests/objects/test_disasm_vs_objdump.py, and a
+fuzz over every opcode in tests/isa/test_decoder.py) except three things no compiler emits: the
 ``/*Invalid ...*/`` comments LLVM adds to encodings it considers invalid, ``s_sendmsg`` immediates
 above 1023 (printed as decimal), and the ``sext()`` LLVM prints for the neg bit of an integer
 DPP/VOP3 operand.  For gfx950 no disassembler exists here: its text is checked by assembling it

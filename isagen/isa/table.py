@@ -3,7 +3,7 @@
 ``defs/common.yaml`` holds what gfx942 and gfx950 share; ``defs/<arch>.yaml`` adds (or removes) what
 only one has.  MFMA entries are synthesised from the target table (``isagen.targets``), which is the
 single source of their shapes, register counts and passes.  docs/isa.md describes the vocabulary and
-how to add an instruction; tests/test_isa_encoding.py assembles every entry with LLVM.
+how to add an instruction; tests/isa/test_isa_encoding.py assembles every entry with LLVM.
 
 Each entry names a format template (``fmt``: encoding family, unit, counter, implicit registers,
 modifiers), its operands in assembly order and anything that differs from the template.  An operand

@@ -3,7 +3,7 @@
 Prints, per kernel, the target and the descriptor/metadata summary as comments, then one line per
 instruction in ``llvm-objdump -d`` layout: the LLVM text, then ``// ADDRESS: WORDS`` (and the branch
 target as ``<kernel+0xOFF>``).  The instruction text matches ``llvm-objdump-19 -d`` exactly for
-gfx942 (see tests/test_disasm_vs_objdump.py); gfx950 is decoded with the table built by
+gfx942 (see tests/objects/test_disasm_vs_objdump.py); gfx950 is decoded with the table built by
 tools/gen_opcodes.py from zig clang's assembler.
 """
 

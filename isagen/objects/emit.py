@@ -27,7 +27,7 @@ CODE_OBJECT_VERSION = 5
 # LLVM (AMDGPU::IsaInfo::getNumExtraSGPRs) reserves VCC, FLAT_SCRATCH and XNACK_MASK at the top of
 # every gfx940+ kernel's SGPR block because these processors have architected flat scratch: 6 SGPRs,
 # whether or not the kernel touches VCC and whatever the xnack setting.  clang-19 for gfx942 and
-# clang-22 for gfx950 both report `.sgpr_count` = next_free_sgpr + 6; tests/test_codeobject_fields.py
+# clang-22 for gfx950 both report `.sgpr_count` = next_free_sgpr + 6; tests/objects/test_codeobject_fields.py
 # checks ours against that and against the descriptor's SGPR granule.
 
 

@@ -10,7 +10,7 @@ store offset, a mask) is written once as an expression over the lane id and wave
 ``evaluate(expr, env)`` gives the 64 lane values with numpy (the layout model the tests and the bank
 analysis use); ``Emitter(k).emit(expr)`` writes the VALU/SALU instructions that compute the same value
 into a VGPR (wave-uniform sub-expressions go to SALU).  Because both come from the same object, the
-numpy model *is* the emitted arithmetic; tests/test_tiles_primitives.py runs the emitted code in the
+numpy model *is* the emitted arithmetic; tests/tiles/test_tiles_primitives.py runs the emitted code in the
 emulator (an independent implementation of the instructions) on random expressions and compares.
 
 Values are unsigned 32-bit.  Every node carries an upper bound (``hi``) so that the emitter can use

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import gen_opcodes as G  # noqa: E402
@@ -344,7 +344,7 @@ def _keys(regs):
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
 def test_register_effects_agree_with_the_isa_table(target):
     """Where the decoder and the ISA layer overlap they agree: every instance of every ISA-table entry that
-    LLVM assembled (tests/test_isa_encoding.py builds them, one assembler run per target) decodes to the
+    LLVM assembled (tests/isa/test_isa_encoding.py builds them, one assembler run per target) decodes to the
     same size and to the same VGPRs/AGPRs/SGPRs read and written as the ISA table's defs/uses say (the
     decoder lists implicit EXEC/SCC/M0 effects nowhere, so those are left out).  Two documented differences:
     the old value a d16 load or a DPP instruction keeps in part of its destination is a use for the ISA

@@ -6,7 +6,7 @@ emulator (isagen's kernels, Triton's, clang's), and runs this module after every
 full run it sees everything the suite built.  So that it means something when run alone too, every
 bundled spec that lists gfx942 is built here first unless the session already built it.
 
-The comparison is the one tests/test_disasm_vs_objdump.py makes (text before objdump's `//` comment,
+The comparison is the one tests/objects/test_disasm_vs_objdump.py makes (text before objdump's `//` comment,
 blanks collapsed), over every word of each object's ``.text`` (objdump's ``-z``: the zero padding between
 the kernels of a linked library is printed, not elided as "..."): one objdump run for all of them.  An
 object the decoder refuses passes only if objdump also prints `<unknown>` at that offset and the

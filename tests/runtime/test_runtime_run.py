@@ -57,7 +57,7 @@ def _bundled():
 # sizes that exercise a partial last workgroup and the odd-n tail; other specs run at their default
 # shapes with every size capped at 512 (kept small for the emulator).  GEMMs: two tile rows (the
 # second 8 rows tall) and a leading partial K-tile, enough for the spec and run path (the kernels'
-# own coverage is tests/test_gemm_emu.py); 512^3 cost ~4 s per spec, this ~2 s (mostly the build).
+# own coverage is tests/kernels/test_gemm_emu.py); 512^3 cost ~4 s per spec, this ~2 s (mostly the build).
 SIZES = {"axpy_f32": ["n=5003"], "add_bf16": ["n=4099"], "scale_f16": ["n=2047"]}
 SIZES.update({name: ["m=264", "n=256", "k=72"] for name in _bundled() if name.startswith("gemm_bf16")})
 

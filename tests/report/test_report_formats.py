@@ -26,7 +26,7 @@ from isagen.builders.program import KernelBuilder
 from isagen.report import SCHEMA_VERSION, document, render, report_code_object, report_program, write_png
 from isagen.objects.toolchain import assemble
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "report.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "report.md"
 
 
 def showcase_program():

@@ -24,7 +24,7 @@ from isagen.targets import TARGETS
 from isagen.runtime.emu import mfma as M
 from isagen.runtime.emu import numerics as nx
 
-CALC = json.loads((Path(__file__).parent / "data" / "mfma_layouts_cdna3.json").read_text())
+CALC = json.loads((Path(__file__).resolve().parents[2] / "data" / "mfma_layouts_cdna3.json").read_text())
 CALC_INSTS = CALC["instructions"]
 RNG = np.random.default_rng(7)
 

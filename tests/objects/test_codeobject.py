@@ -299,7 +299,7 @@ def test_bad_code_objects_through_the_cli_are_one_line_exit_2(tmp_path):
     bad_op = build(tmp_path, extra=".long 0xbfff0000", name="badop")
     off = read_code_object(bad_op).kernel("k").code_offset + 16
     cases["badop.co"] = (open(bad_op, "rb").read(), rf"offset 0x{off:x}\b.*unknown SOPP opcode 127")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     for name, (data, pattern) in cases.items():
         p = tmp_path / name
