@@ -35,3 +35,15 @@ def test_repository_layout_maps_into_the_package(wheel_names):
     assert specs and all(f"isagen/specs/{s}" in names for s in specs)
     kernels = sorted(p.name for p in (ROOT / "kernels").glob("*.py"))
     assert all(f"isagen/kernels/{k}" in names for k in kernels)
+
+
+def test_every_source_module_is_in_the_wheel(wheel_names):
+    """Each layer folder (isagen/checks, builders, objects, ...) and every module under the linked
+    kernels/ and runtime/ trees ships: a new subpackage missing from the package list fails here."""
+    names = set(wheel_names)
+    sources = {f"isagen/{p.relative_to(ROOT / 'isagen').as_posix()}" for p in (ROOT / "isagen").glob("**/*.py")
+               if "__pycache__" not in p.parts}
+    sources |= {f"isagen/{top}/{p.relative_to(ROOT / top).as_posix()}" for top in ("kernels", "runtime")
+                for p in (ROOT / top).glob("**/*.py") if "__pycache__" not in p.parts}
+    assert any(s.startswith("isagen/checks/") for s in sources)
+    assert sorted(sources - names) == []
