@@ -15,6 +15,6 @@ wrote, hangs.  See docs/emulator.md.
 """
 
 from isagen.runtime.emu.device import Device, DeviceBuffer
-from isagen.runtime.emu.report import CATEGORIES, EmulatorError, Report
+from isagen.runtime.emu.report import REPORT_CATEGORIES, EmulatorError, Report
 
-__all__ = ["Device", "DeviceBuffer", "EmulatorError", "Report", "CATEGORIES"]
+__all__ = ["Device", "DeviceBuffer", "EmulatorError", "Report", "REPORT_CATEGORIES"]

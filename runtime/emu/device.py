@@ -14,6 +14,8 @@ import numpy as np
 from isagen.errors import LaunchError
 from isagen.targets import get_target
 
+from isagen.runtime.emu.dispatch import Module
+
 ARENA_BASE = 0x7F00_0000_0000      # fits in the 48-bit base of a buffer resource
 ALIGN = 256
 GUARD = 256
@@ -264,7 +266,6 @@ class Device:
 
     # ------------------------------------------------------------------ modules
     def load_module(self, co_bytes: bytes):
-        from isagen.runtime.emu.launch import Module
         return Module(self, co_bytes)
 
 
