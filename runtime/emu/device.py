@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.errors import LaunchError
+from isagen.runtime.gpu import DEFAULT_TARGET
 from isagen.targets import get_target
 
 from isagen.runtime.emu.dispatch import Module
@@ -204,7 +205,7 @@ class Device:
         out = dev.from_device(y, shape, dtype)
     """
 
-    def __init__(self, target: str = "gfx942", sanitize: bool = True, *,
+    def __init__(self, target: str = DEFAULT_TARGET, sanitize: bool = True, *,
                  max_wave_instructions: int = 1 << 22, lds_dma_inst_offset: bool = True,
                  kernarg_preload: bool = True):
         self.target = get_target(target)
