@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -261,6 +263,22 @@ def test_the_allowed_upward_import_still_exists(graph):
     for module, package in ALLOWED_UPWARD:
         assert any(t == package or t.startswith(package + ".") for t in edges.get(module, ())), \
             f"{module} no longer imports {package}: drop it from ALLOWED_UPWARD"
+
+
+def _modules_loaded_by(statement: str) -> set[str]:
+    """Top-level names in ``sys.modules`` after ``statement`` runs in a fresh interpreter."""
+    code = f"import sys\n{statement}\nprint(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return set(done.stdout.split())
+
+
+def test_heavy_optional_packages_stay_lazy():
+    """``import isagen`` loads neither torch nor yaml (``build``/``Kernel`` load on first use), and the
+    front ends import torch, hip-python and matplotlib only inside the functions that need them."""
+    assert not {"torch", "yaml"} & _modules_loaded_by("import isagen")
+    front_ends = "import isagen.api, isagen.cli, isagen.report, isagen.runtime.backends, isagen.runtime.run"
+    assert not {"torch", "hip", "matplotlib", "triton"} & _modules_loaded_by(front_ends)
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

@@ -20,7 +20,7 @@ from isagen.report.documents import render, report_code_object
 from isagen.report.model import analyze, document
 from isagen.report.png import write_png
 from isagen.report.sources import from_program
-from isagen.targets import get_target
+from isagen.targets import TARGETS, get_target
 
 FORMATS = ("text", "json", "html", "png")
 _EXT = {".txt": "text", ".json": "json", ".html": "html", ".htm": "html", ".png": "png"}
@@ -31,7 +31,7 @@ def add_arguments(p) -> None:
                    help="a kernel spec (built here; a bundled spec's name works too), an AMDGPU code object "
                         "(.co/.hsaco from isagen, Triton, hipcc, clang...) or assembly (.s: assembled first)")
     p.add_argument("--target", "-t", default=None,
-                   help="specs: gfx942, gfx950 or all (default: every target the spec lists); code objects: "
+                   help=f"specs: {', '.join(TARGETS)} or all (default: every target the spec lists); code objects: "
                         "must name the code object's own target")
     p.add_argument("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
     p.add_argument("--format", "-f", choices=FORMATS, default=None,
@@ -99,7 +99,7 @@ def _assemble(path: Path, target: str | None) -> bytes:
     named = source_target_id(text)
     if target in (None, "all"):
         if named is None:
-            raise IsagenError(f"{path}: no .amdgcn_target line; name the processor with --target gfx942|gfx950")
+            raise IsagenError(f"{path}: no .amdgcn_target line; name the processor with --target {'|'.join(TARGETS)}")
         target = str(named)
     return assemble(text, target, name=path.stem)
 
