@@ -15,6 +15,7 @@ from isagen.report.model import analyze, document
 from isagen.report.sources import from_kernel, from_program
 from isagen.report.text import render_text
 
+
 def report_program(program, source: dict | None = None) -> dict:
     """Report of one built ``Program`` (a document with one kernel)."""
     return document([analyze(from_program(program, source))])

@@ -1,4 +1,5 @@
-"""The emulator's compiled code: one :class:`CompiledStep` per instruction, grouped into :class:`CompiledBlock` basic blocks.
+"""The emulator's compiled code: one :class:`CompiledStep` per instruction, grouped into
+:class:`CompiledBlock` basic blocks.
 
 A leaf module: the semantics modules (``ops_*``) build steps and the executor runs them, so both import
 it and neither has to import the other.
