@@ -382,7 +382,7 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
         print("4. run       not available: torch is not installed (pip install torch); nothing was run.")
         return 0
     try:
-        from isagen.runtime.backend import choose_backend
+        from isagen.runtime.backends import choose_backend
         backend = choose_backend()
         if backend == "emu":
             from isagen.runtime.emu import Device  # noqa: F401  (the emulator must be importable)

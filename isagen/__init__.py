@@ -2,8 +2,11 @@
 
 Layers, one way only: ISA tables and instruction objects (``isagen.isa``) → kernel builders
 (``isagen.builders.program``, ``isagen.kernels``; pure: spec + target → program) → toolchain
-(``isagen.objects.toolchain``: assemble and link) → runtime (``isagen.runtime``: launch).
+(``isagen.objects.toolchain``: assemble and link) → runtime (``isagen.runtime``: launch).  The full
+order, which tests/test_imports.py checks, is in that test's docstring.
 """
+
+from importlib import import_module as _import_module
 
 __version__ = "0.1.0"
 
@@ -13,9 +16,8 @@ _LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel")}
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
         module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
+        value = getattr(_import_module(module), attr)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'isagen' has no attribute '{name}'")

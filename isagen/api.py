@@ -17,19 +17,28 @@ size.  It is stored, resolved, in the cache entry next to the kernel argument la
 
 ``Kernel.__call__`` checks every tensor (dtype, shape, contiguity, device) and scalar, computes the
 grid, packs the kernel arguments with the kernel's ``KernArgs`` and launches on the chosen backend
-(``isagen.runtime.backend``: hip on an AMD GPU, the emulator elsewhere).
+(``isagen.runtime.backends``: hip on an AMD GPU, the emulator elsewhere).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from isagen import __version__
-from isagen.errors import LaunchError, SpecError
 from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
-from isagen.builders.launch import LaunchInfo, evaluate
+from isagen.builders.launch import LaunchInfo, evaluate, names_in
+from isagen.builders.spec import bundled_specs_dir, load_spec
+from isagen.errors import LaunchError, SpecError
+from isagen.objects import cache, toolchain
+from isagen.objects.emit import render_assembly
+from isagen.runtime import gpu
+from isagen.runtime.backends import get_backend
+from isagen.targets import get_target
 
 # isagen element type -> torch dtype name (fp8 formats differ per target: see torch_dtype)
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32",
@@ -39,10 +48,9 @@ _FP8 = {("fp8", "fnuz"): "float8_e4m3fnuz", ("bf8", "fnuz"): "float8_e5m2fnuz",
         ("fp8", "ocp"): "float8_e4m3fn", ("bf8", "ocp"): "float8_e5m2"}
 
 
-def torch_dtype(dtype: str, target: str = "gfx942"):
+def torch_dtype(dtype: str, target: str = gpu.DEFAULT_TARGET):
     """The torch dtype of an isagen element type on ``target`` (fp8/bf8: FNUZ on gfx942, OCP on gfx950)."""
     import torch
-    from isagen.targets import get_target
     if dtype in ("fp8", "bf8"):
         return getattr(torch, _FP8[(dtype, get_target(target).fp8_format)])
     if dtype not in _TORCH_DTYPES:
@@ -116,7 +124,6 @@ class Kernel:
             elif a.kind == "pointer":
                 raise SpecError(f"{where} is a pointer but no tensor of the launch contract feeds it")
             elif kind == "size":
-                from isagen.builders.launch import names_in
                 unknown = names_in(src) - sizes
                 if unknown:
                     raise SpecError(f"{where} is fed '{src}', but {', '.join(sorted(unknown))} is neither a tensor, "
@@ -224,7 +231,6 @@ class Kernel:
     def run(self, *tensors, backend: str | None = None, timing: bool = False, **scalars) -> RunResult:
         """Launch on ``backend`` (default: ``ISAGEN_BACKEND``, else hip on a supported AMD GPU, else the
         emulator) and report how it went."""
-        from isagen.runtime.backend import get_backend
         be = get_backend(backend)
         bound, values, sizes = self.bind(tensors, dict(scalars), be)
         grid = self.launch.grid_for(sizes, self.name)
@@ -246,7 +252,6 @@ class Kernel:
 # --------------------------------------------------------------------------- building
 def resolve_spec(spec) -> Path:
     """A spec path, or the name of a bundled spec (its file stem or its ``name:``)."""
-    from isagen.builders.spec import bundled_specs_dir
     p = Path(spec)
     if p.suffix in (".yaml", ".yml") or p.exists() or "/" in str(spec):
         if not p.is_file():
@@ -259,12 +264,10 @@ def resolve_spec(spec) -> Path:
     files = sorted(specs.glob("*.yaml")) if specs.is_dir() else []
     for f in files:                      # a spec whose name: differs from its file name
         try:
-            import yaml
             if (yaml.safe_load(f.read_text()) or {}).get("name") == spec:
                 return f
         except Exception:    # noqa: BLE001 -- a broken neighbour must not hide the answer
             continue
-    import difflib
     names = [f.stem for f in files]
     near = difflib.get_close_matches(str(spec), names, n=1)
     hint = f" (did you mean '{near[0]}'?)" if near else ""
@@ -301,16 +304,10 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
 
     ``spec``: a path to a spec .yaml or a bundled spec's name.  ``target``: gfx942 or gfx950, default the
     current AMD GPU's architecture, else gfx942.  ``params`` override the spec's parameters."""
-    from isagen.objects import cache, toolchain
-    from isagen.objects.emit import render_assembly
-    from isagen.runtime.backend import default_target
-    from isagen.builders.spec import load_spec
-    from isagen.targets import get_target
-
     path = resolve_spec(spec)
     overrides = [f"{k}={_override_text(v)}" for k, v in params.items()]
     s = load_spec(path, overrides)
-    tgt = s.select_targets(get_target(target).name if target else default_target())[0]
+    tgt = s.select_targets(get_target(target).name if target else gpu.default_target())[0]
     tc = toolchain.find_toolchain(tgt.name)
     key = cache.cache_key(spec=path.read_text(), params=dict(s.params),
                           target=tgt.target_id, isagen=__version__, source=source_hash(),

@@ -25,10 +25,16 @@ under cancellation where a bound relative to ``|ref|`` alone cannot.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from dataclasses import dataclass, field
 
+import isagen
+from isagen.api import build, resolve_spec, torch_dtype
+from isagen.builders.spec import load_spec
 from isagen.errors import LaunchError, SpecError
+from isagen.runtime import gpu
+from isagen.runtime.backends import BACKENDS, choose_backend
 
 # output element type -> (rtol, atol): the rounding of one result in that type, with headroom
 # (torch.testing's defaults for f32/f16/bf16; fp8 by its 3- and 2-bit mantissas)
@@ -99,7 +105,6 @@ def _number(text: str):
 def random_inputs(kernel, sizes: dict, device: str = "cpu", seed: int = 0) -> dict:
     """Random tensors for every tensor the kernel takes (outputs too: the kernel must overwrite them)."""
     import torch
-    from isagen.api import torch_dtype
     gen = torch.Generator().manual_seed(seed)
     out = {}
     for t in kernel.launch.tensors:
@@ -118,7 +123,6 @@ def random_inputs(kernel, sizes: dict, device: str = "cpu", seed: int = 0) -> di
 
 
 def random_scalars(kernel, given: dict, seed: int = 0) -> dict:
-    import random
     rng = random.Random(seed)
     out = {}
     for s in kernel.launch.scalars:
@@ -145,7 +149,6 @@ def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
     env = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
     env.update(scalars)
     env.update(sizes)
-    import isagen
     scope = {"torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen, "__builtins__": {}}
     try:
         value = eval(compile(kernel.reference, "<reference>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
@@ -198,12 +201,9 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
              shapes: dict | None = None, scalars: dict | None = None, iters: int = 10, seed: int = 0) -> RunReport:
     """Build ``spec``, run it once on random inputs and check it; time it (see the module docstring)."""
     import torch
-    from isagen.api import build
-    from isagen.runtime.backend import choose_backend
     be = choose_backend(backend)
     if be == "hip":                     # the inputs go to the GPU before the launch: say now if there is none
-        from isagen.runtime.backend import rocm_gpu_available
-        ok, why = rocm_gpu_available()
+        ok, why = gpu.rocm_gpu_available()
         if not ok:
             raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use --backend emu)")
     kernel = build(spec, target, **(params or {}))
@@ -247,7 +247,6 @@ def _spec_tolerance(kernel) -> dict:
     """The ``tolerance:`` of the spec the kernel was built from ({} when it has none)."""
     if not kernel.spec_path:
         return {}
-    from isagen.builders.spec import load_spec
     return load_spec(kernel.spec_path).tolerance
 
 
@@ -294,17 +293,16 @@ def add_arguments(parser) -> None:
                         help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:)")
     parser.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE",
                         help="a scalar argument (default: random)")
-    parser.add_argument("--backend", choices=("hip", "emu"), default=None,
+    parser.add_argument("--backend", choices=tuple(BACKENDS), default=None,
                         help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
-    parser.add_argument("--target", default=None, help="gfx942 or gfx950 (default: the GPU's, else gfx942)")
+    parser.add_argument("--target", default=None,
+                        help=f"{' or '.join(gpu.SUPPORTED_ARCHS)} (default: the GPU's, else {gpu.DEFAULT_TARGET})")
     parser.add_argument("--iters", type=int, default=10, help="timed launches on hip (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
 
 
 def main(args) -> int:
     """Run ``isagen run`` with parsed ``args``; returns the exit code (IsagenErrors propagate to the CLI)."""
-    from isagen.api import resolve_spec
-    from isagen.builders.spec import load_spec
     path = resolve_spec(args.spec)
     spec = load_spec(path, args.defines)                       # -D parsed by the declared types
     params = {k: spec.params[k] for k in {o.split("=", 1)[0].strip() for o in args.defines}}

@@ -28,7 +28,10 @@ from dataclasses import dataclass
 
 import torch
 
+from isagen.api import _override_text, build, resolve_spec, torch_dtype
+from isagen.builders.spec import bundled_specs_dir, load_spec
 from isagen.errors import LaunchError, SpecError
+from isagen.runtime import gpu
 
 NAMESPACE = "isagen"
 _lib = torch.library.Library(NAMESPACE, "FRAGMENT")
@@ -138,10 +141,7 @@ _CONTRACTS: dict = {}
 
 def _contract(spec: str, params: dict, target: str | None = None):
     """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built."""
-    from isagen.api import _override_text, resolve_spec
-    from isagen.runtime.backend import default_target
-    from isagen.builders.spec import load_spec
-    target = target or default_target()
+    target = target or gpu.default_target()
     key = (spec, tuple(sorted(params.items())), target)
     if key not in _CONTRACTS:
         s = load_spec(resolve_spec(spec), [f"{k}={_override_text(v)}" for k, v in params.items()])
@@ -216,14 +216,11 @@ def register_op(name: str, spec: str, *, dtype_param: str | None = None, variant
 
 def _kernel(entry: OpEntry, tensors: list, backend: str):
     """The built kernel for these inputs (built once per target and parameters, then reused)."""
-    from isagen.api import build
-    from isagen.runtime.backend import default_target
     dev = tensors[0].device
     if backend == "hip":
-        from isagen.runtime.hip import device_arch
-        target = device_arch(dev.index if dev.index is not None else torch.cuda.current_device()).split(":")[0]
+        target = gpu.device_arch(dev.index if dev.index is not None else torch.cuda.current_device()).split(":")[0]
     else:
-        target = default_target()
+        target = gpu.default_target()
     params = _params_for(entry, tensors)
     key = (target, tuple(sorted(params.items())))
     kernel = entry.kernels.get(key)
@@ -234,7 +231,6 @@ def _kernel(entry: OpEntry, tensors: list, backend: str):
 
 def _outputs(info, target: str, inputs: dict, device, op: str) -> dict:
     """Fresh output tensors: clones of inout inputs, new tensors of the contract's shape for outs."""
-    from isagen.api import torch_dtype
     sizes = {}
     for t in info.tensors:
         if t.name in inputs:
@@ -275,8 +271,7 @@ def _impl(entry: OpEntry, backend: str):
 def _fake(entry: OpEntry):
     def fake(*args):
         tensors = list(args[:len(entry.inputs)])
-        from isagen.runtime.backend import default_target
-        target = default_target()
+        target = gpu.default_target()
         info = _contract(entry.spec, _params_for(entry, tensors), target)
         tensors, view_back = entry.adapt(info, tensors)
         outs = _outputs(info, target, dict(zip(entry.inputs, tensors)), tensors[0].device, entry.name)
@@ -287,7 +282,6 @@ def _fake(entry: OpEntry):
 
 def register_bundled_ops() -> list[str]:
     """One op per bundled spec (``torch.ops.isagen.<spec name>``) and the dtype-generic ops."""
-    from isagen.builders.spec import bundled_specs_dir
     names = []
     for path in sorted(bundled_specs_dir().glob("*.yaml")):
         names.append(register_op(path.stem, path.stem))

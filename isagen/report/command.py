@@ -7,11 +7,20 @@ exit code 2.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
 
+from isagen.api import resolve_spec
+from isagen.builders.spec import load_spec
 from isagen.errors import CodeObjectError, IsagenError, SpecError
+from isagen.objects.toolchain import assemble, source_target_id
+from isagen.report.documents import render, report_code_object
+from isagen.report.model import analyze, document
+from isagen.report.png import write_png
+from isagen.report.sources import from_program
+from isagen.targets import TARGETS, get_target
 
 FORMATS = ("text", "json", "html", "png")
 _EXT = {".txt": "text", ".json": "json", ".html": "html", ".htm": "html", ".png": "png"}
@@ -22,7 +31,7 @@ def add_arguments(p) -> None:
                    help="a kernel spec (built here; a bundled spec's name works too), an AMDGPU code object "
                         "(.co/.hsaco from isagen, Triton, hipcc, clang...) or assembly (.s: assembled first)")
     p.add_argument("--target", "-t", default=None,
-                   help="specs: gfx942, gfx950 or all (default: every target the spec lists); code objects: "
+                   help=f"specs: {', '.join(TARGETS)} or all (default: every target the spec lists); code objects: "
                         "must name the code object's own target")
     p.add_argument("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
     p.add_argument("--format", "-f", choices=FORMATS, default=None,
@@ -39,7 +48,6 @@ def add_arguments(p) -> None:
 
 
 def _nonnegative(text: str) -> int:
-    import argparse
     try:
         v = int(text, 0)
     except ValueError:
@@ -52,18 +60,10 @@ def _nonnegative(text: str) -> int:
 def load_reports(path, *, target: str | None = None, kernel: str | None = None, overrides=(),
                  dynamic_lds: int = 0, force: bool = False) -> dict:
     """The report document of a spec or a code object file (see ``isagen.report.report_path``)."""
-    from isagen.report import report_code_object
-    from isagen.report.model import analyze, document
-    from isagen.report.sources import from_program
-
     p = Path(path)
     if p.is_dir():
         raise IsagenError(f"{p}: is a directory; give a spec (.yaml) or a code object file")
     if p.suffix.lower() in (".yaml", ".yml") or (not p.exists() and not p.suffix and "/" not in str(path)):
-        from isagen.api import resolve_spec
-        from isagen.builders.spec import load_spec
-        from isagen.targets import get_target
-
         spec = load_spec(resolve_spec(path), overrides)
         if kernel is not None and kernel != spec.name:
             raise SpecError(f"{spec.path}: the spec builds kernel '{spec.name}', not '{kernel}'")
@@ -82,7 +82,6 @@ def load_reports(path, *, target: str | None = None, kernel: str | None = None, 
     else:
         doc = report_code_object(p, kernel=kernel, dynamic_lds=dynamic_lds)
     if target and target != "all":
-        from isagen.targets import get_target
         want = get_target(target).name
         have = doc["kernels"][0]["target"] if doc["kernels"] else None
         if have and have != want:
@@ -93,8 +92,6 @@ def load_reports(path, *, target: str | None = None, kernel: str | None = None, 
 def _assemble(path: Path, target: str | None) -> bytes:
     """Hand-written assembly: assembled and linked with the toolchain isagen uses, for the target its
     ``.amdgcn_target`` line names (or ``--target``)."""
-    from isagen.objects.toolchain import assemble, source_target_id
-
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
@@ -102,7 +99,7 @@ def _assemble(path: Path, target: str | None) -> bytes:
     named = source_target_id(text)
     if target in (None, "all"):
         if named is None:
-            raise IsagenError(f"{path}: no .amdgcn_target line; name the processor with --target gfx942|gfx950")
+            raise IsagenError(f"{path}: no .amdgcn_target line; name the processor with --target {'|'.join(TARGETS)}")
         target = str(named)
     return assemble(text, target, name=path.stem)
 
@@ -114,11 +111,9 @@ def main(args) -> int:
     doc = load_reports(args.input, target=args.target, kernel=args.kernel, overrides=args.defines,
                        dynamic_lds=args.dynamic_lds, force=args.force)
     if fmt == "png":
-        from isagen.report.png import write_png
         write_png(doc, args.output)
         print(f"wrote {args.output}", file=sys.stderr)
         return 0
-    from isagen.report import render
     text = render(doc, fmt, listing=args.listing) if fmt == "text" else render(doc, fmt)
     if args.output:
         _write(Path(args.output), text)

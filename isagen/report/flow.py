@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isagen.checks.cfg import CFG
+from isagen.checks.cfg import CFG, Block
 
 CLASSES = ("v", "a", "s")
 CLASS_BASE = {"v": 0, "a": 256, "s": 512}
@@ -148,8 +148,6 @@ class StepCFG(CFG):
     reverse postorder, dominators, back edges -- so loops are found the same way for every input."""
 
     def __init__(self, blocks: list[list[int]], succs: list[list[int]]):
-        from isagen.checks.cfg import Block
-
         self.items = []
         self.label_block = {}
         self.blocks = []

@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 
 from isagen.checks import occupancy as occ
 from isagen.checks.cfg import CFG
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Label
+from isagen.isa.table import isa_table
 from isagen.report.categories import category, decoded_unit
 from isagen.report.flow import Flow, Step, StepCFG, finish_flow, key_mask, range_mask
+from isagen.targets import get_target
 
 
 @dataclass
@@ -64,9 +68,6 @@ class KernelInput:
 
 # --------------------------------------------------------------------------- isagen programs
 def from_program(program, source: dict | None = None) -> KernelInput:
-    from isagen.isa.instruction import Instruction
-    from isagen.isa.operands import Label
-
     items = program.items
     steps: list[Step] = []
     pos_step: dict[int, int] = {}
@@ -143,9 +144,6 @@ def _masks(regs) -> int:
 
 def from_kernel(co, kernel, dynamic_lds: int = 0) -> KernelInput:
     """``kernel``: an ``isagen.objects.codeobject.Kernel`` of the code object ``co``."""
-    from isagen.isa.table import isa_table
-    from isagen.targets import get_target
-
     t = get_target(kernel.target)
     try:
         table = isa_table(t)

@@ -1,4 +1,5 @@
-"""The CPU emulator backend (installed as ``isagen.runtime.emu``).
+"""The CPU emulator (installed as ``isagen.runtime.emu``; the runtime's ``emu`` backend,
+``isagen.runtime.backends.emu``, runs kernels through it).
 
 Executes AMD code objects (gfx942 / gfx950 machine code, from isagen, Triton, clang ...) on the CPU,
 vectorised over the 64 lanes of a wave and over the waves that stand at the same PC, and checks
@@ -15,6 +16,6 @@ wrote, hangs.  See docs/emulator.md.
 """
 
 from isagen.runtime.emu.device import Device, DeviceBuffer
-from isagen.runtime.emu.report import CATEGORIES, EmulatorError, Report
+from isagen.runtime.emu.report import REPORT_CATEGORIES, EmulatorError, Report
 
-__all__ = ["Device", "DeviceBuffer", "EmulatorError", "Report", "CATEGORIES"]
+__all__ = ["Device", "DeviceBuffer", "EmulatorError", "Report", "REPORT_CATEGORIES"]

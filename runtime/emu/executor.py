@@ -1,6 +1,6 @@
 """Compile a kernel's decoded instructions once into handlers, and run batches of waves through them.
 
-Each instruction becomes a :class:`Step` whose ``fn(st, ws)`` executes it for the waves ``ws`` of the
+Each instruction becomes a :class:`CompiledStep` whose ``fn(st, ws)`` executes it for the waves ``ws`` of the
 batch ``st`` (see wave.py).  Steps are grouped into basic blocks (from a branch target or the
 instruction after a terminator to the next terminator or target); the scheduler repeatedly picks the
 waves standing at the lowest PC, runs that block for all of them as one group, and lets the block's
@@ -16,49 +16,15 @@ import numpy as np
 
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu.access import CompileError, Ctx
+from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
+from isagen.runtime.emu.sanitizer import instrument
+from isagen.runtime.emu.steps import CompiledBlock, CompiledStep
 from isagen.runtime.emu.wave import ALL, BARRIER, DONE, RUN
 
-# categories counted in the launch statistics
-CATEGORIES = ("salu", "branch", "smem", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma", "nop",
-              "waitcnt", "barrier", "other")
-
-
-class Step:
-    """One compiled instruction."""
-
-    __slots__ = ("inst", "idx", "fn", "cat", "term", "counter", "result", "lds_write", "nop_slots",
-                 "mfma", "reads", "writes", "error", "is_load", "flags")
-
-    def __init__(self, inst, idx: int, fn, cat: str, *, term: bool = False, counter: str | None = None,
-                 result: str | None = None):
-        self.inst, self.idx, self.fn, self.cat, self.term = inst, idx, fn, cat, term
-        self.counter = counter        # 'vm' | 'lgkm' | 'smem' | None: which counter the instruction increments
-        self.result = result          # kind of the register result: 'vm' | 'lds' | 'smem' | 'mfma' | None
-        self.lds_write = False        # writes LDS asynchronously (ds store / LDS DMA)
-        self.nop_slots = 1            # issue slots it occupies (s_nop N: N+1)
-        self.mfma = None              # MfmaInfo-like (passes, xdl) for MFMAs
-        self.reads = ()               # register keys read (sanitizer)
-        self.writes = ()
-        self.error = None
-        self.is_load = False
-        self.flags = {}
-
-
-class Block:
-    __slots__ = ("start", "end", "steps", "fns", "execs", "cats")
-
-    def __init__(self, start: int, steps: list[Step]):
-        self.start = start
-        self.steps = steps
-        self.end = start + len(steps)
-        self.fns = [s.fn for s in steps]
-        self.execs = 0                     # sum over executions of the number of waves
-        cats: dict[str, int] = {}
-        for s in steps:
-            cats[s.cat] = cats.get(s.cat, 0) + 1
-        self.cats = cats
-
+# the instruction categories (``CompiledStep.cat``) the launch statistics count executions of
+INSTRUCTION_CATEGORIES = ("salu", "branch", "smem", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma",
+                          "nop", "waitcnt", "barrier", "other")
 
 _TERMINATORS = {"s_branch", "s_endpgm", "s_endpgm_saved", "s_endpgm_ordered_ps_done", "s_barrier",
                 "s_setpc_b64", "s_swappc_b64", "s_call_b64"}
@@ -69,7 +35,7 @@ def is_terminator(inst) -> bool:
     return inst.name in _TERMINATORS or inst.name.startswith("s_cbranch_")
 
 
-class Program:
+class CompiledCode:
     """A kernel's code compiled for the emulator.
 
     ``insts`` may be the whole ``.text`` of the code object (functions the kernel calls included);
@@ -81,8 +47,8 @@ class Program:
         self.ctx = ctx
         self.insts = insts
         ctx.pc_index = {inst.pc: i for i, inst in enumerate(insts)}
-        self.steps: list[Step | None] = [None] * len(insts)
-        self._blocks: dict[int, Block] = {}
+        self.steps: list[CompiledStep | None] = [None] * len(insts)
+        self._blocks: dict[int, CompiledBlock] = {}
         leaders = {0}
         for i, inst in enumerate(insts):
             t = inst.branch_target
@@ -93,10 +59,9 @@ class Program:
         self.leaders = leaders
         self.has_mfma = any(inst.mai for inst in insts)
 
-    def step(self, i: int) -> Step:
+    def step(self, i: int) -> CompiledStep:
         s = self.steps[i]
         if s is None:
-            from isagen.runtime.emu.compile import compile_step
             inst = self.insts[i]
             try:
                 s = compile_step(inst, i, self.ctx)
@@ -105,12 +70,11 @@ class Program:
             if s.error is None and s.term != is_terminator(inst):
                 raise AssertionError(f"emulator bug: {inst.name} terminator flag disagrees")
             if self.ctx.sanitize:
-                from isagen.runtime.emu.sanitizer import instrument
                 instrument(s, self.ctx)
             self.steps[i] = s
         return s
 
-    def block_at(self, i: int) -> Block:
+    def block_at(self, i: int) -> CompiledBlock:
         b = self._blocks.get(i)
         if b is None:
             j = i
@@ -122,7 +86,7 @@ class Program:
                 j += 1
                 if s.term or is_terminator(s.inst) or j in self.leaders:
                     break
-            b = self._blocks[i] = Block(i, steps)
+            b = self._blocks[i] = CompiledBlock(i, steps)
         return b
 
     def reset_counts(self) -> None:
@@ -130,7 +94,7 @@ class Program:
             b.execs = 0
 
     def category_counts(self) -> dict:
-        out = {c: 0 for c in CATEGORIES}
+        out = {c: 0 for c in INSTRUCTION_CATEGORIES}
         for b in self._blocks.values():
             if b.execs:
                 for c, k in b.cats.items():
@@ -138,14 +102,14 @@ class Program:
         return out
 
 
-def _error_step(inst, idx: int, message: str, category: str) -> Step:
+def _error_step(inst, idx: int, message: str, category: str) -> CompiledStep:
     term = is_terminator(inst)
 
     def fn(st, ws):
         st.run.fault(category, inst, message, ws, None)
         if term:                      # collect mode: a branch that cannot run ends the waves
             st.status[ws] = DONE
-    s = Step(inst, idx, fn, "other", term=term)
+    s = CompiledStep(inst, idx, fn, "other", term=term)
     s.error = message
     return s
 
@@ -155,7 +119,7 @@ def _error_step(inst, idx: int, message: str, category: str) -> Step:
 class RunContext:
     """Per-launch context shared by the batches: reporting, statistics, options."""
 
-    def __init__(self, kernel: str, program: Program, device, on_error: str, budget: int):
+    def __init__(self, kernel: str, program: CompiledCode, device, on_error: str, budget: int):
         self.kernel = kernel
         self.program = program
         self.device = device
@@ -223,7 +187,7 @@ class _Abort(Exception):
         self.report = report
 
 
-def run_batch(prog: Program, st, rc: RunContext) -> None:
+def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     """Run every wave of the batch ``st`` to s_endpgm."""
     rc.batch = st
     st.run = rc

@@ -69,6 +69,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from isagen.targets import get_target
+
 __all__ = [
     "f32_bits", "bits_f32",
     "bf16_to_f32", "f32_to_bf16", "f32_to_bf16_trunc",
@@ -194,7 +196,6 @@ FP8_FORMATS = tuple(_FP8_SPECS)
 
 def fp8_format(target, kind: str) -> str:
     """The 8-bit float format a target's fp8/bf8 instructions use: ``kind`` is "fp8" or "bf8"."""
-    from isagen.targets import get_target
     t = get_target(target)
     if kind not in ("fp8", "bf8"):
         raise ValueError(f"fp8 kind must be 'fp8' or 'bf8', not {kind!r}")

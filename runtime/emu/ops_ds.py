@@ -13,7 +13,7 @@ import numpy as np
 
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu.access import CompileError, vwrite_masked
-from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import M0
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
@@ -54,7 +54,7 @@ def lds_bytes_rw(st, inst, ws, addr, act, nbytes, data=None, dma=False):
     return None
 
 
-class LdsAccess:
+class DsAddressing:
     """Precomputed per-instruction LDS addressing."""
 
     def __init__(self, inst, ctx):
@@ -146,11 +146,11 @@ def _scatter(st, ws, addr, act, nbytes, vals):
         flat[idx[act]] = b[act]
 
 
-def compile_ds(inst, idx, ctx) -> Step:
+def compile_ds(inst, idx, ctx) -> CompiledStep:
     name = inst.name
-    la = LdsAccess(inst, ctx)
+    la = DsAddressing(inst, ctx)
     if name in ("ds_nop",):
-        return Step(inst, idx, lambda st, ws: None, "ds", counter="lgkm")
+        return CompiledStep(inst, idx, lambda st, ws: None, "ds", counter="lgkm")
     if name in ("ds_swizzle_b32", "ds_permute_b32", "ds_bpermute_b32"):
         return _compile_cross_lane(inst, idx, ctx, la)
     if name.startswith("ds_read") or name.startswith("ds_load"):
@@ -167,7 +167,7 @@ def compile_ds(inst, idx, ctx) -> Step:
 
 # ---------------------------------------------------------------------------- reads
 
-def _pair_layout(name, la: LdsAccess):
+def _pair_layout(name, la: DsAddressing):
     """(element bytes, byte offset of element 0, of element 1) of a ds_read2* / ds_write2*:
     offset0/offset1 count elements, or 64-element strides with st64."""
     size = 8 if name.endswith("b64") else 4
@@ -191,7 +191,7 @@ def _addtid_addresses(st, ws, off):
 _READ = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2, "i16": 2}
 
 
-def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
+def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     name = inst.name
     dst = la.ops["vdst"]
     di = ctx.vindex(dst.reg)
@@ -212,7 +212,7 @@ def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
                 vwrite_masked(st, ws, di + k, d0[..., k], e)
                 vwrite_masked(st, ws, di + ndw + k, d1[..., k], e)
             st.run.lds_bytes_read += size * int(m0.sum() + m1.sum())
-        return Step(inst, idx, h2, "ds", counter="lgkm", result="lds")
+        return CompiledStep(inst, idx, h2, "ds", counter="lgkm", result="lds")
     if name == "ds_read_addtid_b32":
         off = la.offset
 
@@ -223,7 +223,7 @@ def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
             if st.san is not None:
                 st.san.lds_access(st, ws, inst, a, m, 4, write=False)
             vwrite_masked(st, ws, di, _gather(st, ws, a, m, 4)[..., 0], e)
-        return Step(inst, idx, ha, "ds", counter="lgkm", result="lds")
+        return CompiledStep(inst, idx, ha, "ds", counter="lgkm", result="lds")
     if "_tr_" in name:
         return _compile_read_tr(inst, idx, ctx, la, di)
     parts = name.split("_")     # ds read TYPE [d16 [hi]]
@@ -258,7 +258,7 @@ def _compile_read(inst, idx, ctx, la: LdsAccess) -> Step:
         elif d16 == "hi":
             v = (st.V[di, ws] & U32(0xFFFF)) | ((v & U32(0xFFFF)) << U32(16))
         vwrite_masked(st, ws, di, v, e)
-    return Step(inst, idx, h, "ds", counter="lgkm", result="lds")
+    return CompiledStep(inst, idx, h, "ds", counter="lgkm", result="lds")
 
 
 def _tr_sources(bits: int):
@@ -269,7 +269,7 @@ def _tr_sources(bits: int):
     return src, L % E
 
 
-def _compile_read_tr(inst, idx, ctx, la, di) -> Step:
+def _compile_read_tr(inst, idx, ctx, la, di) -> CompiledStep:
     """gfx950 ds_read_b64_tr_b16 / _b8 / _b4: each lane supplies the address of 64 bits of E elements
     (4 x 16, 8 x 8 or 16 x 4 bits); within each block of 16 lanes the data comes back transposed: lane
     L's element e is element L % E of the value at the address of lane
@@ -307,7 +307,7 @@ def _compile_read_tr(inst, idx, ctx, la, di) -> Step:
         vwrite_masked(st, ws, di, words[..., 0], e)
         vwrite_masked(st, ws, di + 1, words[..., 1], e)
         st.run.lds_bytes_read += 8 * int(m.sum())
-    return Step(inst, idx, h, "ds", counter="lgkm", result="lds")
+    return CompiledStep(inst, idx, h, "ds", counter="lgkm", result="lds")
 
 
 # ---------------------------------------------------------------------------- writes
@@ -315,7 +315,7 @@ def _compile_read_tr(inst, idx, ctx, la, di) -> Step:
 _WRITE = {"b8": 1, "b16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
 
 
-def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
+def _compile_write(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     name = inst.name
     if name.startswith("ds_write2"):
         size, o0, o1 = _pair_layout(name, la)
@@ -335,7 +335,7 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
             _scatter(st, ws, a0, m0, size, v0)
             _scatter(st, ws, a1, m1, size, v1)
             st.run.lds_bytes_written += size * int(m0.sum() + m1.sum())
-        return Step(inst, idx, h2, "ds", counter="lgkm")
+        return CompiledStep(inst, idx, h2, "ds", counter="lgkm")
     if name == "ds_write_addtid_b32":
         off = la.offset
         d0i = ctx.vindex(la.ops["data0"].reg)
@@ -348,7 +348,7 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
             if st.san is not None:
                 st.san.lds_access(st, ws, inst, a, m, 4, write=True, data=_bytes(v, 4))
             _scatter(st, ws, a, m, 4, v)
-        return Step(inst, idx, ha, "ds", counter="lgkm")
+        return CompiledStep(inst, idx, ha, "ds", counter="lgkm")
     parts = name.split("_")
     size = _WRITE.get(parts[2])
     if size is None:
@@ -372,7 +372,7 @@ def _compile_write(inst, idx, ctx, la: LdsAccess) -> Step:
             st.san.lds_access(st, ws, inst, a, m, size, write=True, data=_bytes(v, size))
         _scatter(st, ws, a, m, size, v)
         st.run.lds_bytes_written += size * int(m.sum())
-    return Step(inst, idx, h, "ds", counter="lgkm")
+    return CompiledStep(inst, idx, h, "ds", counter="lgkm")
 
 
 # ---------------------------------------------------------------------------- atomics
@@ -405,7 +405,7 @@ _DS_ATOMIC = {
 }
 
 
-def _compile_atomic(inst, idx, ctx, la: LdsAccess) -> Step:
+def _compile_atomic(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     name = inst.name
     body = name[3:]
     rtn = "_rtn_" in name
@@ -476,7 +476,7 @@ def _compile_atomic(inst, idx, ctx, la: LdsAccess) -> Step:
                 vwrite_masked(st, ws, dsti + 1, (res >> U64(32)).astype(U32), e)
             else:
                 vwrite_masked(st, ws, dsti, res, e)
-    s = Step(inst, idx, h, "ds", counter="lgkm", result="lds" if rtn else None)
+    s = CompiledStep(inst, idx, h, "ds", counter="lgkm", result="lds" if rtn else None)
     s.lds_write = True
     s.is_load = rtn
     return s
@@ -494,7 +494,7 @@ def _swizzle_lanes(offset: int):
     return (lane & 0x20) | ((((lane & 0x1F) & and_mask) | or_mask) ^ xor_mask)
 
 
-def _compile_cross_lane(inst, idx, ctx, la: LdsAccess) -> Step:
+def _compile_cross_lane(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     name = inst.name
     di = ctx.vindex(la.ops["vdst"].reg)
     if name == "ds_swizzle_b32":
@@ -506,7 +506,7 @@ def _compile_cross_lane(inst, idx, ctx, la: LdsAccess) -> Step:
             v = st.V[si, ws]
             ok = e[:, src]
             vwrite_masked(st, ws, di, np.where(ok, v[:, src], U32(0)), e)
-        return Step(inst, idx, hs, "ds", counter="lgkm", result="lds")
+        return CompiledStep(inst, idx, hs, "ds", counter="lgkm", result="lds")
     ai, off = la.ai, la.offset
     dat = ctx.vindex(la.ops["data0"].reg)
     back = name == "ds_bpermute_b32"
@@ -531,4 +531,4 @@ def _compile_cross_lane(inst, idx, ctx, la: LdsAccess) -> Step:
             e_sorted = np.take_along_axis(e, order, 1)
             out[rr[e_sorted], s_sorted[e_sorted]] = v_sorted[e_sorted]
         vwrite_masked(st, ws, di, out, e)
-    return Step(inst, idx, hp, "ds", counter="lgkm", result="lds")
+    return CompiledStep(inst, idx, hp, "ds", counter="lgkm", result="lds")

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from isagen.targets import get_target
+
+from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu.access import (PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64,
                      vwrite_masked)
-from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.ops_ds import lds_bytes_rw
+from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import EXEC_LO, M0
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
@@ -41,12 +45,12 @@ def _ws_count(st, ws):
 
 # ============================================================================ SMEM
 
-def compile_smem(inst, idx, ctx) -> Step:
+def compile_smem(inst, idx, ctx) -> CompiledStep:
     name = inst.name
     ops = {o.role: o for o in inst.operands}
     if name in ("s_dcache_inv", "s_dcache_wb", "s_dcache_inv_vol", "s_dcache_wb_vol", "s_dcache_discard",
                 "s_dcache_discard_x2", "s_atc_probe", "s_atc_probe_buffer"):
-        return Step(inst, idx, lambda st, ws: None, "smem")
+        return CompiledStep(inst, idx, lambda st, ws: None, "smem")
     if name in ("s_memtime", "s_memrealtime"):
         code = ops["sdata"].reg.code
 
@@ -54,7 +58,7 @@ def compile_smem(inst, idx, ctx) -> Step:
             t = int(st.icount.max()) * 4
             st.S[code, ws] = U32(t & 0xFFFFFFFF)
             st.S[code + 1, ws] = U32(t >> 32)
-        s = Step(inst, idx, ht, "smem", counter="smem", result="smem")
+        s = CompiledStep(inst, idx, ht, "smem", counter="smem", result="smem")
         return s
     is_buffer = name.startswith("s_buffer_")
     load = "_load_" in name
@@ -119,7 +123,7 @@ def compile_smem(inst, idx, ctx) -> Step:
                 _oob(st, inst, ws, ~mem.check(addr, nb), addr, nb, "scalar store")
             mem.write(addr, vals, nb, ok)
             st.run.scalar_bytes_written += nb * int(ok.sum())
-    s = Step(inst, idx, h, "smem", counter="smem", result="smem" if load else None)
+    s = CompiledStep(inst, idx, h, "smem", counter="smem", result="smem" if load else None)
     s.is_load = load
     return s
 
@@ -214,11 +218,11 @@ def _store_values(vm: VMem, st, ws, di):
 _CACHE_OPS = ("buffer_inv", "buffer_wbl2", "buffer_wbinvl1", "buffer_wbinvl1_vol")
 
 
-def compile_vmem(inst, idx, ctx) -> Step:
+def compile_vmem(inst, idx, ctx) -> CompiledStep:
     if inst.name in _CACHE_OPS:
         # cache write-back / invalidate (fences at agent scope): memory here is coherent; they still
         # occupy vmcnt like any vector memory instruction
-        return Step(inst, idx, lambda st, ws: None, "vmem", counter="vm")
+        return CompiledStep(inst, idx, lambda st, ws: None, "vmem", counter="vm")
     vm = VMem(inst, ctx)
     fam = inst.family
     if fam in ("MUBUF", "MTBUF"):
@@ -236,24 +240,24 @@ def compile_vmem(inst, idx, ctx) -> Step:
     kind = vm.kind
     if kind == "atomic":
         fn = _atomic_handler(vm, addr_fn, ctx)
-        s = Step(inst, idx, fn, "vmem" if fam != "FLAT" else "flat", counter="vm",
+        s = CompiledStep(inst, idx, fn, "vmem" if fam != "FLAT" else "flat", counter="vm",
                  result="vm" if vm.glc else None)
         s.is_load = vm.glc
         return s
     if kind == "load_lds":
         fn = _lds_dma_handler(vm, addr_fn, ctx)
-        s = Step(inst, idx, fn, "lds_dma", counter="vm")
+        s = CompiledStep(inst, idx, fn, "lds_dma", counter="vm")
         s.lds_write = True
         return s
     if kind == "load":
         fn = _load_handler(vm, addr_fn, ctx)
-        s = Step(inst, idx, fn, "vmem" if fam != "FLAT" else "flat", counter="vm", result="vm")
+        s = CompiledStep(inst, idx, fn, "vmem" if fam != "FLAT" else "flat", counter="vm", result="vm")
         s.is_load = True
         if fam == "FLAT":
             s.flags = {"also_lgkm": True}
         return s
     fn = _store_handler(vm, addr_fn, ctx)
-    s = Step(inst, idx, fn, "vmem" if fam != "FLAT" else "flat", counter="vm")
+    s = CompiledStep(inst, idx, fn, "vmem" if fam != "FLAT" else "flat", counter="vm")
     if fam == "FLAT":
         s.flags = {"also_lgkm": True}
     return s
@@ -441,7 +445,6 @@ def _from_bytes(b, nbytes):
 
 def _lds_flat_rw(st, vm, ws, off, act, nbytes, data=None):
     """FLAT access that falls in the LDS aperture."""
-    from isagen.runtime.emu.ops_ds import lds_bytes_rw
     return lds_bytes_rw(st, vm.inst, ws, off, act, nbytes, data)
 
 
@@ -547,7 +550,6 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
     inst = vm.inst
 
     def h(st, ws):
-        from isagen.runtime.emu.ops_ds import lds_bytes_rw
         space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
         mem = st.run.memory
         act = e if inrange is None else e & inrange.any(-1)
@@ -564,7 +566,6 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
 
 
 def ctx_lds_widths(ctx):
-    from isagen.targets import get_target
     return get_target(ctx.target).lds_dma_widths
 
 
@@ -592,7 +593,6 @@ def _signed(a):
 
 
 def _pk_add(old, d, kind):
-    from isagen.runtime.emu import numerics as nx
     if kind == "f16":
         lo = nx.f32_to_f16(nx.f16_to_f32(old) + nx.f16_to_f32(d))
         hi = nx.f32_to_f16(nx.f16_to_f32(old >> U32(16)) + nx.f16_to_f32(d >> U32(16)))

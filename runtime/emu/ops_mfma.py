@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from isagen.runtime.emu import mfma as M
 from isagen.runtime.emu.access import CompileError, is_vreg
-from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.steps import CompiledStep
 
 U32 = np.uint32
 
 
-def compile_mfma(inst, idx, ctx) -> Step:
-    from isagen.runtime.emu import mfma as M
+def compile_mfma(inst, idx, ctx) -> CompiledStep:
     name = inst.name
     if name.startswith("v_smfmac"):
         raise CompileError(f"{name}: sparse MFMA (SMFMAC) is not modelled")
@@ -57,4 +57,4 @@ def compile_mfma(inst, idx, ctx) -> Step:
             return
         D = M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp)
         st.V[di:di + nc, ws] = D
-    return Step(inst, idx, h, "mfma")
+    return CompiledStep(inst, idx, h, "mfma")

@@ -10,8 +10,8 @@ import numpy as np
 
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu.access import CompileError, read32, read64, swrite, swrite64
-from isagen.runtime.emu.executor import Step
-from isagen.runtime.emu.wave import BARRIER, DONE, EXEC_LO, M0
+from isagen.runtime.emu.steps import CompiledStep
+from isagen.runtime.emu.wave import BARRIER, DONE, EXEC_LO, M0, VCC_LO
 
 U32, U64, I32, I64 = np.uint32, np.uint64, np.int32, np.int64
 M32 = 0xFFFFFFFF
@@ -266,7 +266,7 @@ def _quadmask(a, bits):
 
 # ============================================================================ compile
 
-def compile_salu(inst, idx, ctx) -> Step:
+def compile_salu(inst, idx, ctx) -> CompiledStep:
     fam, name = inst.family, inst.name
     if fam == "SOPP":
         return _compile_sopp(inst, idx, ctx)
@@ -284,14 +284,14 @@ def compile_salu(inst, idx, ctx) -> Step:
 
             def h(st, ws):
                 st.SCC[ws] = fn(ra(st, ws), conv(rb(st, ws)))
-            return Step(inst, idx, h, "salu")
+            return CompiledStep(inst, idx, h, "salu")
         if name in SOPC:
             fn = SOPC[name]
             ra, rb = read32(srcs[0], ctx, lanes=False), read32(srcs[1], ctx, lanes=False)
 
             def h(st, ws):
                 st.SCC[ws] = fn(ra(st, ws), rb(st, ws))
-            return Step(inst, idx, h, "salu")
+            return CompiledStep(inst, idx, h, "salu")
         raise CompileError(f"{name} is not modelled")
 
     if fam == "SOP2":
@@ -306,7 +306,7 @@ def compile_salu(inst, idx, ctx) -> Step:
                 w(st, ws, r)
                 if c is not None:
                     st.SCC[ws] = c
-            return Step(inst, idx, h, "salu")
+            return CompiledStep(inst, idx, h, "salu")
         if name in SOP2_64:
             fn = SOP2_64[name]
             ra = read32(srcs[0], ctx, lanes=False) if name in SOP2_64_A32 else read64(srcs[0], ctx, lanes=False)
@@ -318,7 +318,7 @@ def compile_salu(inst, idx, ctx) -> Step:
                 w(st, ws, r)
                 if c is not None:
                     st.SCC[ws] = c
-            return Step(inst, idx, h, "salu")
+            return CompiledStep(inst, idx, h, "salu")
         raise CompileError(f"{name} is not modelled")
 
     # SOP1
@@ -339,7 +339,7 @@ def compile_salu(inst, idx, ctx) -> Step:
             if not save:
                 w(st, ws, new)
             st.SCC[ws] = (new != 0).astype(U32)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name in SOP1_32:
         fn = SOP1_32[name]
         ra = read32(srcs[0], ctx, lanes=False)
@@ -350,7 +350,7 @@ def compile_salu(inst, idx, ctx) -> Step:
             w(st, ws, r)
             if c is not None:
                 st.SCC[ws] = c
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name in SOP1_64 or name in SOP1_64_TO_32:
         fn = SOP1_64.get(name) or SOP1_64_TO_32[name]
         ra = read64(srcs[0], ctx, lanes=False)
@@ -361,7 +361,7 @@ def compile_salu(inst, idx, ctx) -> Step:
             w(st, ws, r)
             if c is not None:
                 st.SCC[ws] = c
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name in ("s_cmov_b32", "s_cmov_b64"):
         is64 = name.endswith("64")
         ra = (read64 if is64 else read32)(srcs[0], ctx, lanes=False)
@@ -378,7 +378,7 @@ def compile_salu(inst, idx, ctx) -> Step:
                 st.S[code, ws] = np.where(c, v, st.S[code, ws])
             if code in (EXEC_LO, EXEC_LO + 1):
                 st.sync_exec(ws)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name in ("s_bitset0_b32", "s_bitset1_b32", "s_bitset0_b64", "s_bitset1_b64"):
         is64, one = name.endswith("64"), "bitset1" in name
         ra = read32(srcs[0], ctx, lanes=False)
@@ -391,11 +391,11 @@ def compile_salu(inst, idx, ctx) -> Step:
             cols = np.arange(st.W)[ws]
             cur = st.S[reg, cols]
             st.S[reg, cols] = (cur | bit) if one else (cur & ~bit)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name == "s_getpc_b64":
         w = swrite64(d, ctx)
         nxt = U64(inst.pc + inst.size)
-        return Step(inst, idx, lambda st, ws: w(st, ws, np.full(st.SCC[ws].shape, nxt, U64)), "salu")
+        return CompiledStep(inst, idx, lambda st, ws: w(st, ws, np.full(st.SCC[ws].shape, nxt, U64)), "salu")
     if name in ("s_setpc_b64", "s_swappc_b64"):
         ra = read64(srcs[0], ctx, lanes=False)
         w = swrite64(d, ctx) if d is not None else None
@@ -406,7 +406,7 @@ def compile_salu(inst, idx, ctx) -> Step:
             if w is not None:
                 w(st, ws, np.full(st.SCC[ws].shape, nxt, U64))
             _jump_to_addresses(st, ws, tgt, inst, ctx)
-        s = Step(inst, idx, h, "branch", term=True)
+        s = CompiledStep(inst, idx, h, "branch", term=True)
         return s
     if name in ("s_movrels_b32", "s_movrels_b64", "s_movreld_b32", "s_movreld_b64"):
         return _compile_movrel(inst, idx, ctx, d, srcs)
@@ -421,7 +421,7 @@ def compile_salu(inst, idx, ctx) -> Step:
                 bit = (a >> U64(i)) & U64(1)
                 out = out | (bit << U64(2 * i)) | (bit << U64(2 * i + 1))
             w(st, ws, out)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     raise CompileError(f"{name} is not modelled")
 
 
@@ -465,12 +465,12 @@ def _compile_movrel(inst, idx, ctx, d, srcs):
             else:
                 val = read32(srcs[0], ctx, lanes=False)(st, ws) if sreg is None else st.S[sreg + k, ws]
                 st.S[dcode + m0 + k, cols] = val
-    return Step(inst, idx, h, "salu")
+    return CompiledStep(inst, idx, h, "salu")
 
 
 # ============================================================================ SOPK
 
-def _compile_sopk(inst, idx, ctx) -> Step:
+def _compile_sopk(inst, idx, ctx) -> CompiledStep:
     name = inst.name
     imm = inst.mods.get("simm16", 0) & 0xFFFF
     simm = imm - 0x10000 if imm & 0x8000 else imm
@@ -478,14 +478,14 @@ def _compile_sopk(inst, idx, ctx) -> Step:
     if name == "s_movk_i32":
         w = swrite(d, ctx)
         v = U32(simm & M32)
-        return Step(inst, idx, lambda st, ws: w(st, ws, np.full(st.SCC[ws].shape, v, U32)), "salu")
+        return CompiledStep(inst, idx, lambda st, ws: w(st, ws, np.full(st.SCC[ws].shape, v, U32)), "salu")
     if name == "s_cmovk_i32":
         code = d.reg.code
         v = U32(simm & M32)
 
         def h(st, ws):
             st.S[code, ws] = np.where(st.SCC[ws] != 0, v, st.S[code, ws])
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name.startswith("s_cmpk_"):
         op = name.split("_")[2]
         signed = name.endswith("i32")
@@ -497,7 +497,7 @@ def _compile_sopk(inst, idx, ctx) -> Step:
         def h(st, ws):
             a = _sx(st.S[code, ws]) if signed else st.S[code, ws].astype(I64)
             st.SCC[ws] = cmp(a, k).astype(U32)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name == "s_addk_i32":
         code = d.reg.code
 
@@ -505,13 +505,13 @@ def _compile_sopk(inst, idx, ctx) -> Step:
             r = _sx(st.S[code, ws]) + simm
             st.SCC[ws] = ((r > 0x7FFFFFFF) | (r < -0x80000000)).astype(U32)
             st.S[code, ws] = r.astype(U32)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name == "s_mulk_i32":
         code = d.reg.code
 
         def h(st, ws):
             st.S[code, ws] = (_sx(st.S[code, ws]) * simm).astype(U32)
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name == "s_getreg_b32":
         hw_id, offset, size = imm & 0x3F, (imm >> 6) & 0x1F, ((imm >> 11) & 0x1F) + 1
         w = swrite(d, ctx)
@@ -520,7 +520,7 @@ def _compile_sopk(inst, idx, ctx) -> Step:
             v = _hwreg_value(st, ws, hw_id)
             mask = (1 << size) - 1
             w(st, ws, ((v >> U64(offset)) & U64(mask)).astype(U32))
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name in ("s_setreg_b32", "s_setreg_imm32_b32"):
         hw_id, offset, size = imm & 0x3F, (imm >> 6) & 0x1F, ((imm >> 11) & 0x1F) + 1
         src = d if name == "s_setreg_b32" else next(o for o in inst.operands if o.role == "k")
@@ -531,7 +531,7 @@ def _compile_sopk(inst, idx, ctx) -> Step:
             if hw_id == 1:  # HW_REG_MODE
                 v = np.asarray(ra(st, ws), U32)
                 st.mode[ws] = (st.mode[ws] & U32(~mask & M32)) | ((v << U32(offset)) & U32(mask))
-        return Step(inst, idx, h, "salu")
+        return CompiledStep(inst, idx, h, "salu")
     if name == "s_call_b64":
         w = swrite64(d, ctx)
         nxt = U64(inst.pc + inst.size)
@@ -545,7 +545,7 @@ def _compile_sopk(inst, idx, ctx) -> Step:
         def h(st, ws):
             w(st, ws, np.full(st.SCC[ws].shape, nxt, U64))
             st.pc[ws] = j
-        return Step(inst, idx, h, "branch", term=True)
+        return CompiledStep(inst, idx, h, "branch", term=True)
     raise CompileError(f"{name} is not modelled")
 
 
@@ -562,26 +562,26 @@ def _hwreg_value(st, ws, hw_id):
 
 # ============================================================================ SOPP
 
-def _compile_sopp(inst, idx, ctx) -> Step:
+def _compile_sopp(inst, idx, ctx) -> CompiledStep:
     name = inst.name
     imm = inst.mods.get("simm16", 0)
     if name == "s_nop":
-        s = Step(inst, idx, _noop, "nop")
+        s = CompiledStep(inst, idx, _noop, "nop")
         s.nop_slots = (imm & 0xF) + 1
         return s
     if name in ("s_endpgm", "s_endpgm_saved", "s_endpgm_ordered_ps_done"):
         def h(st, ws):
             st.status[ws] = DONE
-        return Step(inst, idx, h, "branch", term=True)
+        return CompiledStep(inst, idx, h, "branch", term=True)
     if name == "s_barrier":
         nxt = idx + 1
 
         def h(st, ws):
             st.status[ws] = BARRIER
             st.pc[ws] = nxt
-        return Step(inst, idx, h, "barrier", term=True)
+        return CompiledStep(inst, idx, h, "barrier", term=True)
     if name == "s_waitcnt":
-        s = Step(inst, idx, _noop, "waitcnt")
+        s = CompiledStep(inst, idx, _noop, "waitcnt")
         s.flags = {"vmcnt": inst.mods.get("vmcnt", 63), "lgkmcnt": inst.mods.get("lgkmcnt", 15),
                    "expcnt": inst.mods.get("expcnt", 7)}
         return s
@@ -600,23 +600,23 @@ def _compile_sopp(inst, idx, ctx) -> Step:
 
             def h(st, ws):
                 st.pc[ws] = np.where(test(st, ws), j, nxt)
-        return Step(inst, idx, h, "branch", term=True)
+        return CompiledStep(inst, idx, h, "branch", term=True)
     if name in ("s_sleep", "s_setprio", "s_icache_inv", "s_incperflevel", "s_decperflevel",
                 "s_ttracedata", "s_wakeup", "s_setkill", "s_set_gpr_idx_off", "s_set_gpr_idx_mode",
                 "s_sendmsghalt"):
-        return Step(inst, idx, _noop, "other")
+        return CompiledStep(inst, idx, _noop, "other")
     if name == "s_sendmsg":
-        return Step(inst, idx, _noop, "other")
+        return CompiledStep(inst, idx, _noop, "other")
     if name == "s_trap":
         def h(st, ws):
             st.run.fault(R.FAULT, inst, f"s_trap {imm} executed (the hardware would enter the trap handler)",
                          ws, None)
-        return Step(inst, idx, h, "other")
+        return CompiledStep(inst, idx, h, "other")
     if name == "s_sethalt":
         def h(st, ws):
             if imm & 1:
                 st.run.fault(R.FAULT, inst, "s_sethalt 1 halts the wave", ws, None)
-        return Step(inst, idx, h, "other")
+        return CompiledStep(inst, idx, h, "other")
     raise CompileError(f"{name} is not modelled")
 
 
@@ -625,7 +625,6 @@ def _noop(st, ws):
 
 
 def _branch_cond(cond, inst):
-    from isagen.runtime.emu.wave import VCC_LO
     if cond == "scc0":
         return lambda st, ws: st.SCC[ws] == 0
     if cond == "scc1":

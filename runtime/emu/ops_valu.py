@@ -15,7 +15,7 @@ import numpy as np
 from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu.access import (CompileError, is_vreg, mask_writer, read32, read64, read_mask, swrite, vwrite,
                      vwrite_masked)
-from isagen.runtime.emu.executor import Step
+from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import VCC_LO
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
@@ -905,18 +905,18 @@ def _float_post(res, ty, vi: VInst, ctx):
     return res
 
 
-def compile_valu(inst, idx, ctx) -> Step:
+def compile_valu(inst, idx, ctx) -> CompiledStep:
     vi = VInst(inst)
     name = vi.name
     cat = "trans" if name in TRANS else "valu"
     special = SPECIAL.get(name)
     if special is not None:
         fn = special(vi, ctx)
-        return Step(inst, idx, fn, cat)
+        return CompiledStep(inst, idx, fn, cat)
     if name.startswith(("v_cmp_", "v_cmpx_")):
-        return Step(inst, idx, _compile_vopc(vi, ctx), cat)
+        return CompiledStep(inst, idx, _compile_vopc(vi, ctx), cat)
     if inst.family == "VOP3P" and name.startswith("v_pk_"):
-        return Step(inst, idx, _compile_packed(vi, ctx), cat)
+        return CompiledStep(inst, idx, _compile_packed(vi, ctx), cat)
     spec = OPS.get(name)
     if spec is None or spec[2] is None:
         raise CompileError(f"{name} is not modelled")
@@ -958,7 +958,7 @@ def compile_valu(inst, idx, ctx) -> Step:
             if post is not None:
                 r = post(r)
             writer(st, ws, r)
-    return Step(inst, idx, h, cat)
+    return CompiledStep(inst, idx, h, cat)
 
 
 def _make_writer(vi: VInst, out: str, ctx, dst_hi=False):

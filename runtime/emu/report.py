@@ -14,7 +14,7 @@ import numpy as np
 
 from isagen.errors import IsagenError
 
-# categories (the sanitizer's, plus execution faults)
+# report categories: what kind of problem a Report is (the sanitizer's findings, plus execution faults)
 MISSING_WAIT = "missing-wait"          # a register read or overwritten before its memory result is waited for
 HAZARD = "hazard"                      # too few wait states after an MFMA / VALU producer
 LDS_RACE = "lds-race"                  # two waves touch the same LDS words with no barrier between
@@ -25,7 +25,7 @@ BUDGET = "budget"                      # the instruction budget ran out (a hang)
 UNSUPPORTED = "unsupported"            # an instruction or mode the emulator does not model
 FAULT = "fault"                        # anything else the hardware would trap on (s_trap, bad register)
 
-CATEGORIES = (MISSING_WAIT, HAZARD, LDS_RACE, OOB_GLOBAL, OOB_LDS, UNINIT, BUDGET, UNSUPPORTED, FAULT)
+REPORT_CATEGORIES = (MISSING_WAIT, HAZARD, LDS_RACE, OOB_GLOBAL, OOB_LDS, UNINIT, BUDGET, UNSUPPORTED, FAULT)
 
 
 def lane_ranges(lanes) -> str:

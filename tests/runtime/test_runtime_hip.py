@@ -17,7 +17,8 @@ import pytest
 from isagen.errors import IsagenError, LaunchError
 
 hip_python = pytest.importorskip("hip.hip", reason="hip-python is not installed (pip install 'isagen[rocm]')")
-from isagen.runtime import hip as hipb  # noqa: E402
+from isagen.runtime import gpu  # noqa: E402
+from isagen.runtime.backends import hip as hipb  # noqa: E402
 
 E = hip_python.hipError_t
 
@@ -219,15 +220,14 @@ def test_backend_run_launches_on_torchs_stream(code_objects, monkeypatch, tmp_pa
     import torch
 
     import isagen
-    from isagen.runtime import backend
     monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path))
     k = isagen.build("axpy_f32", "gfx942")
     monkeypatch.setattr(hipb, "_modules", {})
-    monkeypatch.setattr(backend, "rocm_gpu_available", lambda: (True, ""))
+    monkeypatch.setattr(gpu, "rocm_gpu_available", lambda: (True, ""))
     monkeypatch.setattr(torch.cuda, "device", lambda i: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda i=None: _t.SimpleNamespace(cuda_stream=0x5EED))
-    monkeypatch.setattr(hipb, "device_arch", lambda i: "gfx942:sramecc+:xnack-")
+    monkeypatch.setattr(gpu, "device_arch", lambda i: "gfx942:sramecc+:xnack-")
     fake = FakeHip()
     be = hipb.HipBackend(hip=fake)
     x, y = torch.randn(3000), torch.randn(3000)
@@ -240,7 +240,7 @@ def test_backend_run_launches_on_torchs_stream(code_objects, monkeypatch, tmp_pa
     assert rec["blob"] == k.args.pack(x=x.data_ptr(), y=y.data_ptr(), alpha=0.5, n=3000)
     assert rec["grid"] == (2, 1, 1) and rec["block"] == (256, 1, 1) and rec["stream"] == 0x5EED
     monkeypatch.setattr(hipb, "_modules", {})
-    monkeypatch.setattr(hipb, "device_arch", lambda i: "gfx950:sramecc+:xnack-")
+    monkeypatch.setattr(gpu, "device_arch", lambda i: "gfx950:sramecc+:xnack-")
     with pytest.raises(LaunchError, match=r"kernel 'axpy_f32' was built for gfx942:sramecc\+:xnack- but the GPU "
                                           r"is gfx950:sramecc\+:xnack-: rebuild with target='gfx950'"):
         be.run(k, bound, values, grid, k.launch.block)

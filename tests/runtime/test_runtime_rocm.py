@@ -11,7 +11,7 @@ import torch
 
 import isagen
 from isagen.errors import LaunchError
-from isagen.runtime.backend import rocm_gpu_available
+from isagen.runtime.gpu import rocm_gpu_available
 
 _ok, _why = rocm_gpu_available()
 if _ok:
@@ -61,7 +61,7 @@ def test_launch_orders_with_torch_stream_and_times(arch):
 
 
 def test_one_module_load_and_one_hip_runtime(arch):
-    from isagen.runtime import hip as hipb
+    from isagen.runtime.backends import hip as hipb
     k = isagen.build("axpy_f32", arch)
     x, y = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
     k(x, y, alpha=1.0)

@@ -108,7 +108,7 @@ def test_user_errors_exit_2(capsys):
 
 
 def test_hip_backend_without_a_gpu_is_one_line(capsys):
-    from isagen.runtime.backend import rocm_gpu_available
+    from isagen.runtime.gpu import rocm_gpu_available
     ok, why = rocm_gpu_available()
     if ok:
         pytest.skip("this machine has a supported AMD GPU")

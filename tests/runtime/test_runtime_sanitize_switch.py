@@ -5,7 +5,7 @@ import torch
 
 import isagen
 from isagen.errors import LaunchError
-from isagen.runtime.emu_backend import EmuBackend, sanitize_enabled
+from isagen.runtime.backends.emu import EmuBackend, sanitize_enabled
 
 
 def test_default_is_on_and_the_switch_is_validated(monkeypatch):

@@ -26,6 +26,9 @@ import struct
 import threading
 
 from isagen.errors import CodeObjectError, IsagenError, LaunchError
+from isagen.objects.toolchain import target_id_from_eflags
+from isagen.runtime import gpu
+from isagen.runtime.backends.base import Backend
 
 HIP_RUNTIME_LIBRARY = "libamdhip64"
 
@@ -91,7 +94,6 @@ def call(hip, fn: str, *args, what: str | None = None):
 # ---------------------------------------------------------------------------- code object target
 def code_object_target(co: bytes):
     """The target ID (``isagen.objects.toolchain.TargetID``) a code object was built for, from its ELF e_flags."""
-    from isagen.objects.toolchain import target_id_from_eflags
     if len(co) < 52 or co[:4] != b"\x7fELF" or co[4] != 2:
         raise CodeObjectError("not a 64-bit ELF code object")
     (machine,) = struct.unpack_from("<H", co, 18)
@@ -215,14 +217,8 @@ def launch(fn, grid, block, kernargs: bytes, *, stream=0, shared_bytes: int = 0,
     del keep   # HIP has copied the kernel arguments by the time the launch call returns
 
 
-# ---------------------------------------------------------------------------- torch glue
-def device_arch(device_index: int) -> str:
-    """``gcnArchName`` of a torch ROCm device, e.g. ``gfx942:sramecc+:xnack-``."""
-    import torch
-    return torch.cuda.get_device_properties(device_index).gcnArchName
-
-
-class HipBackend:
+# ---------------------------------------------------------------------------- the backend
+class HipBackend(Backend):
     """Runs built kernels on the AMD GPU that holds the tensors (torch's current stream)."""
 
     name = "hip"
@@ -246,14 +242,13 @@ class HipBackend:
         ``values`` maps kernel argument names to tensors or numbers.  The kernel writes ``outputs`` in
         place, so nothing is copied back.  Returns the device time in ms when ``timing``, else None."""
         import torch
-        from isagen.runtime.backend import rocm_gpu_available
-        ok, why = rocm_gpu_available()
+        ok, why = gpu.rocm_gpu_available()
         if not ok:
             raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use ISAGEN_BACKEND=emu)")
         devices = {t.device.index for t in tensors.values()} - {None}
         device_index = devices.pop() if devices else torch.cuda.current_device()
         with torch.cuda.device(device_index):
-            module = load_module(kernel.code_object, device_index, device_arch=device_arch(device_index),
+            module = load_module(kernel.code_object, device_index, device_arch=gpu.device_arch(device_index),
                                  what=f"kernel '{kernel.name}'", hip=self.hip)
             fn = module.function(kernel.symbol)
             packed = kernel.args.pack(**values)

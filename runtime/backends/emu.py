@@ -14,11 +14,14 @@ the same blob.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 
 import numpy as np
 
 from isagen.errors import LaunchError
+from isagen.runtime.backends.base import Backend
+from isagen.runtime.emu import Device
 
 _NUMPY = {"i32": np.int32, "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "f32": np.float32,
           "f64": np.float64, "i16": np.int16, "u16": np.uint16}
@@ -33,7 +36,6 @@ def _bytes_of(tensor) -> np.ndarray:
 
 def sanitize_enabled() -> bool:
     """The emulator's sanitizer is on unless ``ISAGEN_EMU_SANITIZE`` is 0/off/false (it costs ~2x)."""
-    import os
     value = os.environ.get("ISAGEN_EMU_SANITIZE", "1").strip().lower()
     if value in ("0", "off", "false", "no"):
         return False
@@ -42,7 +44,7 @@ def sanitize_enabled() -> bool:
     raise LaunchError(f"ISAGEN_EMU_SANITIZE={value!r}: use 1 or 0")
 
 
-class EmuBackend:
+class EmuBackend(Backend):
     """Runs kernels in the CPU emulator; tensors must be CPU tensors."""
 
     name = "emu"
@@ -58,7 +60,6 @@ class EmuBackend:
                               "(move it with .cpu(), or use ISAGEN_BACKEND=hip on an AMD GPU)")
 
     def _module(self, kernel):
-        from isagen.runtime.emu import Device
         target = kernel.target
         sanitize = sanitize_enabled()
         dev = self._devices.get((target, sanitize))

@@ -1,4 +1,5 @@
-"""Loading code objects and launching kernels on the emulated device.
+"""Loading code objects and dispatching their kernels on the emulated device (the emulator's
+counterpart of ``hipModuleLaunchKernel``).
 
 ``Module(device, co_bytes)`` reads the code object (``isagen.objects.codeobject``), checks it is for the
 device's processor, and compiles each kernel's machine code on first launch.  ``launch`` packs the
@@ -15,12 +16,14 @@ import time
 
 import numpy as np
 
-from isagen.objects.codeobject import read_code_object
 from isagen.errors import CodeObjectError, LaunchError
+from isagen.isa.decoder import decode
+from isagen.objects.codeobject import read_code_object
 
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
-from isagen.runtime.emu.executor import Program, RunContext, run_batch
+from isagen.runtime.emu.executor import CompiledCode, RunContext, run_batch
 from isagen.runtime.emu.report import EmulatorError
+from isagen.runtime.emu.sanitizer import Sanitizer
 from isagen.runtime.emu.wave import EXEC_LO, Batch
 
 # bytes of VGPR file one batch may hold (the batch size adapts to the kernel's register count)
@@ -30,8 +33,8 @@ MAX_BATCH_WAVES = 2048
 BATCH_LDS_BYTES = 16 << 20
 
 
-class Kernel:
-    """One kernel of a module, compiled lazily (once per sanitize setting)."""
+class LoadedKernel:
+    """One kernel of a loaded module, compiled lazily (once per sanitize setting)."""
 
     def __init__(self, module, k):
         self.module = module
@@ -39,10 +42,10 @@ class Kernel:
         self.name = k.name
         self.kd = k.descriptor
         self.meta = k.metadata or {}
-        self._programs: dict[bool, Program] = {}
+        self._programs: dict[bool, CompiledCode] = {}
         self._insts = None
 
-    def program(self, sanitize: bool) -> Program:
+    def program(self, sanitize: bool) -> CompiledCode:
         p = self._programs.get(sanitize)
         if p is None:
             if self._insts is None:
@@ -58,7 +61,7 @@ class Kernel:
                       sanitize=sanitize, lds_dma_inst_offset=dev.lds_dma_inst_offset,
                       denorm32=kd.float_denorm_mode_32, denorm16=kd.float_denorm_mode_16_64,
                       code_base=self.k.code_address, dx10_clamp=kd.dx10_clamp, ieee=kd.ieee_mode)
-            p = self._programs[sanitize] = Program(self._insts, ctx)
+            p = self._programs[sanitize] = CompiledCode(self._insts, ctx)
         return p
 
     @property
@@ -83,7 +86,7 @@ class Module:
         if self.co.mach != want:
             raise LaunchError(f"code object is for {self.co.mach}, the emulated device is {want} "
                               f"(create Device('{self.co.mach}'))")
-        self._kernels: dict[str, Kernel] = {}
+        self._kernels: dict[str, LoadedKernel] = {}
         self.last_stats: dict | None = None
         self.last_reports: list = []
 
@@ -96,7 +99,6 @@ class Module:
         if not (co.text and lo <= k.code_address < hi):
             return None
         if self._text is None:
-            from isagen.isa.decoder import decode
             try:
                 self._text = decode(co.text, co.mach, base=co.text_address)
             except CodeObjectError:
@@ -107,7 +109,7 @@ class Module:
     def kernel_names(self) -> list[str]:
         return list(self.co.kernels)
 
-    def kernel(self, name: str) -> Kernel:
+    def kernel(self, name: str) -> LoadedKernel:
         if name.endswith(".kd"):
             name = name[:-3]
         k = self._kernels.get(name)
@@ -115,7 +117,7 @@ class Module:
             if name not in self.co.kernels:
                 raise LaunchError(f"no kernel named '{name}' in the module (kernels: "
                                   f"{', '.join(self.co.kernels) or 'none'})")
-            k = self._kernels[name] = Kernel(self, self.co.kernels[name])
+            k = self._kernels[name] = LoadedKernel(self, self.co.kernels[name])
         return k
 
     # ------------------------------------------------------------------ launch
@@ -201,13 +203,13 @@ class Module:
 
     # ------------------------------------------------------------------ arguments
     @staticmethod
-    def _kernarg_size(k: Kernel) -> int:
+    def _kernarg_size(k: LoadedKernel) -> int:
         size = int(k.meta.get(".kernarg_segment_size", k.kd.kernarg_size) or 0)
         size = max(size, k.kd.kernarg_size)
         end = max([int(a[".offset"]) + int(a[".size"]) for a in k.meta.get(".args", [])] or [0])
         return max(size, end)
 
-    def _pack_args(self, k: Kernel, args, grid, block, shared_bytes, extra) -> bytes:
+    def _pack_args(self, k: LoadedKernel, args, grid, block, shared_bytes, extra) -> bytes:
         explicit = k.explicit_args
         args = list(args)
         if len(args) != len(explicit):
@@ -226,7 +228,7 @@ class Module:
         self._hidden(k, buf, grid, block, shared_bytes, extra)
         return bytes(buf)
 
-    def _hidden(self, k: Kernel, buf, grid, block, shared_bytes, extra):
+    def _hidden(self, k: LoadedKernel, buf, grid, block, shared_bytes, extra):
         dims = 3 if (grid[2] > 1 or block[2] > 1) else 2 if (grid[1] > 1 or block[1] > 1) else 1
         for a in k.hidden_args:
             vk, off, sz = a[".value_kind"], int(a[".offset"]), int(a[".size"])
@@ -249,7 +251,7 @@ class Module:
                 val = extra["queue"]
             buf[off:off + sz] = int(val).to_bytes(8, "little")[:sz]
 
-    def _support_buffers(self, k: Kernel, grid, block, kbuf, temps) -> dict:
+    def _support_buffers(self, k: LoadedKernel, grid, block, kbuf, temps) -> dict:
         """Dispatch packet and queue for kernels that ask for their pointers."""
         mem = self.device.memory
         dev = self.device
@@ -272,7 +274,7 @@ class Module:
         return out
 
     # ------------------------------------------------------------------ initial wave state
-    def _batch(self, k: Kernel, prog: Program, first: int, n: int, grid, block, kbuf, kernarg, extra,
+    def _batch(self, k: LoadedKernel, prog: CompiledCode, first: int, n: int, grid, block, kbuf, kernarg, extra,
                lds_total, san) -> Batch:
         kd = k.kd
         threads = block[0] * block[1] * block[2]
@@ -356,7 +358,6 @@ class Module:
             raise LaunchError(f"kernel '{k.name}': entry address {entry_pc:#x} is not an instruction boundary")
         st.pc[:] = entry
         if prog.ctx.sanitize:
-            from isagen.runtime.emu.sanitizer import Sanitizer
             sz = Sanitizer(prog, st)
             st.san = sz
             sz.init_vgprs([0])
@@ -425,4 +426,4 @@ def _value_bytes(v, size, name, vtype=None) -> bytes:
                       f"np.int32(n) or np.float32(x))")
 
 
-__all__ = ["Module", "Kernel", "EmulatorError", "CodeObjectError"]
+__all__ = ["Module", "LoadedKernel", "EmulatorError", "CodeObjectError"]

@@ -1,0 +1,46 @@
+"""The emulator's compiled code: one :class:`CompiledStep` per instruction, grouped into
+:class:`CompiledBlock` basic blocks.
+
+A leaf module: the semantics modules (``ops_*``) build steps and the executor runs them, so both import
+it and neither has to import the other.
+"""
+
+from __future__ import annotations
+
+
+class CompiledStep:
+    """One compiled instruction."""
+
+    __slots__ = ("inst", "idx", "fn", "cat", "term", "counter", "result", "lds_write", "nop_slots",
+                 "mfma", "reads", "writes", "error", "is_load", "flags")
+
+    def __init__(self, inst, idx: int, fn, cat: str, *, term: bool = False, counter: str | None = None,
+                 result: str | None = None):
+        self.inst, self.idx, self.fn, self.cat, self.term = inst, idx, fn, cat, term
+        self.counter = counter        # 'vm' | 'lgkm' | 'smem' | None: which counter the instruction increments
+        self.result = result          # kind of the register result: 'vm' | 'lds' | 'smem' | 'mfma' | None
+        self.lds_write = False        # writes LDS asynchronously (ds store / LDS DMA)
+        self.nop_slots = 1            # issue slots it occupies (s_nop N: N+1)
+        self.mfma = None              # MfmaInfo-like (passes, xdl) for MFMAs
+        self.reads = ()               # register keys read (sanitizer)
+        self.writes = ()
+        self.error = None
+        self.is_load = False
+        self.flags = {}
+
+
+class CompiledBlock:
+    """A basic block of compiled steps, with how often waves ran it (``execs``) and its instruction mix."""
+
+    __slots__ = ("start", "end", "steps", "fns", "execs", "cats")
+
+    def __init__(self, start: int, steps: list[CompiledStep]):
+        self.start = start
+        self.steps = steps
+        self.end = start + len(steps)
+        self.fns = [s.fn for s in steps]
+        self.execs = 0                     # sum over executions of the number of waves
+        cats: dict[str, int] = {}
+        for s in steps:
+            cats[s.cat] = cats.get(s.cat, 0) + 1
+        self.cats = cats
