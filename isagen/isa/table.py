@@ -706,7 +706,8 @@ def _build_defs(target: Target) -> dict[str, InstrDef]:
         except (KeyError, ValueError, AssertionError) as e:
             raise ValueError(f"isa/defs: bad entry {name}: {e}") from e
     for info in target.mfmas:
-        defs[info.mnemonic] = _make_mfma_def(info, formats, target)
+        if info.in_isa_table:
+            defs[info.mnemonic] = _make_mfma_def(info, formats, target)
     return defs
 
 
