@@ -1,6 +1,6 @@
 """Machine-code decoder for gfx942 (CDNA3) and gfx950 (CDNA4).
 
-Turns ``.text`` bytes into :class:`Instruction` objects that the CPU emulator executes, the
+Turns ``.text`` bytes into :class:`DecodedInstruction` objects that the CPU emulator executes, the
 wait/hazard checkers inspect and the register report counts, and renders each one as the text
 ``llvm-objdump -d`` prints.  Opcode -> mnemonic and the operand layout of every opcode come from
 ``isagen/isa/data/opcodes.<target>.json``, generated from LLVM by ``tools/gen_opcodes.py``; this
@@ -16,13 +16,13 @@ again with zig's clang 22 and comparing bytes.
 Data model (a contract: the emulator's executor and the reports are written against it)
 =========================================================================================
 
-``decode(data, target, base=0) -> list[Instruction]`` decodes a whole buffer (raises
+``decode(data, target, base=0) -> list[DecodedInstruction]`` decodes a whole buffer (raises
 :class:`DecodeError`, an ``isagen.errors.CodeObjectError``, naming the byte offset of a word that is
-no instruction; ``.offset`` holds it).  ``decode_one(data, offset, target, base=0) -> Instruction``
+no instruction; ``.offset`` holds it).  ``decode_one(data, offset, target, base=0) -> DecodedInstruction``
 decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits alone;
 ``opcode_table(target)`` gives the loaded table (``.fam[family][opcode]`` entries).
 
-:class:`Instruction` (frozen)
+:class:`DecodedInstruction` (frozen)
     ``pc``        byte address: ``base + offset`` of the first word (``base`` is what the caller
                   passes, e.g. the kernel's address in the code object).
     ``size``      4, 8 or 12 bytes (a trailing 32-bit literal counts).
@@ -50,13 +50,13 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
                   ``dpp_ctrl row_mask bank_mask bound_ctrl`` (DPP),
                   ``dst_sel dst_unused src0_sel src1_sel`` (SDWA), ``simm16`` (SOPP/SOPK).
     ``mai``       True for MFMA/SMFMAC (VOP3P-MAI encoding).  gfx950's scaled MFMA
-                  (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte Instruction: family VOP3P, opcode
+                  (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte DecodedInstruction: family VOP3P, opcode
                   of its MFMA word, operands vdst/src0/src1/src2/scale0/scale1, mods adding
                   ``scale_op_sel scale_op_sel_hi``.  f8f6f4 A/B widths follow cbsz/blgp
                   (fp8/bf8 8 dwords, fp6/bf6 6, fp4 4); ``v_bitop3_*`` has ``mods["bitop3"]``.
     ``target``    "gfx942" or "gfx950".
     ``text``      the LLVM rendering: ``mnemonic`` + operands + modifiers.
-    ``reads``/``writes`` (properties) tuples of :class:`Reg` read / written by the instruction,
+    ``reads``/``writes`` (properties) tuples of :class:`DecodedReg` read / written by the instruction,
                   from the operands' ``read``/``write`` flags (implicit vcc included; EXEC, SCC and
                   M0 effects that LLVM does not print are *not* listed - the executor knows them).
     ``branch_target`` (property) byte address of a SOPP branch's target, else None.
@@ -67,7 +67,7 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
                   vcc (implicit) k (the madmk/madak/fmamk constant).
     ``kind``      "reg" | "const" (inline constant) | "literal" (trailing 32-bit word) | "imm"
                   (an immediate field such as simm16 or an SMEM offset).
-    ``reg``       :class:`Reg` when ``kind == "reg"``, else None.
+    ``reg``       :class:`DecodedReg` when ``kind == "reg"``, else None.
     ``value``     const: the 9-bit source-operand code (128..208, 240..248; 255 is literal);
                   literal: the raw 32 bits; imm: the field value as LLVM interprets it; reg: 0.
     ``read``/``write``  whether the instruction reads / writes it (derived per family: VALU/SALU
@@ -80,7 +80,7 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
                   ("b32" "f32" "i32" "f16" "bf16" "b16" "f64" "i64" "b64") sees; see
                   :func:`inline_constant_bits`.
 
-:class:`Reg` (frozen)
+:class:`DecodedReg` (frozen)
     ``file``      "v" | "a" | "s" | "ttmp" | "special".
     ``index``     first register of the file (v7 -> 7, ttmp3 -> 3); for "special" the scalar
                   operand code (vcc -> 106, exec -> 126, m0 -> 124, src_shared_base -> 235 ...).
@@ -101,8 +101,9 @@ import struct
 from isagen.errors import CodeObjectError
 from isagen.isa import fields as F
 from isagen.isa.fields import inline_constant_bits, literal_bits
+from isagen.targets import DEFAULT_TARGET, TARGETS
 
-__all__ = ["Reg", "Operand", "Instruction", "DecodeError", "decode", "decode_one",
+__all__ = ["DecodedReg", "Operand", "DecodedInstruction", "DecodeError", "decode", "decode_one",
            "inline_constant_bits"]
 
 
@@ -131,7 +132,7 @@ _SPECIAL_PAIRS = {102: "flat_scratch", 104: "xnack_mask", 106: "vcc", 126: "exec
 
 
 @dataclass(frozen=True, slots=True)
-class Reg:
+class DecodedReg:
     file: str
     index: int
     count: int = 1
@@ -169,7 +170,7 @@ class Reg:
 class Operand:
     role: str
     kind: str
-    reg: Reg | None = None
+    reg: DecodedReg | None = None
     value: int = 0
     read: bool = False
     write: bool = False
@@ -190,7 +191,7 @@ class Operand:
 
 
 @dataclass(frozen=True, slots=True)
-class Instruction:
+class DecodedInstruction:
     pc: int
     size: int
     words: tuple[int, ...]
@@ -202,15 +203,15 @@ class Instruction:
     operands: tuple[Operand, ...]
     mods: dict = field(default_factory=dict)
     mai: bool = False
-    target: str = "gfx942"
+    target: str = DEFAULT_TARGET
     text: str = ""
 
     @property
-    def reads(self) -> tuple[Reg, ...]:
+    def reads(self) -> tuple[DecodedReg, ...]:
         return tuple(o.reg for o in self.operands if o.read and o.reg is not None)
 
     @property
-    def writes(self) -> tuple[Reg, ...]:
+    def writes(self) -> tuple[DecodedReg, ...]:
         return tuple(o.reg for o in self.operands if o.write and o.reg is not None)
 
     @property
@@ -228,9 +229,6 @@ class Instruction:
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 _TABLES: dict = {}
-
-TARGETS = ("gfx942", "gfx950")
-
 
 class _Entry:
     """One opcode of one family, prepared for fast decoding."""
@@ -293,12 +291,12 @@ class _Table:
         self.tables = {k: {int(a): b for a, b in v.items()} for k, v in t.items()}
 
 
-def opcode_table(target: str = "gfx942") -> _Table:
+def opcode_table(target: str = DEFAULT_TARGET) -> _Table:
     target = target.split(":")[0]
     tab = _TABLES.get(target)
     if tab is None:
         if target not in TARGETS:
-            raise CodeObjectError(f"no decoder for target '{target}' (supported: gfx942, gfx950)")
+            raise CodeObjectError(f"no decoder for target '{target}' (supported: {', '.join(TARGETS)})")
         tab = _TABLES[target] = _Table(target)
     return tab
 
@@ -309,18 +307,18 @@ _SEL = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
 _UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
 
 
-def _scalar_reg(code: int, n: int) -> Reg:
+def _scalar_reg(code: int, n: int) -> DecodedReg:
     # a 64-bit SGPR operand ignores bit 0 of its code, a 128-bit+ one bits 1:0 (as LLVM decodes)
     if n > 1 and code <= 123:
         code &= ~1 if n == 2 else ~3
     if code <= 101:
-        return Reg("s", code, n)
+        return DecodedReg("s", code, n)
     if 108 <= code <= 123:
-        return Reg("ttmp", code - 108, n)
-    return Reg("special", code, n)
+        return DecodedReg("ttmp", code - 108, n)
+    return DecodedReg("special", code, n)
 
 
-def _reg_text(r: Reg) -> str:
+def _reg_text(r: DecodedReg) -> str:
     if r.file in ("v", "a"):
         return f"{r.file}{r.index}" if r.count == 1 else f"{r.file}[{r.index}:{r.index + r.count - 1}]"
     return F.scalar_text(r.code, r.count)
@@ -333,7 +331,7 @@ class _Bad(Exception):
 def _src(role, code, n, ct, lit, afile=False, read=True):
     """Operand for a 9-bit source field (VGPR 256+, SGPR, special, inline constant, literal)."""
     if code >= 256:
-        r = Reg("a" if afile else "v", code - 256, n)
+        r = DecodedReg("a" if afile else "v", code - 256, n)
         return Operand(role, "reg", r, 0, read, False, text=_reg_text(r))
     if code <= 127 or 235 <= code <= 239 or 251 <= code <= 254:
         r = _scalar_reg(code, n)
@@ -366,7 +364,7 @@ def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
 
 
 def _vreg(role, idx, n, file="v", read=False, write=False):
-    r = Reg(file, idx, n)
+    r = DecodedReg(file, idx, n)
     return Operand(role, "reg", r, 0, read, write, text=_reg_text(r))
 
 
@@ -466,7 +464,7 @@ class _Decoder:
         text = mn + (" " + body if body else "")
         if text_mods:
             text += " " + " ".join(text_mods)
-        return Instruction(base + off, size, self.words(data, off, size), family, opcode, mn,
+        return DecodedInstruction(base + off, size, self.words(data, off, size), family, opcode, mn,
                            e.name, variant, tuple(ops), mods, mai, self.target, text)
 
     # .................................................................. scalar ALU
@@ -1031,7 +1029,7 @@ def _fixed(name, read=False, write=False) -> Operand:
     """A fixed token of LLVM's syntax: 'off', or an implicit vcc/exec."""
     if name in ("vcc", "exec"):
         code = 106 if name == "vcc" else 126
-        return Operand(name, "reg", Reg("special", code, 2), 0, read, write, implicit=True,
+        return Operand(name, "reg", DecodedReg("special", code, 2), 0, read, write, implicit=True,
                        text=name)
     return Operand(name, "imm", None, 0, False, False, text=name)
 
@@ -1167,12 +1165,12 @@ def _decoder(target: str) -> _Decoder:
     return d
 
 
-def decode(data: bytes, target: str = "gfx942", base: int = 0) -> list[Instruction]:
+def decode(data: bytes, target: str = DEFAULT_TARGET, base: int = 0) -> list[DecodedInstruction]:
     """Decode every instruction of ``data`` (a .text slice); ``pc`` = ``base`` + offset."""
     return _decoder(target).decode(bytes(data), base)
 
 
-def decode_one(data: bytes, offset: int = 0, target: str = "gfx942", base: int = 0) -> Instruction:
+def decode_one(data: bytes, offset: int = 0, target: str = DEFAULT_TARGET, base: int = 0) -> DecodedInstruction:
     """Decode the instruction at ``offset`` of ``data``."""
     d = _decoder(target)
     d._data = data = bytes(data)

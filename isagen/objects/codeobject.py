@@ -9,7 +9,7 @@ names with its position in the file.
 flags, the symbols, the ``NT_AMDGPU_METADATA`` note (msgpack) and one :class:`Kernel` per kernel
 descriptor (``<name>.kd``) with its decoded descriptor fields, its metadata map and its code bytes
 (from the descriptor's entry to the end of the kernel's function symbol).  ``Kernel.decode()``
-gives the decoder's :class:`~isagen.isa.decoder.Instruction` list.
+gives the decoder's :class:`~isagen.isa.decoder.DecodedInstruction` list.
 
 Layouts follow LLVM's AMDGPUUsage ("Kernel Descriptor", "ELF Header", "Code Object Metadata").
 Every problem with the input raises :class:`isagen.errors.CodeObjectError` with one line naming
