@@ -30,6 +30,7 @@ from isagen import __version__
 from isagen.errors import LaunchError, SpecError
 from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
 from isagen.builders.launch import LaunchInfo, evaluate
+from isagen.targets import DEFAULT_TARGET
 
 # isagen element type -> torch dtype name (fp8 formats differ per target: see torch_dtype)
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32",
@@ -39,7 +40,7 @@ _FP8 = {("fp8", "fnuz"): "float8_e4m3fnuz", ("bf8", "fnuz"): "float8_e5m2fnuz",
         ("fp8", "ocp"): "float8_e4m3fn", ("bf8", "ocp"): "float8_e5m2"}
 
 
-def torch_dtype(dtype: str, target: str = "gfx942"):
+def torch_dtype(dtype: str, target: str = DEFAULT_TARGET):
     """The torch dtype of an isagen element type on ``target`` (fp8/bf8: FNUZ on gfx942, OCP on gfx950)."""
     import torch
     from isagen.targets import get_target

@@ -160,8 +160,9 @@ class Target:
         return any(m.mnemonic == mnemonic for m in self.mfmas)
 
     def find_mfma(self, in_type: str, m: int, n: int) -> list[MfmaInfo]:
-        """MFMAs with the given input type and output tile, largest K first."""
-        found = [i for i in self.mfmas if i.in_type == in_type and i.m == m and i.n == n]
+        """MFMAs a builder can emit (in the instruction table) with the given input type and output
+        tile, largest K first."""
+        found = [i for i in self.mfmas if i.in_isa_table and i.in_type == in_type and i.m == m and i.n == n]
         return sorted(found, key=lambda i: -i.k)
 
 

@@ -24,14 +24,14 @@ import struct
 from dataclasses import dataclass, field
 
 from isagen.errors import CodeObjectError
+from isagen.targets import ELF_MACHINES
 
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 NT_AMDGPU_METADATA = 32
 
-#: e_flags EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header")
-MACH = {0x04C: "gfx942", 0x04F: "gfx950", 0x040: "gfx940", 0x041: "gfx941", 0x03F: "gfx90a",
-        0x030: "gfx908", 0x02F: "gfx906", 0x02C: "gfx900"}
+#: e_flags EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header"); the table lives with the targets
+MACH = ELF_MACHINES
 #: EI_ABIVERSION -> code object version
 ABI_TO_COV = {2: 4, 3: 5, 4: 6}
 

@@ -44,19 +44,30 @@ TIMEOUT_S = 300
 
 # ELF e_flags of AMDGPU code objects (AMDGPUUsage "ELF Header"), code object v4+ feature encoding.
 EF_AMDGPU_MACH = 0x0FF
-EF_MACH = {"gfx942": 0x04C, "gfx950": 0x04F}
+EF_MACH = {t.name: t.e_flags_mach for t in TARGETS.values()}
 _XNACK_BITS = {0x000: None, 0x100: "any", 0x200: "-", 0x300: "+"}      # EF_AMDGPU_FEATURE_XNACK_V4
 _SRAMECC_BITS = {0x000: None, 0x400: "any", 0x800: "-", 0xC00: "+"}    # EF_AMDGPU_FEATURE_SRAMECC_V4
 NT_AMDGPU_METADATA = 32
 SHF_EXCLUDE = 0x80000000
 SHT_NOTE = 7
 
-INSTALL_HINT = {
-    "gfx942": "`pip install ziglang` (gfx942 and gfx950), apt `llvm-19 lld-19` (gfx942 only), or ROCm "
-              "(/opt/rocm/llvm/bin)",
-    "gfx950": "`pip install ziglang` (gfx942 and gfx950), LLVM 20 or newer with lld, or ROCm "
-              "(/opt/rocm/llvm/bin); LLVM 19 does not know gfx950",
-}
+# Debian/Ubuntu's packaged LLVM (`apt install llvm-19 lld-19`); ziglang's clang knows every target
+APT_LLVM_MAJOR = 19
+
+
+def _install_hint(t: Target) -> str:
+    """Where to get an assembler that knows ``t``, from the first LLVM release that has it."""
+    zig = f"`pip install ziglang` ({' and '.join(TARGETS)})"
+    if t.llvm_min_major <= APT_LLVM_MAJOR:
+        apt_known = [o.name for o in TARGETS.values() if o.llvm_min_major <= APT_LLVM_MAJOR]
+        only = " only" if len(apt_known) < len(TARGETS) else ""
+        return (f"{zig}, apt `llvm-{APT_LLVM_MAJOR} lld-{APT_LLVM_MAJOR}` ({' and '.join(apt_known)}{only}), or ROCm "
+                "(/opt/rocm/llvm/bin)")
+    return (f"{zig}, LLVM {t.llvm_min_major} or newer with lld, or ROCm (/opt/rocm/llvm/bin); "
+            f"LLVM {APT_LLVM_MAJOR} does not know {t.name}")
+
+
+INSTALL_HINT = {name: _install_hint(t) for name, t in TARGETS.items()}
 
 
 # --------------------------------------------------------------------------- target IDs

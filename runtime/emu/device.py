@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.errors import LaunchError
-from isagen.targets import get_target
+from isagen.targets import DEFAULT_TARGET, get_target
 
 ARENA_BASE = 0x7F00_0000_0000      # fits in the 48-bit base of a buffer resource
 ALIGN = 256
@@ -202,7 +202,7 @@ class Device:
         out = dev.from_device(y, shape, dtype)
     """
 
-    def __init__(self, target: str = "gfx942", sanitize: bool = True, *,
+    def __init__(self, target: str = DEFAULT_TARGET, sanitize: bool = True, *,
                  max_wave_instructions: int = 1 << 22, lds_dma_inst_offset: bool = True,
                  kernarg_preload: bool = True):
         self.target = get_target(target)
