@@ -1,6 +1,10 @@
 """Instruction objects: a definition from the ISA table plus operand values and modifiers.
 
-Instructions are immutable values.  ``render()`` gives LLVM assembler syntax; ``defs()``/``uses()``
+An instruction's definition, operands, modifiers and comment are set once, at construction (the
+table validated them first); ``with_comment()`` returns a copy rather than changing one.  Two
+annotations are attached after construction, by the builder code that knows them: ``lds``, the LDS
+byte range a DS or LDS-DMA access touches (for the wait and barrier checks), and ``lanes``, the
+lanes' LDS addresses (for the bank-conflict check); both stay None otherwise.  ``render()`` gives LLVM assembler syntax; ``defs()``/``uses()``
 give the register keys written and read (explicit operands plus implicit ones such as EXEC, VCC,
 SCC, M0), which every analysis (hazards, waits, liveness, reports) works on.  ``size`` is the number
 of bytes the assembler will emit (checked against LLVM for every table entry in the tests).
