@@ -42,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from isagen.errors import ISAError
-from isagen.targets import Target, get_target
+from isagen.targets import TARGETS, Target, get_target
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import (OFF, Label, Mod, Reg, Special, _Off, canonical_swizzle, f32_bits, is_inline_constant,
                        swizzle_text)
@@ -677,7 +677,6 @@ def _entries(doc: dict) -> dict:
 @functools.lru_cache(maxsize=None)
 def isa_table(target) -> ISATable:
     """The instruction table of a target (cached)."""
-    from isagen.targets import TARGETS
     target = get_target(target)
     defs = _build_defs(target)
     missing = {}

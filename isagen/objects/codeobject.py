@@ -23,7 +23,10 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+import msgpack
+
 from isagen.errors import CodeObjectError
+from isagen.isa.decoder import DecodeError, decode
 from isagen.targets import ELF_MACHINES
 
 EM_AMDGPU = 224
@@ -245,7 +248,6 @@ class Kernel:
 
     def decode(self):
         """Decode the kernel's code; errors name the file and the byte offset."""
-        from isagen.isa.decoder import DecodeError, decode
         try:
             return decode(self.code, self.target, base=self.code_address)
         except DecodeError as exc:
@@ -513,11 +515,6 @@ def _cstr(buf: bytes, off: int) -> str:
 
 
 def _msgpack(raw: bytes, label: str, off: int):
-    try:
-        import msgpack
-    except ImportError:
-        raise CodeObjectError(f"{label}: reading the metadata note needs msgpack "
-                              "(pip install msgpack)") from None
     try:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several types for malformed input

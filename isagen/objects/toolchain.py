@@ -36,6 +36,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+import msgpack
+
 from isagen.errors import ToolchainError
 from isagen.targets import TARGETS, Target, get_target
 
@@ -559,7 +561,6 @@ def _notes(blob: bytes):
 def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
     """(object with its AMDGPU metadata note section marked SHF_EXCLUDE, the metadata) — the linker
     then drops the note and ``link`` writes one merged note for all kernels."""
-    import msgpack
 
     data = bytearray(obj)
     meta = None
@@ -581,7 +582,6 @@ def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
 
 def _note_source(meta: dict, code_object_version: int) -> str:
     """Assembly for one NT_AMDGPU_METADATA note holding ``meta`` (msgpack bytes, written raw)."""
-    import msgpack
 
     desc = msgpack.packb(meta, use_bin_type=False)
     name = b"AMDGPU\0"
