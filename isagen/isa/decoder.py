@@ -93,6 +93,7 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import json
 import os
@@ -201,7 +202,7 @@ class DecodedInstruction:
     name: str
     variant: str
     operands: tuple[Operand, ...]
-    mods: dict = field(default_factory=dict)
+    mods: dict[str, Any] = field(default_factory=dict)
     mai: bool = False
     target: str = DEFAULT_TARGET
     text: str = ""
@@ -217,7 +218,7 @@ class DecodedInstruction:
     @property
     def branch_target(self) -> int | None:
         if self.family == "SOPP" and "simm16" in self.mods and self.mods.get("branch"):
-            off = self.mods["simm16"]
+            off: int = self.mods["simm16"]
             return self.pc + 4 + 4 * off
         return None
 
@@ -228,7 +229,7 @@ class DecodedInstruction:
 # ----------------------------------------------------------------------------- tables
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-_TABLES: dict = {}
+_TABLES: dict[str, _Table] = {}
 
 class _Entry:
     """One opcode of one family, prepared for fast decoding."""
@@ -237,7 +238,7 @@ class _Entry:
                  "store", "load", "atomic", "rmw_dst", "lds_only", "hi_default", "mix", "width",
                  "negm", "absm", "dpp_nomods", "off2", "gds", "noglc")
 
-    def __init__(self, family: str, e: dict):
+    def __init__(self, family: str, e: dict[str, Any]) -> None:
         self.mn = e["mn"]
         self.name = e.get("name", self.mn)
         self.ops = tuple((o[0], o[1], o[2]) for o in e["ops"])
@@ -328,7 +329,8 @@ class _Bad(Exception):
     """Internal: the word is not a valid instruction (turned into DecodeError with the offset)."""
 
 
-def _src(role, code, n, ct, lit, afile=False, read=True):
+def _src(role: str, code: int, n: int, ct: str, lit: int | None, afile: bool = False,
+         read: bool = True) -> Operand:
     """Operand for a 9-bit source field (VGPR 256+, SGPR, special, inline constant, literal)."""
     if code >= 256:
         r = DecodedReg("a" if afile else "v", code - 256, n)
@@ -345,7 +347,7 @@ def _src(role, code, n, ct, lit, afile=False, read=True):
     raise _Bad(f"source operand code {code} is reserved")
 
 
-def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
+def _mod(op: Operand, neg: int = False, abs_: int = False, sext: int = False) -> Operand:
     if not (neg or abs_ or sext):
         return op
     t = op.text
@@ -363,42 +365,44 @@ def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
                    bool(sext), op.implicit, t)
 
 
-def _vreg(role, idx, n, file="v", read=False, write=False):
+def _vreg(role: str, idx: int, n: int, file: str = "v", read: bool = False, write: bool = False) -> Operand:
     r = DecodedReg(file, idx, n)
     return Operand(role, "reg", r, 0, read, write, text=_reg_text(r))
 
 
-def _sreg(role, code, n, read=False, write=False):
+def _sreg(role: str, code: int, n: int, read: bool = False, write: bool = False) -> Operand:
     r = _scalar_reg(code, n)
     return Operand(role, "reg", r, 0, read, write, text=F.scalar_text(r.code, n))
 
 
-def _imm(role, value, text):
+def _imm(role: str, value: int, text: str) -> Operand:
     return Operand(role, "imm", None, value, True, False, text=text)
 
 
-def _bits(v, lo, n):
+def _bits(v: int, lo: int, n: int) -> int:
     return (v >> lo) & ((1 << n) - 1)
 
 
-def _lst(bits, n):
+def _lst(bits: int, n: int) -> str:
     return "[" + ",".join(str((bits >> i) & 1) for i in range(n)) + "]"
 
 
-def _sext(v, bits):
+def _sext(v: int, bits: int) -> int:
     return v - (1 << bits) if v & (1 << (bits - 1)) else v
 
 
 # ----------------------------------------------------------------------------- the decoder
 
 class _Decoder:
+    _data: bytes            # the buffer being decoded (the memory-operand decoders read it from here)
+
     def __init__(self, target: str):
         self.t = opcode_table(target)
         self.target = self.t.target
         self.fam = self.t.fam
 
     # .................................................................. dispatch
-    def one(self, data, off, base):
+    def one(self, data: bytes, off: int, base: int) -> DecodedInstruction:
         n = len(data)
         if off + 4 > n:
             raise _Bad("truncated instruction")
@@ -441,24 +445,25 @@ class _Decoder:
             return self.mubuf(off, w0, w1, base, "MTBUF")
         raise _Bad("unknown encoding")
 
-    def entry(self, family, op):
+    def entry(self, family: str, op: int) -> _Entry:
         e = self.fam.get(family, {}).get(op)
         if e is None:
             raise _Bad(f"unknown {family} opcode {op}")
         return e
 
     @staticmethod
-    def literal(data, off):
+    def literal(data: bytes, off: int) -> int:
         if off + 4 > len(data):
             raise _Bad("truncated literal")
         return int.from_bytes(data[off:off + 4], "little")
 
     @staticmethod
-    def words(data, off, size):
+    def words(data: bytes, off: int, size: int) -> tuple[int, ...]:
         return struct.unpack_from("<%dI" % (size // 4), data, off)
 
-    def make(self, data, off, base, size, family, opcode, e, variant, ops, mods, text_mods,
-             mnemonic=None, mai=False):
+    def make(self, data: bytes, off: int, base: int, size: int, family: str, opcode: int, e: _Entry,
+             variant: str, ops: list[Operand], mods: dict[str, Any], text_mods: list[str],
+             mnemonic: str | None = None, mai: bool = False) -> DecodedInstruction:
         mn = mnemonic or e.mn
         body = ", ".join(o.text for o in ops if o.text != "")
         text = mn + (" " + body if body else "")
@@ -468,7 +473,8 @@ class _Decoder:
                            e.name, variant, tuple(ops), mods, mai, self.target, text)
 
     # .................................................................. scalar ALU
-    def _sop_operands(self, e, fields, lit, rd_dst=False):
+    def _sop_operands(self, e: _Entry, fields: dict[str, int], lit: int | None,
+                      rd_dst: bool = False) -> list[Operand]:
         ops = []
         for fld, file, n in e.ops:
             if fld == "sdst":
@@ -479,13 +485,14 @@ class _Decoder:
             elif fld == "gpr_idx":
                 ops.append(_imm("ssrc1", fields["ssrc1"], F.fmt_gpr_idx(fields["ssrc1"])))
             elif fld == "k":
+                assert lit is not None          # an entry with a K operand always reads the literal
                 ops.append(Operand("k", "literal", None, lit, True, False,
                                    text=F.literal_text(lit, "b32")))
             elif fld == "=":
                 ops.append(_fixed(file))
         return ops
 
-    def _sop(self, data, off, base, family, op, fields):
+    def _sop(self, data: bytes, off: int, base: int, family: str, op: int, fields: dict[str, int]) -> DecodedInstruction:
         e = self.entry(family, op)
         uses_lit = fields.get("ssrc0") == 255 or fields.get("ssrc1") == 255 or any(
             o[0] == "k" for o in e.ops)
@@ -495,19 +502,19 @@ class _Decoder:
         ops = self._sop_operands(e, fields, lit)
         return self.make(data, off, base, 8 if uses_lit else 4, family, op, e, "", ops, {}, [])
 
-    def sop2(self, data, off, w0, base):
+    def sop2(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         f = {"sdst": _bits(w0, 16, 7), "ssrc1": _bits(w0, 8, 8), "ssrc0": w0 & 0xFF}
         return self._sop(data, off, base, "SOP2", _bits(w0, 23, 7), f)
 
-    def sop1(self, data, off, w0, base):
+    def sop1(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         f = {"sdst": _bits(w0, 16, 7), "ssrc0": w0 & 0xFF}
         return self._sop(data, off, base, "SOP1", _bits(w0, 8, 8), f)
 
-    def sopc(self, data, off, w0, base):
+    def sopc(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         f = {"ssrc1": _bits(w0, 8, 8), "ssrc0": w0 & 0xFF}
         return self._sop(data, off, base, "SOPC", _bits(w0, 16, 7), f)
 
-    def sopk(self, data, off, w0, base):
+    def sopk(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 23, 5)
         e = self.entry("SOPK", op)
         simm = w0 & 0xFFFF
@@ -525,6 +532,7 @@ class _Decoder:
             elif fld == "simm16":
                 ops.append(_imm("simm16", simm, F.fmt_imm(e.imm, simm, self.t.tables)))
             elif fld == "k":
+                assert lit is not None          # an entry with a K operand always reads the literal
                 ops.append(Operand("k", "literal", None, lit, True, False,
                                    text=F.literal_text(lit, "b32")))
         mods = {"simm16": simm}
@@ -533,7 +541,7 @@ class _Decoder:
             mods["simm16"] = _sext(simm, 16)
         return self.make(data, off, base, 8 if has_k else 4, "SOPK", op, e, "", ops, mods, [])
 
-    def sopp(self, data, off, w0, base):
+    def sopp(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 16, 7)
         e = self.entry("SOPP", op)
         simm = w0 & 0xFFFF
@@ -548,7 +556,7 @@ class _Decoder:
         return self.make(data, off, base, 4, "SOPP", op, e, "", ops, mods, [])
 
     # .................................................................. SMEM
-    def smem(self, off, w0, w1, base):
+    def smem(self, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         data = self._data
         op = _bits(w0, 18, 8)
         e = self.entry("SMEM", op)
@@ -562,7 +570,7 @@ class _Decoder:
         for fld, file, n in e.ops:
             if fld == "sdata":
                 store = "store" in e.name
-                ret = not store and (not e.atomic or glc)
+                ret = bool(not store and (not e.atomic or glc))
                 ops.append(_sreg("sdata", sdata, n, read=store or e.atomic, write=ret))
             elif fld == "sdata_imm":
                 ops.append(_imm("sdata", sdata, F.fmt_u16_small_dec(sdata)))
@@ -586,7 +594,8 @@ class _Decoder:
         return self.make(data, off, base, 8, "SMEM", op, e, "", ops, mods, tm)
 
     # .................................................................. VOP1/VOP2/VOPC (+DPP/SDWA)
-    def _vop_e32(self, data, off, base, family, op, vdst, src0, vsrc1):
+    def _vop_e32(self, data: bytes, off: int, base: int, family: str, op: int, vdst: int, src0: int,
+                 vsrc1: int) -> DecodedInstruction:
         e = self.entry(family, op)
         if src0 == 0xFA or src0 == 0xF9:
             return self._dpp_sdwa(data, off, base, family, op, e, vdst, src0, vsrc1)
@@ -605,6 +614,7 @@ class _Decoder:
                 ops.append(_vreg("vsrc1", vsrc1, n, file, read=True))
                 seen_src = True
             elif fld == "k":      # madmk/fmaak K: LLVM prints it as raw 32-bit hex
+                assert lit is not None          # uses_k read the literal
                 ops.append(Operand("k", "literal", None, lit, True, False, text="0x%x" % lit))
             elif fld == "=":
                 ops.append(_fixed(file, read=seen_src or family == "VOPC" and False,
@@ -615,22 +625,25 @@ class _Decoder:
         return self.make(data, off, base, size, family, op, e, "e32" if e.mn != e.name else "",
                          ops, {}, [])
 
-    def vop1(self, data, off, w0, base):
+    def vop1(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         return self._vop_e32(data, off, base, "VOP1", _bits(w0, 9, 8), _bits(w0, 17, 8),
                              w0 & 0x1FF, 0)
 
-    def vop2(self, data, off, w0, base):
+    def vop2(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         return self._vop_e32(data, off, base, "VOP2", _bits(w0, 25, 6), _bits(w0, 17, 8),
                              w0 & 0x1FF, _bits(w0, 9, 8))
 
-    def vopc(self, data, off, w0, base):
+    def vopc(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         return self._vop_e32(data, off, base, "VOPC", _bits(w0, 17, 8), 0, w0 & 0x1FF,
                              _bits(w0, 9, 8))
 
-    def _dpp_sdwa(self, data, off, base, family, op, e, vdst, marker, vsrc1):
+    def _dpp_sdwa(self, data: bytes, off: int, base: int, family: str, op: int, e: _Entry, vdst: int,
+                  marker: int, vsrc1: int) -> DecodedInstruction:
         w1 = self.literal(data, off + 4)
         src0 = w1 & 0xFF
-        ops, mods, tm = [], {}, []
+        ops: list[Operand] = []
+        mods: dict[str, Any] = {}
+        tm: list[str] = []
         if marker == 0xFA:
             variant = "dpp"
             ctrl = _bits(w1, 8, 9)
@@ -641,7 +654,7 @@ class _Decoder:
             if e.dpp_nomods:
                 negs = abss = (0, 0)
             sexts = (0, 0)
-            s0_sgpr = False
+            s0_sgpr: int = False
         else:
             variant = "sdwa"
             negs = (_bits(w1, 20, 1), _bits(w1, 28, 1))
@@ -698,7 +711,7 @@ class _Decoder:
         return self.make(data, off, base, 8, family, op, e, variant, ops, mods, tm, mnemonic=mn)
 
     # .................................................................. VOP3
-    def vop3(self, data, off, w0, w1, base):
+    def vop3(self, data: bytes, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 16, 10)      # 0-255 VOPC, 256-319 VOP2, 320-447 VOP1, 448+ VOP3 only
         e = self.fam["VOP3"].get(op)
         if e is None:
@@ -763,7 +776,7 @@ class _Decoder:
         return self.make(data, off, base, 8, "VOP3", op, e, variant, ops, mods, tm)
 
     # .................................................................. VOP3P / MAI
-    def vop3p(self, data, off, w0, w1, base):
+    def vop3p(self, data: bytes, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 16, 7)
         if op == 0x2C and "VOP3PX2" in self.fam and off + 16 <= len(data):
             m0 = int.from_bytes(data[off + 8:off + 12], "little")
@@ -833,7 +846,7 @@ class _Decoder:
             tm.append("clamp")
         return self.make(data, off, base, 8, "VOP3P", op, e, "", ops, mods, tm)
 
-    def mfma_scale(self, data, off, w0, w1, base):
+    def mfma_scale(self, data: bytes, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         """gfx950 v_mfma_scale_*: a v_mfma_ld_scale_b32 word pair (the two scale sources and
         their op_sel) followed by the MFMA word pair; 16 bytes, one instruction."""
         if off + 16 > len(data):
@@ -865,7 +878,7 @@ class _Decoder:
         return self.make(data, off, base, 16, "VOP3P", mop, e, "", ops, mods, tm, mai=True)
 
     # .................................................................. DS
-    def ds(self, off, w0, w1, base):
+    def ds(self, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         data = self._data
         op = _bits(w0, 17, 8)
         e = self.entry("DS", op)
@@ -898,7 +911,7 @@ class _Decoder:
         return self.make(data, off, base, 8, "DS", op, e, "", ops, mods, tm)
 
     # .................................................................. MUBUF / MTBUF
-    def mubuf(self, off, w0, w1, base, family):
+    def mubuf(self, off: int, w0: int, w1: int, base: int, family: str) -> DecodedInstruction:
         data = self._data
         if family == "MUBUF":
             op = _bits(w0, 18, 7)
@@ -953,7 +966,7 @@ class _Decoder:
         return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
 
     # .................................................................. FLAT / GLOBAL / SCRATCH
-    def flat(self, off, w0, w1, base):
+    def flat(self, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         data = self._data
         seg = _bits(w0, 14, 2)
         family = ("FLAT", "SCRATCH", "GLOBAL", None)[seg]
@@ -1001,7 +1014,7 @@ class _Decoder:
         return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
 
     # .................................................................. driver
-    def decode(self, data, base=0, start=0, end=None):
+    def decode(self, data: bytes, base: int = 0, start: int = 0, end: int | None = None) -> list[DecodedInstruction]:
         self._data = data
         end = len(data) if end is None else end
         out = []
@@ -1017,7 +1030,7 @@ class _Decoder:
         return out
 
 
-def _valu_vdst(e, vdst, file, n) -> Operand:
+def _valu_vdst(e: _Entry, vdst: int, file: str, n: int) -> Operand:
     """A VALU op's vdst field: SGPRs where the table says so (v_readfirstlane, v_readlane, ...),
     else VGPRs/AGPRs, read as well where the op reads its destination (mac/fmac, v_writelane)."""
     if file == "s":
@@ -1025,7 +1038,7 @@ def _valu_vdst(e, vdst, file, n) -> Operand:
     return _vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True)
 
 
-def _fixed(name, read=False, write=False) -> Operand:
+def _fixed(name: str, read: bool = False, write: bool = False) -> Operand:
     """A fixed token of LLVM's syntax: 'off', or an implicit vcc/exec."""
     if name in ("vcc", "exec"):
         code = 106 if name == "vcc" else 126
@@ -1044,7 +1057,7 @@ def _plain(o: Operand) -> Operand:
 _F8F6F4 = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}      # cbsz/blgp format -> dwords of A/B (fp8 bf8 fp6 bf6 fp4)
 
 
-def _f8f6f4_widths(name: str, cbsz: int, blgp: int):
+def _f8f6f4_widths(name: str, cbsz: int, blgp: int) -> tuple[int, int] | None:
     if "f8f6f4" not in name:
         return None
     return _F8F6F4.get(cbsz, 8), _F8F6F4.get(blgp, 8)
@@ -1154,7 +1167,7 @@ def classify(w0: int, w1: int = 0) -> tuple[str, int] | None:
     return None
 
 
-_DECODERS: dict = {}
+_DECODERS: dict[str, _Decoder] = {}
 
 
 def _decoder(target: str) -> _Decoder:
@@ -1180,7 +1193,7 @@ def decode_one(data: bytes, offset: int = 0, target: str = DEFAULT_TARGET, base:
         raise _error(d.target, data, offset, base, exc) from None
 
 
-def _error(target, data, off, base, exc) -> DecodeError:
+def _error(target: str, data: bytes, off: int, base: int, exc: Exception) -> DecodeError:
     words = " ".join("%08x" % w for w in struct.unpack_from(
         "<%dI" % (min(8, len(data) - off) // 4), data, off)) if off + 4 <= len(data) else \
         data[off:].hex()
