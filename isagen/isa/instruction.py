@@ -4,10 +4,12 @@ An instruction's definition, operands, modifiers and comment are set once, at co
 table validated them first); ``with_comment()`` returns a copy rather than changing one.  Two
 annotations are attached after construction, by the builder code that knows them: ``lds``, the LDS
 byte range a DS or LDS-DMA access touches (for the wait and barrier checks), and ``lanes``, the
-lanes' LDS addresses (for the bank-conflict check); both stay None otherwise.  ``render()`` gives LLVM assembler syntax; ``defs()``/``uses()``
-give the register keys written and read (explicit operands plus implicit ones such as EXEC, VCC,
-SCC, M0), which every analysis (hazards, waits, liveness, reports) works on.  ``size`` is the number
-of bytes the assembler will emit (checked against LLVM for every table entry in the tests).
+lanes' LDS addresses (for the bank-conflict check); both stay None otherwise.
+
+``render()`` gives LLVM assembler syntax; ``defs()``/``uses()`` give the register keys written and
+read (explicit operands plus implicit ones such as EXEC, VCC, SCC, M0), which every analysis
+(hazards, waits, liveness, reports) works on.  ``size`` is the number of bytes the assembler will
+emit (checked against LLVM for every table entry in the tests).
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ if TYPE_CHECKING:                     # the table builds instructions; a run-tim
 class Instruction:
     __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes")
 
-    def __init__(self, desc: InstrDef, ops: tuple[Any, ...], mods: dict[str, Any], comment: str | None = None):
-        self.desc = desc          # isagen.isa.table.InstrDef
+    def __init__(self, desc: InstrDef, ops: tuple[Any, ...], mods: dict[str, Any],
+                 comment: str | None = None):
+        self.desc = desc          # the table's definition
         self.ops = ops            # operand values, in assembly order
         self.mods = mods          # modifier name -> value (validated)
         self.comment = comment
-        self.lds: tuple[int, int] | None = None           # optional LDS byte range (start, end) a DS/LDS-DMA access touches (waits.py)
-        self.lanes: tuple[tuple[int, ...], ...] | None = None   # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave
-                                  # variant, for the LDS bank check (lds_banks.check_program)
+        # optional LDS byte range (start, end) a DS/LDS-DMA access touches (waits.py)
+        self.lds: tuple[int, int] | None = None
+        # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave variant, for the
+        # LDS bank check (lds_banks.check_program)
+        self.lanes: tuple[tuple[int, ...], ...] | None = None
 
     # ------------------------------------------------------------------ identity
     @property
