@@ -38,7 +38,7 @@ from isagen.objects import cache, toolchain
 from isagen.objects.emit import render_assembly
 from isagen.runtime import gpu
 from isagen.runtime.backends import get_backend
-from isagen.targets import get_target
+from isagen.targets import DEFAULT_TARGET, get_target
 
 # isagen element type -> torch dtype name (fp8 formats differ per target: see torch_dtype)
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32",
@@ -48,7 +48,7 @@ _FP8 = {("fp8", "fnuz"): "float8_e4m3fnuz", ("bf8", "fnuz"): "float8_e5m2fnuz",
         ("fp8", "ocp"): "float8_e4m3fn", ("bf8", "ocp"): "float8_e5m2"}
 
 
-def torch_dtype(dtype: str, target: str = gpu.DEFAULT_TARGET):
+def torch_dtype(dtype: str, target: str = DEFAULT_TARGET):
     """The torch dtype of an isagen element type on ``target`` (fp8/bf8: FNUZ on gfx942, OCP on gfx950)."""
     import torch
     if dtype in ("fp8", "bf8"):

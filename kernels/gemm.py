@@ -35,7 +35,7 @@ from isagen.errors import SpecError
 from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
-from isagen.targets import MfmaInfo, Target, get_target
+from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
 from isagen.tiles.epilogue import Bf16Packer, store_quad
@@ -48,8 +48,26 @@ from isagen.tiles.schedule import Op, emit, merge
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
 OUT_BYTES = {"f32": 4, "bf16": 2}
-TARGET_DEFAULTS = {"gfx950": {"block_k": 64, "group_m": 8, "chunk": 64},
-                   "gfx942": {"block_k": 32, "group_m": 4, "chunk": 16}}
+TARGET_DEFAULTS = {t.name: {"block_k": t.gemm_defaults.block_k, "group_m": t.gemm_defaults.group_m,
+                            "chunk": t.gemm_defaults.chunk} for t in TARGETS.values()}
+
+
+def _lds_too_small_for_256x256x64(t: Target) -> bool:
+    return 2 * (256 + 256) * 64 * 2 > t.lds_bytes
+
+
+# the per-target parts of the help texts, from the target table
+_BLOCK_K_HELP = "; ".join(
+    f"{t.gemm_defaults.block_k} on {t.name}"
+    + (f", whose {t.lds_bytes // 1024} KiB of LDS cannot double-buffer 256x256x64"
+       if _lds_too_small_for_256x256x64(t) else "")
+    for t in TARGETS.values())
+_MFMA_HELP = {size: ", ".join(f"{i.m}x{i.n}x{i.k} on {t.name}" for t in TARGETS.values()
+                              for i in t.find_mfma("bf16", size, size)[:1]) for size in (16, 32)}
+_TR16_TARGETS = ", ".join(t.name for t in TARGETS.values() if t.has_tr16_read)
+_U16_TARGETS = ", ".join(t.name for t in TARGETS.values() if not t.has_tr16_read)
+_ORDER_HELP = {key: ", ".join(f"{t.name} {getattr(t.gemm_defaults, key)}" for t in TARGETS.values())
+               for key in ("group_m", "chunk")}
 
 PARAMS = {
     "layout": Param("str", "abt", "abt: C = A·Bᵀ with B stored N×K (HipKittens' convention); "
@@ -62,19 +80,18 @@ PARAMS = {
                       choices=tuple(SCHEDULES)),
     "block_m": Param("int", 256, "macro tile rows (M) per workgroup", multiple_of=32, min=32, max=256),
     "block_n": Param("int", 256, "macro tile columns (N) per workgroup", multiple_of=32, min=32, max=256),
-    "block_k": Param("int", 0, "K per pipeline stage; 0: the target's default (64 on gfx950; 32 on gfx942, "
-                               "whose 64 KiB of LDS cannot double-buffer 256x256x64)",
+    "block_k": Param("int", 0, f"K per pipeline stage; 0: the target's default ({_BLOCK_K_HELP})",
                      choices=(0, 16, 32, 64, 128)),
-    "mfma": Param("int", 16, "MFMA tile: 16 (16x16x16 on gfx942, 16x16x32 on gfx950) or 32 (32x32x8 / 32x32x16)",
+    "mfma": Param("int", 16, f"MFMA tile: 16 ({_MFMA_HELP[16]}) or 32 ({_MFMA_HELP[32]})",
                   choices=(16, 32)),
     "b_read": Param("str", "auto", "how B of layout ab (K×N) is transposed out of LDS: tr16 "
-                                   "(ds_read_b64_tr_b16, gfx950), u16 (ds_read_u16 pairs packed with "
-                                   "v_lshl_or_b32, any target); auto: tr16 on gfx950, u16 on gfx942",
+                                   f"(ds_read_b64_tr_b16, {_TR16_TARGETS}), u16 (ds_read_u16 pairs packed with "
+                                   f"v_lshl_or_b32, any target); auto: tr16 on {_TR16_TARGETS}, u16 on {_U16_TARGETS}",
                     choices=("auto", "tr16", "u16")),
     "group_m": Param("int", 0, "W of the chiplet-aware order: tile-rows walked together; 0: target default "
-                               "(gfx950 8, gfx942 4)", min=0, max=64),
+                               f"({_ORDER_HELP['group_m']})", min=0, max=64),
     "chunk": Param("int", 0, "C of the chiplet-aware order: consecutive tiles per XCD; 0: target default "
-                             "(gfx950 64, gfx942 16)", min=0, max=4096),
+                             f"({_ORDER_HELP['chunk']})", min=0, max=4096),
 }
 
 
@@ -194,7 +211,8 @@ def _problems(p, target: Target) -> list[tuple[str, str]]:
     if 2 * stage > target.lds_bytes:
         out.append(("block_k", f"two LDS stages of {p.block_m}x{bk} + {p.block_n}x{bk} bf16 need "
                                f"{2 * stage} bytes; {target.name} has {target.lds_bytes}"
-                               + (" (gfx942 default: block_k 32 for 256x256)" if target.name == "gfx942" else "")))
+                               + (f" ({target.name} default: block_k {target.gemm_defaults.block_k} for 256x256)"
+                                  if _lds_too_small_for_256x256x64(target) else "")))
     return out
 
 

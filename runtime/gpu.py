@@ -10,12 +10,11 @@ and the emulator's default device all take their answer from here.
 
 from __future__ import annotations
 
-from isagen.targets import TARGETS
+from isagen.targets import DEFAULT_TARGET, TARGETS
 
 SUPPORTED_ARCHS = tuple(TARGETS)
-# the target a build (and an emulated Device) gets when no supported GPU says otherwise: the first
-# (oldest) architecture of the targets table
-DEFAULT_TARGET = SUPPORTED_ARCHS[0]
+# DEFAULT_TARGET (the target table's): what a build and an emulated Device get when no supported GPU
+# says otherwise
 
 
 def torch_rocm_arch() -> str | None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from isagen.errors import LaunchError, SpecError
+from isagen.targets import TARGETS
 
 PARAM_TYPES = ("int", "float", "bool", "str")
 _TRUE = ("true", "yes", "on", "1")
@@ -201,7 +202,7 @@ class Generator:
     fn: Callable
     params: dict[str, Param]
     doc: str = ""
-    targets: tuple[str, ...] = ("gfx942", "gfx950")
+    targets: tuple[str, ...] = tuple(TARGETS)
     shapes: dict[str, str] = field(default_factory=dict)   # run-time shape name -> meaning
     validate: Callable | None = None
     check: Callable | None = None
@@ -239,7 +240,7 @@ class Generator:
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(name: str, *, params: dict[str, Param], doc: str = "", targets=("gfx942", "gfx950"),
+def generator(name: str, *, params: dict[str, Param], doc: str = "", targets=tuple(TARGETS),
               shapes: dict[str, str] | None = None, validate=None, check=None, launch=None):
     """Register a kernel generator under ``name`` (the spec's ``kernel:`` value)."""
     for pname, p in params.items():

@@ -6,7 +6,7 @@ this wave) between the two instructions.  Every instruction gives one wait state
 N+1; labels and comments give none.
 
 * ``WAIT_STATES`` is the table, one dict per target, with the LLVM source of every entry
-  (``SOURCES``).  It is the only thing the two implementations below share.
+  (in the comments above and beside it).  It is the only thing the two implementations below share.
 * ``insert_nops(items, target)`` runs a forward dataflow of *pending hazard events* over the CFG
   (merging at labels, iterating loop back edges to a fixpoint) and puts the minimum ``s_nop`` before
   each instruction that needs it, with a comment that names the pair and the count.
@@ -28,7 +28,7 @@ import heapq
 from isagen.checks.cfg import CFG, Violation, format_keys
 from isagen.isa.instruction import Instruction
 from isagen.isa.table import isa_table
-from isagen.targets import get_target
+from isagen.targets import GFX942, GFX950, get_target
 
 # --------------------------------------------------------------------------- the table
 # Values are wait states; a dict maps the producing MFMA's passes (LLVM's unit: 4 cycles) to wait states.
@@ -109,16 +109,15 @@ _GFX950_DELTAS: dict = {
     "valu_write_vgpr->permlane_read": 2,
 }
 
+# Sources: LLVM llvm/lib/Target/AMDGPU/GCNHazardRecognizer.cpp (checkMAIHazards90A, checkMAIVALUHazards,
+# checkVALUHazards, checkVMEMHazards, checkRWLaneHazards, checkReadM0Hazards, checkDPPHazards,
+# checkPermlaneHazards and the GFX940_*_N_Pass* helpers) as of 2026, and GCNSubtarget.h for which
+# hazards gfx940-family targets have; test vectors: llvm/test/CodeGen/AMDGPU/mai-hazards-gfx940.mir
+# and llvm.amdgcn.mfma.gfx950.bf16.ll.
 WAIT_STATES: dict[str, dict] = {
-    "gfx942": dict(_GFX942),
-    "gfx950": {**_GFX942, **_GFX950_DELTAS},
+    GFX942.name: dict(_GFX942),
+    GFX950.name: {**_GFX942, **_GFX950_DELTAS},
 }
-
-SOURCES = ("LLVM llvm/lib/Target/AMDGPU/GCNHazardRecognizer.cpp (checkMAIHazards90A, checkMAIVALUHazards, "
-           "checkVALUHazards, checkVMEMHazards, checkRWLaneHazards, checkReadM0Hazards, checkDPPHazards, "
-           "checkPermlaneHazards and the GFX940_*_N_Pass* helpers) as of 2026, and GCNSubtarget.h for which "
-           "hazards gfx940-family targets have; test vectors: llvm/test/CodeGen/AMDGPU/mai-hazards-gfx940.mir "
-           "and llvm.amdgcn.mfma.gfx950.bf16.ll")
 
 
 def wait_states(target, rule: str, passes: int | None = None) -> int:

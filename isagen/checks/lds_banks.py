@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isagen.errors import ISAError
+from isagen.targets import DEFAULT_TARGET, get_target
 
 _READ_B128_PAIRS_942 = [(0, 20), (4, 16), (8, 28), (12, 24), (32, 52), (36, 48), (40, 60), (44, 56)]
 
@@ -66,20 +67,20 @@ class BankReport:
 
 def phases(target_name: str, width: int, op: str) -> list[tuple[int, ...]]:
     """The lane groups served together for an access of ``width`` bytes per lane."""
-    banks = 64 if target_name == "gfx950" else 32
+    banks = get_target(target_name).lds_banks
     if width == 16 and op == "read" and banks == 32:
         return [tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942]
     lanes = max(1, min(64, banks * 4 // width))
     return [tuple(range(s, s + lanes)) for s in range(0, 64, lanes)]
 
 
-def analyse(addresses, width: int, target_name: str = "gfx942", op: str = "read",
+def analyse(addresses, width: int, target_name: str = DEFAULT_TARGET, op: str = "read",
             active=None) -> BankReport:
     """Bank conflicts of one DS access: ``addresses`` are the 64 lanes' byte addresses, ``width`` the
     bytes each lane moves (4, 8, 12, 16), ``active`` an optional 64-entry mask of executing lanes."""
     addr = np.asarray(addresses, dtype=np.int64).reshape(64)
     mask = np.ones(64, bool) if active is None else np.asarray(active, bool).reshape(64)
-    banks = 64 if target_name == "gfx950" else 32
+    banks = get_target(target_name).lds_banks
     groups = phases(target_name, width, op)
     cycles = []
     for group in groups:

@@ -1,6 +1,6 @@
 """Machine-code decoder for gfx942 (CDNA3) and gfx950 (CDNA4).
 
-Turns ``.text`` bytes into :class:`Instruction` objects that the CPU emulator executes, the
+Turns ``.text`` bytes into :class:`DecodedInstruction` objects that the CPU emulator executes, the
 wait/hazard checkers inspect and the register report counts, and renders each one as the text
 ``llvm-objdump -d`` prints.  Opcode -> mnemonic and the operand layout of every opcode come from
 ``isagen/isa/data/opcodes.<target>.json``, generated from LLVM by ``tools/gen_opcodes.py``; this
@@ -16,13 +16,13 @@ again with zig's clang 22 and comparing bytes.
 Data model (a contract: the emulator's executor and the reports are written against it)
 =========================================================================================
 
-``decode(data, target, base=0) -> list[Instruction]`` decodes a whole buffer (raises
+``decode(data, target, base=0) -> list[DecodedInstruction]`` decodes a whole buffer (raises
 :class:`DecodeError`, an ``isagen.errors.CodeObjectError``, naming the byte offset of a word that is
-no instruction; ``.offset`` holds it).  ``decode_one(data, offset, target, base=0) -> Instruction``
+no instruction; ``.offset`` holds it).  ``decode_one(data, offset, target, base=0) -> DecodedInstruction``
 decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits alone;
 ``opcode_table(target)`` gives the loaded table (``.fam[family][opcode]`` entries).
 
-:class:`Instruction` (frozen)
+:class:`DecodedInstruction` (frozen)
     ``pc``        byte address: ``base + offset`` of the first word (``base`` is what the caller
                   passes, e.g. the kernel's address in the code object).
     ``size``      4, 8 or 12 bytes (a trailing 32-bit literal counts).
@@ -50,13 +50,13 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
                   ``dpp_ctrl row_mask bank_mask bound_ctrl`` (DPP),
                   ``dst_sel dst_unused src0_sel src1_sel`` (SDWA), ``simm16`` (SOPP/SOPK).
     ``mai``       True for MFMA/SMFMAC (VOP3P-MAI encoding).  gfx950's scaled MFMA
-                  (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte Instruction: family VOP3P, opcode
+                  (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte DecodedInstruction: family VOP3P, opcode
                   of its MFMA word, operands vdst/src0/src1/src2/scale0/scale1, mods adding
                   ``scale_op_sel scale_op_sel_hi``.  f8f6f4 A/B widths follow cbsz/blgp
                   (fp8/bf8 8 dwords, fp6/bf6 6, fp4 4); ``v_bitop3_*`` has ``mods["bitop3"]``.
     ``target``    "gfx942" or "gfx950".
     ``text``      the LLVM rendering: ``mnemonic`` + operands + modifiers.
-    ``reads``/``writes`` (properties) tuples of :class:`Reg` read / written by the instruction,
+    ``reads``/``writes`` (properties) tuples of :class:`DecodedReg` read / written by the instruction,
                   from the operands' ``read``/``write`` flags (implicit vcc included; EXEC, SCC and
                   M0 effects that LLVM does not print are *not* listed - the executor knows them).
     ``branch_target`` (property) byte address of a SOPP branch's target, else None.
@@ -67,7 +67,7 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
                   vcc (implicit) k (the madmk/madak/fmamk constant).
     ``kind``      "reg" | "const" (inline constant) | "literal" (trailing 32-bit word) | "imm"
                   (an immediate field such as simm16 or an SMEM offset).
-    ``reg``       :class:`Reg` when ``kind == "reg"``, else None.
+    ``reg``       :class:`DecodedReg` when ``kind == "reg"``, else None.
     ``value``     const: the 9-bit source-operand code (128..208, 240..248; 255 is literal);
                   literal: the raw 32 bits; imm: the field value as LLVM interprets it; reg: 0.
     ``read``/``write``  whether the instruction reads / writes it (derived per family: VALU/SALU
@@ -80,7 +80,7 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
                   ("b32" "f32" "i32" "f16" "bf16" "b16" "f64" "i64" "b64") sees; see
                   :func:`inline_constant_bits`.
 
-:class:`Reg` (frozen)
+:class:`DecodedReg` (frozen)
     ``file``      "v" | "a" | "s" | "ttmp" | "special".
     ``index``     first register of the file (v7 -> 7, ttmp3 -> 3); for "special" the scalar
                   operand code (vcc -> 106, exec -> 126, m0 -> 124, src_shared_base -> 235 ...).
@@ -93,6 +93,7 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import json
 import os
@@ -101,8 +102,9 @@ import struct
 from isagen.errors import CodeObjectError
 from isagen.isa import fields as F
 from isagen.isa.fields import inline_constant_bits, literal_bits
+from isagen.targets import DEFAULT_TARGET, TARGETS
 
-__all__ = ["Reg", "Operand", "Instruction", "DecodeError", "decode", "decode_one",
+__all__ = ["DecodedReg", "Operand", "DecodedInstruction", "DecodeError", "decode", "decode_one",
            "inline_constant_bits"]
 
 
@@ -131,7 +133,7 @@ _SPECIAL_PAIRS = {102: "flat_scratch", 104: "xnack_mask", 106: "vcc", 126: "exec
 
 
 @dataclass(frozen=True, slots=True)
-class Reg:
+class DecodedReg:
     file: str
     index: int
     count: int = 1
@@ -169,7 +171,7 @@ class Reg:
 class Operand:
     role: str
     kind: str
-    reg: Reg | None = None
+    reg: DecodedReg | None = None
     value: int = 0
     read: bool = False
     write: bool = False
@@ -190,7 +192,7 @@ class Operand:
 
 
 @dataclass(frozen=True, slots=True)
-class Instruction:
+class DecodedInstruction:
     pc: int
     size: int
     words: tuple[int, ...]
@@ -200,23 +202,23 @@ class Instruction:
     name: str
     variant: str
     operands: tuple[Operand, ...]
-    mods: dict = field(default_factory=dict)
+    mods: dict[str, Any] = field(default_factory=dict)
     mai: bool = False
-    target: str = "gfx942"
+    target: str = DEFAULT_TARGET
     text: str = ""
 
     @property
-    def reads(self) -> tuple[Reg, ...]:
+    def reads(self) -> tuple[DecodedReg, ...]:
         return tuple(o.reg for o in self.operands if o.read and o.reg is not None)
 
     @property
-    def writes(self) -> tuple[Reg, ...]:
+    def writes(self) -> tuple[DecodedReg, ...]:
         return tuple(o.reg for o in self.operands if o.write and o.reg is not None)
 
     @property
     def branch_target(self) -> int | None:
         if self.family == "SOPP" and "simm16" in self.mods and self.mods.get("branch"):
-            off = self.mods["simm16"]
+            off: int = self.mods["simm16"]
             return self.pc + 4 + 4 * off
         return None
 
@@ -227,10 +229,7 @@ class Instruction:
 # ----------------------------------------------------------------------------- tables
 
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-_TABLES: dict = {}
-
-TARGETS = ("gfx942", "gfx950")
-
+_TABLES: dict[str, _Table] = {}
 
 class _Entry:
     """One opcode of one family, prepared for fast decoding."""
@@ -239,7 +238,7 @@ class _Entry:
                  "store", "load", "atomic", "rmw_dst", "lds_only", "hi_default", "mix", "width",
                  "negm", "absm", "dpp_nomods", "off2", "gds", "noglc")
 
-    def __init__(self, family: str, e: dict):
+    def __init__(self, family: str, e: dict[str, Any]) -> None:
         self.mn = e["mn"]
         self.name = e.get("name", self.mn)
         self.ops = tuple((o[0], o[1], o[2]) for o in e["ops"])
@@ -293,12 +292,12 @@ class _Table:
         self.tables = {k: {int(a): b for a, b in v.items()} for k, v in t.items()}
 
 
-def opcode_table(target: str = "gfx942") -> _Table:
+def opcode_table(target: str = DEFAULT_TARGET) -> _Table:
     target = target.split(":")[0]
     tab = _TABLES.get(target)
     if tab is None:
         if target not in TARGETS:
-            raise CodeObjectError(f"no decoder for target '{target}' (supported: gfx942, gfx950)")
+            raise CodeObjectError(f"no decoder for target '{target}' (supported: {', '.join(TARGETS)})")
         tab = _TABLES[target] = _Table(target)
     return tab
 
@@ -309,18 +308,18 @@ _SEL = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
 _UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
 
 
-def _scalar_reg(code: int, n: int) -> Reg:
+def _scalar_reg(code: int, n: int) -> DecodedReg:
     # a 64-bit SGPR operand ignores bit 0 of its code, a 128-bit+ one bits 1:0 (as LLVM decodes)
     if n > 1 and code <= 123:
         code &= ~1 if n == 2 else ~3
     if code <= 101:
-        return Reg("s", code, n)
+        return DecodedReg("s", code, n)
     if 108 <= code <= 123:
-        return Reg("ttmp", code - 108, n)
-    return Reg("special", code, n)
+        return DecodedReg("ttmp", code - 108, n)
+    return DecodedReg("special", code, n)
 
 
-def _reg_text(r: Reg) -> str:
+def _reg_text(r: DecodedReg) -> str:
     if r.file in ("v", "a"):
         return f"{r.file}{r.index}" if r.count == 1 else f"{r.file}[{r.index}:{r.index + r.count - 1}]"
     return F.scalar_text(r.code, r.count)
@@ -330,10 +329,11 @@ class _Bad(Exception):
     """Internal: the word is not a valid instruction (turned into DecodeError with the offset)."""
 
 
-def _src(role, code, n, ct, lit, afile=False, read=True):
+def _src(role: str, code: int, n: int, ct: str, lit: int | None, afile: bool = False,
+         read: bool = True) -> Operand:
     """Operand for a 9-bit source field (VGPR 256+, SGPR, special, inline constant, literal)."""
     if code >= 256:
-        r = Reg("a" if afile else "v", code - 256, n)
+        r = DecodedReg("a" if afile else "v", code - 256, n)
         return Operand(role, "reg", r, 0, read, False, text=_reg_text(r))
     if code <= 127 or 235 <= code <= 239 or 251 <= code <= 254:
         r = _scalar_reg(code, n)
@@ -347,7 +347,7 @@ def _src(role, code, n, ct, lit, afile=False, read=True):
     raise _Bad(f"source operand code {code} is reserved")
 
 
-def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
+def _mod(op: Operand, neg: int = False, abs_: int = False, sext: int = False) -> Operand:
     if not (neg or abs_ or sext):
         return op
     t = op.text
@@ -365,42 +365,44 @@ def _mod(op: Operand, neg=False, abs_=False, sext=False) -> Operand:
                    bool(sext), op.implicit, t)
 
 
-def _vreg(role, idx, n, file="v", read=False, write=False):
-    r = Reg(file, idx, n)
+def _vreg(role: str, idx: int, n: int, file: str = "v", read: bool = False, write: bool = False) -> Operand:
+    r = DecodedReg(file, idx, n)
     return Operand(role, "reg", r, 0, read, write, text=_reg_text(r))
 
 
-def _sreg(role, code, n, read=False, write=False):
+def _sreg(role: str, code: int, n: int, read: bool = False, write: bool = False) -> Operand:
     r = _scalar_reg(code, n)
     return Operand(role, "reg", r, 0, read, write, text=F.scalar_text(r.code, n))
 
 
-def _imm(role, value, text):
+def _imm(role: str, value: int, text: str) -> Operand:
     return Operand(role, "imm", None, value, True, False, text=text)
 
 
-def _bits(v, lo, n):
+def _bits(v: int, lo: int, n: int) -> int:
     return (v >> lo) & ((1 << n) - 1)
 
 
-def _lst(bits, n):
+def _lst(bits: int, n: int) -> str:
     return "[" + ",".join(str((bits >> i) & 1) for i in range(n)) + "]"
 
 
-def _sext(v, bits):
+def _sext(v: int, bits: int) -> int:
     return v - (1 << bits) if v & (1 << (bits - 1)) else v
 
 
 # ----------------------------------------------------------------------------- the decoder
 
 class _Decoder:
+    _data: bytes            # the buffer being decoded (the memory-operand decoders read it from here)
+
     def __init__(self, target: str):
         self.t = opcode_table(target)
         self.target = self.t.target
         self.fam = self.t.fam
 
     # .................................................................. dispatch
-    def one(self, data, off, base):
+    def one(self, data: bytes, off: int, base: int) -> DecodedInstruction:
         n = len(data)
         if off + 4 > n:
             raise _Bad("truncated instruction")
@@ -443,34 +445,36 @@ class _Decoder:
             return self.mubuf(off, w0, w1, base, "MTBUF")
         raise _Bad("unknown encoding")
 
-    def entry(self, family, op):
+    def entry(self, family: str, op: int) -> _Entry:
         e = self.fam.get(family, {}).get(op)
         if e is None:
             raise _Bad(f"unknown {family} opcode {op}")
         return e
 
     @staticmethod
-    def literal(data, off):
+    def literal(data: bytes, off: int) -> int:
         if off + 4 > len(data):
             raise _Bad("truncated literal")
         return int.from_bytes(data[off:off + 4], "little")
 
     @staticmethod
-    def words(data, off, size):
+    def words(data: bytes, off: int, size: int) -> tuple[int, ...]:
         return struct.unpack_from("<%dI" % (size // 4), data, off)
 
-    def make(self, data, off, base, size, family, opcode, e, variant, ops, mods, text_mods,
-             mnemonic=None, mai=False):
+    def make(self, data: bytes, off: int, base: int, size: int, family: str, opcode: int, e: _Entry,
+             variant: str, ops: list[Operand], mods: dict[str, Any], text_mods: list[str],
+             mnemonic: str | None = None, mai: bool = False) -> DecodedInstruction:
         mn = mnemonic or e.mn
         body = ", ".join(o.text for o in ops if o.text != "")
         text = mn + (" " + body if body else "")
         if text_mods:
             text += " " + " ".join(text_mods)
-        return Instruction(base + off, size, self.words(data, off, size), family, opcode, mn,
+        return DecodedInstruction(base + off, size, self.words(data, off, size), family, opcode, mn,
                            e.name, variant, tuple(ops), mods, mai, self.target, text)
 
     # .................................................................. scalar ALU
-    def _sop_operands(self, e, fields, lit, rd_dst=False):
+    def _sop_operands(self, e: _Entry, fields: dict[str, int], lit: int | None,
+                      rd_dst: bool = False) -> list[Operand]:
         ops = []
         for fld, file, n in e.ops:
             if fld == "sdst":
@@ -481,13 +485,14 @@ class _Decoder:
             elif fld == "gpr_idx":
                 ops.append(_imm("ssrc1", fields["ssrc1"], F.fmt_gpr_idx(fields["ssrc1"])))
             elif fld == "k":
+                assert lit is not None          # an entry with a K operand always reads the literal
                 ops.append(Operand("k", "literal", None, lit, True, False,
                                    text=F.literal_text(lit, "b32")))
             elif fld == "=":
                 ops.append(_fixed(file))
         return ops
 
-    def _sop(self, data, off, base, family, op, fields):
+    def _sop(self, data: bytes, off: int, base: int, family: str, op: int, fields: dict[str, int]) -> DecodedInstruction:
         e = self.entry(family, op)
         uses_lit = fields.get("ssrc0") == 255 or fields.get("ssrc1") == 255 or any(
             o[0] == "k" for o in e.ops)
@@ -497,19 +502,19 @@ class _Decoder:
         ops = self._sop_operands(e, fields, lit)
         return self.make(data, off, base, 8 if uses_lit else 4, family, op, e, "", ops, {}, [])
 
-    def sop2(self, data, off, w0, base):
+    def sop2(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         f = {"sdst": _bits(w0, 16, 7), "ssrc1": _bits(w0, 8, 8), "ssrc0": w0 & 0xFF}
         return self._sop(data, off, base, "SOP2", _bits(w0, 23, 7), f)
 
-    def sop1(self, data, off, w0, base):
+    def sop1(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         f = {"sdst": _bits(w0, 16, 7), "ssrc0": w0 & 0xFF}
         return self._sop(data, off, base, "SOP1", _bits(w0, 8, 8), f)
 
-    def sopc(self, data, off, w0, base):
+    def sopc(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         f = {"ssrc1": _bits(w0, 8, 8), "ssrc0": w0 & 0xFF}
         return self._sop(data, off, base, "SOPC", _bits(w0, 16, 7), f)
 
-    def sopk(self, data, off, w0, base):
+    def sopk(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 23, 5)
         e = self.entry("SOPK", op)
         simm = w0 & 0xFFFF
@@ -527,6 +532,7 @@ class _Decoder:
             elif fld == "simm16":
                 ops.append(_imm("simm16", simm, F.fmt_imm(e.imm, simm, self.t.tables)))
             elif fld == "k":
+                assert lit is not None          # an entry with a K operand always reads the literal
                 ops.append(Operand("k", "literal", None, lit, True, False,
                                    text=F.literal_text(lit, "b32")))
         mods = {"simm16": simm}
@@ -535,7 +541,7 @@ class _Decoder:
             mods["simm16"] = _sext(simm, 16)
         return self.make(data, off, base, 8 if has_k else 4, "SOPK", op, e, "", ops, mods, [])
 
-    def sopp(self, data, off, w0, base):
+    def sopp(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 16, 7)
         e = self.entry("SOPP", op)
         simm = w0 & 0xFFFF
@@ -550,7 +556,7 @@ class _Decoder:
         return self.make(data, off, base, 4, "SOPP", op, e, "", ops, mods, [])
 
     # .................................................................. SMEM
-    def smem(self, off, w0, w1, base):
+    def smem(self, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         data = self._data
         op = _bits(w0, 18, 8)
         e = self.entry("SMEM", op)
@@ -564,7 +570,7 @@ class _Decoder:
         for fld, file, n in e.ops:
             if fld == "sdata":
                 store = "store" in e.name
-                ret = not store and (not e.atomic or glc)
+                ret = bool(not store and (not e.atomic or glc))
                 ops.append(_sreg("sdata", sdata, n, read=store or e.atomic, write=ret))
             elif fld == "sdata_imm":
                 ops.append(_imm("sdata", sdata, F.fmt_u16_small_dec(sdata)))
@@ -588,7 +594,8 @@ class _Decoder:
         return self.make(data, off, base, 8, "SMEM", op, e, "", ops, mods, tm)
 
     # .................................................................. VOP1/VOP2/VOPC (+DPP/SDWA)
-    def _vop_e32(self, data, off, base, family, op, vdst, src0, vsrc1):
+    def _vop_e32(self, data: bytes, off: int, base: int, family: str, op: int, vdst: int, src0: int,
+                 vsrc1: int) -> DecodedInstruction:
         e = self.entry(family, op)
         if src0 == 0xFA or src0 == 0xF9:
             return self._dpp_sdwa(data, off, base, family, op, e, vdst, src0, vsrc1)
@@ -607,6 +614,7 @@ class _Decoder:
                 ops.append(_vreg("vsrc1", vsrc1, n, file, read=True))
                 seen_src = True
             elif fld == "k":      # madmk/fmaak K: LLVM prints it as raw 32-bit hex
+                assert lit is not None          # uses_k read the literal
                 ops.append(Operand("k", "literal", None, lit, True, False, text="0x%x" % lit))
             elif fld == "=":
                 ops.append(_fixed(file, read=seen_src or family == "VOPC" and False,
@@ -617,22 +625,25 @@ class _Decoder:
         return self.make(data, off, base, size, family, op, e, "e32" if e.mn != e.name else "",
                          ops, {}, [])
 
-    def vop1(self, data, off, w0, base):
+    def vop1(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         return self._vop_e32(data, off, base, "VOP1", _bits(w0, 9, 8), _bits(w0, 17, 8),
                              w0 & 0x1FF, 0)
 
-    def vop2(self, data, off, w0, base):
+    def vop2(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         return self._vop_e32(data, off, base, "VOP2", _bits(w0, 25, 6), _bits(w0, 17, 8),
                              w0 & 0x1FF, _bits(w0, 9, 8))
 
-    def vopc(self, data, off, w0, base):
+    def vopc(self, data: bytes, off: int, w0: int, base: int) -> DecodedInstruction:
         return self._vop_e32(data, off, base, "VOPC", _bits(w0, 17, 8), 0, w0 & 0x1FF,
                              _bits(w0, 9, 8))
 
-    def _dpp_sdwa(self, data, off, base, family, op, e, vdst, marker, vsrc1):
+    def _dpp_sdwa(self, data: bytes, off: int, base: int, family: str, op: int, e: _Entry, vdst: int,
+                  marker: int, vsrc1: int) -> DecodedInstruction:
         w1 = self.literal(data, off + 4)
         src0 = w1 & 0xFF
-        ops, mods, tm = [], {}, []
+        ops: list[Operand] = []
+        mods: dict[str, Any] = {}
+        tm: list[str] = []
         if marker == 0xFA:
             variant = "dpp"
             ctrl = _bits(w1, 8, 9)
@@ -643,7 +654,7 @@ class _Decoder:
             if e.dpp_nomods:
                 negs = abss = (0, 0)
             sexts = (0, 0)
-            s0_sgpr = False
+            s0_sgpr: int = False
         else:
             variant = "sdwa"
             negs = (_bits(w1, 20, 1), _bits(w1, 28, 1))
@@ -700,7 +711,7 @@ class _Decoder:
         return self.make(data, off, base, 8, family, op, e, variant, ops, mods, tm, mnemonic=mn)
 
     # .................................................................. VOP3
-    def vop3(self, data, off, w0, w1, base):
+    def vop3(self, data: bytes, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 16, 10)      # 0-255 VOPC, 256-319 VOP2, 320-447 VOP1, 448+ VOP3 only
         e = self.fam["VOP3"].get(op)
         if e is None:
@@ -765,7 +776,7 @@ class _Decoder:
         return self.make(data, off, base, 8, "VOP3", op, e, variant, ops, mods, tm)
 
     # .................................................................. VOP3P / MAI
-    def vop3p(self, data, off, w0, w1, base):
+    def vop3p(self, data: bytes, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         op = _bits(w0, 16, 7)
         if op == 0x2C and "VOP3PX2" in self.fam and off + 16 <= len(data):
             m0 = int.from_bytes(data[off + 8:off + 12], "little")
@@ -835,7 +846,7 @@ class _Decoder:
             tm.append("clamp")
         return self.make(data, off, base, 8, "VOP3P", op, e, "", ops, mods, tm)
 
-    def mfma_scale(self, data, off, w0, w1, base):
+    def mfma_scale(self, data: bytes, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         """gfx950 v_mfma_scale_*: a v_mfma_ld_scale_b32 word pair (the two scale sources and
         their op_sel) followed by the MFMA word pair; 16 bytes, one instruction."""
         if off + 16 > len(data):
@@ -867,7 +878,7 @@ class _Decoder:
         return self.make(data, off, base, 16, "VOP3P", mop, e, "", ops, mods, tm, mai=True)
 
     # .................................................................. DS
-    def ds(self, off, w0, w1, base):
+    def ds(self, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         data = self._data
         op = _bits(w0, 17, 8)
         e = self.entry("DS", op)
@@ -900,7 +911,7 @@ class _Decoder:
         return self.make(data, off, base, 8, "DS", op, e, "", ops, mods, tm)
 
     # .................................................................. MUBUF / MTBUF
-    def mubuf(self, off, w0, w1, base, family):
+    def mubuf(self, off: int, w0: int, w1: int, base: int, family: str) -> DecodedInstruction:
         data = self._data
         if family == "MUBUF":
             op = _bits(w0, 18, 7)
@@ -955,7 +966,7 @@ class _Decoder:
         return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
 
     # .................................................................. FLAT / GLOBAL / SCRATCH
-    def flat(self, off, w0, w1, base):
+    def flat(self, off: int, w0: int, w1: int, base: int) -> DecodedInstruction:
         data = self._data
         seg = _bits(w0, 14, 2)
         family = ("FLAT", "SCRATCH", "GLOBAL", None)[seg]
@@ -1003,7 +1014,7 @@ class _Decoder:
         return self.make(data, off, base, 8, family, op, e, "", ops, mods, tm)
 
     # .................................................................. driver
-    def decode(self, data, base=0, start=0, end=None):
+    def decode(self, data: bytes, base: int = 0, start: int = 0, end: int | None = None) -> list[DecodedInstruction]:
         self._data = data
         end = len(data) if end is None else end
         out = []
@@ -1019,7 +1030,7 @@ class _Decoder:
         return out
 
 
-def _valu_vdst(e, vdst, file, n) -> Operand:
+def _valu_vdst(e: _Entry, vdst: int, file: str, n: int) -> Operand:
     """A VALU op's vdst field: SGPRs where the table says so (v_readfirstlane, v_readlane, ...),
     else VGPRs/AGPRs, read as well where the op reads its destination (mac/fmac, v_writelane)."""
     if file == "s":
@@ -1027,11 +1038,11 @@ def _valu_vdst(e, vdst, file, n) -> Operand:
     return _vreg("vdst", vdst, n, file, read=e.rmw_dst, write=True)
 
 
-def _fixed(name, read=False, write=False) -> Operand:
+def _fixed(name: str, read: bool = False, write: bool = False) -> Operand:
     """A fixed token of LLVM's syntax: 'off', or an implicit vcc/exec."""
     if name in ("vcc", "exec"):
         code = 106 if name == "vcc" else 126
-        return Operand(name, "reg", Reg("special", code, 2), 0, read, write, implicit=True,
+        return Operand(name, "reg", DecodedReg("special", code, 2), 0, read, write, implicit=True,
                        text=name)
     return Operand(name, "imm", None, 0, False, False, text=name)
 
@@ -1046,7 +1057,7 @@ def _plain(o: Operand) -> Operand:
 _F8F6F4 = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}      # cbsz/blgp format -> dwords of A/B (fp8 bf8 fp6 bf6 fp4)
 
 
-def _f8f6f4_widths(name: str, cbsz: int, blgp: int):
+def _f8f6f4_widths(name: str, cbsz: int, blgp: int) -> tuple[int, int] | None:
     if "f8f6f4" not in name:
         return None
     return _F8F6F4.get(cbsz, 8), _F8F6F4.get(blgp, 8)
@@ -1156,7 +1167,7 @@ def classify(w0: int, w1: int = 0) -> tuple[str, int] | None:
     return None
 
 
-_DECODERS: dict = {}
+_DECODERS: dict[str, _Decoder] = {}
 
 
 def _decoder(target: str) -> _Decoder:
@@ -1167,12 +1178,12 @@ def _decoder(target: str) -> _Decoder:
     return d
 
 
-def decode(data: bytes, target: str = "gfx942", base: int = 0) -> list[Instruction]:
+def decode(data: bytes, target: str = DEFAULT_TARGET, base: int = 0) -> list[DecodedInstruction]:
     """Decode every instruction of ``data`` (a .text slice); ``pc`` = ``base`` + offset."""
     return _decoder(target).decode(bytes(data), base)
 
 
-def decode_one(data: bytes, offset: int = 0, target: str = "gfx942", base: int = 0) -> Instruction:
+def decode_one(data: bytes, offset: int = 0, target: str = DEFAULT_TARGET, base: int = 0) -> DecodedInstruction:
     """Decode the instruction at ``offset`` of ``data``."""
     d = _decoder(target)
     d._data = data = bytes(data)
@@ -1182,7 +1193,7 @@ def decode_one(data: bytes, offset: int = 0, target: str = "gfx942", base: int =
         raise _error(d.target, data, offset, base, exc) from None
 
 
-def _error(target, data, off, base, exc) -> DecodeError:
+def _error(target: str, data: bytes, off: int, base: int, exc: Exception) -> DecodeError:
     words = " ".join("%08x" % w for w in struct.unpack_from(
         "<%dI" % (min(8, len(data) - off) // 4), data, off)) if off + 4 <= len(data) else \
         data[off:].hex()

@@ -9,6 +9,7 @@ these functions are pinned to LLVM's printer, not typed from memory.
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 # ----------------------------------------------------------------------------- inline constants
 
@@ -150,7 +151,8 @@ def _width(ty: str) -> int:
 
 
 def f32_bits(x: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", x))[0]
+    bits: int = struct.unpack("<I", struct.pack("<f", x))[0]
+    return bits
 
 
 # ----------------------------------------------------------------------------- scalar registers
@@ -198,7 +200,7 @@ def fmt_waitcnt(v: int) -> str:
     return " ".join(parts)
 
 
-def waitcnt_fields(v: int) -> dict:
+def waitcnt_fields(v: int) -> dict[str, int]:
     return {"vmcnt": (v & 0xF) | ((v >> 14) & 3) << 4, "expcnt": (v >> 4) & 7,
             "lgkmcnt": (v >> 8) & 0xF}
 
@@ -210,7 +212,7 @@ def fmt_gpr_idx(v: int) -> str:
     return "gpr_idx(" + ",".join(names) + ")"
 
 
-def fmt_hwreg(v: int, names: dict) -> str:
+def fmt_hwreg(v: int, names: dict[int, str]) -> str:
     reg, off, size = v & 0x3F, (v >> 6) & 0x1F, ((v >> 11) & 0x1F) + 1
     name = names.get(reg, str(reg))
     if off == 0 and size == 32:
@@ -222,7 +224,8 @@ def fmt_u16_small_dec(v: int) -> str:
     return str(v) if v <= 64 else "0x%x" % v
 
 
-IMM_FORMATS = {
+# formatter of an immediate: (value, the opcode table's name tables) -> LLVM's text
+IMM_FORMATS: dict[str, Callable[[int, dict[str, dict[int, str]]], str]] = {
     "none": lambda v, t: "",
     "opt_dec": lambda v, t: "" if v == 0 else str(v),
     "dec": lambda v, t: str(v),
@@ -235,5 +238,6 @@ IMM_FORMATS = {
 }
 
 
-def fmt_imm(fmt: str, v: int, tables: dict) -> str:
-    return IMM_FORMATS[fmt](v, tables)
+def fmt_imm(fmt: str, v: int, tables: dict[str, dict[int, str]]) -> str:
+    text: str = IMM_FORMATS[fmt](v, tables)
+    return text

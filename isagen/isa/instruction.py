@@ -1,27 +1,41 @@
 """Instruction objects: a definition from the ISA table plus operand values and modifiers.
 
-Instructions are immutable values.  ``render()`` gives LLVM assembler syntax; ``defs()``/``uses()``
-give the register keys written and read (explicit operands plus implicit ones such as EXEC, VCC,
-SCC, M0), which every analysis (hazards, waits, liveness, reports) works on.  ``size`` is the number
-of bytes the assembler will emit (checked against LLVM for every table entry in the tests).
+An instruction's definition, operands, modifiers and comment are set once, at construction (the
+table validated them first); ``with_comment()`` returns a copy rather than changing one.  Two
+annotations are attached after construction, by the builder code that knows them: ``lds``, the LDS
+byte range a DS or LDS-DMA access touches (for the wait and barrier checks), and ``lanes``, the
+lanes' LDS addresses (for the bank-conflict check); both stay None otherwise.
+
+``render()`` gives LLVM assembler syntax; ``defs()``/``uses()`` give the register keys written and
+read (explicit operands plus implicit ones such as EXEC, VCC, SCC, M0), which every analysis
+(hazards, waits, liveness, reports) works on.  ``size`` is the number of bytes the assembler will
+emit (checked against LLVM for every table entry in the tests).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from isagen.isa.operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constant, operand_keys, render_constant
+
+if TYPE_CHECKING:                     # the table builds instructions; a run-time import would be a cycle
+    from isagen.isa.table import InstrDef
 
 
 class Instruction:
     __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes")
 
-    def __init__(self, desc, ops: tuple, mods: dict, comment: str | None = None):
-        self.desc = desc          # isagen.isa.table.InstrDef
+    def __init__(self, desc: InstrDef, ops: tuple[Any, ...], mods: dict[str, Any],
+                 comment: str | None = None):
+        self.desc = desc          # the table's definition
         self.ops = ops            # operand values, in assembly order
         self.mods = mods          # modifier name -> value (validated)
         self.comment = comment
-        self.lds = None           # optional LDS byte range (start, end) a DS/LDS-DMA access touches (waits.py)
-        self.lanes = None         # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave
-                                  # variant, for the LDS bank check (lds_banks.check_program)
+        # optional LDS byte range (start, end) a DS/LDS-DMA access touches (waits.py)
+        self.lds: tuple[int, int] | None = None
+        # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave variant, for the
+        # LDS bank check (lds_banks.check_program)
+        self.lanes: tuple[tuple[int, ...], ...] | None = None
 
     # ------------------------------------------------------------------ identity
     @property
@@ -51,7 +65,7 @@ class Instruction:
     def is_dpp(self) -> bool:
         return self.desc.is_dpp(self.mods)
 
-    def operand(self, name: str):
+    def operand(self, name: str) -> Any:
         """The value of the operand called ``name`` in the table (e.g. ``'vdst'``, ``'src0'``)."""
         return self.ops[self.desc.operand_index(name)]
 
@@ -62,11 +76,11 @@ class Instruction:
         return inst
 
     # ------------------------------------------------------------------ dataflow
-    def def_operands(self) -> list:
+    def def_operands(self) -> list[Any]:
         """Operand values the instruction writes (destinations, read-write operands)."""
         return [value for spec, value in zip(self.desc.operands, self.ops) if spec.is_def]
 
-    def use_operands(self) -> list:
+    def use_operands(self) -> list[Any]:
         """Operand values the instruction reads.  A read-write operand (``name+kind`` in the table) is
         both; so is the destination of a DPP move, whose disabled lanes keep their old value."""
         dpp = self.is_dpp
@@ -74,7 +88,7 @@ class Instruction:
                 if spec.is_use or (dpp and spec.is_def and spec.name == "vdst")]
 
     def defs(self) -> list[tuple[str, int]]:
-        keys = []
+        keys: list[tuple[str, int]] = []
         for value in self.def_operands():
             keys += operand_keys(value)
         for name in self.desc.implicit_defs:
@@ -82,7 +96,7 @@ class Instruction:
         return keys
 
     def uses(self) -> list[tuple[str, int]]:
-        keys = []
+        keys: list[tuple[str, int]] = []
         for value in self.use_operands():
             keys += operand_keys(value)
         for name in self.desc.implicit_uses:
@@ -118,14 +132,14 @@ class Instruction:
     def __repr__(self) -> str:
         return f"<{self.render(with_comment=False)}>"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Instruction) and self.render(False) == other.render(False)
 
     def __hash__(self) -> int:
         return hash(self.render(False))
 
 
-def _render_value(value, kind: str = "vsrc", ftype: str = "f32") -> str:
+def _render_value(value: Any, kind: str = "vsrc", ftype: str = "f32") -> str:
     """LLVM's spelling of one operand (as its printer writes it, so a round trip compares equal)."""
     if isinstance(value, (Reg, Special, Label)) or hasattr(value, "keys"):
         return str(value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from isagen.errors import ISAError
 
@@ -31,7 +32,7 @@ class Reg:
     sym: str | None = None   # .set symbol of the allocation this range belongs to
     sym_base: int = 0        # physical index the symbol stands for
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.cls not in REG_CLASSES:
             raise ISAError(f"unknown register class '{self.cls}'")
         if self.count < 1 or self.index < 0:
@@ -41,7 +42,7 @@ class Reg:
     def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, key) -> "Reg":
+    def __getitem__(self, key: int | slice) -> "Reg":
         if isinstance(key, slice):
             if key.step not in (None, 1):
                 raise ISAError(f"register slices take no step: {self}[{key}]")
@@ -108,7 +109,7 @@ class _RegFactory:
     def __init__(self, cls: str):
         self.cls = cls
 
-    def __getitem__(self, key) -> Reg:
+    def __getitem__(self, key: int | slice) -> Reg:
         if isinstance(key, slice):
             return Reg(self.cls, key.start, key.stop - key.start)
         return Reg(self.cls, key, 1)
@@ -129,7 +130,7 @@ class Special:
         "m0": ("m0",), "scc": ("scc",),
     }
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.name not in self._PARTS:
             raise ISAError(f"unknown special register '{self.name}'")
 
@@ -166,11 +167,11 @@ class Mod:
     neg: bool = False
     abs: bool = False
 
-    def keys(self):
+    def keys(self) -> list[tuple[str, int]]:
         return self.reg.keys()
 
     @property
-    def count(self):
+    def count(self) -> int:
         return self.reg.count
 
     def __str__(self) -> str:
@@ -178,11 +179,11 @@ class Mod:
         return f"-{body}" if self.neg else body
 
 
-def neg(x) -> Mod:
+def neg(x: Reg | Special | Mod) -> Mod:
     return Mod(x.reg, not x.neg, x.abs) if isinstance(x, Mod) else Mod(x, neg=True)
 
 
-def abs_(x) -> Mod:
+def abs_(x: Reg | Special | Mod) -> Mod:
     return Mod(x.reg, x.neg, True) if isinstance(x, Mod) else Mod(x, abs=True)
 
 
@@ -191,14 +192,14 @@ class _Off:
     """The ``off`` operand: no VGPR address (MUBUF ``vaddr`` without offen/idxen) or no SGPR base
     (global ``saddr``).  Touches no register.  Use ``OFF`` (or the string ``"off"``)."""
 
-    _instance = None
+    _instance: "_Off | None" = None
 
-    def __new__(cls):
+    def __new__(cls) -> "_Off":
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
 
-    def keys(self) -> list:
+    def keys(self) -> list[tuple[str, int]]:
         return []
 
     count = 0
@@ -222,11 +223,13 @@ _INV_2PI_F32_BITS = 0x3E22F983
 
 
 def f32_bits(value: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", value))[0]
+    bits: int = struct.unpack("<I", struct.pack("<f", value))[0]
+    return bits
 
 
 def f16_bits(value: float) -> int:
-    return struct.unpack("<H", struct.pack("<e", value))[0]
+    bits: int = struct.unpack("<H", struct.pack("<e", value))[0]
+    return bits
 
 
 _INLINE_F32_BITS = {**{f32_bits(x): repr(x) for x in _INLINE_FLOATS}, _INV_2PI_F32_BITS: "0.15915494"}
@@ -251,7 +254,7 @@ def is_inline_float(value: float) -> bool:
         return False
 
 
-def is_inline_constant(value, bits: int = 32) -> bool:
+def is_inline_constant(value: object, bits: int = 32) -> bool:
     """True if the hardware encodes ``value`` in the instruction word (no literal dword) for an operand
     of ``bits`` (32, or 64 for a register-pair operand)."""
     if isinstance(value, bool):
@@ -263,7 +266,7 @@ def is_inline_constant(value, bits: int = 32) -> bool:
     return False
 
 
-def render_constant(value, ftype: str = "f32") -> str:
+def render_constant(value: object, ftype: str = "f32") -> str:
     """LLVM syntax for an integer or float constant.
 
     Integers outside the inline range render in hex (LLVM's own style for literals).  Floats that
@@ -295,10 +298,11 @@ def render_constant(value, ftype: str = "f32") -> str:
     raise ISAError(f"not a constant: {value!r}")
 
 
-def operand_keys(op) -> list[tuple[str, int]]:
+def operand_keys(op: object) -> list[tuple[str, int]]:
     """Register keys an operand value touches (empty for constants and labels)."""
     keys = getattr(op, "keys", None)
-    return keys() if keys else []
+    found: list[tuple[str, int]] = keys() if keys else []
+    return found
 
 
 # ------------------------------------------------------------------------- ds_swizzle offsets
@@ -309,7 +313,7 @@ def operand_keys(op) -> list[tuple[str, int]]:
 _SWIZZLE_MODES = ("QUAD_PERM", "BITMASK_PERM", "SWAP", "REVERSE", "BROADCAST")
 
 
-def swizzle(mode: str, *args) -> int:
+def swizzle(mode: str, *args: Any) -> int:
     """The ds_swizzle_b32 ``offset`` for a named pattern, as LLVM's ``swizzle(...)`` macro defines it:
 
     ``swizzle("QUAD_PERM", l0, l1, l2, l3)``  each lane of a quad reads lane ``l<i>`` of the quad;
@@ -326,7 +330,8 @@ def swizzle(mode: str, *args) -> int:
     if mode == "QUAD_PERM":
         if len(args) != 4 or any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x <= 3 for x in args):
             raise ISAError(f"{where}: QUAD_PERM takes 4 lane numbers 0..3")
-        return 0x8000 | sum(x << (2 * i) for i, x in enumerate(args))
+        quad: int = 0x8000 | sum(x << (2 * i) for i, x in enumerate(args))
+        return quad
     if mode == "BITMASK_PERM":
         if len(args) != 1 or not isinstance(args[0], str) or len(args[0]) != 5 or set(args[0]) - set("01pi"):
             raise ISAError(f"{where}: BITMASK_PERM takes a 5-character string of 0, 1, p, i")
@@ -343,7 +348,7 @@ def swizzle(mode: str, *args) -> int:
         return and_mask | or_mask << 5 | xor_mask << 10
     if not args or any(not isinstance(x, int) or isinstance(x, bool) for x in args):
         raise ISAError(f"{where}: {mode} takes integer arguments")
-    n = args[0]
+    n: int = args[0]
     if mode == "SWAP":
         if len(args) != 1 or n not in (1, 2, 4, 8, 16):
             raise ISAError(f"{where}: SWAP takes a group size of 1, 2, 4, 8 or 16")
@@ -354,7 +359,8 @@ def swizzle(mode: str, *args) -> int:
         return 0x1F | (n - 1) << 10
     if len(args) != 2 or n not in (2, 4, 8, 16, 32) or not 0 <= args[1] < n:
         raise ISAError(f"{where}: BROADCAST takes a group size of 2..32 (power of two) and a lane below it")
-    return (0x20 - n) | args[1] << 5
+    lane: int = args[1]
+    return (0x20 - n) | lane << 5
 
 
 def canonical_swizzle(offset: int) -> int:

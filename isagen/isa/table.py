@@ -36,13 +36,15 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]   # PyYAML ships no annotations
 
 from isagen.errors import ISAError
-from isagen.targets import Target, get_target
+from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import (OFF, Label, Mod, Reg, Special, _Off, canonical_swizzle, f32_bits, is_inline_constant,
                        swizzle_text)
@@ -145,7 +147,7 @@ class ModSpec:
     default: int = 0    # bits: default value of every element
     always: bool = False  # bits: rendered even when equal to the default
 
-    def check(self, instr: str, value, nsrc: int = 0):
+    def check(self, instr: str, value: Any, nsrc: int = 0) -> Any:
         where = f"{instr}: modifier {self.name}"
         if self.type == "flag":
             if not isinstance(value, bool):
@@ -179,10 +181,12 @@ class ModSpec:
             if value not in (15, 31):
                 raise ISAError(f"{where} takes 15 or 31, got {value}")
             return value
-        lo, hi = {"u4nz": (1, 15), "mask": (0, 15), "swizzle": (0, 0xFFFF)}.get(self.type, (None, None))
-        if self.type == "swizzle" and lo <= value <= hi:
-            return canonical_swizzle(value)
-        if lo is None:
+        fixed = {"u4nz": (1, 15), "mask": (0, 15), "swizzle": (0, 0xFFFF)}.get(self.type)
+        if fixed is not None:
+            lo, hi = fixed
+            if self.type == "swizzle" and lo <= value <= hi:
+                return canonical_swizzle(value)
+        else:
             if self.type in ("u", "count", "hex"):
                 lo, hi = 0, (1 << self.bits) - 1
             else:   # i
@@ -191,7 +195,7 @@ class ModSpec:
             raise ISAError(f"{where}={value} out of range [{lo}, {hi}]")
         return value
 
-    def render(self, value, nsrc: int = 0) -> str:
+    def render(self, value: Any, nsrc: int = 0) -> str:
         t = self.type
         if self.name == "bound_ctrl":
             return "bound_ctrl:1" if value else ""       # LLVM >= 17 spelling (older: bound_ctrl:0)
@@ -218,7 +222,7 @@ class ModSpec:
         return f"{self.name}:{value}"
 
 
-def _parse_mod_spec(name: str, text) -> ModSpec:
+def _parse_mod_spec(name: str, text: object) -> ModSpec:
     text = str(text)
     m = re.fullmatch(r"(flag|omod|swizzle)|(u|i|count|hex)(\d+)|bits(\d)(_1)?(!)?", text)
     if not m:
@@ -245,14 +249,14 @@ class InstrDef:
     fmt: str                     # encoding family, one of ENCODINGS
     unit: str
     operands: tuple[OperandSpec, ...]
-    mods: dict                   # name -> ModSpec, in LLVM's printing order
+    mods: dict[str, ModSpec]     # name -> ModSpec, in LLVM's printing order
     fixed_mods: tuple[str, ...]  # modifiers always present (e.g. lds)
     implicit_defs: tuple[str, ...]
     implicit_uses: tuple[str, ...]
     counter: str | None          # vmcnt | lgkmcnt | None
     arch: str
-    flags: frozenset = field(default_factory=frozenset)   # see FLAGS
-    mfma: object = None          # targets.MfmaInfo for matrix instructions
+    flags: frozenset[str] = field(default_factory=frozenset)   # see FLAGS
+    mfma: MfmaInfo | None = None   # the MFMA table's entry, for matrix instructions
     literal_ok: bool = True      # can a 32-bit literal follow the instruction word (in its short form)?
     srcmods: tuple[str, ...] = ()  # operands that take neg/abs source modifiers (float sources)
     dpp: bool = False            # VOP1/VOP2 DPP form allowed
@@ -272,11 +276,11 @@ class InstrDef:
         """Operands read as sources (not destinations), in order."""
         return tuple(o for o in self.operands if not o.is_def)
 
-    def is_dpp(self, mods: dict) -> bool:
+    def is_dpp(self, mods: dict[str, Any]) -> bool:
         return any(k in mods for k in DPP_CONTROLS)
 
-    def render_modifiers(self, mods: dict) -> str:
-        parts = []
+    def render_modifiers(self, mods: dict[str, Any]) -> str:
+        parts: list[str] = []
         nsrc = len(self.sources)
         dpp = self.is_dpp(mods)
         for name, spec in self.mods.items():
@@ -297,10 +301,10 @@ class InstrDef:
         return ", ".join(o.signature() for o in self.operands)
 
     # ------------------------------------------------------------------ building
-    def __call__(self, *ops, comment: str | None = None, **mods) -> Instruction:
+    def __call__(self, *ops: Any, comment: str | None = None, **mods: Any) -> Instruction:
         return self.make(ops, mods, comment)
 
-    def make(self, ops, mods: dict, comment: str | None = None) -> Instruction:
+    def make(self, ops: Sequence[Any], mods: dict[str, Any], comment: str | None = None) -> Instruction:
         if len(ops) != len(self.operands):
             raise ISAError(f"{self.name} takes {len(self.operands)} operands ({self.signature()}), got {len(ops)}")
         mods = self._check_mods(mods)
@@ -311,9 +315,9 @@ class InstrDef:
         return Instruction(self, checked, mods, comment)
 
     # ------------------------------------------------------------------ modifiers
-    def _check_mods(self, mods: dict) -> dict:
+    def _check_mods(self, mods: dict[str, Any]) -> dict[str, Any]:
         nsrc = len(self.sources)
-        out = {}
+        out: dict[str, Any] = {}
         for name, value in mods.items():
             spec = self.mods.get(name)
             if spec is None:
@@ -352,9 +356,9 @@ class InstrDef:
             out = kept or {k: out.get(k, maxima[k]) for k in self.mods}   # LLVM's canonical spelling
         return out
 
-    def _operand_widths(self, mods: dict) -> dict:
+    def _operand_widths(self, mods: dict[str, Any]) -> dict[str, int]:
         """Operand widths that depend on modifiers (f8f6f4 MFMA formats, MUBUF addressing)."""
-        widths = {}
+        widths: dict[str, int] = {}
         info = self.mfma
         if info is not None and info.in_type == "f8f6f4":
             regs = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}
@@ -372,7 +376,7 @@ class InstrDef:
         return widths
 
     # ------------------------------------------------------------------ operands
-    def _check_operand(self, spec: OperandSpec, value, width: int):
+    def _check_operand(self, spec: OperandSpec, value: Any, width: int) -> Any:
         where = f"{self.name}: operand {spec.name}"
         kind = spec.kind
         if isinstance(value, str) and value == "off":
@@ -463,7 +467,7 @@ class InstrDef:
         return value
 
     # ------------------------------------------------------------------ whole-instruction rules
-    def _check_combination(self, ops: tuple, mods: dict):
+    def _check_combination(self, ops: tuple[Any, ...], mods: dict[str, Any]) -> None:
         specs = self.operands
         vals = dict(zip((s.name for s in specs), ops))
         # global addressing: the VGPR address is 64-bit without an SGPR base, a 32-bit offset with one
@@ -504,7 +508,7 @@ class InstrDef:
         if self.unit in ("valu", "trans"):
             self._check_constant_bus(ops, literals)
 
-    def _check_literal(self, ops, mods, literals):
+    def _check_literal(self, ops: tuple[Any, ...], mods: dict[str, Any], literals: set[tuple[str, Any]]) -> None:
         if len(literals) > 1:
             raise ISAError(f"{self.name}: at most one literal constant per instruction, got "
                            f"{', '.join(sorted(str(x[1]) for x in literals))}")
@@ -523,8 +527,8 @@ class InstrDef:
                     raise ISAError(f"{self.name}: a literal constant may only be the first source ({first.name}); "
                                    f"operand {spec.name} is {value!r}")
 
-    def _check_constant_bus(self, ops, literals):
-        scalars = []
+    def _check_constant_bus(self, ops: tuple[Any, ...], literals: set[tuple[str, Any]]) -> None:
+        scalars: list[str] = []
         for spec, value in zip(self.operands, ops):
             if spec.is_def and not spec.is_use:
                 continue
@@ -541,11 +545,11 @@ class InstrDef:
                            "reads at most one SGPR or literal on gfx9 (constant bus limit)")
 
     # ------------------------------------------------------------------ encoding
-    def vop3_reasons(self, ops, mods) -> list[str]:
+    def vop3_reasons(self, ops: Sequence[Any], mods: dict[str, Any]) -> list[str]:
         """Why a VOP1/VOP2/VOPC instruction needs its 64-bit VOP3 form (empty: the short form fits)."""
         if self.fmt not in ("VOP1", "VOP2", "VOPC"):
             return []
-        reasons = []
+        reasons: list[str] = []
         for name in ("clamp", "omod", "op_sel"):
             if name in mods:
                 reasons.append(f"modifier {name}")
@@ -565,7 +569,7 @@ class InstrDef:
                 seen_src += 1
         return reasons
 
-    def encoding(self, ops, mods) -> str:
+    def encoding(self, ops: Sequence[Any], mods: dict[str, Any]) -> str:
         """``e32`` (VOP1/VOP2/VOPC short form), ``e64`` (their VOP3 form), ``dpp`` or ``native``."""
         if self.fmt not in ("VOP1", "VOP2", "VOPC"):
             return "native"
@@ -573,7 +577,7 @@ class InstrDef:
             return "dpp"
         return "e64" if self.vop3_reasons(ops, mods) else "e32"
 
-    def size(self, ops, mods) -> int:
+    def size(self, ops: Sequence[Any], mods: dict[str, Any]) -> int:
         """Bytes of machine code: the instruction words plus a trailing literal."""
         enc = self.encoding(ops, mods)
         if self.mfma is not None and self.name.startswith("v_mfma_scale_"):
@@ -586,11 +590,11 @@ class InstrDef:
         return base + (4 if literal else 0)
 
 
-def _bare(value):
+def _bare(value: Any) -> Any:
     return value.reg if isinstance(value, Mod) else value
 
 
-def _is_literal(value, kind: str, width: int = 1) -> bool:
+def _is_literal(value: Any, kind: str, width: int = 1) -> bool:
     if kind == "lit":
         return True
     if kind in ("vsrc", "ssrc") and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -598,11 +602,11 @@ def _is_literal(value, kind: str, width: int = 1) -> bool:
     return False
 
 
-def _literal_key(value):
+def _literal_key(value: Any) -> tuple[str, Any]:
     return (type(value).__name__, value)
 
 
-def _check_constant_fits(where: str, value):
+def _check_constant_fits(where: str, value: Any) -> None:
     if isinstance(value, int) and not -(1 << 31) <= value < (1 << 32):
         raise ISAError(f"{where}: constant {value} does not fit in 32 bits")
 
@@ -636,7 +640,7 @@ class ISATable:
     def __contains__(self, name: str) -> bool:
         return name in self.defs
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[InstrDef]:
         return iter(self.defs.values())
 
     def __len__(self) -> int:
@@ -644,12 +648,13 @@ class ISATable:
 
 
 @functools.lru_cache(maxsize=None)
-def _load_yaml(name: str) -> dict:
+def _load_yaml(name: str) -> dict[str, Any]:
     path = DEFS_DIR / name
     if not path.exists():
         return {}
     with open(path) as f:
-        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        doc: dict[str, Any] = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    return doc
 
 
 def _expand(name: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -663,8 +668,8 @@ def _expand(name: str) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def _entries(doc: dict) -> dict:
-    out = {}
+def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
     for key, entry in (doc.get("instructions") or {}).items():
         for name, picked in _expand(key):
             e = dict(entry or {})
@@ -675,12 +680,11 @@ def _entries(doc: dict) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def isa_table(target) -> ISATable:
+def isa_table(target: str | Target) -> ISATable:
     """The instruction table of a target (cached)."""
-    from isagen.targets import TARGETS
     target = get_target(target)
     defs = _build_defs(target)
-    missing = {}
+    missing: dict[str, str] = {}
     for other in TARGETS.values():
         if other.name != target.name:
             for name in _build_defs(other):
@@ -706,19 +710,24 @@ def _build_defs(target: Target) -> dict[str, InstrDef]:
         except (KeyError, ValueError, AssertionError) as e:
             raise ValueError(f"isa/defs: bad entry {name}: {e}") from e
     for info in target.mfmas:
-        defs[info.mnemonic] = _make_mfma_def(info, formats, target)
+        if info.in_isa_table:
+            defs[info.mnemonic] = _make_mfma_def(info, formats, target)
     return defs
 
 
-def _mod_specs(spec: dict | None) -> dict:
+def _mod_specs(spec: dict[str, Any] | None) -> dict[str, ModSpec]:
     return {k: _parse_mod_spec(k, t) for k, t in (spec or {}).items()}
 
 
-def _make_def(name: str, entry: dict, formats: dict, target: Target) -> InstrDef:
+def _make_def(name: str, entry: dict[str, Any], formats: dict[str, Any], target: Target) -> InstrDef:
     template = formats[entry["fmt"]]
     fmt = template.get("enc", entry["fmt"])
     assert fmt in ENCODINGS, fmt
-    get = lambda key, default=None: entry.get(key, template.get(key, default))  # noqa: E731
+
+    def get(key: str, default: Any = None) -> Any:
+        """The entry's value, else its format template's."""
+        return entry.get(key, template.get(key, default))
+
     mods = _mod_specs(template.get("mods"))
     mods.update(_mod_specs(entry.get("mods")))
     for k in entry.get("no_mods", []) or []:
@@ -743,7 +752,7 @@ def _make_def(name: str, entry: dict, formats: dict, target: Target) -> InstrDef
     )
 
 
-def _srcmods(value, entry: dict) -> tuple[str, ...]:
+def _srcmods(value: Any, entry: dict[str, Any]) -> tuple[str, ...]:
     """``srcmods: true`` means every VALU source; a list names the operands."""
     if value is True:
         return tuple(_parse_operand(o).name for o in entry.get("ops", [])
@@ -751,7 +760,7 @@ def _srcmods(value, entry: dict) -> tuple[str, ...]:
     return tuple(value or ())
 
 
-def _make_mfma_def(info, formats: dict, target: Target) -> InstrDef:
+def _make_mfma_def(info: MfmaInfo, formats: dict[str, Any], target: Target) -> InstrDef:
     template = formats["MAI"]
     ops = [OperandSpec("vdst", "av", info.c_regs, True, False), OperandSpec("src0", "av", info.a_regs, False),
            OperandSpec("src1", "av", info.b_regs, False), OperandSpec("src2", "avc", info.c_regs, False)]

@@ -9,7 +9,7 @@ names with its position in the file.
 flags, the symbols, the ``NT_AMDGPU_METADATA`` note (msgpack) and one :class:`Kernel` per kernel
 descriptor (``<name>.kd``) with its decoded descriptor fields, its metadata map and its code bytes
 (from the descriptor's entry to the end of the kernel's function symbol).  ``Kernel.decode()``
-gives the decoder's :class:`~isagen.isa.decoder.Instruction` list.
+gives the decoder's :class:`~isagen.isa.decoder.DecodedInstruction` list.
 
 Layouts follow LLVM's AMDGPUUsage ("Kernel Descriptor", "ELF Header", "Code Object Metadata").
 Every problem with the input raises :class:`isagen.errors.CodeObjectError` with one line naming
@@ -23,15 +23,18 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+import msgpack
+
 from isagen.errors import CodeObjectError
+from isagen.isa.decoder import DecodeError, decode
+from isagen.targets import ELF_MACHINES
 
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 NT_AMDGPU_METADATA = 32
 
-#: e_flags EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header")
-MACH = {0x04C: "gfx942", 0x04F: "gfx950", 0x040: "gfx940", 0x041: "gfx941", 0x03F: "gfx90a",
-        0x030: "gfx908", 0x02F: "gfx906", 0x02C: "gfx900"}
+#: e_flags EF_AMDGPU_MACH values (AMDGPUUsage "AMDGPU ELF Header"); the table lives with the targets
+MACH = ELF_MACHINES
 #: EI_ABIVERSION -> code object version
 ABI_TO_COV = {2: 4, 3: 5, 4: 6}
 
@@ -245,7 +248,6 @@ class Kernel:
 
     def decode(self):
         """Decode the kernel's code; errors name the file and the byte offset."""
-        from isagen.isa.decoder import DecodeError, decode
         try:
             return decode(self.code, self.target, base=self.code_address)
         except DecodeError as exc:
@@ -513,11 +515,6 @@ def _cstr(buf: bytes, off: int) -> str:
 
 
 def _msgpack(raw: bytes, label: str, off: int):
-    try:
-        import msgpack
-    except ImportError:
-        raise CodeObjectError(f"{label}: reading the metadata note needs msgpack "
-                              "(pip install msgpack)") from None
     try:
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several types for malformed input

@@ -21,6 +21,7 @@ from isagen.errors import TargetError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label
 from isagen.builders.program import EXTRA_SGPRS, Comment, Program  # noqa: F401  (EXTRA_SGPRS re-exported)
+from isagen.targets import TARGETS
 
 
 CODE_OBJECT_VERSION = 5
@@ -169,7 +170,7 @@ def _descriptor(program: Program) -> list[str]:
         "  .amdhsa_float_denorm_mode_16_64 3",
         ".end_amdhsa_kernel",
     ]
-    assert t.name in ("gfx942", "gfx950")
+    assert t.name in TARGETS        # the descriptor fields above are the ones these targets take
     return lines
 
 

@@ -36,6 +36,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+import msgpack
+
 from isagen.errors import ToolchainError
 from isagen.targets import TARGETS, Target, get_target
 
@@ -44,19 +46,30 @@ TIMEOUT_S = 300
 
 # ELF e_flags of AMDGPU code objects (AMDGPUUsage "ELF Header"), code object v4+ feature encoding.
 EF_AMDGPU_MACH = 0x0FF
-EF_MACH = {"gfx942": 0x04C, "gfx950": 0x04F}
+EF_MACH = {t.name: t.e_flags_mach for t in TARGETS.values()}
 _XNACK_BITS = {0x000: None, 0x100: "any", 0x200: "-", 0x300: "+"}      # EF_AMDGPU_FEATURE_XNACK_V4
 _SRAMECC_BITS = {0x000: None, 0x400: "any", 0x800: "-", 0xC00: "+"}    # EF_AMDGPU_FEATURE_SRAMECC_V4
 NT_AMDGPU_METADATA = 32
 SHF_EXCLUDE = 0x80000000
 SHT_NOTE = 7
 
-INSTALL_HINT = {
-    "gfx942": "`pip install ziglang` (gfx942 and gfx950), apt `llvm-19 lld-19` (gfx942 only), or ROCm "
-              "(/opt/rocm/llvm/bin)",
-    "gfx950": "`pip install ziglang` (gfx942 and gfx950), LLVM 20 or newer with lld, or ROCm "
-              "(/opt/rocm/llvm/bin); LLVM 19 does not know gfx950",
-}
+# Debian/Ubuntu's packaged LLVM (`apt install llvm-19 lld-19`); ziglang's clang knows every target
+APT_LLVM_MAJOR = 19
+
+
+def _install_hint(t: Target) -> str:
+    """Where to get an assembler that knows ``t``, from the first LLVM release that has it."""
+    zig = f"`pip install ziglang` ({' and '.join(TARGETS)})"
+    if t.llvm_min_major <= APT_LLVM_MAJOR:
+        apt_known = [o.name for o in TARGETS.values() if o.llvm_min_major <= APT_LLVM_MAJOR]
+        only = " only" if len(apt_known) < len(TARGETS) else ""
+        return (f"{zig}, apt `llvm-{APT_LLVM_MAJOR} lld-{APT_LLVM_MAJOR}` ({' and '.join(apt_known)}{only}), or ROCm "
+                "(/opt/rocm/llvm/bin)")
+    return (f"{zig}, LLVM {t.llvm_min_major} or newer with lld, or ROCm (/opt/rocm/llvm/bin); "
+            f"LLVM {APT_LLVM_MAJOR} does not know {t.name}")
+
+
+INSTALL_HINT = {name: _install_hint(t) for name, t in TARGETS.items()}
 
 
 # --------------------------------------------------------------------------- target IDs
@@ -548,7 +561,6 @@ def _notes(blob: bytes):
 def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
     """(object with its AMDGPU metadata note section marked SHF_EXCLUDE, the metadata) — the linker
     then drops the note and ``link`` writes one merged note for all kernels."""
-    import msgpack
 
     data = bytearray(obj)
     meta = None
@@ -570,7 +582,6 @@ def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
 
 def _note_source(meta: dict, code_object_version: int) -> str:
     """Assembly for one NT_AMDGPU_METADATA note holding ``meta`` (msgpack bytes, written raw)."""
-    import msgpack
 
     desc = msgpack.packb(meta, use_bin_type=False)
     name = b"AMDGPU\0"

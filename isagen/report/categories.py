@@ -35,7 +35,7 @@ def category(name: str, unit: str) -> str:
 
 
 def decoded_unit(ins, table=None) -> str:
-    """Execution unit of a decoded instruction (``isagen.isa.decoder.Instruction``)."""
+    """Execution unit of a decoded instruction (``isagen.isa.decoder.DecodedInstruction``)."""
     if table is not None and ins.name in table:
         return table[ins.name].unit
     if ins.mai:

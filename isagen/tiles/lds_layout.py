@@ -28,6 +28,7 @@ import numpy as np
 
 from isagen.checks import lds_banks
 from isagen.errors import SpecError
+from isagen.targets import get_target
 from isagen.tiles import lanexpr as lx
 
 
@@ -200,7 +201,7 @@ def conflict_free(addrs: np.ndarray, width: int, op: str, target: str) -> np.nda
     """Vectorised ``lds_banks.analyse(...).conflict_free`` for many accesses: ``addrs`` is (R, 64);
     returns a bool per access (same phase rules; no two distinct dwords of a phase share a bank)."""
     addrs = np.asarray(addrs, np.int64).reshape(-1, 64)
-    banks = 64 if target == "gfx950" else 32
+    banks = get_target(target).lds_banks
     nw = (width + 3) // 4
     ok = np.ones(addrs.shape[0], bool)
     for group in lds_banks.phases(target, width, op):

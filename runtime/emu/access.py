@@ -48,7 +48,6 @@ class Ctx:
         self.flush32 = denorm32 != 3          # FLOAT_DENORM_MODE_32: 3 = keep in and out
         self.flush16 = denorm16 != 3
         self.code_base = code_base
-        self.gfx950 = target == "gfx950"
         self.pc_index: dict[int, int] = {}   # byte address -> instruction index
 
     # ------------------------------------------------------------------ register indices

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.errors import LaunchError
-from isagen.runtime.gpu import DEFAULT_TARGET
-from isagen.targets import get_target
+from isagen.targets import DEFAULT_TARGET, get_target
 
 from isagen.runtime.emu.dispatch import Module
 

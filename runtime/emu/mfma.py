@@ -34,17 +34,11 @@ the operand tuple, the low register of a pair for 64-bit elements; sub = element
 
 Supported instructions
 ======================
-gfx942 and gfx950 (CDNA3 names as LLVM prints them):
-    f32:   v_mfma_f32_{32x32x1_2b, 16x16x1_4b, 4x4x1_16b, 32x32x2, 16x16x4}_f32
-    f16:   v_mfma_f32_{32x32x4_2b, 16x16x4_4b, 4x4x4_16b, 32x32x8, 16x16x16}_f16   (and _bf16)
-    i8:    v_mfma_i32_{32x32x4_2b, 16x16x4_4b, 4x4x4_16b, 32x32x16, 16x16x32}_i8
-    f64:   v_mfma_f64_16x16x4_f64, v_mfma_f64_4x4x4_4b_f64
-    fp8:   v_mfma_f32_16x16x32_{fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8}, v_mfma_f32_32x32x16_{same}
-gfx942 only: v_mfma_f32_16x16x8_xf32, v_mfma_f32_32x32x4_xf32
-gfx950 only: v_mfma_f32_{16x16x32, 32x32x16}_{bf16, f16}, v_mfma_i32_{16x16x64, 32x32x32}_i8,
-             v_mfma_f32_16x16x128_f8f6f4, v_mfma_f32_32x32x64_f8f6f4 with fp8/bf8 A and B (cbsz/blgp =
-             0 e4m3 or 1 e5m2 select the A/B formats; 2/3/4 = fp6/bf6/fp4 raise MfmaError), and the
-             block-scaled v_mfma_scale_f32_16x16x128_f8f6f4 / v_mfma_scale_f32_32x32x64_f8f6f4 (same).
+Every MFMA of ``isagen.targets`` (``ALL_MFMAS``; per-target membership is ``Target.mfmas``): the
+f32, f16, bf16, i8, f64, xf32 and fp8/bf8 forms, the legacy multi-block ones, and the CDNA4
+double-rate and f8f6f4 forms with fp8/bf8 A and B (cbsz/blgp = 0 e4m3 or 1 e5m2 select the A/B
+formats; 2/3/4 = fp6/bf6/fp4 raise MfmaError), including the block-scaled ``v_mfma_scale_*`` forms.
+An MFMA the table lacks, or one the target does not have, raises MfmaError naming both.
 Not supported: sparse SMFMAC, fp6/fp4 inputs.
 
 Lane layouts
@@ -103,8 +97,8 @@ from functools import lru_cache
 import numpy as np
 
 from isagen.errors import ISAError
-
 from isagen.runtime.emu import numerics as nx
+from isagen.targets import ALL_MFMAS, MfmaInfo, mfma_targets
 
 __all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "validate", "layout", "mfma", "a_slot", "b_slot",
            "cd_slot", "supported"]
@@ -120,6 +114,10 @@ _BITS = {"f32": 32, "xf32": 32, "f16": 16, "bf16": 16, "i8": 8, "fp8": 8, "bf8":
 
 @dataclass(frozen=True)
 class MfmaSpec:
+    """One MFMA as the emulator runs it: the facts of ``isagen.targets.MfmaInfo`` (the one MFMA table)
+    in the form the layout code uses; the register counts are recomputed from the lane layout, and
+    tests/runtime/emu/test_emu_mfma.py checks they agree with the table's."""
+
     name: str
     m: int
     n: int
@@ -159,53 +157,19 @@ class MfmaSpec:
         return self.m * self.n * self.blocks // 64 * self.out_bits // 32
 
 
-_BOTH = frozenset({"gfx942", "gfx950"})
-_G942 = frozenset({"gfx942"})
-_G950 = frozenset({"gfx950"})
+# a_type/b_type of the table's mixed fp8 input types (A_B); every other in_type is both operands' type
+_MIXED_INPUTS = {"fp8_bf8": ("fp8", "bf8"), "bf8_fp8": ("bf8", "fp8")}
 
 
-def _build_specs() -> dict[str, MfmaSpec]:
-    specs: dict[str, MfmaSpec] = {}
-
-    def add(name, m, n, k, blocks, a, b, out, archs, cbsz_abid=False, blgp=False, lay="gfx9", scaled=False):
-        specs[name] = MfmaSpec(name, m, n, k, blocks, a, b, out, archs, cbsz_abid, blgp, lay, scaled)
-
-    add("v_mfma_f32_32x32x1_2b_f32", 32, 32, 1, 2, "f32", "f32", "f32", _BOTH, True, True)
-    add("v_mfma_f32_16x16x1_4b_f32", 16, 16, 1, 4, "f32", "f32", "f32", _BOTH, True, True)
-    add("v_mfma_f32_4x4x1_16b_f32", 4, 4, 1, 16, "f32", "f32", "f32", _BOTH, True, True)
-    add("v_mfma_f32_32x32x2_f32", 32, 32, 2, 1, "f32", "f32", "f32", _BOTH, False, True)
-    add("v_mfma_f32_16x16x4_f32", 16, 16, 4, 1, "f32", "f32", "f32", _BOTH, False, True)
-    for t, out, tag in (("f16", "f32", "f32"), ("bf16", "f32", "f32"), ("i8", "i32", "i32")):
-        add(f"v_mfma_{tag}_32x32x4_2b_{t}", 32, 32, 4, 2, t, t, out, _BOTH, True, True)
-        add(f"v_mfma_{tag}_16x16x4_4b_{t}", 16, 16, 4, 4, t, t, out, _BOTH, True, True)
-        add(f"v_mfma_{tag}_4x4x4_16b_{t}", 4, 4, 4, 16, t, t, out, _BOTH, True, True)
-    for t in ("f16", "bf16"):
-        add(f"v_mfma_f32_32x32x8_{t}", 32, 32, 8, 1, t, t, "f32", _BOTH)
-        add(f"v_mfma_f32_16x16x16_{t}", 16, 16, 16, 1, t, t, "f32", _BOTH)
-        add(f"v_mfma_f32_32x32x16_{t}", 32, 32, 16, 1, t, t, "f32", _G950)
-        add(f"v_mfma_f32_16x16x32_{t}", 16, 16, 32, 1, t, t, "f32", _G950)
-    add("v_mfma_i32_32x32x16_i8", 32, 32, 16, 1, "i8", "i8", "i32", _BOTH)
-    add("v_mfma_i32_16x16x32_i8", 16, 16, 32, 1, "i8", "i8", "i32", _BOTH)
-    add("v_mfma_i32_32x32x32_i8", 32, 32, 32, 1, "i8", "i8", "i32", _G950)
-    add("v_mfma_i32_16x16x64_i8", 16, 16, 64, 1, "i8", "i8", "i32", _G950)
-    add("v_mfma_f64_16x16x4_f64", 16, 16, 4, 1, "f64", "f64", "f64", _BOTH, False, True)
-    add("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, 4, "f64", "f64", "f64", _BOTH, False, True)
-    add("v_mfma_f32_16x16x8_xf32", 16, 16, 8, 1, "xf32", "xf32", "f32", _G942)
-    add("v_mfma_f32_32x32x4_xf32", 32, 32, 4, 1, "xf32", "xf32", "f32", _G942)
-    for a in ("fp8", "bf8"):
-        for b in ("fp8", "bf8"):
-            add(f"v_mfma_f32_16x16x32_{a}_{b}", 16, 16, 32, 1, a, b, "f32", _BOTH)
-            add(f"v_mfma_f32_32x32x16_{a}_{b}", 32, 32, 16, 1, a, b, "f32", _BOTH)
-    add("v_mfma_f32_16x16x128_f8f6f4", 16, 16, 128, 1, "f8f6f4", "f8f6f4", "f32", _G950, lay="f8f6f4")
-    add("v_mfma_f32_32x32x64_f8f6f4", 32, 32, 64, 1, "f8f6f4", "f8f6f4", "f32", _G950, lay="f8f6f4")
-    add("v_mfma_scale_f32_16x16x128_f8f6f4", 16, 16, 128, 1, "f8f6f4", "f8f6f4", "f32", _G950,
-        lay="f8f6f4", scaled=True)
-    add("v_mfma_scale_f32_32x32x64_f8f6f4", 32, 32, 64, 1, "f8f6f4", "f8f6f4", "f32", _G950,
-        lay="f8f6f4", scaled=True)
-    return specs
+def _spec_of(info: MfmaInfo) -> MfmaSpec:
+    """The emulator's view of one entry of the ISA layer's MFMA table: its facts plus the lane layout."""
+    a_type, b_type = _MIXED_INPUTS.get(info.in_type, (info.in_type, info.in_type))
+    return MfmaSpec(info.mnemonic, info.m, info.n, info.k, info.blocks, a_type, b_type, info.out_type,
+                    frozenset(mfma_targets(info.mnemonic)), info.cbsz_abid, info.blgp,
+                    "f8f6f4" if info.in_type == "f8f6f4" else "gfx9", info.mnemonic.startswith("v_mfma_scale_"))
 
 
-SPECS: dict[str, MfmaSpec] = _build_specs()
+SPECS: dict[str, MfmaSpec] = {name: _spec_of(info) for name, info in ALL_MFMAS.items()}
 
 
 def _target_name(target) -> str:
@@ -219,9 +183,10 @@ def _target_name(target) -> str:
 def spec(name: str, target=None) -> MfmaSpec:
     """The instruction's description; with ``target``, check that the architecture has it."""
     s = SPECS.get(name)
-    if s is None:
-        raise MfmaError(f"the emulator has no MFMA '{name}' (supported: see runtime/emu/mfma.py)")
     t = _target_name(target)
+    if s is None:
+        raise MfmaError(f"{t or 'no target'} has no MFMA '{name}' (isagen.targets' MFMA table has no such "
+                        "instruction)")
     if t and t not in s.archs:
         raise MfmaError(f"{name} does not exist on {t} (it is a {'/'.join(sorted(s.archs))} instruction)")
     return s

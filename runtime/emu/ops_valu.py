@@ -314,7 +314,7 @@ def _sat_i16(x):
     return (np.clip(np.asarray(x).astype(I64), -32768, 32767) & 0xFFFF).astype(U32)
 
 
-def _div_fixup(q, d, n, dt, inf, qnan_bits):
+def _div_fixup(q, d, n, dt, inf):
     """v_div_fixup_*: q = quotient estimate, d = denominator, n = numerator."""
     q, d, n = (np.asarray(x, dt) for x in (q, d, n))
     sign = np.signbit(d) ^ np.signbit(n)
@@ -327,7 +327,7 @@ def _div_fixup(q, d, n, dt, inf, qnan_bits):
     res = np.where(dn | (n == 0), zero, res)
     res = np.where((d == 0) | nn, infs, res)
     bad = ((d == 0) & (n == 0)) | (dn & nn)
-    res = np.where(bad, np.array(qnan_bits).view(dt) if False else dt(np.nan), res)
+    res = np.where(bad, dt(np.nan), res)            # 0/0 and inf/inf: the default quiet NaN
     res = np.where(np.isnan(d), d, res)
     res = np.where(np.isnan(n), n, res)
     return res.astype(dt)
@@ -376,7 +376,7 @@ op("v_floor_f32", "f32", ("f32",), np.floor)
 op("v_rndne_f32", "f32", ("f32",), np.rint)
 op("v_frexp_mant_f32", "f32", ("f32",), _frexp_mant)
 op("v_frexp_exp_i32_f32", "i32", ("f32",), _frexp_exp)
-op("v_div_fixup_f32", "f32", ("f32",) * 3, lambda q, d, n: _div_fixup(q, d, n, F32, F32(np.inf), 0x7FC00000))
+op("v_div_fixup_f32", "f32", ("f32",) * 3, lambda q, d, n: _div_fixup(q, d, n, F32, F32(np.inf)))
 op("v_cvt_f32_i32", "f32", ("i32",), lambda a: a.astype(F32))
 op("v_cvt_f32_u32", "f32", ("u32",), lambda a: a.astype(F32))
 op("v_cvt_i32_f32", "i32", ("f32",), _cvt_i32)
@@ -424,7 +424,7 @@ op("v_rndne_f64", "f64", ("f64",), np.rint)
 op("v_fract_f64", "f64", ("f64",), lambda x: np.where(np.isfinite(x), np.minimum(x - np.floor(x), np.nextafter(1.0, 0.0)), np.where(np.isnan(x), x, np.nan)))
 op("v_frexp_mant_f64", "f64", ("f64",), _frexp_mant)
 op("v_frexp_exp_i32_f64", "i32", ("f64",), _frexp_exp)
-op("v_div_fixup_f64", "f64", ("f64",) * 3, lambda q, d, n: _div_fixup(q, d, n, F64, F64(np.inf), 0))
+op("v_div_fixup_f64", "f64", ("f64",) * 3, lambda q, d, n: _div_fixup(q, d, n, F64, F64(np.inf)))
 
 # ---- 16-bit float
 f16 = ("f16", "f16")
@@ -466,8 +466,8 @@ op("v_cvt_u16_f16", "u16", ("f16",), lambda a: _cvt_i16(a, True))
 op("v_cvt_i16_f16", "i16", ("f16",), lambda a: _cvt_i16(a))
 op("v_cvt_norm_i16_f16", "i16", ("f16",), lambda a: np.rint(np.clip(np.nan_to_num(_f64(a)), -1, 1) * 32767).astype(I16))
 op("v_cvt_norm_u16_f16", "u16", ("f16",), lambda a: np.rint(np.clip(np.nan_to_num(_f64(a)), 0, 1) * 65535).astype(U16))
-op("v_div_fixup_f16", "f16", ("f16",) * 3, lambda q, d, n: _div_fixup(q, d, n, F16, F16(np.inf), 0))
-op("v_div_fixup_legacy_f16", "f16", ("f16",) * 3, lambda q, d, n: _div_fixup(q, d, n, F16, F16(np.inf), 0))
+op("v_div_fixup_f16", "f16", ("f16",) * 3, lambda q, d, n: _div_fixup(q, d, n, F16, F16(np.inf)))
+op("v_div_fixup_legacy_f16", "f16", ("f16",) * 3, lambda q, d, n: _div_fixup(q, d, n, F16, F16(np.inf)))
 op("v_pack_b32_f16", "b32", ("b16", "b16"), lambda a, b: a.astype(U32) | (b.astype(U32) << U32(16)))
 op("v_cvt_pknorm_i16_f16", "b32", f16,
    lambda a, b: (np.rint(np.clip(np.nan_to_num(_f64(a)), -1, 1) * 32767).astype(I64) & 0xFFFF).astype(U32)

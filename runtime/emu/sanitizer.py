@@ -31,46 +31,19 @@ from isagen.runtime.emu.wave import EXEC_LO, M0, VCC_LO
 
 NEVER = -(1 << 40)
 
-# MFMA passes (LLVM's unit: 4 cycles) per instruction, from the AMD Matrix Instruction Calculator's
-# cycle counts (CDNA3) and the MI355X rates for the CDNA4 additions.
-_PASSES = {
-    "v_mfma_f32_32x32x1_2b_f32": 16, "v_mfma_f32_16x16x1_4b_f32": 8, "v_mfma_f32_4x4x1_16b_f32": 2,
-    "v_mfma_f32_32x32x2_f32": 16, "v_mfma_f32_16x16x4_f32": 8,
-    "v_mfma_f32_32x32x4_2b_f16": 16, "v_mfma_f32_16x16x4_4b_f16": 8, "v_mfma_f32_4x4x4_16b_f16": 2,
-    "v_mfma_f32_32x32x8_f16": 8, "v_mfma_f32_16x16x16_f16": 4,
-    "v_mfma_f32_32x32x4_2b_bf16": 16, "v_mfma_f32_16x16x4_4b_bf16": 8, "v_mfma_f32_4x4x4_16b_bf16": 2,
-    "v_mfma_f32_32x32x8_bf16": 8, "v_mfma_f32_16x16x16_bf16": 4,
-    "v_mfma_i32_32x32x4_2b_i8": 16, "v_mfma_i32_16x16x4_4b_i8": 8, "v_mfma_i32_4x4x4_16b_i8": 2,
-    "v_mfma_i32_32x32x16_i8": 8, "v_mfma_i32_16x16x32_i8": 4,
-    "v_mfma_f64_16x16x4_f64": 8, "v_mfma_f64_4x4x4_4b_f64": 4,
-    "v_mfma_f32_16x16x8_xf32": 4, "v_mfma_f32_32x32x4_xf32": 8,
-    "v_mfma_f32_16x16x32_bf16": 4, "v_mfma_f32_32x32x16_bf16": 8,
-    "v_mfma_f32_16x16x32_f16": 4, "v_mfma_f32_32x32x16_f16": 8,
-    "v_mfma_i32_16x16x64_i8": 4, "v_mfma_i32_32x32x32_i8": 8,
-    "v_mfma_f32_16x16x128_f8f6f4": 8, "v_mfma_f32_32x32x64_f8f6f4": 16,
-    "v_mfma_scale_f32_16x16x128_f8f6f4": 8, "v_mfma_scale_f32_32x32x64_f8f6f4": 16,
-}
-
 
 class MfmaKind:
+    """What the hazard rules need of an MFMA: its passes and whether it runs on the XDL pipe, from the
+    ISA layer's MFMA table (``Target.mfma`` raises a TargetError naming the target and the mnemonic for
+    an MFMA the table does not have)."""
+
     __slots__ = ("name", "passes", "xdl")
 
     def __init__(self, name: str, target: str):
+        info = get_target(target).mfma(name)
         self.name = name
-        p = None
-        t = get_target(target)
-        if t.has_mfma(name):
-            p = t.mfma(name).passes
-        if p is None:
-            p = _PASSES.get(name)
-        if p is None:
-            for pre, q in (("_32x32", 8), ("_16x16", 4), ("_4x4", 2)):
-                if pre in name:
-                    p = q
-                    break
-        self.passes = p or 4
-        # XDL: every MFMA except the f32-input and f64 forms
-        self.xdl = not (name.endswith("_f32") and "xf32" not in name) and "_f64" not in name
+        self.passes = info.passes
+        self.xdl = info.xdl
 
 
 # ============================================================================ per-instruction metadata

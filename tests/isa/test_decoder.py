@@ -102,8 +102,8 @@ def test_vop2_registers_and_rw():
     assert (i.family, i.opcode, i.mnemonic, i.name, i.variant) == ("VOP2", 1, "v_add_f32_e32",
                                                                    "v_add_f32", "e32")
     assert i.text == "v_add_f32_e32 v1, v2, v3"
-    assert i.writes == (D.Reg("v", 1),)
-    assert set(i.reads) == {D.Reg("v", 2), D.Reg("v", 3)}
+    assert i.writes == (D.DecodedReg("v", 1),)
+    assert set(i.reads) == {D.DecodedReg("v", 2), D.DecodedReg("v", 3)}
     assert i.size == 4 and i.words == ((1 << 25) | (1 << 17) | (3 << 9) | 258,)
 
 
@@ -113,7 +113,7 @@ def test_fmac_reads_its_destination_and_literal():
     assert i.size == 8 and i.text == "v_fmac_f32_e32 v4, 0x40490fdb, v5"
     lit = i.operands[1]
     assert lit.kind == "literal" and lit.value == 0x40490FDB
-    assert D.Reg("v", 4) in i.reads and D.Reg("v", 4) in i.writes
+    assert D.DecodedReg("v", 4) in i.reads and D.DecodedReg("v", 4) in i.writes
 
 
 def test_inline_constants_by_operand_type():
@@ -136,9 +136,9 @@ def test_inline_constants_by_operand_type():
 def test_vopc_e32_writes_vcc_and_cndmask_reads_it():
     cmp = _one([(0x3E << 25) | (0xC4 << 17) | (3 << 9) | 4])       # v_cmp_gt_i32_e32 vcc, s4, v3
     assert cmp.text == "v_cmp_gt_i32_e32 vcc, s4, v3"
-    vcc = D.Reg("special", 106, 2)
+    vcc = D.DecodedReg("special", 106, 2)
     assert vcc in cmp.writes and vcc.name == "vcc" and vcc.code == 106
-    assert D.Reg("s", 4) in cmp.reads
+    assert D.DecodedReg("s", 4) in cmp.reads
     cnd = _one([(0 << 25) | (1 << 17) | (3 << 9) | 258])           # v_cndmask_b32_e32 v1, v2, v3, vcc
     assert cnd.text == "v_cndmask_b32_e32 v1, v2, v3, vcc"
     assert vcc in cnd.reads and vcc not in cnd.writes
@@ -150,8 +150,8 @@ def test_mfma_agprs_and_modifiers():
     assert i.mai and i.family == "VOP3P"
     assert i.text == "v_mfma_f32_16x16x16_bf16 a[0:3], v[0:1], v[2:3], a[0:3] cbsz:1 abid:2 blgp:3"
     assert i.mods["cbsz"] == 1 and i.mods["abid"] == 2 and i.mods["blgp"] == 3 and i.mods["acc_cd"] == 1
-    assert i.writes == (D.Reg("a", 0, 4),)
-    assert set(i.reads) == {D.Reg("v", 0, 2), D.Reg("v", 2, 2), D.Reg("a", 0, 4)}
+    assert i.writes == (D.DecodedReg("a", 0, 4),)
+    assert set(i.reads) == {D.DecodedReg("v", 0, 2), D.DecodedReg("v", 2, 2), D.DecodedReg("a", 0, 4)}
 
 
 def test_memory_operands():
@@ -159,19 +159,19 @@ def test_memory_operands():
     ld = _one([0xE052D010, 0x80010102])
     assert ld.text == "buffer_load_dword v1, v2, s[4:7], 0 offen offset:16 sc0 nt sc1"
     assert ld.mods["offen"] == 1 and ld.mods["offset"] == 16 and ld.mods["sc0"] == ld.mods["sc1"] == 1
-    assert ld.writes == (D.Reg("v", 1),) and D.Reg("s", 4, 4) in ld.reads
+    assert ld.writes == (D.DecodedReg("v", 1),) and D.DecodedReg("s", 4, 4) in ld.reads
     # global_load_dword v1, v2, s[2:3] offset:-8
     g = _one([0xDC509FF8, 0x01020002])
     assert g.text == "global_load_dword v1, v2, s[2:3] offset:-8" and g.mods["offset"] == -8
-    assert g.family == "GLOBAL" and D.Reg("s", 2, 2) in g.reads
+    assert g.family == "GLOBAL" and D.DecodedReg("s", 2, 2) in g.reads
     # global_store_dword v[2:3], v5, off: a store reads its data
     st = _one([(0x37 << 26) | (0x1C << 18) | (2 << 14), 2 | (5 << 8) | (0x7F << 16)])
     assert st.text == "global_store_dword v[2:3], v5, off"
-    assert st.writes == () and set(st.reads) == {D.Reg("v", 2, 2), D.Reg("v", 5)}
+    assert st.writes == () and set(st.reads) == {D.DecodedReg("v", 2, 2), D.DecodedReg("v", 5)}
     # ds_read2_b32 v[2:3], v1 offset1:32
     ds = _one([0xD86E2000, 0x02000001])
     assert ds.text == "ds_read2_b32 v[2:3], v1 offset1:32" and ds.mods["offset1"] == 32
-    assert ds.writes == (D.Reg("v", 2, 2),)
+    assert ds.writes == (D.DecodedReg("v", 2, 2),)
 
 
 def test_waitcnt_and_branch_target():
@@ -185,7 +185,7 @@ def test_waitcnt_and_branch_target():
 def test_scalar_pairs_align_like_the_hardware():
     # s_mov_b64 with an odd sdst code: the low bit is ignored
     i = _one([(0x17D << 23) | (49 << 16) | (1 << 8) | 2])
-    assert i.text == "s_mov_b64 s[48:49], s[2:3]" and i.writes == (D.Reg("s", 48, 2),)
+    assert i.text == "s_mov_b64 s[48:49], s[2:3]" and i.writes == (D.DecodedReg("s", 48, 2),)
 
 
 def test_unknown_opcode_names_the_offset():
@@ -319,7 +319,7 @@ def test_gfx950_decoding_examples():
     assert len(ins) == 1 and ins[0].size == 16 and ins[0].mai
     i = ins[0]
     assert i.text == "v_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[20:23], v24, v25"
-    assert D.Reg("v", 24) in i.reads and D.Reg("v", 4, 8) in i.reads and i.writes == (D.Reg("v", 0, 4),)
+    assert D.DecodedReg("v", 24) in i.reads and D.DecodedReg("v", 4, 8) in i.reads and i.writes == (D.DecodedReg("v", 0, 4),)
     # f8f6f4 operand widths follow the cbsz/blgp formats (fp4 = 4 dwords, fp6 = 6)
     j = D.decode_one(_bytes([0xD3AD8400, 0x44021904]), 0, "gfx950")
     assert j.text == "v_mfma_f32_16x16x128_f8f6f4 a[0:3], v[4:7], v[12:17], a[0:3] cbsz:4 blgp:2"
@@ -329,7 +329,7 @@ def test_gfx950_decoding_examples():
     # v_permlane16_swap_b32 swaps: both operands are read and written
     p = D.decode_one(_bytes([0x7E02B302]), 0, "gfx950")
     assert p.text == "v_permlane16_swap_b32 v1, v2"
-    assert set(p.reads) == set(p.writes) == {D.Reg("v", 1), D.Reg("v", 2)}
+    assert set(p.reads) == set(p.writes) == {D.DecodedReg("v", 1), D.DecodedReg("v", 2)}
     # gfx950 opcodes are unknown to gfx942
     with pytest.raises(D.DecodeError, match="unknown VOP1 opcode 89"):
         D.decode_one(_bytes([0x7E02B302]), 0, "gfx942")

@@ -65,3 +65,47 @@ def test_target_lookup():
     assert get_target("gfx942").target_id == "gfx942:sramecc+:xnack-"
     with pytest.raises(TargetError, match="unsupported target 'gfx90a'"):
         get_target("gfx90a")
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_has_tr16_read_agrees_with_the_instruction_table(target):
+    from isagen.isa.table import isa_table
+    t = get_target(target)
+    assert t.has_tr16_read == ("ds_read_b64_tr_b16" in isa_table(t).defs)
+
+
+def test_mfmas_outside_the_instruction_table_match_llvm():
+    """The legacy MFMAs (multi-block, f32 and f64 inputs) the instruction table does not offer: LLVM
+    accepts their register counts, and their passes are llvm-mca's reciprocal throughput for gfx942
+    (as tests/isa/test_isa_encoding.py checks for the instruction-table ones)."""
+    import re
+    import shutil
+    import subprocess
+    mca = shutil.which("llvm-mca-19")
+    if mca is None:
+        pytest.skip("llvm-mca-19 not installed (apt-get install llvm-19)")
+    t = get_target("gfx942")
+    legacy = [i for i in t.mfmas if not i.in_isa_table]
+    assert len(legacy) >= 16
+
+    def regs(file, first, n):
+        return f"{file}{first}" if n == 1 else f"{file}[{first}:{first + n - 1}]"
+    text = "".join(f"{i.mnemonic} {regs('a', 0, i.c_regs)}, {regs('v', 0, i.a_regs)}, "
+                   f"{regs('v', 16, i.b_regs)}, {regs('a', 0, i.c_regs)}\n" for i in legacy)
+    run = subprocess.run([mca, "-mtriple=amdgcn", "-mcpu=gfx942", "-instruction-info", "-iterations=1"],
+                         input=text, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    rows = re.findall(r"^\s*\d+\s+\d+\s+([\d.]+)\s.*?(v_mfma\w+)", run.stdout, re.MULTILINE)
+    assert [name for _, name in rows] == [i.mnemonic for i in legacy]
+    for info, (throughput, _) in zip(legacy, rows):
+        assert float(throughput) == info.passes, f"{info.mnemonic}: passes {info.passes}, LLVM {throughput}"
+
+
+def test_every_mfma_has_one_entry():
+    from isagen.targets import ALL_MFMAS, mfma_targets
+    for t in TARGETS.values():
+        names = [i.mnemonic for i in t.mfmas]
+        assert len(names) == len(set(names)), t.name
+        for info in t.mfmas:
+            assert ALL_MFMAS[info.mnemonic] is info and t.name in mfma_targets(info.mnemonic)
+    assert mfma_targets("v_mfma_f32_8x8x8_bf16") == ()

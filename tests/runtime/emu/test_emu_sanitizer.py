@@ -444,3 +444,19 @@ def test_gfx950_mfma_result_read_needs_eight_wait_states(nops, ok):
         r = only(reports, "hazard")
         assert r.instruction == "v_accvgpr_read_b32 v8, a0"       # (no gfx950 objdump to check the pc)
         assert "7 wait state" in r.message and "needs 8" in r.message and "a0" in r.message
+
+
+def test_mfma_passes_and_xdl_come_from_the_target_table():
+    """The sanitizer's hazard windows use the ISA layer's MFMA table; an MFMA it lacks is an error
+    naming the target and the instruction, never a size guessed from the name."""
+    from isagen.errors import TargetError
+    from isagen.runtime.emu.sanitizer import MfmaKind
+    from isagen.targets import TARGETS
+    for t in TARGETS.values():
+        for info in t.mfmas:
+            kind = MfmaKind(info.mnemonic, t.name)
+            assert (kind.passes, kind.xdl) == (info.passes, info.xdl), (t.name, info.mnemonic)
+    with pytest.raises(TargetError, match="gfx950 has no MFMA 'v_mfma_f32_32x32x4_xf32'"):
+        MfmaKind("v_mfma_f32_32x32x4_xf32", "gfx950")
+    with pytest.raises(TargetError, match="gfx942 has no MFMA 'v_mfma_f32_32x32x32_bf16'"):
+        MfmaKind("v_mfma_f32_32x32x32_bf16", "gfx942")
