@@ -110,13 +110,29 @@ def _imported_names(module: str, is_package: bool, node) -> list[str]:
     return []
 
 
+def _typing_only_nodes(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:``: imports a type checker reads and the interpreter never runs,
+    so they close no cycle (the ``else:`` branch does run and is kept)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
 def import_edges(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
     """module -> {imported module of the package: line of the first import of it}."""
     edges: dict[str, dict[str, int]] = {}
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
         out = edges.setdefault(module, {})
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        typing_only = _typing_only_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
             for dotted in _imported_names(module, is_package, node):
                 if isinstance(node, ast.ImportFrom) and dotted not in modules:
                     dotted = dotted.rsplit(".", 1)[0]      # from package import name: the package
@@ -297,6 +313,8 @@ def test_a_cycle_through_lazy_and_dynamic_imports_is_found_and_told_as_a_chain(t
         "b.py": "def f():\n    from isagen.c import g\n    return g\n",
         "c.py": "import importlib\n\ndef g():\n    return importlib.import_module('isagen.a')\n",
         "d.py": "from isagen import b\n",                            # no cycle: b is a module
+        "e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from isagen.f import F\n",
+        "f.py": "import isagen.e\nF = 1\n",                          # no cycle: e's import is typing-only
         "p/__init__.py": "from isagen.p.q import run\nNAME = 1\n",
         "p/q.py": "from isagen.p import NAME\n\ndef run():\n    return NAME\n",
     })
@@ -304,6 +322,7 @@ def test_a_cycle_through_lazy_and_dynamic_imports_is_found_and_told_as_a_chain(t
     edges = import_edges(modules)
     assert edges["isagen.b"] == {"isagen.c": 2} and edges["isagen.c"] == {"isagen.a": 4}
     assert edges["isagen.d"] == {"isagen.b": 1}
+    assert edges["isagen.e"] == {} and edges["isagen.f"] == {"isagen.e": 1}
     cycles = describe_cycles(edges, modules)
     assert cycles == [
         f"isagen.a -> isagen.b (imported at {tmp_path}/a.py:1) -> isagen.c (imported at {tmp_path}/b.py:2)"
