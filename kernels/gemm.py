@@ -2,10 +2,14 @@
 fp32 output, for gfx942 and gfx950.  docs/gemm.md describes the design; this file reads as tile
 operations over named tiles:
 
-    load(lds.A[s], gA)        GlobalToLds: buffer_load ... lds, swizzled through the global side
-    load(reg.A[f][k], lds.A)  DsReads: ds_read_b128 (or transposed reads for B of A·B)
+    load(lds.A[s], gA)        GlobalToLds / interleaved_copies: buffer_load ... lds, swizzled through the
+                              global side
+    load(reg.A[f][k], lds.A)  DsReads.fragment_ops: ds_read_b128 (or transposed reads for B of A·B)
     mma(acc, reg.A, reg.B)    mma_ops: MFMAs, B as src0 so a lane's accumulators are row segments
-    store(gC, acc)            store_quad: 16/8-byte stores, rows past M and columns past N masked
+    store(gC, acc)            store_accumulators: 16/8-byte stores, rows past M and columns past N masked
+
+The scaffolding around them is in ``isagen.tiles`` too: the buffer windows (``tiles.window``), the
+register views (``tiles.registers``), the double-buffered K loop (``tiles.kloop``).
 
 Schedules (the loop's shape):
 
@@ -41,7 +45,7 @@ from isagen.isa.table import isa_table
 from isagen.targets import MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
-from isagen.tiles.epilogue import Bf16Packer, store_quad
+from isagen.tiles.epilogue import OUT_BYTES, Bf16Packer, store_accumulators
 from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
@@ -53,7 +57,6 @@ from isagen.tiles.schedule import emit, merge
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
-OUT_BYTES = {"f32": 4, "bf16": 2}
 TARGET_DEFAULTS = {"gfx950": {"block_k": 64, "group_m": 8, "chunk": 64},
                    "gfx942": {"block_k": 32, "group_m": 4, "chunk": 16}}
 
@@ -402,20 +405,20 @@ class GemmKernel:
         pid_m, pid_n = k.sgpr(1, "pid_m"), k.sgpr(1, "pid_n")
         emit_remap(k, k.workgroup_id["x"], s["tiles_m"], s["tiles_n"], pid_m, pid_n, group_m=pl.group_m,
                    chunk=pl.chunk, xcds=pl.target.flagship.xcds)
-        self.m0 = k.sgpr(1, "tile_m0", kernel=True)
-        self.n0 = k.sgpr(1, "tile_n0", kernel=True)
-        k.s_mul_i32(self.m0, pid_m, pl.block_m, comment="first row of this workgroup's C tile")
-        k.s_mul_i32(self.n0, pid_n, pl.block_n, comment="first column of this workgroup's C tile")
+        self.tile_m0 = k.sgpr(1, "tile_m0", kernel=True)
+        self.tile_n0 = k.sgpr(1, "tile_n0", kernel=True)
+        k.s_mul_i32(self.tile_m0, pid_m, pl.block_m, comment="first row of this workgroup's C tile")
+        k.s_mul_i32(self.tile_n0, pid_n, pl.block_n, comment="first column of this workgroup's C tile")
         k.free(pid_m, pid_n)
-        self.wm, self.wn = k.sgpr(1, "wave_m", kernel=True), k.sgpr(1, "wave_n", kernel=True)
+        self.wave_row, self.wave_col = k.sgpr(1, "wave_m", kernel=True), k.sgpr(1, "wave_n", kernel=True)
         shift = pl.wave_cols.bit_length() - 1
-        k.s_lshr_b32(self.wm, self.wave, shift, comment=f"wave row in the {pl.wave_rows}x{pl.wave_cols} wave grid"
+        k.s_lshr_b32(self.wave_row, self.wave, shift, comment=f"wave row in the {pl.wave_rows}x{pl.wave_cols} wave grid"
                      + (" = ping-pong group" if pl.schedule == "pingpong8" else ""))
-        k.s_and_b32(self.wn, self.wave, pl.wave_cols - 1, comment="wave column")
+        k.s_and_b32(self.wave_col, self.wave, pl.wave_cols - 1, comment="wave column")
         self.row0 = k.sgpr(1, "a_row0", kernel=True)
         self.col0 = k.sgpr(1, "b_row0", kernel=True)
-        k.s_mul_i32(self.row0, self.wm, pl.wave_tile_m, comment="wave's first row within the tile")
-        k.s_mul_i32(self.col0, self.wn, pl.wave_tile_n, comment="wave's first column within the tile")
+        k.s_mul_i32(self.row0, self.wave_row, pl.wave_tile_m, comment="wave's first row within the tile")
+        k.s_mul_i32(self.col0, self.wave_col, pl.wave_tile_n, comment="wave's first column within the tile")
 
     def resources(self):
         """Buffer windows: A and B start at the first (leading, partial) K-tile of this workgroup's rows."""
@@ -423,27 +426,27 @@ class GemmKernel:
         t = k.sgpr(2, "rsrc_tmp", align=1)
         pad = LeadingPad(k, s["pad"], 2, t[1])
         k.comment("A window: rows tile_m0.., K shifted by -pad (the leading partial K-tile reads zeros in front)")
-        row_window(k, self.rA, t, first_row=self.m0, rows=s["m"], row_elems=s["k"], elem_bytes=2, pad=pad)
+        row_window(k, self.rA, t, first_row=self.tile_m0, rows=s["m"], row_elems=s["k"], elem_bytes=2, pad=pad)
         self.ldk = k.sgpr(1, "ld_k_bytes", kernel=True)
         k.s_lshl_b32(self.ldk, s["k"], 1, comment="K * 2: row pitch of A (and of B for A·Bᵀ) in bytes")
         if pl.layout == "abt":
             k.comment("B window: rows tile_n0.. of the N×K matrix, K shifted by -pad")
-            row_window(k, self.rB, t, first_row=self.n0, rows=s["n"], row_elems=s["k"], elem_bytes=2, pad=pad,
+            row_window(k, self.rB, t, first_row=self.tile_n0, rows=s["n"], row_elems=s["k"], elem_bytes=2, pad=pad,
                        notes=False)
             self.b_step = pl.block_k * 2
         else:
             k.comment("B window: columns tile_n0.. of the K×N matrix, rows shifted by -pad")
             self.ldn = k.sgpr(1, "ld_n_bytes", kernel=True)
             k.s_lshl_b32(self.ldn, s["n"], 1, comment="N * 2: row pitch of B in bytes")
-            column_window(k, self.rB, t, first_col=self.n0, rows=s["k"], row_bytes=self.ldn, elem_bytes=2,
+            column_window(k, self.rB, t, first_col=self.tile_n0, rows=s["k"], row_bytes=self.ldn, elem_bytes=2,
                           pad_rows=s["pad"])
             self.b_step = k.sgpr(1, "b_step", kernel=True)
             k.s_mul_i32(self.b_step, self.ldn, pl.block_k, comment=f"{pl.block_k} rows of B: one K-tile in bytes")
         k.comment("C window: this tile's first element")
-        tile_window(k, self.rC, t, first_row=self.m0, first_col=self.n0, rows=s["m"], row_elems=s["n"],
+        tile_window(k, self.rC, t, first_row=self.tile_m0, first_col=self.tile_n0, rows=s["m"], row_elems=s["n"],
                     elem_bytes=pl.out_bytes)
-        self.nlim = k.sgpr(1, "n_left", kernel=True)
-        k.s_sub_u32(self.nlim, s["n"], self.n0, comment="columns of C left from tile_n0 (masks past N)")
+        self.n_left = k.sgpr(1, "n_left", kernel=True)
+        k.s_sub_u32(self.n_left, s["n"], self.tile_n0, comment="columns of C left from tile_n0 (masks past N)")
         k.free(t)
 
     # ------------------------------------------------------------------ tiles
@@ -458,7 +461,7 @@ class GemmKernel:
             loader = k.sgpr(1, "loader", kernel=True)
             k.s_and_b32(loader, self.wave, pl.loaders - 1, comment="loader index (group 1 issues the copies)")
         regs = {"loader": loader, "ld_k_bytes": self.ldk, "ld_n_bytes": getattr(self, "ldn", None),
-                "n_left": self.nlim, "a_row0": self.row0, "b_row0": self.col0}
+                "n_left": self.n_left, "a_row0": self.row0, "b_row0": self.col0}
         self.gA, self.gB, a_reads, b_reads = primitives(pl, k, (self.lds_a, self.lds_b), (self.rA, self.rB), regs)
         self.rdA = DsReads(k, "A", a_reads, pl.a_envs())
         self.rdB = DsReads(k, "B", b_reads, pl.b_envs())
@@ -478,7 +481,7 @@ class GemmKernel:
         skip = None
         if pl.schedule == "pingpong8":
             skip = k.label("no_copies")
-            k.s_cmp_eq_u32(self.wm, 1, comment="group 1 issues the copies")
+            k.s_cmp_eq_u32(self.wave_row, 1, comment="group 1 issues the copies")
             k.s_cbranch_scc0(skip)
         self.first_tile()
         emit(merge([], self.load_lds(1)))
@@ -568,7 +571,7 @@ class GemmKernel:
         all_slices = range(pl.slices)
         j_wave = self.gA.blocks_per_wave + self.gB.blocks_per_wave
         g1, join = k.label("group1"), k.label("groups_join")
-        k.s_cmp_eq_u32(self.wm, 1, comment="ping-pong group of this wave")
+        k.s_cmp_eq_u32(self.wave_row, 1, comment="ping-pong group of this wave")
         k.s_cbranch_scc1(g1)
         # ---------------- group 0: reads and MFMAs
         k.comment("group 0: memory cluster (read tile t) | compute cluster (tile t)")
@@ -645,33 +648,10 @@ class GemmKernel:
             self.hiB.free()
         k.comment(f"epilogue: accumulators -> C ({pl.out_dtype}); each 4 AGPRs are 4 consecutive columns of one row")
         packer = Bf16Packer(k) if pl.out_dtype == "bf16" else None
-        tmp = k.vgpr(8, "store_data")
-        voff = k.vgpr(2, "store_off")
-        em = lx.Emitter(k, self.lane)
-        L = lx.lane()
-        row0 = lx.uniform("a_row0", pl.block_m, self.row0)
-        col0 = lx.uniform("b_row0", pl.block_n, self.col0)
-        ldc_reg = k.sgpr(1, "ldc")
-        k.s_lshl_b32(ldc_reg, self.s["n"], pl.out_bytes.bit_length() - 1, comment="row pitch of C in bytes")
-        ldc = lx.uniform("ldc", 1 << 31, ldc_reg)
-        nlim = lx.uniform("n_left", 1 << 31, self.nlim)
-        rows, groups = pl.frag_rows, 64 // pl.frag_rows
-        n_quads = pl.mfma.c_regs // 4
-        i = 0
-        for fm in range(pl.frags_m):
-            for fn in range(pl.frags_n):
-                acc = self.acc.tile(fm, fn)
-                for q in range(n_quads):
-                    m = row0 + fm * rows + L % rows
-                    n = col0 + fn * rows + (L // rows + q * groups) * 4
-                    off = lx.where_lt(n, nlim, m * ldc + n * pl.out_bytes, OOB_OFFSET)
-                    v = voff[i % 2]
-                    em.emit(off, dst=v, comment=f"C[{fm}][{fn}] quad {q}: row m, 4 columns from n (past N: dropped)")
-                    store_quad(k, self.rC, acc[4 * q:4 * q + 4], v, pl.out_dtype, tmp[4 * (i % 2):4 * (i % 2) + 4],
-                               packer, f"C[{fm}][{fn}] quad {q}")
-                    i += 1
-        em.free()
-        k.free(tmp, voff, ldc_reg)
+        store_accumulators(k, self.acc, self.rC, self.lane, frag_rows=pl.frag_rows,
+                           row0=lx.uniform("a_row0", pl.block_m, self.row0),
+                           col0=lx.uniform("b_row0", pl.block_n, self.col0), row_elems=self.s["n"],
+                           cols_left=lx.uniform("n_left", 1 << 31, self.n_left), out_dtype=pl.out_dtype, packer=packer)
         if packer:
             packer.release()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from isagen.errors import SpecError
 from isagen.targets import MfmaInfo
 from isagen.tiles.lds_to_reg import Fragment
 from isagen.tiles.schedule import Op
@@ -24,7 +25,6 @@ def bf16_mfma(target, size: int) -> MfmaInfo:
     """The bf16 MFMA of ``size`` x ``size`` output with the largest K on ``target``."""
     found = target.find_mfma("bf16", size, size)
     if not found:
-        from isagen.errors import SpecError
         raise SpecError(f"{target.name} has no {size}x{size} bf16 MFMA")
     return found[0]
 
