@@ -426,13 +426,13 @@ class GemmKernel:
         t = k.sgpr(2, "rsrc_tmp", align=1)
         pad = LeadingPad(k, s["pad"], 2, t[1])
         k.comment("A window: rows tile_m0.., K shifted by -pad (the leading partial K-tile reads zeros in front)")
-        row_window(k, self.rA, t, first_row=self.tile_m0, rows=s["m"], row_elems=s["k"], elem_bytes=2, pad=pad)
+        row_window(k, self.rA, t, first_row=self.tile_m0, rows=s["m"], row_elems=s["k"], elem_bytes=2, pad=pad,
+                   explain=("tile_m0", "K"))
         self.ldk = k.sgpr(1, "ld_k_bytes", kernel=True)
         k.s_lshl_b32(self.ldk, s["k"], 1, comment="K * 2: row pitch of A (and of B for A·Bᵀ) in bytes")
         if pl.layout == "abt":
             k.comment("B window: rows tile_n0.. of the N×K matrix, K shifted by -pad")
-            row_window(k, self.rB, t, first_row=self.tile_n0, rows=s["n"], row_elems=s["k"], elem_bytes=2, pad=pad,
-                       notes=False)
+            row_window(k, self.rB, t, first_row=self.tile_n0, rows=s["n"], row_elems=s["k"], elem_bytes=2, pad=pad)
             self.b_step = pl.block_k * 2
         else:
             k.comment("B window: columns tile_n0.. of the K×N matrix, rows shifted by -pad")

@@ -51,24 +51,23 @@ class LeadingPad:
 
 
 def row_window(k, rsrc: BufferResource, tmp: Reg, *, first_row: Reg, rows: Reg, row_elems: Reg,
-               elem_bytes: int, pad: LeadingPad | None = None, notes: bool = True,
-               names: tuple[str, str] = ("tile_m0", "K")) -> None:
+               elem_bytes: int, pad: LeadingPad | None = None, explain: tuple[str, str] | None = None) -> None:
     """Aim ``rsrc`` at rows ``first_row..`` of a ``rows x row_elems`` matrix (back by ``pad`` along the
-    row when given) and ``finish`` it.  ``notes``: comment each step, naming the first row and the row
-    length ``names`` (off for a second window of the same shape, which the first one explained)."""
+    row when given) and ``finish`` it.  ``explain``: how the listing names the first row and the row
+    length, to comment each step with (None: a second window of the same shape, whose steps the
+    first one's comments already explain)."""
     t, shift = tmp, _log2(elem_bytes)
-    row_name, len_name = names
     k.s_mul_i32(t[0], first_row, row_elems)
-    k.s_lshl_b32(t[0], t[0], shift, comment=f"{row_name} * {len_name} * {elem_bytes}: bytes to this tile's "
-                                            f"first row of {rsrc.name}" if notes else None)
+    k.s_lshl_b32(t[0], t[0], shift, comment=f"{explain[0]} * {explain[1]} * {elem_bytes}: bytes to this tile's "
+                                            f"first row of {rsrc.name}" if explain else None)
     rsrc.add_base(t[0], f"{rsrc.name}: this tile's rows")
     if pad is not None:
         rsrc.sub_base(pad.bytes(), f"{rsrc.name}: back by the leading pad")
     k.s_sub_u32(t[0], rows, first_row)
     k.s_mul_i32(t[0], t[0], row_elems)
-    k.s_lshl_b32(t[0], t[0], shift, comment=f"bytes of {rsrc.name} from this tile's first row" if notes else None)
+    k.s_lshl_b32(t[0], t[0], shift, comment=f"bytes of {rsrc.name} from this tile's first row" if explain else None)
     if pad is not None:
-        k.s_add_u32(t[0], t[0], pad.bytes(), comment="+ the pad: bytes from the shifted base" if notes else None)
+        k.s_add_u32(t[0], t[0], pad.bytes(), comment="+ the pad: bytes from the shifted base" if explain else None)
     rsrc.finish(t[0])
 
 
