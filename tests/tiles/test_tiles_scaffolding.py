@@ -4,10 +4,8 @@ with and without a leading pad and for 1-, 2- and 4-byte elements; the double-bu
 (``tiles.kloop``) runs its body once per trip with the stages alternating, odd trip counts included,
 and ``loop_bodies`` finds each copy of it by its label."""
 
-import numpy as np
 import pytest
 
-from isagen.builders.program import KernelBuilder
 from isagen.tiles.buffer import BufferResource
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
