@@ -96,12 +96,13 @@ def model(spec, target) -> dict:
     prod = plan.target.flagship
     lds_bw = plan.target.lds_banks * 4                      # bytes per clock per CU (one access per bank)
     lds_bytes_cu = per["lds_read_bytes"] * plan.target.simds_per_cu
-    global_bytes = (plan.bm + plan.bn) * plan.bk * 2          # one workgroup (one per CU) per K-step
-    flops_cu = 2 * plan.bm * plan.bn * plan.bk
+    global_bytes = (plan.block_m + plan.block_n) * plan.block_k * 2   # one workgroup (one per CU) per K-step
+    flops_cu = 2 * plan.block_m * plan.block_n * plan.block_k
     peak_cycles = flops_cu / prod.bf16_flop_per_cu_clk        # CU cycles per K-step at MFMA peak
     return {
         "spec": spec.name, "target": plan.target.name, "schedule": plan.schedule, "layout": plan.layout,
-        "tile": [plan.bm, plan.bn, plan.bk], "mfma": plan.info.mnemonic, "mfma_cycles_each": plan.info.cycles,
+        "tile": [plan.block_m, plan.block_n, plan.block_k], "mfma": plan.mfma.mnemonic,
+        "mfma_cycles_each": plan.mfma.cycles,
         "waves_per_simd": waves_per_simd, "b_read": plan.b_read,
         "per_simd_per_kstep": per,
         "mfma_busy_cycles": mf,

@@ -30,6 +30,7 @@ from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.math import ACTIVATIONS
+from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.rows import ACCESS_BYTES, Pending, RowWindow, even_length_requires, log2
 from isagen.builders.program import KernelBuilder
 
@@ -55,12 +56,7 @@ def _tile(p) -> int:
 
 
 def check(p, target, program):
-    occ = program.occupancy()
-    if occ["waves_per_simd"] < p.min_occupancy:
-        return [("min_occupancy", f"the kernel fits {occ['waves_per_simd']} waves/SIMD (limited by "
-                                  f"{occ['limited_by']}: {program.vgprs} VGPRs), below min_occupancy="
-                                  f"{p.min_occupancy}; lower unroll")]
-    return []
+    return occupancy_floor(program, p.min_occupancy, "lower unroll")
 
 
 def launch(p, target) -> LaunchInfo:

@@ -31,6 +31,7 @@ from isagen.isa.operands import VCC
 from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
 from isagen.prims.convert import Converter
+from isagen.prims.occupancy import occupancy_floor
 from isagen.builders.program import KernelBuilder
 
 ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
@@ -40,7 +41,9 @@ MAX_BYTES = 1 << 32         # num_records and offsets are 32-bit
 
 
 @dataclass(frozen=True)
-class Op:
+class ElementwiseOp:
+    """One elementwise operation: its tensors, whether it takes alpha, and the torch reference."""
+
     inputs: tuple[str, ...]
     output: str
     alpha: bool             # takes the f32 scalar alpha
@@ -49,10 +52,10 @@ class Op:
 
 
 OPS = {
-    "axpy": Op(("x", "y"), "y", True, "y = alpha*x + y", "alpha * x + y"),
-    "scale": Op(("x",), "y", True, "y = alpha*x", "alpha * x"),
-    "add": Op(("x", "y"), "z", False, "z = x + y", "x + y"),
-    "mul": Op(("x", "y"), "z", False, "z = x * y", "x * y"),
+    "axpy": ElementwiseOp(("x", "y"), "y", True, "y = alpha*x + y", "alpha * x + y"),
+    "scale": ElementwiseOp(("x",), "y", True, "y = alpha*x", "alpha * x"),
+    "add": ElementwiseOp(("x", "y"), "z", False, "z = x + y", "x + y"),
+    "mul": ElementwiseOp(("x", "y"), "z", False, "z = x * y", "x * y"),
 }
 
 PARAMS = {
@@ -70,11 +73,11 @@ PARAMS = {
 }
 
 
-def _tensors(op: Op) -> list[str]:
+def _tensors(op: ElementwiseOp) -> list[str]:
     return list(op.inputs) + ([op.output] if op.output not in op.inputs else [])
 
 
-def _role(op: Op, t: str) -> str:
+def _role(op: ElementwiseOp, t: str) -> str:
     if t in op.inputs:
         return "inout" if t == op.output else "in"
     return "out"
@@ -96,12 +99,7 @@ def validate(p, target):
 
 
 def check(p, target, program):
-    occ = program.occupancy()
-    if occ["waves_per_simd"] < p.min_occupancy:
-        return [("min_occupancy", f"the kernel fits {occ['waves_per_simd']} waves/SIMD (limited by "
-                                  f"{occ['limited_by']}: {program.vgprs} VGPRs, {program.sgprs} SGPRs), below "
-                                  f"min_occupancy={p.min_occupancy}; lower unroll or vec")]
-    return []
+    return occupancy_floor(program, p.min_occupancy, "lower unroll or vec")
 
 
 def launch(p, target) -> LaunchInfo:
@@ -247,7 +245,7 @@ def _tail(k, op, alu, rsrc, n, nbytes, alpha):
 class _Alu:
     """The arithmetic: fp32 ops, and unpack/round/pack for 16-bit types."""
 
-    def __init__(self, p, target, op: Op):
+    def __init__(self, p, target, op: ElementwiseOp):
         self.p, self.target, self.op = p, target, op
         self.dtype = p.dtype
 

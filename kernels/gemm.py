@@ -2,10 +2,14 @@
 fp32 output, for gfx942 and gfx950.  docs/gemm.md describes the design; this file reads as tile
 operations over named tiles:
 
-    load(lds.A[s], gA)        GlobalToLds: buffer_load ... lds, swizzled through the global side
-    load(reg.A[f][k], lds.A)  DsReads: ds_read_b128 (or transposed reads for B of A·B)
+    load(lds.A[s], gA)        GlobalToLds / interleaved_copies: buffer_load ... lds, swizzled through the
+                              global side
+    load(reg.A[f][k], lds.A)  DsReads.fragment_ops: ds_read_b128 (or transposed reads for B of A·B)
     mma(acc, reg.A, reg.B)    mma_ops: MFMAs, B as src0 so a lane's accumulators are row segments
-    store(gC, acc)            store_quad: 16/8-byte stores, rows past M and columns past N masked
+    store(gC, acc)            store_accumulators: 16/8-byte stores, rows past M and columns past N masked
+
+The scaffolding around them is in ``isagen.tiles`` too: the buffer windows (``tiles.window``), the
+register views (``tiles.registers``), the double-buffered K loop (``tiles.kloop``).
 
 Schedules (the loop's shape):
 
@@ -28,28 +32,31 @@ stores past M; stores past N are masked per lane.  Everything 32-bit: each of A,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from isagen.errors import SpecError
-from isagen.builders.registry import Param, generator
+from isagen.builders.registry import Param, Params, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
+from isagen.isa.table import isa_table
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
-from isagen.tiles.epilogue import Bf16Packer, store_quad
-from isagen.tiles.global_to_lds import GlobalToLds
+from isagen.tiles.epilogue import OUT_BYTES, Bf16Packer, store_accumulators
+from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
+from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
-from isagen.tiles.lds_to_reg import DsReads, Fragment, kmajor_reads, tr16_reads, u16_reads
+from isagen.tiles.lds_to_reg import DsReads, Fragment, join_u16_pairs, kmajor_reads, tr16_reads, u16_reads
 from isagen.tiles.mma import bf16_mfma, mma_ops
 from isagen.tiles.order import emit_remap
-from isagen.tiles.schedule import Op, emit, merge
+from isagen.tiles.registers import Accumulators, FragmentRegs
+from isagen.tiles.schedule import emit, merge
+from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
-OUT_BYTES = {"f32": 4, "bf16": 2}
-TARGET_DEFAULTS = {t.name: {"block_k": t.gemm_defaults.block_k, "group_m": t.gemm_defaults.group_m,
-                            "chunk": t.gemm_defaults.chunk} for t in TARGETS.values()}
 
 
 def _lds_too_small_for_256x256x64(t: Target) -> bool:
@@ -99,50 +106,55 @@ PARAMS = {
 @dataclass(frozen=True)
 class Plan:
     """Everything about the kernel that does not depend on run-time sizes (pure; also used by the
-    bench model and the tests)."""
+    bench model and the tests).  Names follow HipKittens' (``BLOCK_SIZE``, ``K_STEP``, ``WARPS_M``,
+    ``REG_BLOCK_M``): a workgroup computes a ``block_m x block_n`` tile of C in steps of ``block_k``; its
+    waves form a ``wave_rows x wave_cols`` grid, each owning a ``wave_tile_m x wave_tile_n`` sub-tile of
+    ``frags_m x frags_n`` MFMA tiles; a K-tile is ``slices`` k-slices of ``fragment.slice_k``."""
 
     target: Target
-    layout: str
+    layout: str               # abt: C = A·Bᵀ (B is N×K) | ab: C = A·B (B is K×N)
     out_dtype: str
-    schedule: str
-    bm: int
-    bn: int
-    bk: int
-    info: MfmaInfo
-    frag: Fragment
+    schedule: str             # pingpong8 | interleave4
+    block_m: int              # rows of C per workgroup
+    block_n: int              # columns of C per workgroup
+    block_k: int              # K per pipeline stage (a K-tile)
+    mfma: MfmaInfo
+    fragment: Fragment        # geometry of one operand fragment as the LDS reads fill it
     waves: int
-    wgm: int                  # wave grid rows
-    wgn: int                  # wave grid columns
-    b_read: str               # kmajor | tr16 | u16
-    group_m: int
-    chunk: int
-    dma_width: int
+    wave_rows: int            # wave grid rows (pingpong8: the two ping-pong groups)
+    wave_cols: int            # wave grid columns
+    b_read: str               # how B leaves LDS: kmajor | tr16 | u16
+    group_m: int              # the block order's W
+    chunk: int                # the block order's C
+    dma_width: int            # bytes per lane of one LDS-DMA instruction
     layout_a: LdsLayout
     layout_b: LdsLayout
 
     @property
-    def tm(self) -> int:
-        return self.bm // self.wgm
+    def wave_tile_m(self) -> int:
+        return self.block_m // self.wave_rows
 
     @property
-    def tn(self) -> int:
-        return self.bn // self.wgn
+    def wave_tile_n(self) -> int:
+        return self.block_n // self.wave_cols
 
     @property
-    def mi(self) -> int:
-        return self.info.m
+    def frag_rows(self) -> int:
+        """Rows (and columns) of one MFMA tile: 16 or 32."""
+        return self.mfma.m
 
     @property
-    def nfm(self) -> int:
-        return self.tm // self.mi
+    def frags_m(self) -> int:
+        return self.wave_tile_m // self.frag_rows
 
     @property
-    def nfn(self) -> int:
-        return self.tn // self.mi
+    def frags_n(self) -> int:
+        return self.wave_tile_n // self.frag_rows
 
     @property
     def slices(self) -> int:
-        return self.bk // self.frag.ks
+        """k-slices per K-tile (one fragment read each)."""
+        return self.block_k // self.fragment.slice_k
 
     @property
     def halves(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -165,38 +177,38 @@ class Plan:
 
     @property
     def mfmas_per_ktile(self) -> int:
-        return self.nfm * self.nfn * (self.bk // self.info.k)
+        return self.frags_m * self.frags_n * (self.block_k // self.mfma.k)
 
     @property
     def acc_regs(self) -> int:
-        return self.nfm * self.nfn * self.info.c_regs
+        return self.frags_m * self.frags_n * self.mfma.c_regs
 
     @property
     def out_bytes(self) -> int:
         return OUT_BYTES[self.out_dtype]
 
     def a_read_list(self, layout: LdsLayout, stages) -> list:
-        return kmajor_reads("A", layout, stages, self.frag, [f * self.mi for f in range(self.nfm)],
-                            range(self.slices), lx.uniform("a_row0", self.bm))
+        return kmajor_reads("A", layout, stages, self.fragment, [f * self.frag_rows for f in range(self.frags_m)],
+                            range(self.slices), lx.uniform("a_row0", self.block_m))
 
     def b_read_list(self, layout: LdsLayout, stages) -> list:
-        rows = [f * self.mi for f in range(self.nfn)]
-        col0 = lx.uniform("b_row0", self.bn)
+        rows = [f * self.frag_rows for f in range(self.frags_n)]
+        col0 = lx.uniform("b_row0", self.block_n)
         if self.b_read == "kmajor":
-            return kmajor_reads("B", layout, stages, self.frag, rows, range(self.slices), col0)
+            return kmajor_reads("B", layout, stages, self.fragment, rows, range(self.slices), col0)
         fn = tr16_reads if self.b_read == "tr16" else u16_reads
-        return fn("B", layout, stages, self.frag, rows, range(self.slices), col0)
+        return fn("B", layout, stages, self.fragment, rows, range(self.slices), col0)
 
     def a_envs(self) -> list[dict]:
-        return [{"a_row0": wm * self.tm} for wm in range(self.wgm)]
+        return [{"a_row0": wm * self.wave_tile_m} for wm in range(self.wave_rows)]
 
     def b_envs(self) -> list[dict]:
-        return [{"b_row0": wn * self.tn} for wn in range(self.wgn)]
+        return [{"b_row0": wn * self.wave_tile_n} for wn in range(self.wave_cols)]
 
 
 def _problems(p, target: Target) -> list[tuple[str, str]]:
     waves, wgm, wgn = SCHEDULES[p.schedule]
-    bk = p.block_k or TARGET_DEFAULTS[target.name]["block_k"]
+    bk = p.block_k or target.gemm_defaults.block_k
     out = []
     if p.block_m % (wgm * p.mfma) or p.block_n % (wgn * p.mfma):
         out.append(("block_m", f"a {p.block_m}x{p.block_n} tile does not split into {wgm}x{wgn} waves of "
@@ -225,7 +237,6 @@ def _b_read(p, target) -> str:
 
 
 def _isa(target):
-    from isagen.isa.table import isa_table
     return isa_table(target)
 
 
@@ -236,54 +247,59 @@ def make_plan(p, target) -> Plan:
 
 @functools.lru_cache(maxsize=64)
 def _make_plan(items: tuple, target_name: str) -> Plan:
-    from isagen.builders.registry import Params
+    """The plan of params ``items`` on a target, cached: the swizzle search is the slow part, and the
+    registry hooks, the builder and the bench model each ask for the same plan."""
     p = Params(dict(items), "plan")
     target = get_target(target_name)
     bad = _problems(p, target)
     if bad:
         raise SpecError(f"params.{bad[0][0]}: {bad[0][1]}")
-    d = TARGET_DEFAULTS[target.name]
-    waves, wgm, wgn = SCHEDULES[p.schedule]
-    bk = p.block_k or d["block_k"]
-    info = bf16_mfma(target, p.mfma)
-    kl = 2 * info.a_regs
-    groups = 64 // info.m
+    d = target.gemm_defaults
+    waves, wave_rows, wave_cols = SCHEDULES[p.schedule]
+    block_k = p.block_k or d.block_k
+    mfma = bf16_mfma(target, p.mfma)
+    k_per_mfma = 2 * mfma.a_regs
+    lane_groups = 64 // mfma.m
     # reads of 8 k per lane (ds_read_b128) unless interleave4 needs two k-slices and only 4 fit
-    e = 8
-    if p.schedule == "interleave4" and bk // (groups * 8) < 2 and kl <= 4:
-        e = 4
-    frag = Fragment(info.m, kl, e)
-    if bk % frag.ks:
-        raise SpecError(f"params.block_k: {bk} is not a multiple of the {frag.ks} k one read covers "
-                        f"({info.mnemonic}, {e} k per lane)")
-    if p.schedule == "interleave4" and bk // frag.ks < 2:
+    k_per_read = 8
+    if p.schedule == "interleave4" and block_k // (lane_groups * 8) < 2 and k_per_mfma <= 4:
+        k_per_read = 4
+    fragment = Fragment(rows=mfma.m, k_per_mfma=k_per_mfma, k_per_read=k_per_read)
+    if block_k % fragment.slice_k:
+        raise SpecError(f"params.block_k: {block_k} is not a multiple of the {fragment.slice_k} k one read "
+                        f"covers ({mfma.mnemonic}, {k_per_read} k per lane)")
+    if p.schedule == "interleave4" and block_k // fragment.slice_k < 2:
         raise SpecError(f"params.block_k: interleave4 splits a K-tile into two halves of k-slices, but "
-                        f"block_k {bk} is one slice of {frag.ks} for {info.mnemonic}; use block_k "
-                        f"{2 * frag.ks} or a 32-row MFMA")
+                        f"block_k {block_k} is one slice of {fragment.slice_k} for {mfma.mnemonic}; use block_k "
+                        f"{2 * fragment.slice_k} or a 32-row MFMA")
     b_read = _b_read(p, target)
-    dma = max(target.lds_dma_widths) if 16 in target.lds_dma_widths else 4
-    unit = 2 * e
-    lay_a = LdsLayout(p.block_m, bk * 2, unit)
-    lay_b = LdsLayout(p.block_n, bk * 2, unit) if b_read == "kmajor" else LdsLayout(bk, p.block_n * 2, 16)
-    bank = target.lds_banks * 4
-    base = Plan(target, p.layout, p.out_dtype, p.schedule, p.block_m, p.block_n, bk, info, frag, waves, wgm, wgn,
-                b_read, p.group_m or d["group_m"], p.chunk or d["chunk"], dma, lay_a, lay_b)
+    unit = 2 * k_per_read
+    plain = Plan(
+        target=target, layout=p.layout, out_dtype=p.out_dtype, schedule=p.schedule,
+        block_m=p.block_m, block_n=p.block_n, block_k=block_k, mfma=mfma, fragment=fragment,
+        waves=waves, wave_rows=wave_rows, wave_cols=wave_cols, b_read=b_read,
+        group_m=p.group_m or d.group_m, chunk=p.chunk or d.chunk,
+        dma_width=max(target.lds_dma_widths) if 16 in target.lds_dma_widths else 4,
+        layout_a=LdsLayout(p.block_m, block_k * 2, unit),
+        layout_b=(LdsLayout(p.block_n, block_k * 2, unit) if b_read == "kmajor"
+                  else LdsLayout(block_k, p.block_n * 2, 16)))
+    # the swizzles: the first keys under which every read of every wave is free of bank conflicts
     stage = [LdsRegion("tile", 0, 0)]
 
     def coords(reads, envs):
         return [Coords(lx.evaluate(r.row, e), lx.evaluate(r.byte, e), 0, r.width, "read")
                 for e in envs for r in reads]
 
-    ca = coords(base.a_read_list(lay_a, stage), base.a_envs())
-    cb = coords(base.b_read_list(lay_b, stage), base.b_envs())
-    lay_a, bad_a = choose_swizzle(lay_a, ca, target.name, bank)
-    lay_b, bad_b = choose_swizzle(lay_b, cb, target.name, bank)
+    bank = target.lds_banks * 4
+    layout_a, bad_a = choose_swizzle(plain.layout_a, coords(plain.a_read_list(plain.layout_a, stage), plain.a_envs()),
+                                     target.name, bank)
+    layout_b, bad_b = choose_swizzle(plain.layout_b, coords(plain.b_read_list(plain.layout_b, stage), plain.b_envs()),
+                                     target.name, bank)
     for what, bad in (("A", bad_a), ("B", bad_b)):
         if bad:
             raise SpecError(f"params.block_k: no swizzle of the {what} tile makes its reads free of LDS bank "
                             f"conflicts ({len(bad)} reads conflict, e.g. {bad[0][1]})")
-    return Plan(target, p.layout, p.out_dtype, p.schedule, p.block_m, p.block_n, bk, info, frag, waves, wgm, wgn,
-                b_read, base.group_m, base.chunk, dma, lay_a, lay_b)
+    return dataclasses.replace(plain, layout_a=layout_a, layout_b=layout_b)
 
 
 # ================================================================================== registry hooks
@@ -310,10 +326,11 @@ def launch(p, target) -> LaunchInfo:
     return LaunchInfo(
         tensors=(TensorParam("A", "bf16", ("m", "k"), "in"), TensorParam("B", "bf16", bshape, "in"),
                  TensorParam("C", plan.out_dtype, ("m", "n"), "out")),
-        grid=(f"cdiv(m, {plan.bm}) * cdiv(n, {plan.bn})", 1, 1),
+        grid=(f"cdiv(m, {plan.block_m}) * cdiv(n, {plan.block_n})", 1, 1),
         block=(64 * plan.waves, 1, 1),
-        kernargs={"tiles_m": f"cdiv(m, {plan.bm})", "tiles_n": f"cdiv(n, {plan.bn})",
-                  "k_tiles": f"cdiv(k, {plan.bk})", "pad": f"({plan.bk} - k % {plan.bk}) % {plan.bk}"},
+        kernargs={"tiles_m": f"cdiv(m, {plan.block_m})", "tiles_n": f"cdiv(n, {plan.block_n})",
+                  "k_tiles": f"cdiv(k, {plan.block_k})",
+                  "pad": f"({plan.block_k} - k % {plan.block_k}) % {plan.block_k}"},
         requires=(
             ("k % 8 == 0 and k >= 8", "K must be a positive multiple of 8 (LDS copies move 16-byte runs along K)"),
             ("n % 8 == 0", "N must be a multiple of 8 (stores and copies move 8- and 16-byte runs along N)"),
@@ -364,8 +381,9 @@ class GemmKernel:
         pl = self.plan
         form = "C = A·Bᵀ (B is N×K)" if pl.layout == "abt" else "C = A·B (B is K×N)"
         return [f"{form}: bf16 in, fp32 accumulate, {pl.out_dtype} out",
-                f"macro tile {pl.bm}x{pl.bn}x{pl.bk}, {pl.schedule}: {pl.waves} waves as {pl.wgm}x{pl.wgn}, "
-                f"wave tile {pl.tm}x{pl.tn}, {pl.info.mnemonic}, {pl.slices} k-slice(s) of {pl.frag.ks} per K-tile",
+                f"macro tile {pl.block_m}x{pl.block_n}x{pl.block_k}, {pl.schedule}: {pl.waves} waves as "
+                f"{pl.wave_rows}x{pl.wave_cols}, wave tile {pl.wave_tile_m}x{pl.wave_tile_n}, {pl.mfma.mnemonic}, "
+                f"{pl.slices} k-slice(s) of {pl.fragment.slice_k} per K-tile",
                 f"LDS: 2 stages x (A {pl.layout_a.size} + B {pl.layout_b.size}) = {pl.lds_bytes} bytes; "
                 f"A swizzle {pl.layout_a.swizzle.describe()}, B swizzle {pl.layout_b.swizzle.describe()} "
                 f"({pl.layout_b.unit}-byte units); B read: {pl.b_read}",
@@ -403,78 +421,48 @@ class GemmKernel:
         pid_m, pid_n = k.sgpr(1, "pid_m"), k.sgpr(1, "pid_n")
         emit_remap(k, k.workgroup_id["x"], s["tiles_m"], s["tiles_n"], pid_m, pid_n, group_m=pl.group_m,
                    chunk=pl.chunk, xcds=pl.target.flagship.xcds)
-        self.m0 = k.sgpr(1, "tile_m0", kernel=True)
-        self.n0 = k.sgpr(1, "tile_n0", kernel=True)
-        k.s_mul_i32(self.m0, pid_m, pl.bm, comment="first row of this workgroup's C tile")
-        k.s_mul_i32(self.n0, pid_n, pl.bn, comment="first column of this workgroup's C tile")
+        self.tile_m0 = k.sgpr(1, "tile_m0", kernel=True)
+        self.tile_n0 = k.sgpr(1, "tile_n0", kernel=True)
+        k.s_mul_i32(self.tile_m0, pid_m, pl.block_m, comment="first row of this workgroup's C tile")
+        k.s_mul_i32(self.tile_n0, pid_n, pl.block_n, comment="first column of this workgroup's C tile")
         k.free(pid_m, pid_n)
-        self.wm, self.wn = k.sgpr(1, "wave_m", kernel=True), k.sgpr(1, "wave_n", kernel=True)
-        shift = pl.wgn.bit_length() - 1
-        k.s_lshr_b32(self.wm, self.wave, shift, comment=f"wave row in the {pl.wgm}x{pl.wgn} wave grid"
+        self.wave_row, self.wave_col = k.sgpr(1, "wave_m", kernel=True), k.sgpr(1, "wave_n", kernel=True)
+        shift = pl.wave_cols.bit_length() - 1
+        k.s_lshr_b32(self.wave_row, self.wave, shift, comment=f"wave row in the {pl.wave_rows}x{pl.wave_cols} wave grid"
                      + (" = ping-pong group" if pl.schedule == "pingpong8" else ""))
-        k.s_and_b32(self.wn, self.wave, pl.wgn - 1, comment="wave column")
+        k.s_and_b32(self.wave_col, self.wave, pl.wave_cols - 1, comment="wave column")
         self.row0 = k.sgpr(1, "a_row0", kernel=True)
         self.col0 = k.sgpr(1, "b_row0", kernel=True)
-        k.s_mul_i32(self.row0, self.wm, pl.tm, comment="wave's first row within the tile")
-        k.s_mul_i32(self.col0, self.wn, pl.tn, comment="wave's first column within the tile")
+        k.s_mul_i32(self.row0, self.wave_row, pl.wave_tile_m, comment="wave's first row within the tile")
+        k.s_mul_i32(self.col0, self.wave_col, pl.wave_tile_n, comment="wave's first column within the tile")
 
     def resources(self):
         """Buffer windows: A and B start at the first (leading, partial) K-tile of this workgroup's rows."""
         k, pl, s = self.k, self.plan, self.s
         t = k.sgpr(2, "rsrc_tmp", align=1)
+        pad = LeadingPad(k, s["pad"], 2, t[1])
         k.comment("A window: rows tile_m0.., K shifted by -pad (the leading partial K-tile reads zeros in front)")
-        k.s_mul_i32(t[0], self.m0, s["k"])
-        k.s_lshl_b32(t[0], t[0], 1, comment="tile_m0 * K * 2: bytes to this tile's first row of A")
-        self.rA.add_base(t[0], "A: this tile's rows")
-        k.s_lshl_b32(t[1], s["pad"], 1, comment="pad * 2 bytes")
-        self.rA.sub_base(t[1], "A: back by the leading pad")
-        k.s_sub_u32(t[0], s["m"], self.m0)
-        k.s_mul_i32(t[0], t[0], s["k"])
-        k.s_lshl_b32(t[0], t[0], 1, comment="bytes of A from this tile's first row")
-        k.s_add_u32(t[0], t[0], t[1], comment="+ the pad: bytes from the shifted base")
-        self.rA.finish(t[0])
+        row_window(k, self.rA, t, first_row=self.tile_m0, rows=s["m"], row_elems=s["k"], elem_bytes=2, pad=pad,
+                   explain=("tile_m0", "K"))
         self.ldk = k.sgpr(1, "ld_k_bytes", kernel=True)
         k.s_lshl_b32(self.ldk, s["k"], 1, comment="K * 2: row pitch of A (and of B for A·Bᵀ) in bytes")
         if pl.layout == "abt":
             k.comment("B window: rows tile_n0.. of the N×K matrix, K shifted by -pad")
-            k.s_mul_i32(t[0], self.n0, s["k"])
-            k.s_lshl_b32(t[0], t[0], 1)
-            self.rB.add_base(t[0], "B: this tile's rows")
-            self.rB.sub_base(t[1], "B: back by the leading pad")
-            k.s_sub_u32(t[0], s["n"], self.n0)
-            k.s_mul_i32(t[0], t[0], s["k"])
-            k.s_lshl_b32(t[0], t[0], 1)
-            k.s_add_u32(t[0], t[0], t[1])
-            self.rB.finish(t[0])
-            self.b_step = pl.bk * 2
+            row_window(k, self.rB, t, first_row=self.tile_n0, rows=s["n"], row_elems=s["k"], elem_bytes=2, pad=pad)
+            self.b_step = pl.block_k * 2
         else:
             k.comment("B window: columns tile_n0.. of the K×N matrix, rows shifted by -pad")
             self.ldn = k.sgpr(1, "ld_n_bytes", kernel=True)
             k.s_lshl_b32(self.ldn, s["n"], 1, comment="N * 2: row pitch of B in bytes")
-            k.s_lshl_b32(t[0], self.n0, 1)
-            self.rB.add_base(t[0], "B: this tile's first column")
-            k.s_mul_i32(t[1], s["pad"], self.ldn, comment="pad rows of B in bytes")
-            self.rB.sub_base(t[1], "B: back by the leading pad")
-            k.s_mul_i32(t[0], s["k"], self.ldn, comment="bytes of B")
-            k.s_add_u32(t[0], t[0], t[1])
-            k.s_lshl_b32(t[1], self.n0, 1)
-            k.s_sub_u32(t[0], t[0], t[1], comment="bytes from the shifted base to the end of B")
-            self.rB.finish(t[0])
+            column_window(k, self.rB, t, first_col=self.tile_n0, rows=s["k"], row_bytes=self.ldn, elem_bytes=2,
+                          pad_rows=s["pad"])
             self.b_step = k.sgpr(1, "b_step", kernel=True)
-            k.s_mul_i32(self.b_step, self.ldn, pl.bk, comment=f"{pl.bk} rows of B: one K-tile in bytes")
-        esz = pl.out_bytes
+            k.s_mul_i32(self.b_step, self.ldn, pl.block_k, comment=f"{pl.block_k} rows of B: one K-tile in bytes")
         k.comment("C window: this tile's first element")
-        k.s_mul_i32(t[0], self.m0, s["n"])
-        k.s_add_u32(t[0], t[0], self.n0)
-        k.s_lshl_b32(t[0], t[0], esz.bit_length() - 1)
-        self.rC.add_base(t[0], "C: this tile's first element")
-        k.s_sub_u32(t[0], s["m"], self.m0)
-        k.s_mul_i32(t[0], t[0], s["n"])
-        k.s_sub_u32(t[0], t[0], self.n0)
-        k.s_lshl_b32(t[0], t[0], esz.bit_length() - 1, comment="bytes of C from this tile's first element")
-        self.rC.finish(t[0])
-        self.nlim = k.sgpr(1, "n_left", kernel=True)
-        k.s_sub_u32(self.nlim, s["n"], self.n0, comment="columns of C left from tile_n0 (masks past N)")
+        tile_window(k, self.rC, t, first_row=self.tile_m0, first_col=self.tile_n0, rows=s["m"], row_elems=s["n"],
+                    elem_bytes=pl.out_bytes)
+        self.n_left = k.sgpr(1, "n_left", kernel=True)
+        k.s_sub_u32(self.n_left, s["n"], self.tile_n0, comment="columns of C left from tile_n0 (masks past N)")
         k.free(t)
 
     # ------------------------------------------------------------------ tiles
@@ -489,7 +477,7 @@ class GemmKernel:
             loader = k.sgpr(1, "loader", kernel=True)
             k.s_and_b32(loader, self.wave, pl.loaders - 1, comment="loader index (group 1 issues the copies)")
         regs = {"loader": loader, "ld_k_bytes": self.ldk, "ld_n_bytes": getattr(self, "ldn", None),
-                "n_left": self.nlim, "a_row0": self.row0, "b_row0": self.col0}
+                "n_left": self.n_left, "a_row0": self.row0, "b_row0": self.col0}
         self.gA, self.gB, a_reads, b_reads = primitives(pl, k, (self.lds_a, self.lds_b), (self.rA, self.rB), regs)
         self.rdA = DsReads(k, "A", a_reads, pl.a_envs())
         self.rdB = DsReads(k, "B", b_reads, pl.b_envs())
@@ -509,7 +497,7 @@ class GemmKernel:
         skip = None
         if pl.schedule == "pingpong8":
             skip = k.label("no_copies")
-            k.s_cmp_eq_u32(self.wm, 1, comment="group 1 issues the copies")
+            k.s_cmp_eq_u32(self.wave_row, 1, comment="group 1 issues the copies")
             k.s_cbranch_scc0(skip)
         self.first_tile()
         emit(merge([], self.load_lds(1)))
@@ -529,85 +517,37 @@ class GemmKernel:
 
     def advance(self):
         """Move both windows to the next K-tile (now)."""
-        self.rA.advance(self.plan.bk * 2, "A: window to the next K-tile")
+        self.rA.advance(self.plan.block_k * 2, "A: window to the next K-tile")
         self.rB.advance(self.b_step, "B: window to the next K-tile")
 
     def registers(self):
+        """Accumulators (zeroed) and the fragment registers every K-tile's reads fill."""
         k, pl = self.k, self.plan
-        c = pl.info.c_regs
-        self.acc = k.agpr(pl.acc_regs, "acc", kernel=True)
-        r = pl.frag.regs
-        self.regA = k.vgpr(pl.nfm * pl.slices * r, "A_frag", kernel=True)
-        self.regB = k.vgpr(pl.nfn * pl.slices * r, "B_frag", kernel=True)
-        self.hiB = None
-        if pl.b_read == "u16":
-            self.hiB = k.vgpr(pl.nfn * pl.slices * (pl.frag.e // 2), "B_hi16", kernel=True)
-        k.comment(f"accumulators: {pl.nfm}x{pl.nfn} MFMA tiles x {c} AGPRs = 0")
-        for i in range(pl.acc_regs):
-            k.v_accvgpr_write_b32(self.acc[i], 0)
-
-    # register views
-    def acc_tile(self, fm, fn):
-        c = self.plan.info.c_regs
-        i = (fm * self.plan.nfn + fn) * c
-        return self.acc[i:i + c]
-
-    def a_frag(self, fm, s):
-        r = self.plan.frag.regs
-        i = (fm * self.plan.slices + s) * r
-        return self.regA[i:i + r]
-
-    def b_frag(self, fn, s):
-        r = self.plan.frag.regs
-        i = (fn * self.plan.slices + s) * r
-        return self.regB[i:i + r]
+        self.acc = Accumulators(k, "acc", pl.frags_m, pl.frags_n, pl.mfma.c_regs)
+        regs = pl.fragment.regs
+        self.regA = FragmentRegs(k, "A_frag", pl.frags_m, pl.slices, regs)
+        self.regB = FragmentRegs(k, "B_frag", pl.frags_n, pl.slices, regs)
+        # u16 reads land the odd k of each pair here; ``join_u16_pairs`` moves them into place
+        self.hiB = FragmentRegs(k, "B_hi16", pl.frags_n, pl.slices, regs) if pl.b_read == "u16" else None
+        self.acc.zero()
 
     # ------------------------------------------------------------------ tile operations
     def load_lds(self, stage: int) -> list:
         """Ops: tile -> LDS ``stage`` (this wave's share of A and B), each window advancing to the next
         K-tile once its DMAs are issued."""
-        a, b = self.gA.ops(stage), self.gB.ops(stage)
-        # A and B blocks alternate (then each window's advance can fill the other's last M0 gap); one
-        # M0: every M0 update after the previous DMA
-        pairs = [a[i:i + 2] for i in range(0, len(a), 2)]
-        bpairs = [b[i:i + 2] for i in range(0, len(b), 2)]
-        ops, prev = [], None
-        for i in range(max(len(pairs), len(bpairs))):
-            for pr in (pairs[i:i + 1] + bpairs[i:i + 1]):
-                pr[0].after = prev
-                ops += pr
-                prev = pr[1]
-        for gl, last, delta in ((self.rA, a[-1], self.plan.bk * 2), (self.rB, b[-1], self.b_step)):
-            prev = last
-            for i, step in enumerate(gl.advance_steps(delta, f"{gl.name}: window to the next K-tile")):
-                op = Op("salu", step, f"{gl.name} advance {i}", after=prev)
-                ops.append(op)
-                prev = op
-        return ops
+        return interleaved_copies(stage, [(self.gA, self.plan.block_k * 2), (self.gB, self.b_step)])
 
     def load_regs(self, stage: int, slices) -> list:
         """Ops: fragments of ``slices`` from LDS ``stage`` into registers."""
         pl = self.plan
         ops = []
         for s in slices:
-            for fm in range(pl.nfm):
-                ops.append(self.rdA.op((stage, fm, s), self.a_frag(fm, s)))
-            for fn in range(pl.nfn):
-                dst = self.b_frag(fn, s)
-                if pl.b_read == "kmajor":
-                    ops.append(self.rdB.op((stage, fn, s), dst))
-                elif pl.b_read == "tr16":
-                    ops += [self.rdB.op((stage, fn, s, h), dst[2 * h:2 * h + 2]) for h in range(2)]
-                else:
-                    hi = self._hi(fn, s)
-                    for j in range(pl.frag.e):
-                        ops.append(self.rdB.op((stage, fn, s, j), dst[j // 2] if j % 2 == 0 else hi[j // 2]))
+            for fm in range(pl.frags_m):
+                ops += self.rdA.fragment_ops(stage, fm, s, self.regA.slice(fm, s))
+            for fn in range(pl.frags_n):
+                hi = self.hiB.slice(fn, s) if self.hiB else None
+                ops += self.rdB.fragment_ops(stage, fn, s, self.regB.slice(fn, s), hi)
         return ops
-
-    def _hi(self, fn, s):
-        n = self.plan.frag.e // 2
-        i = (fn * self.plan.slices + s) * n
-        return self.hiB[i:i + n]
 
     def pack(self, slices) -> None:
         """u16 reads: high halves into place (after the reads are waited for)."""
@@ -615,15 +555,14 @@ class GemmKernel:
         if pl.b_read != "u16":
             return
         for s in slices:
-            for fn in range(pl.nfn):
-                dst, hi = self.b_frag(fn, s), self._hi(fn, s)
-                for v in range(pl.frag.e // 2):
-                    self.k.v_lshl_or_b32(dst[v], hi[v], 16, dst[v], comment=f"B[{fn}] slice {s}: k pair {v} (high half into place)")
+            for fn in range(pl.frags_n):
+                join_u16_pairs(self.k, self.regB.slice(fn, s), self.hiB.slice(fn, s), pl.fragment.regs,
+                               f"B[{fn}] slice {s}")
 
     def mma(self, slices) -> list:
         pl = self.plan
-        return mma_ops(self.k, pl.info, pl.frag, self.acc_tile, self.a_frag, self.b_frag,
-                       range(pl.nfm), range(pl.nfn), slices)
+        return mma_ops(self.k, pl.mfma, pl.fragment, self.acc.tile, self.regA.slice, self.regB.slice,
+                       range(pl.frags_m), range(pl.frags_n), slices)
 
     def _wait_reads(self, slices, why, copies: str | None = None):
         """Wait for the fragment reads (and, with ``copies``, for this wave's LDS-DMA copies too: one
@@ -639,24 +578,8 @@ class GemmKernel:
 
     # ------------------------------------------------------------------ loop scaffolding
     def kloop(self, body) -> None:
-        """``body(stage)`` for K-tiles 0..k_tiles-1, unrolled by two (LDS stage 0, 1); the loop may end
-        after either half, so an odd number of K-tiles is fine."""
-        k = self.k
-        it = k.sgpr(1, "k_left")
-        k.s_mov_b32(it, self.s["k_tiles"], comment="K-tiles left")
-        top, done = k.label("kloop"), k.label("kloop_done")
-        k.place(top)
-        for stage in (0, 1):
-            k.comment(f"---- K-tile on LDS stage {stage}")
-            body(stage)
-            k.s_sub_u32(it, it, 1, comment="one K-tile done")
-            k.s_cmp_eq_u32(it, 0)
-            if stage == 0:
-                k.s_cbranch_scc1(done, comment="an odd number of K-tiles ends here")
-            else:
-                k.s_cbranch_scc0(top, comment="next pair of K-tiles")
-        k.place(done)
-        k.free(it)
+        """``body(stage)`` for K-tiles 0..k_tiles-1 (``tiles.kloop.double_buffered_loop``)."""
+        double_buffered_loop(self.k, self.s["k_tiles"], body)
 
     # ------------------------------------------------------------------ pingpong8
     def pingpong8(self):
@@ -664,7 +587,7 @@ class GemmKernel:
         all_slices = range(pl.slices)
         j_wave = self.gA.blocks_per_wave + self.gB.blocks_per_wave
         g1, join = k.label("group1"), k.label("groups_join")
-        k.s_cmp_eq_u32(self.wm, 1, comment="ping-pong group of this wave")
+        k.s_cmp_eq_u32(self.wave_row, 1, comment="ping-pong group of this wave")
         k.s_cbranch_scc1(g1)
         # ---------------- group 0: reads and MFMAs
         k.comment("group 0: memory cluster (read tile t) | compute cluster (tile t)")
@@ -736,38 +659,15 @@ class GemmKernel:
         self.gB.release()
         self.rdA.release()
         self.rdB.release()
-        k.free(self.regA, self.regB)
+        k.free(self.regA.regs, self.regB.regs)
         if self.hiB is not None:
-            k.free(self.hiB)
+            self.hiB.free()
         k.comment(f"epilogue: accumulators -> C ({pl.out_dtype}); each 4 AGPRs are 4 consecutive columns of one row")
         packer = Bf16Packer(k) if pl.out_dtype == "bf16" else None
-        tmp = k.vgpr(8, "store_data")
-        voff = k.vgpr(2, "store_off")
-        em = lx.Emitter(k, self.lane)
-        L = lx.lane()
-        row0 = lx.uniform("a_row0", pl.bm, self.row0)
-        col0 = lx.uniform("b_row0", pl.bn, self.col0)
-        ldc_reg = k.sgpr(1, "ldc")
-        k.s_lshl_b32(ldc_reg, self.s["n"], pl.out_bytes.bit_length() - 1, comment="row pitch of C in bytes")
-        ldc = lx.uniform("ldc", 1 << 31, ldc_reg)
-        nlim = lx.uniform("n_left", 1 << 31, self.nlim)
-        mi, g = pl.mi, 64 // pl.mi
-        n_quads = pl.info.c_regs // 4
-        i = 0
-        for fm in range(pl.nfm):
-            for fn in range(pl.nfn):
-                acc = self.acc_tile(fm, fn)
-                for q in range(n_quads):
-                    m = row0 + fm * mi + L % mi
-                    n = col0 + fn * mi + (L // mi + q * g) * 4
-                    off = lx.where_lt(n, nlim, m * ldc + n * pl.out_bytes, OOB_OFFSET)
-                    v = voff[i % 2]
-                    em.emit(off, dst=v, comment=f"C[{fm}][{fn}] quad {q}: row m, 4 columns from n (past N: dropped)")
-                    store_quad(k, self.rC, acc[4 * q:4 * q + 4], v, pl.out_dtype, tmp[4 * (i % 2):4 * (i % 2) + 4],
-                               packer, f"C[{fm}][{fn}] quad {q}")
-                    i += 1
-        em.free()
-        k.free(tmp, voff, ldc_reg)
+        store_accumulators(k, self.acc, self.rC, self.lane, frag_rows=pl.frag_rows,
+                           row0=lx.uniform("a_row0", pl.block_m, self.row0),
+                           col0=lx.uniform("b_row0", pl.block_n, self.col0), row_elems=self.s["n"],
+                           cols_left=lx.uniform("n_left", 1 << 31, self.n_left), out_dtype=pl.out_dtype, packer=packer)
         if packer:
             packer.release()
 
@@ -775,20 +675,7 @@ class GemmKernel:
 def hot_loops(program) -> list[list]:
     """The instructions of each K-loop of a finished GEMM program (``kloop`` .. ``kloop_done``; one loop
     for interleave4, one per ping-pong group for pingpong8).  A loop body holds two K-tiles."""
-    from isagen.isa.instruction import Instruction
-    from isagen.isa.operands import Label
-    out, cur = [], None
-    for it in program.items:
-        if isinstance(it, Label):
-            head, _, tail = it.name.rpartition("_kloop")
-            if head and not tail.startswith("_done"):
-                cur = []
-            elif "_kloop_done" in it.name and cur is not None:
-                out.append(cur)
-                cur = None
-        elif isinstance(it, Instruction) and cur is not None:
-            cur.append(it)
-    return out
+    return loop_bodies(program, "kloop")
 
 
 def lds_regions(pl: Plan):
@@ -801,7 +688,6 @@ def lds_regions(pl: Plan):
 def lds_accesses(pl: Plan) -> list:
     """Every DS read and LDS-DMA write of the kernel, per wave (``LdsAccess``, lane addresses from the
     tile primitives' formulas): the input of the static bank analysis."""
-    from types import SimpleNamespace
     gA, gB, a_reads, b_reads = primitives(pl, SimpleNamespace(target=pl.target), lds_regions(pl), (None, None))
     out = []
     for e in pl.a_envs():

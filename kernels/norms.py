@@ -46,6 +46,7 @@ from isagen.isa.operands import VCC, neg
 from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
 from isagen.prims.convert import Converter, PairView
+from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.random import DropoutRng
 from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
@@ -132,12 +133,7 @@ def validate(p, target):
 
 
 def check(p, target, program):
-    occ = program.occupancy()
-    if occ["waves_per_simd"] < p.min_occupancy:
-        return [("min_occupancy", f"the kernel fits {occ['waves_per_simd']} waves/SIMD (limited by "
-                                  f"{occ['limited_by']}: {program.vgprs} VGPRs), below min_occupancy="
-                                  f"{p.min_occupancy}; raise waves_per_row or lower max_hidden")]
-    return []
+    return occupancy_floor(program, p.min_occupancy, "raise waves_per_row or lower max_hidden")
 
 
 def _tensors(p) -> list[tuple[str, tuple, str]]:

@@ -31,6 +31,7 @@ from isagen.isa.operands import neg
 from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
+from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.rows import ACCESS_BYTES, LANES, Pending, RowWindow, lane_and_wave, log2
 from isagen.builders.program import KernelBuilder
 
@@ -67,12 +68,7 @@ def validate(p, target):
 
 
 def check(p, target, program):
-    occ = program.occupancy()
-    if occ["waves_per_simd"] < p.min_occupancy:
-        return [("min_occupancy", f"the kernel fits {occ['waves_per_simd']} waves/SIMD (limited by "
-                                  f"{occ['limited_by']}: {program.vgprs} VGPRs), below min_occupancy="
-                                  f"{p.min_occupancy}; lower heads_per_step")]
-    return []
+    return occupancy_floor(program, p.min_occupancy, "lower heads_per_step")
 
 
 def launch(p, target) -> LaunchInfo:

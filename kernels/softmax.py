@@ -29,6 +29,7 @@ from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.math import LOG2E, exp_shifted
+from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
                                log2, row_group_problems, row_length_requires, store_chunk)
@@ -68,12 +69,7 @@ def validate(p, target):
 
 
 def check(p, target, program):
-    occ = program.occupancy()
-    if occ["waves_per_simd"] < p.min_occupancy:
-        return [("min_occupancy", f"the kernel fits {occ['waves_per_simd']} waves/SIMD (limited by "
-                                  f"{occ['limited_by']}: {program.vgprs} VGPRs), below min_occupancy="
-                                  f"{p.min_occupancy}; raise waves_per_row or lower max_cols")]
-    return []
+    return occupancy_floor(program, p.min_occupancy, "raise waves_per_row or lower max_cols")
 
 
 def launch(p, target) -> LaunchInfo:

@@ -11,6 +11,8 @@ commented instruction sequence into a ``KernelBuilder``.
   share a row through LDS (one barrier per reduction, double-buffered slots).
 * ``math``    — fp32 math on the VALU: exp (``v_exp_f32`` is 2^x), sigmoid, SiLU, GeLU (erf and tanh
   forms), tanh, with the accuracy each reaches stated in docs/kernels.md.
+* ``occupancy`` — the ``min_occupancy`` floor every memory-bound kernel's ``check`` hook applies (one
+  rule, one message; each kernel adds its advice).
 
 Buffer resources themselves are ``isagen.tiles.buffer.BufferResource`` (shared with the GEMM tiles).
 docs/kernels.md describes the kernels built from these.

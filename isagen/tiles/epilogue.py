@@ -12,12 +12,17 @@ NaN becomes the quiet NaN ``0x7fc0`` (torch's rule), then ``v_perm_b32`` packs t
 values of a pair are rounded interleaved, each NaN test in its own mask (VCC, an SGPR pair), so every
 VALU-writes-mask -> v_cndmask distance is covered by the other value's work: no ``s_nop``.  The
 sequence is ``isagen.prims.convert.Converter``'s (shared with the memory-bound kernels).
+
+``store_accumulators`` is the whole store of a wave's ``tiles.registers.Accumulators``: per-lane
+offsets from the accumulator layout (``tiles.mma.acc_coords``), column mask, ``store_quad`` per group.
 """
 
 from __future__ import annotations
 
 from isagen.isa.operands import Reg
 from isagen.prims.convert import Converter
+from isagen.tiles import lanexpr as lx
+from isagen.tiles.buffer import OOB_OFFSET
 
 
 class Bf16Packer(Converter):
@@ -43,3 +48,41 @@ def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: 
         packer.pack(tmp[0], tmp[0], tmp[1])
         packer.pack(tmp[1], tmp[2], tmp[3])
         k.buffer_store_dwordx2(tmp[0:2], voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x bf16")
+
+
+OUT_BYTES = {"f32": 4, "bf16": 2}
+
+
+def store_accumulators(k, acc, rsrc, lane: Reg, *, frag_rows: int, row0: lx.Expr, col0: lx.Expr,
+                       row_elems: Reg, cols_left: lx.Expr, out_dtype: str, packer: Bf16Packer | None) -> None:
+    """Store a wave's accumulator tiles (``tiles.registers.Accumulators`` of ``frag_rows``-row MFMA tiles,
+    fed B as src0 as ``tiles.mma.mma_ops`` does) through the window ``rsrc`` of a matrix with
+    ``row_elems`` elements per row (an SGPR).  Tile ``(fm, fn)`` covers rows ``row0 + fm*frag_rows``
+    and columns ``col0 + fn*frag_rows`` onwards (lane expressions, within the window); lanes whose
+    column is not below ``cols_left`` store nothing (a stride past the row would land in the next).
+    Two sets of store VGPRs alternate, so a store's data is never overwritten by the next group's."""
+    out_bytes = OUT_BYTES[out_dtype]
+    tmp = k.vgpr(8, "store_data")
+    voff = k.vgpr(2, "store_off")
+    em = lx.Emitter(k, lane)
+    L = lx.lane()
+    pitch_reg = k.sgpr(1, "ldc")
+    k.s_lshl_b32(pitch_reg, row_elems, out_bytes.bit_length() - 1, comment=f"row pitch of {rsrc.name} in bytes")
+    pitch = lx.uniform("ldc", 1 << 31, pitch_reg)
+    groups = 64 // frag_rows
+    i = 0
+    for fm in range(acc.frags_m):
+        for fn in range(acc.frags_n):
+            regs = acc.tile(fm, fn)
+            for q in range(acc.c_regs // 4):
+                what = f"{rsrc.name}[{fm}][{fn}] quad {q}"
+                m = row0 + fm * frag_rows + L % frag_rows
+                n = col0 + fn * frag_rows + (L // frag_rows + q * groups) * 4
+                off = lx.where_lt(n, cols_left, m * pitch + n * out_bytes, OOB_OFFSET)
+                v = voff[i % 2]
+                em.emit(off, dst=v, comment=f"{what}: row m, 4 columns from n (past N: dropped)")
+                store_quad(k, rsrc, regs[4 * q:4 * q + 4], v, out_dtype, tmp[4 * (i % 2):4 * (i % 2) + 4],
+                           packer, what)
+                i += 1
+    em.free()
+    k.free(tmp, voff, pitch_reg)

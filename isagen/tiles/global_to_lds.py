@@ -168,3 +168,35 @@ class GlobalToLds:
             out.append(access(f"{self.name} DMA block {j} -> stage {stage}", addr, self.width, "write", env,
                               self.instruction))
         return out
+
+
+def interleaved_copies(stage: int, copies: list[tuple[GlobalToLds, object]], unit: str = "K-tile") -> list[Op]:
+    """Ops: one tile of every operand in ``copies`` (``(copy, window step)`` pairs) into LDS ``stage``,
+    then each operand's window moved to its next tile (``BufferResource.advance_steps`` by the step, a
+    byte count or an SGPR).
+
+    The operands' DMA blocks alternate (A0 B0 A1 B1 ...: M0 is one register, so every M0 update comes
+    after the previous DMA whatever the operand, and alternating lets one operand's window advance
+    fill the other's last M0 -> DMA gap); each window's advance follows its own last DMA.  The GEMM
+    copies A and B; attention copies K and V the same way."""
+    blocks = []
+    for copy, _ in copies:
+        ops = copy.ops(stage)
+        blocks.append([ops[i:i + 2] for i in range(0, len(ops), 2)])     # (M0 update, DMA) per block
+    out: list[Op] = []
+    prev = None
+    for i in range(max(len(b) for b in blocks)):
+        for operand in blocks:
+            if i < len(operand):
+                m0, dma = operand[i]
+                m0.after = prev
+                out += [m0, dma]
+                prev = dma
+    for (copy, step), operand in zip(copies, blocks):
+        prev = operand[-1][1]
+        rsrc = copy.rsrc
+        for i, salu in enumerate(rsrc.advance_steps(step, f"{rsrc.name}: window to the next {unit}")):
+            op = Op("salu", salu, f"{rsrc.name} advance {i}", after=prev)
+            out.append(op)
+            prev = op
+    return out

@@ -1,19 +1,20 @@
 """LDS -> registers in MFMA operand layout.
 
 MFMA operand layout (AMD Matrix Instruction Calculator, reference notes §2a): for an operand of
-``mi`` rows (the MFMA's M for A, N for B), lane ``L`` holds row ``L % mi`` and a contiguous run of
-``kl`` k-values of lane group ``g = L // mi`` (``kl`` = 4 for the gfx942 bf16 MFMAs, 8 for gfx950's).
+``rows`` rows (the MFMA's M for A, N for B), lane ``L`` holds row ``L % rows`` and a contiguous run of
+``k_per_mfma`` k-values of lane group ``g = L // rows`` (4 for the gfx942 bf16 MFMAs, 8 for gfx950's).
 Which k-values an MFMA sums over is free as long as A and B agree: the tile primitives use that to
-read ``e`` consecutive k per lane with one ``ds_read_b128`` (``e = 8``) or ``ds_read_b64`` (``e = 4``)
-and feed ``e / kl`` MFMAs from it.  A *k-slice* is what one read covers for one fragment:
-``ks = (64 / mi) * e`` k-values; lane ``L`` gets ``[s*ks + g*e, s*ks + g*e + e)``.
+read ``k_per_read`` consecutive k per lane with one ``ds_read_b128`` (8) or ``ds_read_b64`` (4) and
+feed ``k_per_read / k_per_mfma`` MFMAs from it.  A *k-slice* is what one read covers for one fragment:
+``slice_k = (64 / rows) * k_per_read`` k-values; lane ``L`` gets ``k_per_read`` of them from
+``s*slice_k + g*k_per_read``.
 
 Three ways to fill a fragment:
 
 * ``kmajor_reads``: the tile stores rows of k (A, and B of C = A·Bᵀ): one ``ds_read_b128``/``b64``;
 * ``tr16_reads`` (gfx950): the tile stores rows of n (B of C = A·B): ``ds_read_b64_tr_b16`` reads
   4 n-consecutive bf16 per lane and transposes within each 16-lane block (dest lane ``i`` element ``e``
-  <- source lane ``4e + i/4`` element ``i%4``), two per ``e = 8`` run;
+  <- source lane ``4e + i/4`` element ``i%4``), two per run of 8 k;
 * ``u16_reads`` (any target): the same from single ``ds_read_u16``s, two per dword, packed with one
   ``v_lshl_or_b32`` (the slow path gfx942 has).
 
@@ -40,38 +41,39 @@ MAX_DS_OFFSET = 0xFFFF
 class Fragment:
     """Geometry of one MFMA operand fragment as the reads fill it."""
 
-    mi: int          # rows of the operand (MFMA M or N): 16 or 32
-    kl: int          # k per lane per MFMA (2 * a_regs)
-    e: int           # k per lane per read: 8 (ds_read_b128) or 4 (ds_read_b64)
+    rows: int         # rows of the operand (MFMA M or N): 16 or 32
+    k_per_mfma: int   # k per lane per MFMA (2 * a_regs)
+    k_per_read: int   # k per lane per read: 8 (ds_read_b128) or 4 (ds_read_b64)
 
     def __post_init__(self):
-        if self.mi not in (16, 32):
-            raise SpecError(f"MFMA operand of {self.mi} rows: isagen tiles know 16 and 32")
-        if self.e % self.kl:
-            raise SpecError(f"a read of {self.e} k per lane cannot feed MFMAs taking {self.kl} k per lane")
+        if self.rows not in (16, 32):
+            raise SpecError(f"MFMA operand of {self.rows} rows: isagen tiles know 16 and 32")
+        if self.k_per_read % self.k_per_mfma:
+            raise SpecError(f"a read of {self.k_per_read} k per lane cannot feed MFMAs taking {self.k_per_mfma} k "
+                            "per lane")
 
     @property
-    def groups(self) -> int:
-        return 64 // self.mi
+    def lane_groups(self) -> int:
+        return 64 // self.rows
 
     @property
-    def ks(self) -> int:
+    def slice_k(self) -> int:
         """k-values one read covers for one fragment (a k-slice)."""
-        return self.groups * self.e
+        return self.lane_groups * self.k_per_read
 
     @property
     def regs(self) -> int:
         """VGPRs one fragment slice occupies."""
-        return self.e // 2
+        return self.k_per_read // 2
 
     @property
     def mfmas_per_slice(self) -> int:
-        return self.e // self.kl
+        return self.k_per_read // self.k_per_mfma
 
     def lane_k(self, s: int, lane=None):
         """First k of the lane's run in slice ``s`` (an int array for ``lane`` None: all 64 lanes)."""
         lanes = np.arange(64) if lane is None else lane
-        return s * self.ks + (lanes // self.mi) * self.e
+        return s * self.slice_k + (lanes // self.rows) * self.k_per_read
 
 
 @dataclass
@@ -105,15 +107,16 @@ class ReadInst:
 # ------------------------------------------------------------------------------ read lists
 def kmajor_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_rows, slices, row0: lx.Expr
                  ) -> list[ReadInst]:
-    """Fragments of a k-contiguous tile: fragment ``f`` is rows ``row0 + frag_rows[f] + [0, mi)``."""
-    mnem = {16: "ds_read_b128", 8: "ds_read_b64"}[frag.e * 2]
+    """Fragments of a k-contiguous tile: fragment ``f`` is rows ``row0 + frag_rows[f]`` onwards
+    (``frag.rows`` of them)."""
+    mnem = {16: "ds_read_b128", 8: "ds_read_b64"}[frag.k_per_read * 2]
     L = lx.lane()
     out = []
     for st, region in enumerate(stages):
         for f, r in enumerate(frag_rows):
             for s in slices:
-                row = row0 + r + (L % frag.mi)
-                byte = (L // frag.mi + s * frag.groups) * (frag.e * 2)
+                row = row0 + r + (L % frag.rows)
+                byte = (L // frag.rows + s * frag.lane_groups) * (frag.k_per_read * 2)
                 out.append(ReadInst((st, f, s), row, byte, region.offset, layout, mnem,
                                     (region.offset, region.offset + region.size), f"{name}[{f}] slice {s} <- lds_{region.name}"))
     return out
@@ -123,10 +126,10 @@ def tr16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, 
                ) -> list[ReadInst]:
     """Fragments of an n-contiguous tile (rows are k) through ``ds_read_b64_tr_b16``: part ``h`` of
     slice ``s`` fills the fragment's VGPRs ``[2h, 2h+2)`` with k ``g*8 + 4h + [0, 4)``."""
-    if frag.e != 8:
+    if frag.k_per_read != 8:
         raise SpecError("ds_read_b64_tr_b16 fills runs of 8 k (two per fragment slice)")
     L = lx.lane()
-    nb = frag.mi // 16                     # 16-lane blocks per fragment row range
+    nb = frag.rows // 16                   # 16-lane blocks per fragment row range
     blk, src = L // 16, L % 16
     g, nsub = blk // nb, blk % nb
     out = []
@@ -134,7 +137,7 @@ def tr16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, 
         for f, c in enumerate(frag_cols):
             for s in slices:
                 for h in range(2):
-                    krow = (src // 4) + g * 8 + (s * frag.ks + 4 * h)
+                    krow = (src // 4) + g * 8 + (s * frag.slice_k + 4 * h)
                     n = col0 + c + nsub * 16 + (src % 4) * 4
                     out.append(ReadInst((st, f, s, h), krow, n * 2, region.offset, layout, "ds_read_b64_tr_b16",
                                         (region.offset, region.offset + region.size),
@@ -150,9 +153,9 @@ def u16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, s
     for st, region in enumerate(stages):
         for f, c in enumerate(frag_cols):
             for s in slices:
-                for j in range(frag.e):
-                    krow = (L // frag.mi) * frag.e + (s * frag.ks + j)
-                    n = col0 + c + (L % frag.mi)
+                for j in range(frag.k_per_read):
+                    krow = (L // frag.rows) * frag.k_per_read + (s * frag.slice_k + j)
+                    n = col0 + c + (L % frag.rows)
                     out.append(ReadInst((st, f, s, j), krow, n * 2, region.offset, layout, "ds_read_u16",
                                         (region.offset, region.offset + region.size),
                                         f"{name}[{f}] slice {s} k+{j} <- lds_{region.name} (one bf16)"))
@@ -207,6 +210,20 @@ class DsReads:
             inst.lds = r.lds
         return Op("ds_read", f, r.what)
 
+    def fragment_ops(self, stage: int, f: int, s: int, dst, hi=None) -> list[Op]:
+        """Ops that fill fragment ``f``'s k-slice ``s`` (``dst``, ``Fragment.regs`` VGPRs) from LDS
+        ``stage``, whichever read list this was built from: one read (``kmajor_reads``), two transposed
+        halves (``tr16_reads``), or one ``ds_read_u16`` per k (``u16_reads``: even k into ``dst``, odd k
+        into ``hi``, to be joined by ``join_u16_pairs`` once the reads have landed)."""
+        if (stage, f, s) in self.reads:
+            return [self.op((stage, f, s), dst)]
+        parts = []
+        while (stage, f, s, len(parts)) in self.reads:
+            parts.append((stage, f, s, len(parts)))
+        if self.reads[parts[0]].mnemonic == "ds_read_b64_tr_b16":
+            return [self.op(key, dst[2 * h:2 * h + 2]) for h, key in enumerate(parts)]
+        return [self.op(key, dst[j // 2] if j % 2 == 0 else hi[j // 2]) for j, key in enumerate(parts)]
+
     def accesses(self, env: dict, keys=None) -> list[LdsAccess]:
         sel = list(self.reads.values()) if keys is None else [self.reads[k] for k in keys]
         return self.accesses_of(sel, env)
@@ -215,3 +232,11 @@ class DsReads:
     def accesses_of(reads, env: dict) -> list[LdsAccess]:
         """Lane addresses of ``reads`` (ReadInst list) with the uniform inputs from ``env``."""
         return [access(r.what, r.addr, r.width, "read", env, r.mnemonic) for r in reads]
+
+
+def join_u16_pairs(k, dst, hi, pairs: int, what: str) -> None:
+    """After ``u16_reads`` have landed: the odd k of each pair (in ``hi``) into the high half of its
+    dword in ``dst`` (``v_lshl_or_b32``).  Reading it straight into the high half
+    (``ds_read_u16_d16_hi``) would write a register an outstanding DS load is writing too."""
+    for v in range(pairs):
+        k.v_lshl_or_b32(dst[v], hi[v], 16, dst[v], comment=f"{what}: k pair {v} (high half into place)")

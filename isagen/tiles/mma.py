@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from isagen.errors import SpecError
 from isagen.targets import MfmaInfo
 from isagen.tiles.lds_to_reg import Fragment
 from isagen.tiles.schedule import Op
@@ -24,20 +25,19 @@ def bf16_mfma(target, size: int) -> MfmaInfo:
     """The bf16 MFMA of ``size`` x ``size`` output with the largest K on ``target``."""
     found = target.find_mfma("bf16", size, size)
     if not found:
-        from isagen.errors import SpecError
         raise SpecError(f"{target.name} has no {size}x{size} bf16 MFMA")
     return found[0]
 
 
 def fragment_for(info: MfmaInfo, read_k: int) -> Fragment:
-    return Fragment(mi=info.m, kl=2 * info.a_regs, e=read_k)
+    return Fragment(rows=info.m, k_per_mfma=2 * info.a_regs, k_per_read=read_k)
 
 
 def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, slices) -> list[Op]:
     """MFMA ops for ``C[fm][fn] += A[fm] · B[fn]`` over ``slices``.
 
     ``acc(fm, fn)``, ``a_regs(fm, s)``, ``b_regs(fn, s)`` give the registers (a fragment slice is
-    ``frag.regs`` VGPRs; MFMA ``h`` of a slice uses its registers ``[h*kl/2, (h+1)*kl/2)``)."""
+    ``frag.regs`` VGPRs; MFMA ``h`` of a slice uses its registers ``[h*k_per_mfma/2, (h+1)*k_per_mfma/2)``)."""
     mfma = getattr(k, info.mnemonic)
     r = info.a_regs
     ops = []

@@ -49,7 +49,7 @@ def test_hot_loop_shape(programs, spec, target):
     plan = make_plan(spec.params, target)
     loops = hot_loops(program)
     assert len(loops) == (2 if plan.schedule == "pingpong8" else 1)
-    per_wave = (plan.tm // plan.mi) * (plan.tn // plan.mi) * (plan.bk // plan.info.k)
+    per_wave = plan.frags_m * plan.frags_n * (plan.block_k // plan.mfma.k)
     for body in loops:
         assert sum(i.unit == "mfma" for i in body) == 2 * per_wave
         assert not [i for i in body if i.name == "s_nop"]

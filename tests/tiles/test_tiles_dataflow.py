@@ -69,30 +69,30 @@ def simulate(plan, A, B, M, N, K, pid_m, pid_n):
     image = np.zeros(plan.lds_bytes, np.uint8)
     mem_a = A.reshape(-1).view(np.uint8)
     mem_b = B.reshape(-1).view(np.uint8)
-    bk = plan.bk
+    bk = plan.block_k
     pad = (bk - K % bk) % bk
     tiles = -(-K // bk)
-    m0, n0 = pid_m * plan.bm, pid_n * plan.bn
+    m0, n0 = pid_m * plan.block_m, pid_n * plan.block_n
     base_a, rec_a = m0 * K * 2 - pad * 2, (M - m0) * K * 2 + pad * 2
     if plan.layout == "abt":
         base_b, rec_b, step_b = n0 * K * 2 - pad * 2, (N - n0) * K * 2 + pad * 2, bk * 2
     else:
         base_b, rec_b, step_b = n0 * 2 - pad * N * 2, K * N * 2 + pad * N * 2 - n0 * 2, bk * N * 2
     env = {"ld_k_bytes": K * 2, "ld_n_bytes": N * 2, "n_left": N - n0}
-    mi, kl, fr = plan.mi, plan.frag.kl, plan.frag
-    C = np.zeros((plan.bm, plan.bn))
+    mi, kl, fr = plan.frag_rows, plan.fragment.k_per_mfma, plan.fragment
+    C = np.zeros((plan.block_m, plan.block_n))
     for t in range(tiles):
         st = t % 2
         first = pad if t == 0 else None
         dma_tile(gA, mem_a, base_a + t * bk * 2, max(rec_a - t * bk * 2, 0), image, st, env, first)
         dma_tile(gB, mem_b, base_b + t * step_b, max(rec_b - t * step_b, 0), image, st, env, first)
-        for wm in range(plan.wgm):
-            for wn in range(plan.wgn):
-                ew = {**env, "a_row0": wm * plan.tm, "b_row0": wn * plan.tn}
+        for wm in range(plan.wave_rows):
+            for wn in range(plan.wave_cols):
+                ew = {**env, "a_row0": wm * plan.wave_tile_m, "b_row0": wn * plan.wave_tile_n}
                 for s in range(plan.slices):
-                    av = {fm: read(image, ra[(st, fm, s)], ew).view(np.uint16) for fm in range(plan.nfm)}
+                    av = {fm: read(image, ra[(st, fm, s)], ew).view(np.uint16) for fm in range(plan.frags_m)}
                     bv = {}
-                    for fn in range(plan.nfn):
+                    for fn in range(plan.frags_n):
                         if plan.b_read == "kmajor":
                             bv[fn] = read(image, rb[(st, fn, s)], ew).view(np.uint16)
                         elif plan.b_read == "tr16":
@@ -100,14 +100,14 @@ def simulate(plan, A, B, M, N, K, pid_m, pid_n):
                                                      for h in range(2)], axis=1)
                         else:
                             bv[fn] = np.concatenate([read(image, rb[(st, fn, s, j)], ew).view(np.uint16)
-                                                     for j in range(fr.e)], axis=1)
+                                                     for j in range(fr.k_per_read)], axis=1)
                     for h in range(fr.mfmas_per_slice):
-                        for fm in range(plan.nfm):
-                            for fn in range(plan.nfn):
+                        for fm in range(plan.frags_m):
+                            for fn in range(plan.frags_n):
                                 s1 = operand_matrix(bf16_value(av[fm][:, h * kl:(h + 1) * kl]), mi, kl)   # src1 = A
                                 s0 = operand_matrix(bf16_value(bv[fn][:, h * kl:(h + 1) * kl]), mi, kl)   # src0 = B
                                 d = s0 @ s1.T              # D[i][j] = sum_k src0[i][k] * src1[k][j]
-                                r0, c0 = wm * plan.tm + fm * mi, wn * plan.tn + fn * mi
+                                r0, c0 = wm * plan.wave_tile_m + fm * mi, wn * plan.wave_tile_n + fn * mi
                                 C[r0:r0 + mi, c0:c0 + mi] += d.T      # D[i=n][j=m] -> C[m][n]
     return C
 
@@ -139,7 +139,7 @@ def test_dataflow_matches_matmul(target, schedule, layout, mfma, M, N, K, extra)
     ref = bf16_value(a) @ (bf16_value(b).T if layout == "abt" else bf16_value(b))
     C = simulate(plan, a, b, M, N, K, 0, 0)
     want = np.zeros_like(C)
-    r, c = min(M, plan.bm), min(N, plan.bn)
+    r, c = min(M, plan.block_m), min(N, plan.block_n)
     want[:r, :c] = ref[:r, :c]
     # rows past M: A rows read 0 (C is 0 there and dropped by the store); columns past N: B reads 0
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-9)

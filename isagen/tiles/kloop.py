@@ -1,0 +1,64 @@
+"""The loop skeleton of a double-buffered matrix kernel, and how to find its body again.
+
+A kernel that streams tiles through two LDS stages (the GEMM over K-tiles; attention over K/V tiles)
+runs the same loop: the body for stage 0, then for stage 1, unrolled by two so that every stage index
+is a compile-time constant (LDS offsets, register names), with an exit after each half so that an odd
+number of tiles needs no special case (HipKittens PR #65's trap).  ``double_buffered_loop`` writes that
+loop; the body is the kernel's schedule for one tile on one stage.
+
+``loop_bodies`` finds the instructions between the loop's labels in a finished program: the hot loop
+that tests (no ``s_nop``, the MFMA count per tile) and the performance model (``bench/gemm_model.py``)
+look at.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Label, Reg
+
+STAGES = 2          # LDS stages: the tile being read and the tile being filled
+
+
+def double_buffered_loop(k, trips: Reg, body: Callable[[int], None], *, label: str = "kloop",
+                         counter: str = "k_left", unit: str = "K-tile") -> None:
+    """``body(stage)`` for ``trips`` tiles (an SGPR, at least 1), stages alternating 0, 1, 0, ...
+
+    The loop is ``label`` .. ``label_done``; ``counter`` names the SGPR that counts the tiles left and
+    ``unit`` what one trip handles, in the listing's comments."""
+    left = k.sgpr(1, counter)
+    k.s_mov_b32(left, trips, comment=f"{unit}s left")
+    top, done = k.label(label), k.label(f"{label}_done")
+    k.place(top)
+    for stage in range(STAGES):
+        k.comment(f"---- {unit} on LDS stage {stage}")
+        body(stage)
+        k.s_sub_u32(left, left, 1, comment=f"one {unit} done")
+        k.s_cmp_eq_u32(left, 0)
+        if stage == 0:
+            k.s_cbranch_scc1(done, comment=f"an odd number of {unit}s ends here")
+        else:
+            k.s_cbranch_scc0(top, comment=f"next pair of {unit}s")
+    k.place(done)
+    k.free(left)
+
+
+def loop_bodies(program, label: str = "kloop") -> list[list[Instruction]]:
+    """The instructions of every ``double_buffered_loop`` named ``label`` in a finished program, one
+    list per loop (a kernel whose wave groups branch to their own copies of the loop has several).
+    Labels are kernel-prefixed and numbered when repeated (``.L<kernel>_kloop``, ``.L<kernel>_kloop_2``),
+    so they are matched by their ending."""
+    out, cur = [], None
+    start, end = re.compile(rf"_{label}(_\d+)?$"), re.compile(rf"_{label}_done(_\d+)?$")
+    for item in program.items:
+        if isinstance(item, Label):
+            if start.search(item.name):
+                cur = []
+            elif end.search(item.name) and cur is not None:
+                out.append(cur)
+                cur = None
+        elif isinstance(item, Instruction) and cur is not None:
+            cur.append(item)
+    return out
