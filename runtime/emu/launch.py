@@ -17,6 +17,7 @@ import numpy as np
 
 from isagen.objects.codeobject import read_code_object
 from isagen.errors import CodeObjectError, LaunchError
+from isagen.progress import report_progress
 
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
 from isagen.runtime.emu.executor import Program, RunContext, run_batch
@@ -175,6 +176,7 @@ class Module:
                 st = self._batch(k, prog, first, n, grid, block, kbuf, kernarg, extra, lds_total, san)
                 st.stats = rc
                 run_batch(prog, st, rc)
+                report_progress(first + n, total_wg)     # to the CLI's bar, when one is open
                 if rc.reports and on_error == "collect" and any(r.category in ("budget", "fault", "unsupported")
                                                                 for r in rc.reports):
                     break
