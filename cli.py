@@ -211,15 +211,15 @@ def gen(specs, target, out_dir, defines, force, asm_only) -> int:
                     written += 1
             except IsagenError as e:
                 failures += 1
+                progress.advance()
                 _job_outcome(progress, head, "FAILED")
                 progress.echo(_error_line(e), file=sys.stderr)
-                progress.advance()
                 continue
+            progress.advance()
             note = " (REJECTED: emitted with --force)" if program.rejected else ""
             _job_outcome(progress, head, f"ok {time.perf_counter() - t0:.2f} s{note} · {resources_line(program)}")
             if program.rejected:
                 progress.echo(f"    rejected: {program.rejected}")
-            progress.advance()
     elapsed = time.perf_counter() - start
     kinds = ".s" if asm_only else ".s and .co"
     if failures:
@@ -468,7 +468,7 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     same = "the same" if kernel.code_object == co else "an equivalent (cached)"
     print(f"4. run       isagen.build('{spec.name}') -> {same} code object; n={n} on {where}")
     t0 = time.perf_counter()
-    with Progress("emulating", delay=SLOW_WORK_S):     # the emulator reports its workgroups
+    with Progress("emulating", delay=SLOW_WORK_S, clock=True):     # the emulator reports its workgroups
         result = kernel.run(x, y, alpha=alpha)
     elapsed = time.perf_counter() - t0
     print(f"             grid {result.grid[0]} workgroups x {result.block[0]} lanes, {elapsed:.2f} s")

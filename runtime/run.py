@@ -311,7 +311,7 @@ def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
     path = resolve_spec(spec)
     loaded = load_spec(path, defines)                          # -D parsed by the declared types
     params = {k: loaded.params[k] for k in {o.split("=", 1)[0].strip() for o in defines}}
-    with Progress("emulating", delay=SLOW_WORK_S):             # the emulator reports its workgroups
+    with Progress("emulating", delay=SLOW_WORK_S, clock=True):             # the emulator reports its workgroups
         report = run_spec(path, target=target, backend=backend, params=params,
                           shapes=parse_assignments(shape, "--shape", _int),
                           scalars=parse_assignments(scalar, "--scalar", _number), iters=iters, seed=seed)

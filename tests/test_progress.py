@@ -4,6 +4,8 @@ the delay that keeps quick work bar-free; the emulator reporting its workgroups 
 import io
 import os
 import pty
+import re
+import time
 
 import pytest
 
@@ -92,6 +94,33 @@ def test_delay_keeps_quick_work_free_of_a_bar(monkeypatch):
         assert p.shown and "5/10" in stream.getvalue()
 
 
+def test_finishing_update_opens_no_late_bar(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(progress_module.time, "monotonic", lambda: now[0])
+    stream = Terminal()
+    with Progress("emulating", delay=2.0, stream=stream) as p:
+        report_progress(0, 1)
+        now[0] = 5.0
+        report_progress(1, 1)                              # done already: a full bar now would tell nothing
+        assert not p.shown
+    assert stream.getvalue() == ""
+
+
+def test_clock_opens_the_bar_between_updates_and_shows_the_time():
+    stream = Terminal()
+    with Progress("emulating", delay=0.2, clock=True, stream=stream) as p:
+        report_progress(0, 512)                            # a launch of one batch: no other report until done
+        assert not p.shown
+        deadline = time.monotonic() + 10
+        while not p.shown and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.shown
+        time.sleep(2 * Progress.TICK_S)
+        assert re.search(r"0/512 .* \d+ s", stream.getvalue())
+        report_progress(512, 512)
+    assert "512/512" in stream.getvalue()
+
+
 def test_reports_go_to_the_innermost_open_bar():
     outer, inner = Terminal(), Terminal()
     with Progress("outer", total=4, stream=outer) as p:
@@ -118,5 +147,5 @@ def test_emulator_reports_its_workgroups(tmp_path, monkeypatch):
         result = kernel.run(x, y, alpha=2.0, backend="emu")
     assert result.grid[0] == 2
     out = stream.getvalue()
-    assert "emulating" in out and out.index("1/2") < out.index("2/2")
+    assert "emulating" in out and out.index("0/2") < out.index("1/2") < out.index("2/2")
     assert bool((y == 2.0).all())

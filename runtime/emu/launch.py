@@ -171,12 +171,13 @@ class Module:
             wg_per_batch = max(1, min(total_wg, BATCH_VGPR_BYTES // (per_wave * nwaves_wg),
                                       max(1, MAX_BATCH_WAVES // nwaves_wg),
                                       max(1, BATCH_LDS_BYTES // max(lds_total, 1))))
+            report_progress(0, total_wg)             # the CLI's bar, when one is open, learns the size
             for first in range(0, total_wg, wg_per_batch):
                 n = min(wg_per_batch, total_wg - first)
                 st = self._batch(k, prog, first, n, grid, block, kbuf, kernarg, extra, lds_total, san)
                 st.stats = rc
                 run_batch(prog, st, rc)
-                report_progress(first + n, total_wg)     # to the CLI's bar, when one is open
+                report_progress(first + n, total_wg)
                 if rc.reports and on_error == "collect" and any(r.category in ("budget", "fault", "unsupported")
                                                                 for r in rc.reports):
                     break
