@@ -132,11 +132,6 @@ def cli(ctx) -> int | None:
     return None
 
 
-def _defines_option(f):
-    return click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
-                        help="override a spec parameter (parsed per its declared type); repeatable")(f)
-
-
 # --------------------------------------------------------------------------- gen
 def resources_line(program) -> str:
     """One line: register use, LDS and occupancy of a built program."""
@@ -151,7 +146,8 @@ def resources_line(program) -> str:
 @click.option("--target", "-t", default="all", metavar="TARGET",
               help=f"{TARGET_NAMES} or all (default: every target the spec lists)")
 @click.option("-o", "--out-dir", default="out", metavar="DIR", help="output directory (default: out/)")
-@_defines_option
+@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
+              help="override a spec parameter (parsed per its declared type); repeatable")
 @click.option("--force", is_flag=True, help="emit kernels the generator rejects (the reason goes in the .s header)")
 @click.option("--asm-only", is_flag=True, help="write the .s only (no assembler needed)")
 def gen(specs, target, out_dir, defines, force, asm_only) -> int:

@@ -426,3 +426,11 @@ def test_library_build_draws_a_bar_on_a_terminal_only(tmp_path):
     assert "building" in text and f"{total}/{total}" in text and "100%" in text
     strip_times = lambda s: re.sub(r"\d+\.\d+ s", "T s", s)                   # noqa: E731
     assert strip_times(stdout) == strip_times(piped.stdout)
+
+
+def test_shell_completion_offers_commands_and_choices():
+    r = run_module(env={"_ISAGEN_COMPLETE": "bash_complete", "COMP_WORDS": "isagen r", "COMP_CWORD": "1"})
+    assert r.returncode == 0 and r.stdout.split() == ["plain,run", "plain,report"], r
+    r = run_module(env={"_ISAGEN_COMPLETE": "bash_complete", "COMP_WORDS": "isagen run x --backend ",
+                        "COMP_CWORD": "4"})
+    assert r.stdout.split() == ["plain,hip", "plain,emu"], r

@@ -41,7 +41,8 @@ class ByteCount(click.ParamType):
 def load_reports(path, *, target: str | None = None, kernel: str | None = None, overrides=(),
                  dynamic_lds: int = 0, force: bool = False, on_kernel=None) -> dict:
     """The report document of a spec or a code object file (see ``isagen.report.report_path``).
-    ``on_kernel(done, total)`` is called as each of a spec's kernels is built and analysed."""
+    ``on_kernel(done, total)`` is told how many of a spec's kernels are built and analysed: before the
+    first and after each."""
     from isagen.report import report_code_object
     from isagen.report.model import analyze, document
     from isagen.report.sources import from_program
@@ -61,6 +62,8 @@ def load_reports(path, *, target: str | None = None, kernel: str | None = None, 
             get_target(target)
         kernels = []
         selected = spec.select_targets(target or "all")
+        if on_kernel is not None:
+            on_kernel(0, len(selected))
         for t in selected:
             program = spec.build(t, force=force)
             src = {"kind": "spec", "path": str(spec.path), "target_id": t.target_id}
