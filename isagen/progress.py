@@ -51,12 +51,13 @@ class Progress:
 
     ``delay`` keeps often-quick work free of a bar that would only flash: the bar appears at the first
     update after it, unless that update finishes the work.  It counts from entering when ``total`` is
-    given, else from the work's first report (an emulator launch is timed, not the build before it).  ``clock=True`` is for work whose updates
-    are far apart (an emulator launch is often a single batch of workgroups): a thread then redraws
-    the bar twice a second with the time so far, and opens it once ``delay`` has passed even between
-    updates.  ``enabled=False`` turns the bar off where the caller knows it would tell nothing (a
-    single build).  Use it as a context manager; without a terminal on stderr every method is a
-    no-op except :meth:`echo`, which prints.
+    given, else from the work's first report (an emulator launch is timed, not the build before it).
+
+    ``clock=True`` is for work whose updates are far apart (an emulator launch is often a single batch
+    of workgroups): a thread then redraws the bar twice a second with the time so far, and opens it
+    once ``delay`` has passed even between updates.  ``enabled=False`` turns the bar off where the
+    caller knows it would tell nothing (a single build).  Use it as a context manager; without a
+    terminal on stderr every method is a no-op except :meth:`echo`, which prints.
     """
 
     TICK_S = 0.5
