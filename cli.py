@@ -1,121 +1,133 @@
-"""The ``isagen`` command line (installed as ``isagen.cli``; ``python -m isagen`` runs it).
+"""The ``isagen`` command line (installed as ``isagen.cli``; ``python -m isagen`` runs it), on click.
 
-    isagen gen SPEC.yaml [SPEC2.yaml ...] [--target gfx942|gfx950|all] [-o DIR] [-D name=value ...]
+    isagen gen SPEC.yaml [SPEC2.yaml ...] [--target TARGET|all] [-o DIR] [-D name=value ...]
                [--force] [--asm-only]
     isagen list [SPEC_OR_DIR ...]      specs (default: the bundled ones) and the generators' parameters
     isagen targets                     the target table: registers, LDS, CUs, clocks, peaks, MFMAs
     isagen toolchain                   which LLVM assembles each target, and why
     isagen disasm FILE.co [--kernel K] disassemble a code object with isagen's decoder
     isagen demo                        generate, assemble, inspect and run the fp32 axpy kernel
-    isagen run SPEC [-D name=value ...] [--shape n=4096] [--backend hip|emu] [--target gfx942]
+    isagen run SPEC [-D name=value ...] [--shape n=4096] [--backend hip|emu] [--target TARGET]
                                        run on random inputs, check against the spec's torch reference
+                                       (the command is defined in isagen/runtime/run.py)
     isagen report SPEC.yaml|FILE.co [--target T] [--kernel K] [--format text|json|html|png] [-o FILE]
-                                       register pressure, liveness and occupancy (docs/report.md)
+                                       register pressure, liveness and occupancy (docs/report.md;
+                                       the command is defined in isagen/report/command.py)
 
-Every user mistake (``IsagenError``) is reported as one line on stderr with exit code 2; there is
-no traceback for one.  See docs/cli.md.
+Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code 2: an
+``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
+missing value) alike; there is no traceback for one.  See docs/cli.md.
+
+The imports of the builders, the toolchain and the code-object reader stay inside the commands that
+use them: together they take longer to import than ``isagen --help`` takes to answer.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import os
 import sys
 import time
 from pathlib import Path
 
+import click
+
 from isagen import __version__
 from isagen.errors import IsagenError, SpecError
+from isagen.progress import SLOW_WORK_S, Progress
+from isagen.targets import DEFAULT_TARGET, TARGETS, get_target
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+TARGET_NAMES = ", ".join(TARGETS)
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def main(argv=None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USER_ERROR
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     try:
-        return args.run(args)
-    except IsagenError as e:
-        _error(e)
-        return e.exit_code
-    except KeyboardInterrupt:
+        rv = cli.main(args=argv, prog_name="isagen", standalone_mode=False)
+    except click.ClickException as e:          # usage: an unknown option or command, a bad or missing value
+        print(_usage_error_line(e), file=sys.stderr, flush=True)
+        return EXIT_USER_ERROR
+    except click.Abort:                        # click's form of ^C while it parses
         print("isagen: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:                    # `isagen list | head`
-        sys.stderr.close()
-        return 0
+        return EXIT_INTERRUPTED
+    return rv if isinstance(rv, int) else 0    # --help and --version give 0; every command an int
 
 
 def _error(e) -> None:
+    print(_error_line(e), file=sys.stderr, flush=True)
+
+
+def _error_line(e) -> str:
     text = " ".join(str(e).split("\n"))
-    print(f"isagen: error: {text}", file=sys.stderr, flush=True)
+    return f"isagen: error: {text}"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="isagen", description="Generate raw AMD CDNA (gfx942/gfx950) assembly for AI kernels from YAML specs.")
-    p.add_argument("--version", action="version", version=f"isagen {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+def _usage_error_line(e: click.ClickException) -> str:
+    """click's message as one line, naming the subcommand it is about and where its options are listed."""
+    message = " ".join(e.format_message().split()).rstrip(".")
+    if message[:1].isupper() and message[1:2].islower():       # "No such option" -> "no such option"
+        message = message[0].lower() + message[1:]
+    ctx = getattr(e, "ctx", None)
+    path = ctx.command_path if ctx is not None else "isagen"
+    command = path.partition(" ")[2]
+    return _error_line(f"{command + ': ' if command else ''}{message} (see '{path} --help')")
 
-    g = sub.add_parser("gen", help="generate .s and .co files from specs",
-                       description="Build each spec for its targets: DIR/<kernel>.<target>.s and .co.")
-    g.add_argument("specs", nargs="+", metavar="SPEC", help="spec files (.yaml) or directories of them")
-    g.add_argument("--target", "-t", default="all",
-                   help="gfx942, gfx950 or all (default: every target the spec lists)")
-    g.add_argument("-o", "--out-dir", default="out", metavar="DIR", help="output directory (default: out/)")
-    g.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a spec parameter (parsed per its declared type); repeatable")
-    g.add_argument("--force", action="store_true",
-                   help="emit kernels the generator rejects (the reason goes in the .s header)")
-    g.add_argument("--asm-only", action="store_true", help="write the .s only (no assembler needed)")
-    g.set_defaults(run=cmd_gen)
 
-    ls = sub.add_parser("list", help="list specs and the generators' parameters")
-    ls.add_argument("paths", nargs="*", metavar="SPEC_OR_DIR",
-                    help="spec files or directories (default: the bundled specs)")
-    ls.set_defaults(run=cmd_list)
+class IsagenGroup(click.Group):
+    """The subcommands, listed in the order below rather than alphabetically; ``run`` and ``report``
+    are imported only when named (their modules pull in the runtime and the report model, which
+    ``isagen --help`` does not need).  Errors of the work become exit codes here, so that every
+    command gets the same treatment."""
 
-    t = sub.add_parser("targets", help="show the target table")
-    t.set_defaults(run=cmd_targets)
+    # name -> (module whose ``command`` it is, the one-line help the group's listing shows)
+    LAZY = {
+        "run": ("isagen.runtime.run", "run a spec's kernel on random inputs and check it against its torch reference"),
+        "report": ("isagen.report.command",
+                   "register pressure, liveness and occupancy of a spec's kernel or any code object"),
+    }
 
-    tc = sub.add_parser("toolchain", help="show which assembler/linker each target uses")
-    tc.set_defaults(run=cmd_toolchain)
+    def list_commands(self, ctx) -> list[str]:
+        return list(self.commands) + [name for name in self.LAZY if name not in self.commands]
 
-    d = sub.add_parser("disasm", help="disassemble a code object with isagen's decoder",
-                       description="Disassemble an AMDGPU code object (gfx942/gfx950) in llvm-objdump's layout, "
-                                   "with the descriptor and metadata as comments.")
-    d.add_argument("file", help="code object (.co / .hsaco)")
-    d.add_argument("--kernel", "-k", default=None, help="only this kernel")
-    d.add_argument("--target", "-t", default=None, help="the entry of an offload bundle holding several (gfx942 ...)")
-    d.set_defaults(run=cmd_disasm)
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in self.LAZY:
+            self.add_command(importlib.import_module(self.LAZY[name][0]).command, name)
+        return self.commands.get(name)
 
-    demo = sub.add_parser("demo", help="generate, assemble, inspect and run the fp32 axpy kernel")
-    demo.add_argument("-o", "--out-dir", default=os.path.join("out", "demo"), metavar="DIR",
-                      help="where the .s/.co go (default: out/demo)")
-    demo.add_argument("--target", "-t", default="gfx942", help="gfx942 (default) or gfx950")
-    demo.add_argument("-n", type=int, default=10_007, help="elements (default 10007: five workgroups and a tail)")
-    demo.set_defaults(run=cmd_demo)
+    def format_commands(self, ctx, formatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = [(n, self.LAZY[n][1] if n in self.LAZY else self.commands[n].get_short_help_str(limit))
+                for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
-    from isagen.runtime import run as run_command      # light: the runtime loads when the command runs
-    r = sub.add_parser("run", help="run a spec's kernel on random inputs and check it against its torch reference",
-                       description="Build SPEC (cached), run it on random inputs of its shapes (hip on an AMD GPU, "
-                                   "else the emulator), compare with the spec's reference, time it. Exit code 1 "
-                                   "on a mismatch. See docs/runtime.md.")
-    run_command.add_arguments(r)
-    r.set_defaults(run=run_command.main)
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except IsagenError as e:
+            _error(e)
+            return e.exit_code
+        except KeyboardInterrupt:
+            print("isagen: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:                    # `isagen list | head`
+            sys.stderr.close()
+            return 0
 
-    from isagen.report import command as report_command
-    rp = sub.add_parser("report", help="register pressure, liveness and occupancy of a spec's kernel or any code object",
-                        description="Where the registers go and what limits occupancy: declared vs used VGPR/AGPR/SGPR "
-                                    "counts, occupancy and what to free for one more wave, live registers at every "
-                                    "instruction (loops and branches), the peak and what is live there, a table per "
-                                    "allocation, the instruction mix, LDS. See docs/report.md.")
-    report_command.add_arguments(rp)
-    rp.set_defaults(run=report_command.main)
-    return p
+
+@click.group(cls=IsagenGroup, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
+             help=f"Generate raw AMD CDNA ({TARGET_NAMES}) assembly for AI kernels from YAML specs.")
+@click.version_option(__version__, "--version", prog_name="isagen", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(ctx) -> int | None:
+    if ctx.invoked_subcommand is None:            # a bare `isagen`: the help, as a usage mistake
+        click.echo(ctx.get_help())
+        return EXIT_USER_ERROR
+    return None
 
 
 # --------------------------------------------------------------------------- gen
@@ -127,63 +139,83 @@ def resources_line(program) -> str:
             f"(limited by {occ['limited_by']})")
 
 
-def cmd_gen(args) -> int:
-    from isagen.objects.emit import render_assembly
+@cli.command("gen", short_help="generate .s and .co files from specs")
+@click.argument("specs", nargs=-1, required=True, metavar="SPEC...")
+@click.option("--target", "-t", default="all", metavar="TARGET",
+              help=f"{TARGET_NAMES} or all (default: every target the spec lists)")
+@click.option("-o", "--out-dir", default="out", metavar="DIR", help="output directory (default: out/)")
+@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
+              help="override a spec parameter (parsed per its declared type); repeatable")
+@click.option("--force", is_flag=True, help="emit kernels the generator rejects (the reason goes in the .s header)")
+@click.option("--asm-only", is_flag=True, help="write the .s only (no assembler needed)")
+def gen(specs, target, out_dir, defines, force, asm_only) -> int:
+    """Build each SPEC (a .yaml file, or a directory of them) for its targets: DIR/<kernel>.<target>.s
+    and .co.  On a terminal, a build of several shows a progress bar on stderr."""
     from isagen.builders.spec import load_specs, parse_overrides
-    from isagen.targets import get_target
+    from isagen.objects.emit import render_assembly
 
-    overrides = parse_overrides(args.defines)
-    if args.target != "all":
-        get_target(args.target)                     # unknown target: one error before anything is read
-    specs = load_specs(args.specs, overrides)
-    _check_unique(specs)
+    overrides = parse_overrides(defines)
+    if target != "all":
+        get_target(target)                          # unknown target: one error before anything is read
+    loaded = load_specs(specs, overrides)
+    _check_unique(loaded)
 
     jobs = []
-    for spec in specs:
-        if args.target != "all" and args.target.split(":")[0] not in spec.targets and len(specs) > 1:
-            print(f"skip {spec.name}: the spec lists {', '.join(spec.targets)}, not {args.target}")
+    for spec in loaded:
+        if target != "all" and target.split(":")[0] not in spec.targets and len(loaded) > 1:
+            print(f"skip {spec.name}: the spec lists {', '.join(spec.targets)}, not {target}")
             continue
-        jobs += [(spec, t) for t in spec.select_targets(args.target)]
+        jobs += [(spec, t) for t in spec.select_targets(target)]
     if not jobs:
-        raise SpecError(f"no spec lists target {args.target}")
+        raise SpecError(f"no spec lists target {target}")
     problems = []                                   # parameter rules: reported once per spec, before building
-    for spec, target in jobs:
+    for spec, t in jobs:
         try:
-            spec.validate(target)
+            spec.validate(t)
         except IsagenError as e:
             if str(e) not in problems:
                 problems.append(str(e))
-    for p in problems:
-        _error(p)
+    for problem in problems:
+        _error(problem)
     if problems:
         return EXIT_USER_ERROR
 
-    out = _output_dir(args.out_dir)
+    out = _output_dir(out_dir)
     failures, written, start = 0, 0, time.perf_counter()
-    for i, (spec, target) in enumerate(jobs, 1):
-        print(f"[{i}/{len(jobs)}] {spec.name} {target.name} … ", end="", flush=True)
-        t0 = time.perf_counter()
-        try:
-            program = spec.build(target, force=args.force)
-            asm = render_assembly(program)
-            stem = f"{spec.name}.{target.name}"
-            _write(out / f"{stem}.s", asm.encode())
-            written += 1
-            if not args.asm_only:
-                from isagen.objects.toolchain import assemble
-                _write(out / f"{stem}.co", assemble(asm, target, name=spec.name))
+    with Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress:
+        for i, (spec, t) in enumerate(jobs, 1):
+            # each build's line: "[i/n] name target … " before the build, its outcome after it; above a
+            # bar the line is printed whole once the build is done (the bar shows what is building)
+            head = f"[{i}/{len(jobs)}] {spec.name} {t.name} … "
+            if progress.shown:
+                progress.update(i - 1, status=f"{spec.name} {t.name}")
+            else:
+                print(head, end="", flush=True)
+
+            t0 = time.perf_counter()
+            try:
+                program = spec.build(t, force=force)
+                asm = render_assembly(program)
+                stem = f"{spec.name}.{t.name}"
+                _write(out / f"{stem}.s", asm.encode())
                 written += 1
-        except IsagenError as e:
-            failures += 1
-            print("FAILED", flush=True)
-            _error(e)
-            continue
-        note = " (REJECTED: emitted with --force)" if program.rejected else ""
-        print(f"ok {time.perf_counter() - t0:.2f} s{note} · {resources_line(program)}", flush=True)
-        if program.rejected:
-            print(f"    rejected: {program.rejected}", flush=True)
+                if not asm_only:
+                    from isagen.objects.toolchain import assemble
+                    _write(out / f"{stem}.co", assemble(asm, t, name=spec.name))
+                    written += 1
+            except IsagenError as e:
+                failures += 1
+                progress.advance()
+                _job_outcome(progress, head, "FAILED")
+                progress.echo(_error_line(e), file=sys.stderr)
+                continue
+            progress.advance()
+            note = " (REJECTED: emitted with --force)" if program.rejected else ""
+            _job_outcome(progress, head, f"ok {time.perf_counter() - t0:.2f} s{note} · {resources_line(program)}")
+            if program.rejected:
+                progress.echo(f"    rejected: {program.rejected}")
     elapsed = time.perf_counter() - start
-    kinds = ".s" if args.asm_only else ".s and .co"
+    kinds = ".s" if asm_only else ".s and .co"
     if failures:
         print(f"{len(jobs) - failures} of {len(jobs)} builds succeeded; {written} files in {out}/ ({elapsed:.1f} s)")
         if len(jobs) > 1:
@@ -191,6 +223,11 @@ def cmd_gen(args) -> int:
         return EXIT_USER_ERROR
     print(f"wrote {written} files ({kinds}) to {out}/ in {elapsed:.1f} s")
     return 0
+
+
+def _job_outcome(progress: Progress, head: str, text: str) -> None:
+    """The end of a build's line: after its head, or, above a bar, the whole line."""
+    progress.echo(head + text if progress.shown else text)
 
 
 def _check_unique(specs) -> None:
@@ -222,11 +259,15 @@ def _output_dir(path: str) -> Path:
 
 
 # --------------------------------------------------------------------------- list
-def cmd_list(args) -> int:
+@cli.command("list", short_help="list specs and the generators' parameters")
+@click.argument("paths", nargs=-1, metavar="[SPEC_OR_DIR]...")
+def list_specs(paths) -> int:
+    """Each spec (files or directories of them; default: the bundled specs) with its generator,
+    targets, parameters, sizes and reference; then each generator's parameter table."""
     from isagen.builders.registry import load_generators
     from isagen.builders.spec import bundled_specs_dir, load_spec
 
-    paths = [Path(p) for p in args.paths] or [bundled_specs_dir()]
+    paths = [Path(p) for p in paths] or [bundled_specs_dir()]
     files = []
     for p in paths:
         if p.is_dir():
@@ -279,9 +320,10 @@ def _plain(value) -> str:
 
 
 # --------------------------------------------------------------------------- targets
-def cmd_targets(args) -> int:
-    from isagen.targets import TARGETS
-
+@cli.command("targets", short_help="show the target table")
+def targets() -> int:
+    """Per target: registers, waves, LDS, fp8 format and counters; the products' CUs, clocks and peaks;
+    and each target's MFMAs with their passes and cycles (all from isagen/targets.py)."""
     targets = list(TARGETS.values())
     rows = [
         ("family", lambda t: t.family),
@@ -325,18 +367,27 @@ def cmd_targets(args) -> int:
 
 
 # --------------------------------------------------------------------------- toolchain, disasm
-def cmd_toolchain(args) -> int:
+@cli.command("toolchain", short_help="show which assembler/linker each target uses")
+def toolchain() -> int:
+    """The assemblers found, in search order, and which one each target uses."""
     from isagen.objects.toolchain import toolchain_report
 
     print(toolchain_report())
     return 0
 
 
-def cmd_disasm(args) -> int:
+@cli.command("disasm", short_help="disassemble a code object with isagen's decoder")
+@click.argument("file", metavar="FILE.co")
+@click.option("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
+@click.option("--target", "-t", default=None, metavar="TARGET",
+              help=f"the entry of an offload bundle holding several ({TARGET_NAMES})")
+def disasm(file, kernel, target) -> int:
+    """Disassemble an AMDGPU code object (.co / .hsaco; a clang offload bundle is read through its
+    AMDGPU entry) in llvm-objdump's layout, with the descriptor and metadata as comments."""
     from isagen.objects.codeobject import read_code_object
     from isagen.objects.disasm import disassemble
 
-    sys.stdout.write(disassemble(read_code_object(args.file, target=args.target), args.kernel))
+    sys.stdout.write(disassemble(read_code_object(file, target=target), kernel))
     return 0
 
 
@@ -344,20 +395,28 @@ def cmd_disasm(args) -> int:
 DEMO_SPEC = "axpy_f32.yaml"
 
 
-def cmd_demo(args) -> int:
-    from isagen.objects.emit import render_assembly
+@cli.command("demo", short_help="generate, assemble, inspect and run the fp32 axpy kernel")
+@click.option("-o", "--out-dir", default=os.path.join("out", "demo"), metavar="DIR",
+              help="where the .s/.co go (default: out/demo)")
+@click.option("--target", "-t", default=DEFAULT_TARGET, metavar="TARGET",
+              help=f"{TARGET_NAMES} (default: {DEFAULT_TARGET})")
+@click.option("-n", "n", type=int, default=10_007, help="elements (default 10007: five workgroups and a tail)")
+def demo(out_dir, target, n) -> int:
+    """Generate the fp32 axpy kernel, assemble it, show its first instructions, then run it (hip on a
+    supported AMD GPU, else the CPU emulator) and check it against torch."""
     from isagen.builders.spec import bundled_specs_dir, load_spec
+    from isagen.objects.emit import render_assembly
     from isagen.objects.toolchain import assemble
 
     spec_path = bundled_specs_dir() / DEMO_SPEC
     spec = load_spec(spec_path)
-    target = spec.select_targets(args.target)[0]
+    target = spec.select_targets(target)[0]
     print(f"isagen demo: {spec.description}")
     print(f"1. generate  {spec_path} -> {spec.name} for {target.name} ({spec.params.describe()})")
     t0 = time.perf_counter()
     program = spec.build(target)
     asm = render_assembly(program)
-    out = _output_dir(args.out_dir)
+    out = _output_dir(out_dir)
     s_path = out / f"{spec.name}.{target.name}.s"
     co_path = out / f"{spec.name}.{target.name}.co"
     _write(s_path, asm.encode())
@@ -371,7 +430,7 @@ def cmd_demo(args) -> int:
     for line in body[:14]:
         print(f"     {line}")
     print(f"     … ({len(program.instructions())} instructions in all)")
-    return _demo_run(spec, target, co, args.n)
+    return _demo_run(spec, target, co, n)
 
 
 def _demo_run(spec, target, co: bytes, n: int) -> int:
@@ -403,7 +462,8 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     same = "the same" if kernel.code_object == co else "an equivalent (cached)"
     print(f"4. run       isagen.build('{spec.name}') -> {same} code object; n={n} on {where}")
     t0 = time.perf_counter()
-    result = kernel.run(x, y, alpha=alpha)
+    with Progress("emulating", delay=SLOW_WORK_S, clock=True):     # the emulator reports its workgroups
+        result = kernel.run(x, y, alpha=alpha)
     elapsed = time.perf_counter() - t0
     print(f"             grid {result.grid[0]} workgroups x {result.block[0]} lanes, {elapsed:.2f} s")
     got = y.cpu()

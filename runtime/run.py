@@ -29,10 +29,13 @@ import random
 import statistics
 from dataclasses import dataclass, field
 
+import click
+
 import isagen
 from isagen.api import build, resolve_spec, torch_dtype
 from isagen.builders.spec import load_spec
 from isagen.errors import LaunchError, SpecError
+from isagen.progress import SLOW_WORK_S, Progress
 from isagen.runtime import gpu
 from isagen.runtime.backends import BACKENDS, choose_backend
 
@@ -284,30 +287,29 @@ def format_report(r: RunReport) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the CLI subcommand
-def add_arguments(parser) -> None:
-    """The ``isagen run`` arguments (cli.py registers the subcommand and calls ``main``)."""
-    parser.add_argument("spec", help="a spec file or the name of a bundled spec")
-    parser.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a spec parameter (repeatable)")
-    parser.add_argument("--shape", action="append", default=[], metavar="NAME=SIZE",
-                        help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:)")
-    parser.add_argument("--scalar", action="append", default=[], metavar="NAME=VALUE",
-                        help="a scalar argument (default: random)")
-    parser.add_argument("--backend", choices=tuple(BACKENDS), default=None,
-                        help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
-    parser.add_argument("--target", default=None,
-                        help=f"{' or '.join(gpu.SUPPORTED_ARCHS)} (default: the GPU's, else {gpu.DEFAULT_TARGET})")
-    parser.add_argument("--iters", type=int, default=10, help="timed launches on hip (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-
-
-def main(args) -> int:
-    """Run ``isagen run`` with parsed ``args``; returns the exit code (IsagenErrors propagate to the CLI)."""
-    path = resolve_spec(args.spec)
-    spec = load_spec(path, args.defines)                       # -D parsed by the declared types
-    params = {k: spec.params[k] for k in {o.split("=", 1)[0].strip() for o in args.defines}}
-    report = run_spec(path, target=args.target, backend=args.backend, params=params,
-                      shapes=parse_assignments(args.shape, "--shape", _int),
-                      scalars=parse_assignments(args.scalar, "--scalar", _number), iters=args.iters, seed=args.seed)
+@click.command("run")
+@click.argument("spec")
+@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
+@click.option("--shape", multiple=True, metavar="NAME=SIZE",
+              help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:)")
+@click.option("--scalar", multiple=True, metavar="NAME=VALUE", help="a scalar argument (default: random)")
+@click.option("--backend", type=click.Choice(tuple(BACKENDS)), default=None,
+              help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
+@click.option("--target", default=None, metavar="TARGET",
+              help=f"{' or '.join(gpu.SUPPORTED_ARCHS)} (default: the GPU's, else {gpu.DEFAULT_TARGET})")
+@click.option("--iters", type=int, default=10, help="timed launches on hip (default 10)")
+@click.option("--seed", type=int, default=0, help="seed of the random inputs")
+def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
+    """Build SPEC (a spec file or the name of a bundled spec; cached), run it on random inputs of its
+    shapes (hip on an AMD GPU, else the emulator), compare with the spec's reference, time it.  Exit
+    code 1 on a mismatch.  An emulator run of more than a few seconds shows a progress bar on a
+    terminal.  See docs/runtime.md."""
+    path = resolve_spec(spec)
+    loaded = load_spec(path, defines)                          # -D parsed by the declared types
+    params = {k: loaded.params[k] for k in {o.split("=", 1)[0].strip() for o in defines}}
+    with Progress("emulating", delay=SLOW_WORK_S, clock=True):             # the emulator reports its workgroups
+        report = run_spec(path, target=target, backend=backend, params=params,
+                          shapes=parse_assignments(shape, "--shape", _int),
+                          scalars=parse_assignments(scalar, "--scalar", _number), iters=iters, seed=seed)
     print("\n".join(format_report(report)))
     return 0 if report.ok else 1

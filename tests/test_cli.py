@@ -1,7 +1,9 @@
 """The command line: exit codes and one-line errors, gen/list/targets/toolchain output against the
 facts they report (targets.py, the generator schema, the toolchain finder, LLVM's readelf)."""
 
+import io
 import os
+import pty
 import re
 import shutil
 import subprocess
@@ -330,3 +332,105 @@ def test_demo_generates_assembles_runs_and_checks(tmp_path, capsys, monkeypatch)
     assert check.endswith("-> OK")
     assert float(re.search(r"\(([\d.]+) ulp\)", check).group(1)) <= 1.0
     assert "grid 2 workgroups x 256 lanes" in stdout      # 3001 elements / (256 lanes x 4 x 2 per lane)
+
+
+# ---------------------------------------------------------------------------- click: help, usage errors, signals
+def test_every_command_has_click_help(capsys):
+    from isagen.cli import cli
+
+    assert main(["--help"]) == 0
+    top = capsys.readouterr().out
+    assert top.startswith("Usage: isagen [OPTIONS] COMMAND")
+    names = cli.list_commands(None)
+    assert names[:2] == ["gen", "list"] and {"run", "report", "disasm", "demo"} <= set(names)
+    for name in names:
+        assert re.search(rf"^  {name}\s+\S", top, re.M), name           # listed with its one-line help
+        assert main([name, "-h"]) == 0
+        assert capsys.readouterr().out.startswith(f"Usage: isagen {name} [OPTIONS]"), name
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["gen", "--bogus"], ["gen: no such option", "--bogus", "isagen gen --help"]),
+    (["gen"], ["gen: missing argument", "SPEC"]),
+    (["nosuch"], ["no such command", "nosuch"]),
+    (["run", "axpy_f32", "--backend", "cuda"], ["run: invalid value for '--backend'", "'cuda'"]),
+    (["demo", "-n", "many"], ["'-n'", "'many' is not a valid integer"]),
+    (["report", "x.co", "--dynamic-lds", "-8"], ["'--dynamic-lds'", "-8 is negative"]),
+    (["report", "x.co", "--format", "pdf"], ["'--format'", "'pdf'"]),
+])
+def test_usage_errors_are_one_line_exit_2(capsys, argv, words):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    line = one_error_line(captured.err)
+    assert all(w in line for w in words), line
+    assert captured.out == ""
+
+
+def test_usage_error_from_the_installed_entry_point_is_one_line():
+    r = run_module("gen", "--target")
+    assert r.returncode == 2 and "--target" in one_error_line(r.stderr) and r.stdout == ""
+
+
+def test_interrupt_is_130_and_broken_pipe_is_quiet(monkeypatch, capsys):
+    from isagen.objects import toolchain
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(toolchain, "toolchain_report", interrupted)
+    assert main(["toolchain"]) == 130
+    assert capsys.readouterr().err == "isagen: interrupted\n"
+
+    def reader_gone():
+        raise BrokenPipeError
+
+    monkeypatch.setattr(toolchain, "toolchain_report", reader_gone)
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert main(["toolchain"]) == 0
+    assert stderr.closed                      # nothing more is said on a pipe that is gone
+
+
+def _elementwise_library(tmp_path, count=2):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for s in [s for s in load_specs([bundled_specs_dir()]) if s.kernel == "elementwise"][:count]:
+        shutil.copy(s.path, lib)
+    return lib
+
+
+def test_library_build_draws_a_bar_on_a_terminal_only(tmp_path):
+    lib = _elementwise_library(tmp_path)
+    piped = run_module("gen", str(lib), "--asm-only", "-o", str(tmp_path / "a"))
+    assert piped.returncode == 0 and piped.stderr == ""
+    # the same build with stderr on a pseudo-terminal: the bar is drawn there, stdout is unchanged
+    leader, follower = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "isagen", "gen", str(lib), "--asm-only", "-o", str(tmp_path / "a")],
+                            stdout=subprocess.PIPE, stderr=follower, text=True, env=env, cwd=ROOT)
+    os.close(follower)
+    stdout, _ = proc.communicate(timeout=120)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:                        # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert proc.returncode == 0
+    total = sum(len(s.targets) for s in load_specs([lib]))
+    text = drawn.decode()
+    assert "building" in text and f"{total}/{total}" in text and "100%" in text
+    strip_times = lambda s: re.sub(r"\d+\.\d+ s", "T s", s)                   # noqa: E731
+    assert strip_times(stdout) == strip_times(piped.stdout)
+
+
+def test_shell_completion_offers_commands_and_choices():
+    r = run_module(env={"_ISAGEN_COMPLETE": "bash_complete", "COMP_WORDS": "isagen r", "COMP_CWORD": "1"})
+    assert r.returncode == 0 and r.stdout.split() == ["plain,run", "plain,report"], r
+    r = run_module(env={"_ISAGEN_COMPLETE": "bash_complete", "COMP_WORDS": "isagen run x --backend ",
+                        "COMP_CWORD": "4"})
+    assert r.stdout.split() == ["plain,hip", "plain,emu"], r

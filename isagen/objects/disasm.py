@@ -1,6 +1,7 @@
-"""`isagen disasm FILE.co [--kernel NAME]`: disassemble an AMDGPU code object with isagen's decoder.
+"""Disassembly of an AMDGPU code object with isagen's decoder (``isagen disasm FILE.co [--kernel NAME]``
+on the command line: cli.py).
 
-Prints, per kernel, the target and the descriptor/metadata summary as comments, then one line per
+:func:`disassemble` gives, per kernel, the target and the descriptor/metadata summary as comments, then one line per
 instruction in ``llvm-objdump -d`` layout: the LLVM text, then ``// ADDRESS: WORDS`` (and the branch
 target as ``<kernel+0xOFF>``).  The instruction text matches ``llvm-objdump-19 -d`` exactly for
 gfx942 (see tests/objects/test_disasm_vs_objdump.py); gfx950 is decoded with the table built by
@@ -9,11 +10,7 @@ tools/gen_opcodes.py from zig clang's assembler.
 
 from __future__ import annotations
 
-import argparse
-import sys
-
-from isagen.objects.codeobject import CodeObject, Kernel, read_code_object
-from isagen.errors import IsagenError
+from isagen.objects.codeobject import CodeObject, Kernel
 
 
 def kernel_header(co: CodeObject, k: Kernel, n_instructions: int) -> list[str]:
@@ -70,30 +67,3 @@ def disassemble(co: CodeObject, kernel: str | None = None) -> str:
         out.append(f"{k.name}:")
         out.extend(format_instruction(i, k) for i in insts)
     return "\n".join(out) + "\n"
-
-
-def build_parser(p: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    p = p or argparse.ArgumentParser(prog="isagen disasm",
-                                     description="Disassemble an AMDGPU code object (gfx942/gfx950).")
-    p.add_argument("file", help="code object (.co / .hsaco)")
-    p.add_argument("--kernel", "-k", default=None, help="only this kernel")
-    p.add_argument("--target", "-t", default=None, help="the entry of an offload bundle holding several (gfx942 ...)")
-    return p
-
-
-def run(args) -> int:
-    try:
-        co = read_code_object(args.file, target=args.target)
-        sys.stdout.write(disassemble(co, args.kernel))
-    except IsagenError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
-
-
-def main(argv=None) -> int:
-    return run(build_parser().parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

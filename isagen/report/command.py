@@ -1,21 +1,23 @@
 """``isagen report SPEC.yaml|FILE.co|FILE.s``: the register-pressure report on the command line.
 
-cli.py registers the subcommand with :func:`add_arguments` and runs :func:`main`; every user mistake
-(no such file, not an ELF, not AMDGPU, unknown kernel, bad spec) is an ``IsagenError`` -- one line,
-exit code 2.
+:data:`command` is the click command; cli.py adds it to the ``isagen`` group.  Every user mistake (no
+such file, not an ELF, not AMDGPU, unknown kernel, bad spec) is an ``IsagenError`` -- one line, exit
+code 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+
+import click
 
 from isagen.api import resolve_spec
 from isagen.builders.spec import load_spec
 from isagen.errors import CodeObjectError, IsagenError, SpecError
 from isagen.objects.toolchain import assemble, source_target_id
+from isagen.progress import Progress
 from isagen.report.documents import render, report_code_object
 from isagen.report.model import analyze, document
 from isagen.report.png import write_png
@@ -26,40 +28,28 @@ FORMATS = ("text", "json", "html", "png")
 _EXT = {".txt": "text", ".json": "json", ".html": "html", ".htm": "html", ".png": "png"}
 
 
-def add_arguments(p) -> None:
-    p.add_argument("input", metavar="SPEC.yaml|FILE.co",
-                   help="a kernel spec (built here; a bundled spec's name works too), an AMDGPU code object "
-                        "(.co/.hsaco from isagen, Triton, hipcc, clang...) or assembly (.s: assembled first)")
-    p.add_argument("--target", "-t", default=None,
-                   help=f"specs: {', '.join(TARGETS)} or all (default: every target the spec lists); code objects: "
-                        "must name the code object's own target")
-    p.add_argument("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
-    p.add_argument("--format", "-f", choices=FORMATS, default=None,
-                   help="text (default), json, html or png (default: from -o's extension)")
-    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write here (default: stdout; png needs it)")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a spec parameter (repeatable)")
-    p.add_argument("--force", action="store_true",
-                   help="report a spec's kernel even when the generator rejects it (e.g. below min_occupancy)")
-    p.add_argument("--dynamic-lds", type=_nonnegative, default=0, metavar="BYTES",
-                   help="LDS the launch adds as dynamic shared memory (Triton's kernel.metadata.shared), "
-                        "for the occupancy")
-    p.add_argument("--listing", action="store_true", help="text: add the per-instruction listing with live counts")
+class ByteCount(click.ParamType):
+    """A non-negative byte count (``0x`` and ``0o`` prefixes work)."""
 
+    name = "bytes"
 
-def _nonnegative(text: str) -> int:
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a byte count") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} is negative")
-    return v
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            v = int(value, 0)
+        except ValueError:
+            self.fail(f"'{value}' is not a byte count", param, ctx)
+        if v < 0:
+            self.fail(f"{v} is negative", param, ctx)
+        return v
 
 
 def load_reports(path, *, target: str | None = None, kernel: str | None = None, overrides=(),
-                 dynamic_lds: int = 0, force: bool = False) -> dict:
-    """The report document of a spec or a code object file (see ``isagen.report.report_path``)."""
+                 dynamic_lds: int = 0, force: bool = False, on_kernel=None) -> dict:
+    """The report document of a spec or a code object file (see ``isagen.report.report_path``).
+    ``on_kernel(done, total)`` is told how many of a spec's kernels are built and analysed: before the
+    first and after each."""
     p = Path(path)
     if p.is_dir():
         raise IsagenError(f"{p}: is a directory; give a spec (.yaml) or a code object file")
@@ -70,10 +60,15 @@ def load_reports(path, *, target: str | None = None, kernel: str | None = None, 
         if target and target != "all":
             get_target(target)
         kernels = []
-        for t in spec.select_targets(target or "all"):
+        selected = spec.select_targets(target or "all")
+        if on_kernel is not None:
+            on_kernel(0, len(selected))
+        for t in selected:
             program = spec.build(t, force=force)
             src = {"kind": "spec", "path": str(spec.path), "target_id": t.target_id}
             kernels.append(analyze(from_program(program, src)))
+            if on_kernel is not None:
+                on_kernel(len(kernels), len(selected))
         return document(kernels)
     if not p.exists():
         raise CodeObjectError(f"{p}: no such file")
@@ -104,20 +99,47 @@ def _assemble(path: Path, target: str | None) -> bytes:
     return assemble(text, target, name=path.stem)
 
 
-def main(args) -> int:
-    fmt = args.format or (_EXT.get(Path(args.output).suffix.lower(), "text") if args.output else "text")
-    if fmt == "png" and not args.output:
+@click.command("report")
+@click.argument("input", metavar="SPEC.yaml|FILE.co")
+@click.option("--target", "-t", default=None, metavar="TARGET",
+              help=f"specs: {', '.join(TARGETS)} or all (default: every target the spec lists); code objects: "
+                   "must name the code object's own target")
+@click.option("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
+@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None,
+              help="text (default), json, html or png (default: from -o's extension)")
+@click.option("-o", "--output", default=None, metavar="FILE", help="write here (default: stdout; png needs it)")
+@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
+@click.option("--force", is_flag=True,
+              help="report a spec's kernel even when the generator rejects it (e.g. below min_occupancy)")
+@click.option("--dynamic-lds", type=ByteCount(), default=0, metavar="BYTES",
+              help="LDS the launch adds as dynamic shared memory (Triton's kernel.metadata.shared), for the occupancy")
+@click.option("--listing", is_flag=True, help="text: add the per-instruction listing with live counts")
+def command(input, target, kernel, fmt, output, defines, force, dynamic_lds, listing) -> int:  # noqa: A002 -- the argument's name in the help
+    """Where the registers go and what limits occupancy: declared vs used VGPR/AGPR/SGPR counts,
+    occupancy and what to free for one more wave, live registers at every instruction (loops and
+    branches), the peak and what is live there, a table per allocation, the instruction mix, LDS.
+
+    SPEC.yaml|FILE.co is a kernel spec (built here; a bundled spec's name works too), an AMDGPU code
+    object (.co/.hsaco from isagen, Triton, hipcc, clang...) or assembly (.s: assembled first).
+    Writing html or png shows a progress bar on a terminal.  See docs/report.md."""
+    fmt = fmt or (_EXT.get(Path(output).suffix.lower(), "text") if output else "text")
+    if fmt == "png" and not output:
         raise IsagenError("--format png needs -o FILE.png")
-    doc = load_reports(args.input, target=args.target, kernel=args.kernel, overrides=args.defines,
-                       dynamic_lds=args.dynamic_lds, force=args.force)
-    if fmt == "png":
-        write_png(doc, args.output)
-        print(f"wrote {args.output}", file=sys.stderr)
-        return 0
-    text = render(doc, fmt, listing=args.listing) if fmt == "text" else render(doc, fmt)
-    if args.output:
-        _write(Path(args.output), text)
-        print(f"wrote {args.output}", file=sys.stderr)
+    # the bar counts the kernels built and analysed, then the rendering; only for the formats written to
+    # a file (text and json are the output itself, and quick to render)
+    with Progress("report", enabled=fmt in ("html", "png")) as progress:
+        doc = load_reports(input, target=target, kernel=kernel, overrides=defines, dynamic_lds=dynamic_lds,
+                           force=force, on_kernel=lambda done, total: progress.update(done, total + 1))
+        built = len(doc["kernels"])
+        progress.update(built, built + 1, status=f"rendering {fmt}")
+        if fmt == "png":
+            write_png(doc, output)
+        else:
+            text = render(doc, fmt, listing=listing) if fmt == "text" else render(doc, fmt)
+            if output:
+                _write(Path(output), text)
+    if output:
+        print(f"wrote {output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -19,6 +19,7 @@ import numpy as np
 from isagen.errors import CodeObjectError, LaunchError
 from isagen.isa.decoder import decode
 from isagen.objects.codeobject import read_code_object
+from isagen.progress import report_progress
 
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
 from isagen.runtime.emu.executor import CompiledCode, RunContext, run_batch
@@ -172,11 +173,13 @@ class Module:
             wg_per_batch = max(1, min(total_wg, BATCH_VGPR_BYTES // (per_wave * nwaves_wg),
                                       max(1, MAX_BATCH_WAVES // nwaves_wg),
                                       max(1, BATCH_LDS_BYTES // max(lds_total, 1))))
+            report_progress(0, total_wg)             # the CLI's bar, when one is open, learns the size
             for first in range(0, total_wg, wg_per_batch):
                 n = min(wg_per_batch, total_wg - first)
                 st = self._batch(k, prog, first, n, grid, block, kbuf, kernarg, extra, lds_total, san)
                 st.stats = rc
                 run_batch(prog, st, rc)
+                report_progress(first + n, total_wg)
                 if rc.reports and on_error == "collect" and any(r.category in ("budget", "fault", "unsupported")
                                                                 for r in rc.reports):
                     break

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from isagen.objects.codeobject import KernelNotFound, read_code_object
-from isagen.objects.disasm import main as disasm_main
+from isagen.cli import main as cli_main
 from isagen.errors import CodeObjectError
 
 MC, LLD, OBJDUMP, READELF = "llvm-mc-19", "ld.lld-19", "llvm-objdump-19", "llvm-readelf-19"
@@ -250,7 +250,7 @@ def test_unknown_opcode_in_kernel_names_file_offset(tmp_path, capsys):
         k.decode()
     msg = _one_line(e.value)
     assert path in msg and f"offset 0x{bad_off:x}" in msg and "unknown SOPP opcode 127" in msg
-    assert disasm_main([path]) == 2
+    assert cli_main(["disasm", path]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"offset 0x{bad_off:x}" in err
 
@@ -340,4 +340,4 @@ def test_offload_bundles_from_hip(tmp_path, capsys):
     data = one.read_bytes()
     with pytest.raises(CodeObjectError, match=r"offset 0x[0-9a-f]+: truncated offload bundle"):
         read_code_object(data[:len(data) - 100])
-    assert disasm_main([str(two), "--target", "gfx942"]) == 0 and "k:" in capsys.readouterr().out
+    assert cli_main(["disasm", str(two), "--target", "gfx942"]) == 0 and "k:" in capsys.readouterr().out

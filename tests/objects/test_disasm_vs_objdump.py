@@ -326,11 +326,11 @@ def test_triton_kernels_match_objdump(triton_gfx942, name):
 
 
 def test_disasm_command_output(triton_gfx942, capsys):
-    from isagen.objects.disasm import main
-    assert main([triton_gfx942["matmul"]]) == 0
+    from isagen.cli import main
+    assert main(["disasm", triton_gfx942["matmul"]]) == 0
     out = capsys.readouterr().out
     assert "; kernel matmul_kernel" in out and "v_mfma_f32_" in out
-    assert main([triton_gfx942["matmul"], "--kernel", "nope"]) == 2
+    assert main(["disasm", triton_gfx942["matmul"], "--kernel", "nope"]) == 2
     err = capsys.readouterr().err
     assert "no kernel named 'nope'" in err and "matmul_kernel" in err
 

@@ -12,14 +12,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from isagen.api import resolve_spec
+from isagen.builders.spec import load_spec
 from isagen.cli import main
 from isagen.objects.emit import render_assembly
 from isagen.builders.program import KernelBuilder
@@ -338,3 +342,24 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys, code_object):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("isagen: error: ") and needle in lines[0], (args, err)
         assert "Traceback" not in err and out == ""
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal would be: click draws its bar into it."""
+
+    def isatty(self):
+        return True
+
+
+def test_cli_bar_for_html_and_png_only(tmp_path, monkeypatch, capsys):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["report", "axpy_f32", "-o", str(tmp_path / "r.html")]) == 0
+    drawn = terminal.getvalue()
+    targets = len(load_spec(resolve_spec("axpy_f32")).targets)       # built and analysed, then rendered
+    assert f"0/{targets + 1}" in drawn and f"{targets}/{targets + 1}" in drawn and "rendering html" in drawn
+    assert drawn.index("100%") < drawn.index("wrote ")
+    terminal.seek(0)
+    terminal.truncate()
+    assert main(["report", "axpy_f32", "--format", "json"]) == 0
+    assert terminal.getvalue() == "" and json.loads(capsys.readouterr().out)["kernels"]
