@@ -31,10 +31,10 @@ from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.math import ACTIVATIONS
 from isagen.prims.occupancy import occupancy_floor
-from isagen.prims.rows import ACCESS_BYTES, Pending, RowWindow, even_length_requires, log2
+from isagen.tiles.buffer import OOB_INLINE
+from isagen.prims.rows import LANE_ACCESS_BYTES, Pending, RowWindow, even_length_requires, log2
 from isagen.builders.program import KernelBuilder
 
-OOB = -4        # a byte offset past every window (0xfffffffc; an inline constant)
 
 PARAMS = {
     "op": Param("str", "silu", "; ".join(f"{k}: {a.doc}" for k, a in ACTIVATIONS.items()), choices=tuple(ACTIVATIONS)),
@@ -47,7 +47,7 @@ PARAMS = {
 
 
 def _vec(p) -> int:
-    return ACCESS_BYTES // ELEMENT_BYTES[p.dtype]
+    return LANE_ACCESS_BYTES // ELEMENT_BYTES[p.dtype]
 
 
 def _tile(p) -> int:
@@ -116,10 +116,10 @@ class _Activation:
         for s in sizes:
             k.s_load_dword(self.s[s], k.kernarg_ptr, k.args[s].offset, comment=s)
         self.offsets = k.vgpr(p.unroll, "offset", align=1, kernel=True)
-        k.v_lshlrev_b32(self.offsets[0], log2(ACCESS_BYTES), k.tid, comment="lane x 16 bytes: chunk 0")
+        k.v_lshlrev_b32(self.offsets[0], log2(LANE_ACCESS_BYTES), k.tid, comment="lane x 16 bytes: chunk 0")
         for u in range(1, p.unroll):
-            k.v_add_u32(self.offsets[u], u * p.block * ACCESS_BYTES, self.offsets[0],
-                        comment=f"chunk {u}: {u * p.block * ACCESS_BYTES} bytes further")
+            k.v_add_u32(self.offsets[u], u * p.block * LANE_ACCESS_BYTES, self.offsets[0],
+                        comment=f"chunk {u}: {u * p.block * LANE_ACCESS_BYTES} bytes further")
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
         if self.gated:
             self.windows_gated()
@@ -231,9 +231,9 @@ class _Activation:
                 self.win[name].set_records(t.soff)
             k.s_sub_u32(t.soff, t.soff, 2, comment="byte offset of its last element")
             k.s_and_b32(t.odd, self.rem, 1, comment="scc: an odd element count (only the last workgroup)")
-            k.s_cselect_b32(t.soff, t.soff, OOB, comment="even: nothing to do")
+            k.s_cselect_b32(t.soff, t.soff, OOB_INLINE, comment="even: nothing to do")
             k.v_mov_b32(t.voff, t.soff)
-            k.v_cndmask_b32(t.voff, OOB, t.voff, VCC, comment="only lane 0")
+            k.v_cndmask_b32(t.voff, OOB_INLINE, t.voff, VCC, comment="only lane 0")
             k.buffer_load_ushort(t.val, t.voff, self.win["x"].regs, 0, offen=True, comment="x[n-1]")
             k.wait(vmcnt=0, why="the tail element has landed")
             x = self.vals[0]

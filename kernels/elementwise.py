@@ -30,13 +30,11 @@ from dataclasses import dataclass
 from isagen.isa.operands import VCC
 from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
-from isagen.prims.convert import Converter
+from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.occupancy import occupancy_floor
+from isagen.tiles.buffer import BUFFER_DWORD3, OOB_INLINE
 from isagen.builders.program import KernelBuilder
 
-ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
-OOB = -4                    # 0xfffffffc, an offset no buffer reaches (an inline constant: no literal)
-BUFFER_DWORD3 = 0x00020000  # gfx9 raw buffer: DATA_FORMAT (bits 18:15) = 4 (32 bit), NUM_FORMAT 0, DST_SEL 0
 MAX_BYTES = 1 << 32         # num_records and offsets are 32-bit
 
 
@@ -221,13 +219,13 @@ def _tail(k, op, alu, rsrc, n, nbytes, alpha):
     k.s_lshl_b32(soff, n, 1, comment="n*2")
     k.s_sub_u32(soff, soff, 2, comment="byte offset of element n-1")
     k.s_and_b32(odd, n, 1, comment="scc: n is odd")
-    k.s_cselect_b32(soff, soff, OOB, comment="even n: nothing to do")
+    k.s_cselect_b32(soff, soff, OOB_INLINE, comment="even n: nothing to do")
     k.s_cmp_eq_u32(k.workgroup_id["x"], 0, comment="scc: workgroup 0")
-    k.s_cselect_b32(soff, soff, OOB, comment="only workgroup 0")
+    k.s_cselect_b32(soff, soff, OOB_INLINE, comment="only workgroup 0")
     k.free(odd)
     voff = k.vgpr(1, "tail_offset")
     k.v_mov_b32(voff, soff)
-    k.v_cndmask_b32(voff, OOB, voff, VCC, comment="only lane 0")
+    k.v_cndmask_b32(voff, OOB_INLINE, voff, VCC, comment="only lane 0")
     k.free(k.tid, soff)
     k.s_lshl_b32(nbytes, n, 1, comment="exact size n*2: element n-1 is in range for 2-byte accesses")
     for t in rsrc:

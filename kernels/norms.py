@@ -55,7 +55,6 @@ from isagen.builders.program import KernelBuilder
 from isagen.tiles.buffer import BufferResource
 
 DTYPES = ("f32", "bf16", "f16")
-VGPR_BUDGET = 256           # arch VGPRs of one wave
 
 
 @dataclass(frozen=True)
@@ -124,11 +123,11 @@ def validate(p, target):
     if p.bias and op.kind != "layer":
         out.append(("bias", f"{p.op} has no bias (layer norms only)"))
     need = _data_vgprs(p)
-    if need > VGPR_BUDGET - 40:
+    if need > target.max_arch_vgprs - 40:
         g = _geometry(p)
         out.append(("max_hidden", f"max_hidden={p.max_hidden} {p.dtype} with waves_per_row={p.waves_per_row} keeps "
                                   f"{need} VGPRs of row data per lane ({g.chunks} chunks); raise waves_per_row "
-                                  f"(at most {VGPR_BUDGET - 40} fit with the temporaries)"))
+                                  f"(at most {target.max_arch_vgprs - 40} fit with the temporaries)"))
     return out
 
 

@@ -32,7 +32,7 @@ from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.occupancy import occupancy_floor
-from isagen.prims.rows import ACCESS_BYTES, LANES, Pending, RowWindow, lane_and_wave, log2
+from isagen.prims.rows import LANE_ACCESS_BYTES, LANES, Pending, RowWindow, lane_and_wave, log2
 from isagen.builders.program import KernelBuilder
 
 STYLES = {"neox": "rotate-half: pairs (x[i], x[i + head_dim/2])",
@@ -50,7 +50,7 @@ PARAMS = {
 
 
 def _vec(p) -> int:
-    return ACCESS_BYTES // ELEMENT_BYTES[p.dtype]
+    return LANE_ACCESS_BYTES // ELEMENT_BYTES[p.dtype]
 
 
 def _lanes_per_token(p) -> int:
@@ -127,7 +127,7 @@ class _Rotary:
         k.v_lshrrev_b32(tsub, log2(self.L), lane, comment="token within the wave")
         self.col = k.vgpr(1, "angle_offset", kernel=True)
         k.v_and_b32(self.col, self.L - 1, lane, comment="16-byte slot within the token")
-        k.v_lshlrev_b32(self.col, log2(ACCESS_BYTES), self.col, comment="its byte offset")
+        k.v_lshlrev_b32(self.col, log2(LANE_ACCESS_BYTES), self.col, comment="its byte offset")
         k.free(lane)
 
         tok0 = k.sgpr(1, "first_token", kernel=True)
@@ -219,7 +219,7 @@ class _Rotary:
     def step(self, n: int):
         """Rotate ``n`` heads: 2n loads in flight, then compute and store head by head."""
         k, p = self.k, self.p
-        second = self.half * self.esize if p.style == "neox" else ACCESS_BYTES
+        second = self.half * self.esize if p.style == "neox" else LANE_ACCESS_BYTES
         k.comment(f"---- {n} head(s): load, rotate, store")
         pending = Pending(k)
         for h in range(n):

@@ -37,7 +37,6 @@ from isagen.builders.program import KernelBuilder
 
 DTYPES = ("f32", "bf16", "f16")
 NEG_INF = 0xFF800000
-VGPR_BUDGET = 256
 
 PARAMS = {
     "dtype": Param("str", "bf16", "element type of x and out (math in fp32, out rounded to nearest even)",
@@ -62,7 +61,7 @@ def validate(p, target):
     if p.waves_per_row > p.waves:
         return out
     g = _geometry(p)
-    if 5 * g.chunks > VGPR_BUDGET - 32:
+    if 5 * g.chunks > target.max_arch_vgprs - 32:
         out.append(("max_cols", f"max_cols={p.max_cols} {p.dtype} with waves_per_row={p.waves_per_row} keeps "
                                 f"{5 * g.chunks} VGPRs of row per lane; raise waves_per_row"))
     return out

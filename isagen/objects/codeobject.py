@@ -6,9 +6,9 @@ when the bundle holds several); offsets in errors are then relative to that entr
 names with its position in the file.
 
 ``read_code_object(path_or_bytes)`` returns a :class:`CodeObject`: the target ID from the ELF
-flags, the symbols, the ``NT_AMDGPU_METADATA`` note (msgpack) and one :class:`Kernel` per kernel
+flags, the symbols, the ``NT_AMDGPU_METADATA`` note (msgpack) and one :class:`CodeObjectKernel` per kernel
 descriptor (``<name>.kd``) with its decoded descriptor fields, its metadata map and its code bytes
-(from the descriptor's entry to the end of the kernel's function symbol).  ``Kernel.decode()``
+(from the descriptor's entry to the end of the kernel's function symbol).  ``CodeObjectKernel.decode()``
 gives the decoder's :class:`~isagen.isa.decoder.DecodedInstruction` list.
 
 Layouts follow LLVM's AMDGPUUsage ("Kernel Descriptor", "ELF Header", "Code Object Metadata").
@@ -236,7 +236,7 @@ class Symbol:
 
 
 @dataclass
-class Kernel:
+class CodeObjectKernel:
     name: str
     descriptor: KernelDescriptor
     metadata: dict
@@ -286,12 +286,12 @@ class CodeObject:
     e_flags: int
     symbols: list[Symbol]
     metadata: dict
-    kernels: dict[str, Kernel]
+    kernels: dict[str, CodeObjectKernel]
     text_address: int = 0
     text_offset: int = 0
     text: bytes = b""
 
-    def kernel(self, name: str | None = None) -> Kernel:
+    def kernel(self, name: str | None = None) -> CodeObjectKernel:
         if name is None:
             if len(self.kernels) == 1:
                 return next(iter(self.kernels.values()))
@@ -476,7 +476,7 @@ def _parse(data: bytes, label: str) -> CodeObject:
     text = next((s for s in secs if s["name"] == ".text"), None)
     md_by_symbol = {k.get(".symbol"): k for k in metadata.get("amdhsa.kernels", [])}
     funcs = sorted((sym for sym in symbols if sym.type == "STT_FUNC"), key=lambda x: x.value)
-    kernels: dict[str, Kernel] = {}
+    kernels: dict[str, CodeObjectKernel] = {}
     for sym in symbols:
         if not sym.name.endswith(".kd") or sym.type != "STT_OBJECT":
             continue
@@ -502,7 +502,7 @@ def _parse(data: bytes, label: str) -> CodeObject:
         code = data[coff:coff + (end - entry)]
         md = md_by_symbol.get(sym.name) or next(
             (k for k in metadata.get("amdhsa.kernels", []) if k.get(".name") == kname), {})
-        kernels[kname] = Kernel(kname, kd, md, entry, coff, code, mach, label)
+        kernels[kname] = CodeObjectKernel(kname, kd, md, entry, coff, code, mach, label)
 
     return CodeObject(label, data, mach, tid, xnack, sramecc, cov, e_flags, symbols, metadata,
                       kernels, text["addr"] if text else 0, text["off"] if text else 0,

@@ -10,10 +10,10 @@ tools/gen_opcodes.py from zig clang's assembler.
 
 from __future__ import annotations
 
-from isagen.objects.codeobject import CodeObject, Kernel
+from isagen.objects.codeobject import CodeObject, CodeObjectKernel
 
 
-def kernel_header(co: CodeObject, k: Kernel, n_instructions: int) -> list[str]:
+def kernel_header(co: CodeObject, k: CodeObjectKernel, n_instructions: int) -> list[str]:
     kd = k.descriptor
     md = k.metadata
     wg = "".join(c for c, on in zip("xyz", kd.workgroup_id_enabled) if on) or "-"
@@ -44,7 +44,7 @@ def kernel_header(co: CodeObject, k: Kernel, n_instructions: int) -> list[str]:
     return lines
 
 
-def format_instruction(ins, kernel: Kernel) -> str:
+def format_instruction(ins, kernel: CodeObjectKernel) -> str:
     words = " ".join("%08X" % w for w in ins.words)
     line = f"\t{ins.text:<58} // {ins.pc:012X}: {words}"
     tgt = ins.branch_target

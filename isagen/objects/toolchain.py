@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import msgpack
 
 from isagen.errors import ToolchainError
+from isagen.objects.codeobject import NT_AMDGPU_METADATA
 from isagen.targets import TARGETS, Target, get_target
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -49,7 +50,6 @@ EF_AMDGPU_MACH = 0x0FF
 EF_MACH = {t.name: t.e_flags_mach for t in TARGETS.values()}
 _XNACK_BITS = {0x000: None, 0x100: "any", 0x200: "-", 0x300: "+"}      # EF_AMDGPU_FEATURE_XNACK_V4
 _SRAMECC_BITS = {0x000: None, 0x400: "any", 0x800: "-", 0xC00: "+"}    # EF_AMDGPU_FEATURE_SRAMECC_V4
-NT_AMDGPU_METADATA = 32
 SHF_EXCLUDE = 0x80000000
 SHT_NOTE = 7
 

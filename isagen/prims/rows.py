@@ -37,7 +37,7 @@ from isagen.tiles.buffer import BufferResource
 from isagen.prims.convert import ELEMENT_BYTES
 
 LANES = 64
-ACCESS_BYTES = 16            # bytes per lane per load/store: buffer_load_dwordx4
+LANE_ACCESS_BYTES = 16            # bytes per lane per load/store: buffer_load_dwordx4
 
 
 def log2(x: int) -> int:
@@ -94,7 +94,7 @@ class RowGeometry:
     @property
     def vec(self) -> int:
         """Elements per lane per access."""
-        return ACCESS_BYTES // self.esize
+        return LANE_ACCESS_BYTES // self.esize
 
     @property
     def span(self) -> int:
@@ -134,14 +134,14 @@ class RowLanes:
         g = geom
         self.offsets = k.vgpr(g.chunks, f"{name}_offset", align=1, kernel=True)
         k.comment(f"lane t of wave w (of {g.waves_per_row} per row), chunk j: columns "
-                  f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {ACCESS_BYTES} bytes at byte "
-                  f"(j*{g.waves_per_row} + w)*{LANES * ACCESS_BYTES} + t*{ACCESS_BYTES}")
-        k.v_lshlrev_b32(self.offsets[0], log2(ACCESS_BYTES), lane, comment=f"chunk 0: lane x {ACCESS_BYTES} bytes")
+                  f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {LANE_ACCESS_BYTES} bytes at byte "
+                  f"(j*{g.waves_per_row} + w)*{LANES * LANE_ACCESS_BYTES} + t*{LANE_ACCESS_BYTES}")
+        k.v_lshlrev_b32(self.offsets[0], log2(LANE_ACCESS_BYTES), lane, comment=f"chunk 0: lane x {LANE_ACCESS_BYTES} bytes")
         if g.waves_per_row > 1:
             with k.temps(s="s1") as t:
-                k.s_lshl_b32(t.s, wave_in_row, log2(LANES * ACCESS_BYTES), comment="wave in the row x 1 KiB")
+                k.s_lshl_b32(t.s, wave_in_row, log2(LANES * LANE_ACCESS_BYTES), comment="wave in the row x 1 KiB")
                 k.v_add_u32(self.offsets[0], t.s, self.offsets[0], comment="chunk 0 of this wave")
-        step = g.waves_per_row * LANES * ACCESS_BYTES
+        step = g.waves_per_row * LANES * LANE_ACCESS_BYTES
         for j in range(1, g.chunks):
             k.v_add_u32(self.offsets[j], j * step, self.offsets[0], comment=f"chunk {j}: {j * step} bytes further")
         self.limit: Reg | None = None
@@ -339,7 +339,7 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
     barrier every wave copies the pieces its chunks need (``ds_read_b128``); a second barrier before
     the region is written again.  A vector of ``P`` KiB takes ``cdiv(P, waves)`` rounds."""
     g = lanes.geom
-    piece = LANES * ACCESS_BYTES                        # one wave's 1 KiB
+    piece = LANES * LANE_ACCESS_BYTES                        # one wave's 1 KiB
     pieces = g.chunks * g.waves_per_row                 # 1 KiB pieces of the padded vector
     rounds = cdiv(pieces, waves)
     stride = waves * piece
@@ -352,7 +352,7 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
     k.comment(f"{', '.join(n for n, _, _ in vectors)}: read once per workgroup ({waves} KiB per round, "
               f"{rounds} round(s) each), shared through LDS")
     with k.temps(src="v1", addr="v1", lds_w="v1", s="s1") as t:
-        k.v_lshlrev_b32(t.src, log2(ACCESS_BYTES), lanes.lane, comment="lane x 16 bytes")
+        k.v_lshlrev_b32(t.src, log2(LANE_ACCESS_BYTES), lanes.lane, comment="lane x 16 bytes")
         k.s_lshl_b32(t.s, wave, log2(piece), comment="wave x 1 KiB")
         k.v_add_u32(t.src, t.s, t.src, comment="this lane's 16 bytes of round 0")
         k.v_add_u32(t.lds_w, region.offset, t.src, comment="where they go in LDS")

@@ -143,7 +143,7 @@ def _masks(regs) -> int:
 
 
 def from_kernel(co, kernel, dynamic_lds: int = 0) -> KernelInput:
-    """``kernel``: an ``isagen.objects.codeobject.Kernel`` of the code object ``co``."""
+    """``kernel``: an ``isagen.objects.codeobject.CodeObjectKernel`` of the code object ``co``."""
     t = get_target(kernel.target)
     try:
         table = isa_table(t)

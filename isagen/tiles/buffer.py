@@ -19,6 +19,7 @@ from isagen.isa.operands import Reg
 
 BUFFER_DWORD3 = 0x00020000     # gfx9 raw buffer: DATA_FORMAT (bits 18:15) = 4 (32 bit), NUM_FORMAT 0, DST_SEL 0
 OOB_OFFSET = 0x80000000        # an offset at or past num_records of every buffer (num_records < 2**31)
+OOB_INLINE = -4                # 0xfffffffc, also past every window, and an inline constant (no literal)
 MAX_RECORDS = (1 << 31) - 1
 
 

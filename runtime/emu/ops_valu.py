@@ -593,7 +593,7 @@ op("v_dot8c_i32_i4", "i32", ("b32", "b32", "i32"), OPS["v_dot8_i32_i4"][2])
 op("v_dot8_u32_u4", "u32", ("b32", "b32", "u32"), lambda a, b, c: (_halves_u(a, 4) * _halves_u(b, 4)).sum(-1).astype(U64) + c)
 
 # ops whose vdst is also the accumulator (src2 = vdst)
-ACCUMULATE = {"v_fmac_f32", "v_mac_f32", "v_fmac_f16", "v_mac_f16", "v_fmac_f64", "v_dot2c_f32_f16",
+ACCUMULATING_OPS = {"v_fmac_f32", "v_mac_f32", "v_fmac_f16", "v_mac_f16", "v_fmac_f64", "v_dot2c_f32_f16",
               "v_dot2c_f32_bf16", "v_dot2c_i32_i16", "v_dot4c_i32_i8", "v_dot8c_i32_i4"}
 
 
@@ -922,7 +922,7 @@ def compile_valu(inst, idx, ctx) -> CompiledStep:
         raise CompileError(f"{name} is not modelled")
     out, ins, fn = spec
     srcs = list(vi.srcs)
-    if name in ACCUMULATE:
+    if name in ACCUMULATING_OPS:
         vi.srcs = srcs + [vi.vdst]
         vi.neg = vi.neg + [False]
         vi.abs = vi.abs + [False]
