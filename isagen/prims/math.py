@@ -6,7 +6,7 @@ The hardware's transcendental unit gives ``v_exp_f32`` = 2^x, ``v_rcp_f32`` = 1/
 that are not inline constants ride as the 32-bit literal of a VOP2 instruction (``v_mul_f32``,
 ``v_add_f32``, ``v_fmaak_f32`` = a*b + K, ``v_fmamk_f32`` = a*K + b), since gfx9's VOP3 form takes no
 literal.  The accuracy of every function, measured against float64 over its input range, is in
-docs/kernels.md ("Accuracy"); ``tests/test_mem_math.py`` re-measures it.
+docs/kernels.md ("Accuracy", from ``bench/mem_accuracy.py``); ``tests/prims/test_mem_prims.py`` holds the bounds.
 
 Formulas:
 
