@@ -12,8 +12,10 @@ a method::
     program = k.finish()
 
 ``finish()`` runs the project's checks (hazard nops inserted and verified, waits verified, register
-limits, leak check) and returns an immutable ``Program``.  Builders are pure: they never call the
-assembler (that is ``isagen.objects.toolchain``'s job).
+limits, leak check) and returns the ``Program``.  The check pipeline fills in part of the
+``Program`` it is handed (the nop-padded ``items``, ``lds_banks``, ``rejected``, the allocations'
+positions); once ``finish()`` has returned, nothing in isagen changes it.  Builders are pure: they
+never call the assembler (that is ``isagen.objects.toolchain``'s job).
 """
 
 from __future__ import annotations
@@ -21,17 +23,17 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from isagen.builders.kernarg import KernArgs
+from isagen.builders.regs import RegisterPool, default_align
+from isagen.checks import occupancy as _occ
+from isagen.checks import pipeline
+from isagen.checks.lds_banks import access_kind
+from isagen.checks.occupancy import EXTRA_SGPRS
 from isagen.errors import AllocationError, CheckError, ISAError, SpecError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Reg
 from isagen.isa.table import isa_table
-from isagen.builders.kernarg import KernArgs
-from isagen.builders.regs import RegisterPool, default_align
 from isagen.targets import Target, get_target
-
-
-from isagen.checks import occupancy as _occ
-from isagen.checks.occupancy import EXTRA_SGPRS, waves_for_sgprs as _waves_for_sgprs  # noqa: F401  (re-exported)
 
 
 class Comment(str):
@@ -47,7 +49,11 @@ class LdsRegion:
 
 @dataclass
 class Program:
-    """A finished kernel: everything the assembler, the checkers, the runtime and reports need."""
+    """A finished kernel: everything the assembler, the checkers, the runtime and reports need.
+
+    A plain (mutable) dataclass: ``KernelBuilder.finish()`` hands it to the check pipeline, which
+    replaces ``items`` with the nop-padded list, records ``lds_banks`` and, with ``--force``,
+    ``rejected``.  Consumers (emit, reports, the runtime) only read it."""
 
     name: str
     target: Target
@@ -134,7 +140,6 @@ def _lds_range(lds) -> tuple[int, int]:
 def _lane_addresses(inst, lanes) -> tuple:
     """``lanes=`` on a DS or LDS-DMA instruction: the 64 lane byte addresses it accesses, one sequence
     per wave variant (e.g. per wave of the workgroup whose addresses differ), for the LDS bank check."""
-    from isagen.checks.lds_banks import access_kind
     access_kind(inst)                                  # an ISAError for instructions with no bank model
     out = []
     for addrs in lanes:
@@ -303,8 +308,7 @@ class KernelBuilder:
         program = self._program()
         if not check:
             return program
-        from isagen.checks import pipeline as checks
-        problems = checks.finish_program(program)
+        problems = pipeline.finish_program(program)
         if problems:
             if not force:
                 raise CheckError(problems[0])

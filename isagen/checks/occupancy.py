@@ -28,7 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: SGPRs LLVM reserves on top of the allocated ones on gfx940+: VCC, FLAT_SCRATCH and XNACK_MASK
-#: (getNumExtraSGPRs with architected flat scratch), whether or not the kernel touches them.
+#: (getNumExtraSGPRs with architected flat scratch), whether or not the kernel touches them and
+#: whatever the xnack setting.  clang-19 (gfx942) and clang-22 (gfx950) both report ``.sgpr_count`` =
+#: next_free_sgpr + 6; tests/objects/test_codeobject_fields.py checks ours against them.
 EXTRA_SGPRS = 6
 #: barriers per CU: a multi-wave workgroup holds one while it runs (getMaxWorkGroupsPerCU)
 MAX_BARRIER_GROUPS_PER_CU = 16
