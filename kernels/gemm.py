@@ -218,8 +218,8 @@ def make_plan(p, target) -> Plan:
 
 @functools.lru_cache(maxsize=64)
 def _make_plan(items: tuple, target_name: str) -> Plan:
-    from isagen.builders.registry import Params
-    p = Params(dict(items), "plan")
+    from isagen.builders.registry import params_from
+    p = params_from(dict(items), "plan")
     target = get_target(target_name)
     bad = _problems(p, target)
     if bad:

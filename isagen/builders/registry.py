@@ -38,8 +38,9 @@ import difflib
 import importlib
 import inspect
 import pkgutil
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any, Callable, ClassVar
 
 from isagen.errors import LaunchError, SpecError
 
@@ -157,23 +158,64 @@ def _show(value) -> str:
     return repr(value) if not isinstance(value, (list, dict)) else f"a {type(value).__name__}"
 
 
-class Params(dict):
-    """A spec's resolved parameters: a dict that also reads as attributes (``p.block``).
+class Params(Mapping[str, Any]):
+    """A spec's resolved parameters, as the generator sees them: ``p.block``, ``p.dtype``.
 
-    ``p.name`` is the kernel (spec) name, which becomes the kernel symbol."""
+    Each generator gets its own frozen dataclass, made from its declared ``params``
+    (``Generator.params_type``: one field per parameter, typed ``int``/``float``/``bool``/``str`` as
+    declared, default as declared), with ``name`` first: the kernel (spec) name, which becomes the
+    kernel symbol.  It is also a read-only mapping of the parameters without ``name`` (``dict(p)``,
+    ``p.items()``, ``p.get(key)``), in declaration order: the cache key, ``-D`` round trips and the
+    ``.s`` header's ``params:`` line read it that way.  ``params_from`` makes one from a plain dict."""
 
-    def __init__(self, values: dict, name: str):
-        super().__init__(values)
-        self.name = name
+    name: str
+    #: the parameter fields (every field but ``name``), in declaration order; set per subclass
+    param_names: ClassVar[tuple[str, ...]] = ()
 
-    def __getattr__(self, key):
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(f"no parameter '{key}'") from None
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.param_names:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.param_names)
+
+    def __len__(self) -> int:
+        return len(self.param_names)
+
+    # Only reached for names that are not fields.  Type checkers read it as "any attribute is Any",
+    # which lets generators annotate ``p: Params`` while the field types stay a run-time matter
+    # (the dataclasses are made at registration, so mypy cannot see their fields).
+    def __getattr__(self, key: str) -> Any:
+        raise AttributeError(f"no parameter '{key}'")
 
     def describe(self) -> str:
         return " ".join(f"{k}={_plain(v)}" for k, v in self.items())
+
+
+_FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def make_params_type(class_name: str, params: dict[str, Param]) -> type[Params]:
+    """The frozen dataclass (a ``Params``) for a generator declaring ``params``."""
+    fields = [("name", str)] + [(k, _FIELD_TYPES[p.type], field(default=p.default)) for k, p in params.items()]
+    cls = make_dataclass(class_name, fields, bases=(Params,), frozen=True)
+    cls.param_names = tuple(params)
+    return cls
+
+
+def _class_name(generator_name: str) -> str:
+    """``gemm_bf16`` -> ``GemmBf16Params`` (the name its parameters' dataclass shows in reprs)."""
+    return "".join(part.capitalize() for part in generator_name.split("_")) + "Params"
+
+
+def params_from(values: dict[str, Any], name: str) -> Params:
+    """A ``Params`` for values that no generator declared (tests, a plan rebuilt from a cache key):
+    field types are the values' own."""
+    fields = [("name", str)] + [(k, type(v)) for k, v in values.items()]
+    cls = make_dataclass("Params_" + name, fields, bases=(Params,), frozen=True)
+    cls.param_names = tuple(values)
+    return cls(name, **values)
 
 
 def _plain(value) -> str:
@@ -207,6 +249,17 @@ class Generator:
     check: Callable | None = None
     launch: Callable | None = None
     source: str = ""
+    #: the frozen dataclass its parameters resolve to (made from ``params`` when not given)
+    params_type: type[Params] | None = None
+
+    def __post_init__(self) -> None:
+        if self.params_type is None:
+            self.params_type = make_params_type(_class_name(self.name), self.params)
+
+    def make_params(self, values: dict[str, Any], name: str) -> Params:
+        """This generator's ``Params`` from resolved values (every declared parameter, validated)."""
+        assert self.params_type is not None         # set in __post_init__
+        return self.params_type(name, **values)
 
     def defaults(self) -> dict:
         return {k: p.default for k, p in self.params.items()}

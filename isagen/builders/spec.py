@@ -401,7 +401,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     tolerance = {k: (float(v) if k in ("rtol", "atol") else v) for k, v in tolerance.items()}
 
     spec = Spec(path=path, name=name, kernel=kernel, description=description, targets=tuple(seen),
-                params=Params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
+                params=gen.make_params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
                 lines=lines, overridden=overridden, tolerance=tolerance)
     return spec
 
