@@ -21,7 +21,10 @@ install: deps
 demo: deps
 	$(PYTHON) -m isagen demo
 
+# lint (ruff: pyflakes, import order, bugbear, pyupgrade) and type-check (mypy: pyproject.toml) first
 test: deps
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest -q
 
 bench: deps

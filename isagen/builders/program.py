@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from isagen.builders.instructions import InstructionMethods
 from isagen.builders.kernarg import KernArgs
 from isagen.builders.regs import RegisterPool, default_align
 from isagen.checks import occupancy as _occ
@@ -152,8 +154,9 @@ def _lane_addresses(inst, lanes) -> tuple:
     return tuple(out)
 
 
-class KernelBuilder:
-    """Writes one kernel.  Instruction methods come from the target's ISA table."""
+class KernelBuilder(InstructionMethods):
+    """Writes one kernel.  Instruction methods come from the target's ISA table (``__getattr__``);
+    type checkers and editors see them declared in ``instructions.pyi`` instead."""
 
     def __init__(self, name: str, target, *, workgroup_size=256, workgroup_ids: str = "x",
                  workitem_id_dims: int = 1):
@@ -192,25 +195,28 @@ class KernelBuilder:
         self.tid = self.vgprs.alloc(1, "tid", index=0)   # v0: packed work-item ids; free it when done
 
     # ------------------------------------------------------------------ instructions
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        isa = self.__dict__.get("isa")
-        if isa is None or name not in isa:
-            raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
-        desc = isa[name]
+    # Hidden from type checkers: with a ``__getattr__`` in sight, mypy would accept any attribute, so
+    # a misspelt mnemonic would pass; they check calls against InstructionMethods' stub instead.
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str):
+            if name.startswith("_"):
+                raise AttributeError(name)
+            isa = self.__dict__.get("isa")
+            if isa is None or name not in isa:
+                raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
+            desc = isa[name]
 
-        def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
-            inst = desc.make(ops, mods, comment)
-            if lds is not None:
-                inst.lds = _lds_range(lds)
-            if lanes is not None:
-                inst.lanes = _lane_addresses(inst, lanes)
-            return self.emit(inst)
+            def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
+                inst = desc.make(ops, mods, comment)
+                if lds is not None:
+                    inst.lds = _lds_range(lds)
+                if lanes is not None:
+                    inst.lanes = _lane_addresses(inst, lanes)
+                return self.emit(inst)
 
-        emit.__name__ = name
-        emit.__doc__ = f"{name} {desc.signature()}"
-        return emit
+            emit.__name__ = name
+            emit.__doc__ = f"{name} {desc.signature()}"
+            return emit
 
     def emit(self, inst: Instruction) -> Instruction:
         if inst.desc.arch != self.target.name:

@@ -38,9 +38,9 @@ import difflib
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, make_dataclass
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from isagen.errors import LaunchError, SpecError
 
@@ -172,6 +172,10 @@ class Params(Mapping[str, Any]):
     #: the parameter fields (every field but ``name``), in declaration order; set per subclass
     param_names: ClassVar[tuple[str, ...]] = ()
 
+    if TYPE_CHECKING:
+        # what the dataclass made for each generator takes: the name, then the declared parameters
+        def __init__(self, name: str, **values: Any) -> None: ...
+
     def __getitem__(self, key: str) -> Any:
         if key not in self.param_names:
             raise KeyError(key)
@@ -199,7 +203,7 @@ _FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str"
 def make_params_type(class_name: str, params: dict[str, Param]) -> type[Params]:
     """The frozen dataclass (a ``Params``) for a generator declaring ``params``."""
     fields = [("name", str)] + [(k, _FIELD_TYPES[p.type], field(default=p.default)) for k, p in params.items()]
-    cls = make_dataclass(class_name, fields, bases=(Params,), frozen=True)
+    cls = cast("type[Params]", make_dataclass(class_name, fields, bases=(Params,), frozen=True))
     cls.param_names = tuple(params)
     return cls
 
@@ -213,7 +217,7 @@ def params_from(values: dict[str, Any], name: str) -> Params:
     """A ``Params`` for values that no generator declared (tests, a plan rebuilt from a cache key):
     field types are the values' own."""
     fields = [("name", str)] + [(k, type(v)) for k, v in values.items()]
-    cls = make_dataclass("Params_" + name, fields, bases=(Params,), frozen=True)
+    cls = cast("type[Params]", make_dataclass("Params_" + name, fields, bases=(Params,), frozen=True))
     cls.param_names = tuple(values)
     return cls(name, **values)
 

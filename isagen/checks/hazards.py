@@ -180,7 +180,7 @@ class _Event:
         self.dst_sel = info.get("dst_sel", False)
         self.dot = info.get("dot", False)
 
-    def copy(self) -> "_Event":
+    def copy(self) -> _Event:
         e = _Event.__new__(_Event)
         for slot in _Event.__slots__:
             setattr(e, slot, getattr(self, slot))

@@ -7,10 +7,9 @@ import textwrap
 
 import pytest
 
-from isagen.errors import IsagenError, LaunchError, SpecError
-from isagen.builders.registry import (GENERATORS, Param, Params, generator, get_generator, load_generators,
-                                      params_from)
+from isagen.builders.registry import GENERATORS, Param, Params, generator, get_generator, load_generators, params_from
 from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
+from isagen.errors import IsagenError, LaunchError, SpecError
 
 GOOD = """\
 kernel: elementwise
