@@ -21,15 +21,16 @@ never call the assembler (that is ``isagen.objects.toolchain``'s job).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from isagen.builders.instructions import InstructionMethods
 from isagen.builders.kernarg import KernArgs
-from isagen.builders.regs import RegisterPool, default_align
+from isagen.builders.regs import Allocation, RegisterPool, default_align
 from isagen.checks import occupancy as _occ
 from isagen.checks import pipeline
-from isagen.checks.lds_banks import access_kind
+from isagen.checks.lds_banks import BankRow, access_kind
 from isagen.checks.occupancy import EXTRA_SGPRS
 from isagen.errors import AllocationError, CheckError, ISAError, SpecError
 from isagen.isa.instruction import Instruction
@@ -40,6 +41,10 @@ from isagen.targets import Target, get_target
 
 class Comment(str):
     """A comment line in the emitted assembly."""
+
+
+#: what a program is a list of, in order
+ProgramItem = Instruction | Label | Comment
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,7 @@ class Program:
 
     name: str
     target: Target
-    items: list                      # Instruction | Label | Comment, in program order
+    items: list[ProgramItem]         # in program order
     args: KernArgs
     workgroup_size: tuple[int, int, int]
     workgroup_ids: tuple[str, ...]   # enabled workgroup-id SGPRs, in x, y, z order
@@ -69,11 +74,11 @@ class Program:
     vgprs: int                       # arch VGPR high-water mark
     agprs: int                       # AGPR high-water mark
     sgprs: int                       # SGPR high-water mark (without VCC)
-    allocations: list                # regs.Allocation, all classes, in check-out order
+    allocations: list[Allocation]    # all classes, in check-out order
     header: list[str] = field(default_factory=list)   # comment lines for the top of the .s
     rejected: str | None = None      # why the spec was rejected (only with --force)
     leaks: list[str] = field(default_factory=list)    # allocations never freed (an error at finish)
-    lds_banks: list = field(default_factory=list)     # lds_banks.BankRow per instruction with lanes= (finish)
+    lds_banks: list[BankRow] = field(default_factory=list)   # per instruction with lanes= (finish)
 
     # ------------------------------------------------------------------ derived descriptor fields
     @property
@@ -117,18 +122,18 @@ class Program:
     def instructions(self) -> list[Instruction]:
         return [i for i in self.items if isinstance(i, Instruction)]
 
-    def occupancy(self) -> dict:
+    def occupancy(self) -> dict[str, Any]:
         """Waves per SIMD and what limits them (VGPRs, SGPRs, LDS, workgroup size): the summary of
         ``isagen.checks.occupancy.occupancy`` (``occupancy_detail()`` has the rest)."""
         return self.occupancy_detail().summary()
 
-    def occupancy_detail(self):
+    def occupancy_detail(self) -> _occ.Occupancy:
         """``isagen.checks.occupancy.Occupancy`` of this kernel: limits, granule effects, what one more wave needs."""
         return _occ.occupancy(self.target, arch_vgprs=self.vgprs, agprs=self.agprs, sgpr_count=self.sgpr_count,
                               lds_bytes=self.lds_bytes, workgroup_size=self.flat_workgroup_size)
 
 
-def _lds_range(lds) -> tuple[int, int]:
+def _lds_range(lds: LdsRegion | tuple[int, int]) -> tuple[int, int]:
     """``lds=`` on a DS or LDS-DMA instruction: the bytes it touches (an LdsRegion or (start, end)),
     so the wait checker can tell the halves of a double buffer apart."""
     if isinstance(lds, LdsRegion):
@@ -139,13 +144,13 @@ def _lds_range(lds) -> tuple[int, int]:
     return (int(start), int(end))
 
 
-def _lane_addresses(inst, lanes) -> tuple:
+def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
     """``lanes=`` on a DS or LDS-DMA instruction: the 64 lane byte addresses it accesses, one sequence
     per wave variant (e.g. per wave of the workgroup whose addresses differ), for the LDS bank check."""
     access_kind(inst)                                  # an ISAError for instructions with no bank model
     out = []
-    for addrs in lanes:
-        addrs = tuple(int(a) for a in addrs)
+    for wave in lanes:
+        addrs = tuple(int(a) for a in wave)
         if len(addrs) != 64:
             raise ISAError(f"lanes= on {inst.name}: {len(addrs)} addresses, expected 64 (one per lane)")
         out.append(addrs)
@@ -158,8 +163,8 @@ class KernelBuilder(InstructionMethods):
     """Writes one kernel.  Instruction methods come from the target's ISA table (``__getattr__``);
     type checkers and editors see them declared in ``instructions.pyi`` instead."""
 
-    def __init__(self, name: str, target, *, workgroup_size=256, workgroup_ids: str = "x",
-                 workitem_id_dims: int = 1):
+    def __init__(self, name: str, target: Target | str, *, workgroup_size: int | Sequence[int] = 256,
+                 workgroup_ids: str = "x", workitem_id_dims: int = 1) -> None:
         if not name.isidentifier():
             raise SpecError(f"kernel name '{name}' is not a valid symbol")
         self.name = name
@@ -167,11 +172,15 @@ class KernelBuilder(InstructionMethods):
         self.isa = isa_table(self.target)
         if isinstance(workgroup_size, int):
             workgroup_size = (workgroup_size, 1, 1)
-        self.workgroup_size = tuple(workgroup_size) + (1,) * (3 - len(workgroup_size))
-        flat = self.workgroup_size[0] * self.workgroup_size[1] * self.workgroup_size[2]
+        dims = tuple(workgroup_size)
+        if not 1 <= len(dims) <= 3:
+            raise SpecError(f"workgroup size {dims} must have 1 to 3 dimensions")
+        x, y, z = dims + (1,) * (3 - len(dims))
+        self.workgroup_size = (x, y, z)
+        flat = x * y * z
         if not 1 <= flat <= self.target.max_workgroup_size:
             raise SpecError(f"workgroup size {flat} outside 1..{self.target.max_workgroup_size}")
-        self.items: list = []
+        self.items: list[ProgramItem] = []
         self.args = KernArgs()
         self.header: list[str] = []
         self.vgprs = RegisterPool("v", self.target.max_arch_vgprs)
@@ -186,7 +195,7 @@ class KernelBuilder(InstructionMethods):
         if any(d not in "xyz" for d in workgroup_ids) or list(workgroup_ids) != sorted(set(workgroup_ids)):
             raise SpecError(f"workgroup_ids must be a subset of 'xyz' in order, got '{workgroup_ids}'")
         self.workgroup_ids = tuple(workgroup_ids)
-        self.workgroup_id = {}
+        self.workgroup_id: dict[str, Reg] = {}
         for n, dim in enumerate(self.workgroup_ids):
             self.workgroup_id[dim] = self.sgprs.alloc(1, f"wg_id_{dim}", index=2 + n, kernel=True)
         if workitem_id_dims not in (1, 2, 3):
@@ -229,7 +238,7 @@ class KernelBuilder(InstructionMethods):
         mods = {k: v for k, v in (("vmcnt", vmcnt), ("lgkmcnt", lgkmcnt)) if v is not None}
         if not mods:
             raise ISAError("wait() needs vmcnt and/or lgkmcnt")
-        return self.s_waitcnt(comment=why, **mods)
+        return self.emit(self.isa["s_waitcnt"].make((), mods, why))    # k.s_waitcnt(comment=why, **mods)
 
     def barrier(self, *, why: str) -> Instruction:
         return self.s_barrier(comment=why)
@@ -254,7 +263,7 @@ class KernelBuilder(InstructionMethods):
         self.items.append(label)
 
     # ------------------------------------------------------------------ registers
-    def _alloc(self, cls, count, name, align, kernel, scratch=False):
+    def _alloc(self, cls: str, count: int, name: str, align: int | None, kernel: bool, scratch: bool = False) -> Reg:
         return self._pools[cls].alloc(count, name, align or default_align(cls, count), kernel,
                                       position=len(self.items), scratch=scratch)
 
@@ -276,9 +285,9 @@ class KernelBuilder(InstructionMethods):
             self._pools[reg.cls].free(reg, len(self.items))
 
     @contextlib.contextmanager
-    def temps(self, **requests):
+    def temps(self, **requests: str) -> Iterator[Any]:
         """Scoped temporaries: ``with k.temps(addr="v2", idx="s1") as t: t.addr ...``; freed on exit."""
-        held = {}
+        held: dict[str, Reg] = {}
         try:
             for name, req in requests.items():
                 cls, count = req[0], int(req[1:] or 1)

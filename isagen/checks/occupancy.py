@@ -142,7 +142,7 @@ def occupancy(target, *, arch_vgprs: int, agprs: int, sgpr_count: int, lds_bytes
     if waves_per_group > 1:
         limits["workgroup"] = waves_for_workgroup(t, waves_per_group)
     waves = min(limits.values())
-    occ = Occupancy(waves, min(limits, key=limits.get), limits, uni, allocated_vgprs(t, uni), sgpr_count,
+    occ = Occupancy(waves, min(limits, key=lambda factor: limits[factor]), limits, uni, allocated_vgprs(t, uni), sgpr_count,
                     lds_bytes, allocated_lds(t, lds_bytes), waves_per_group)
     exact = max(arch_vgprs + agprs, 1)
     occ.vgpr_granule_bound = limits["vgprs"] == waves and waves_for_vgprs(t, exact) > waves
