@@ -153,7 +153,7 @@ class Spec:
                 more = f" (and {len(rejections) - 1} more)" if len(rejections) > 1 else ""
                 raise self.error(f"params.{fieldname}", f"{message}{more}; --force emits it anyway")
             reasons = [f"params.{f}: {m}" for f, m in rejections]
-            program.rejected = "; ".join([program.rejected] * bool(program.rejected) + reasons)
+            program.rejected = "; ".join(([program.rejected] if program.rejected else []) + reasons)
         return program
 
     def launch_info(self, target):

@@ -88,7 +88,7 @@ def _register_symbols(program: Program, line_of) -> list[str]:
     scratch = [a for a in program.allocations if a.scratch]
     out = ["// register names: .set symbol, first register  // range, where it is live (.s lines)"]
     if named:
-        w_sym = max(len(a.reg.sym) for a in named) + 1
+        w_sym = max(len(a.reg.sym or "") for a in named) + 1      # named allocations all have a symbol
         w_idx = max(len(str(a.reg.index)) for a in named)
         w_rng = max(len(a.reg.physical()) for a in named)
         for a in named:
@@ -97,7 +97,7 @@ def _register_symbols(program: Program, line_of) -> list[str]:
             else:
                 end = "end" if a.freed_at is None else line_of(max(a.freed_at - 1, a.allocated_at))
                 life = f"lines {line_of(a.allocated_at)}-{end}"
-            out.append(f".set {a.reg.sym + ',':<{w_sym}} {a.reg.index:>{w_idx}}  // {a.reg.physical():<{w_rng}}  {life}")
+            out.append(f".set {(a.reg.sym or '') + ',':<{w_sym}} {a.reg.index:>{w_idx}}  // {a.reg.physical():<{w_rng}}  {life}")
     if scratch:
         out.append("// scratch (anonymous intermediates; the code names them physically, its comments say what they hold):")
         groups: dict = {}
