@@ -1,20 +1,43 @@
-"""The typed stub of KernelBuilder's instruction methods (isagen/builders/instructions.pyi)."""
+"""The typed stubs: KernelBuilder's instruction methods (isagen/builders/instructions.pyi) and each
+generator's parameter class (isagen/builders/params.pyi)."""
 
 import ast
 import textwrap
 from pathlib import Path
 
 import mypy.api
+import pytest
 
-from isagen.builders.stubgen import REGENERATE, STUB_PATH, render_stub
+from isagen.builders import params
+from isagen.builders.registry import get_generator, load_generators
+from isagen.builders.stubgen import PARAMS_STUB_PATH, REGENERATE, STUB_PATH, render_params_stub, render_stub
 from isagen.isa.table import isa_table
 from isagen.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_committed_stub_is_current():
+def test_committed_stubs_are_current():
     assert STUB_PATH.read_text() == render_stub(), f"{STUB_PATH} is stale: run `{REGENERATE}`"
+    assert PARAMS_STUB_PATH.read_text() == render_params_stub(), f"{PARAMS_STUB_PATH} is stale: run `{REGENERATE}`"
+
+
+def test_params_stub_declares_each_generators_fields_with_their_types():
+    tree = ast.parse(PARAMS_STUB_PATH.read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    gens = load_generators()
+    assert set(classes) == {g.params_type.__name__ for g in gens.values()}
+    for gen in gens.values():
+        body = classes[gen.params_type.__name__].body
+        fields = {n.target.id: ast.unparse(n.annotation) for n in body if isinstance(n, ast.AnnAssign)}
+        assert fields == {"name": "str", **{k: p.type for k, p in gen.params.items()}}, gen.name
+
+
+def test_parameter_classes_are_importable_by_name_at_run_time():
+    assert params.ElementwiseParams is get_generator("elementwise").params_type
+    assert params.GemmBf16Params is get_generator("gemm_bf16").params_type
+    with pytest.raises(AttributeError, match="no parameter class 'ElementwiseParam'"):
+        params.ElementwiseParam  # noqa: B018
 
 
 def test_targets_spell_shared_instructions_alike():
@@ -74,3 +97,32 @@ def test_mypy_catches_a_misspelt_mnemonic_and_a_wrong_operand_kind(tmp_path, mon
     assert '"KernelBuilder" has no attribute "v_add_f23"' in found[line["k.v_add_f23(v[0], v[1], 1.0)"]]
     assert 'Argument 1 to "s_branch"' in found[line["k.s_branch(v)"]]
     assert 'Argument 3 to "v_add_f32"' in found[line['k.v_add_f32(v[0], v[1], "one")']]
+
+
+PARAMS_SNIPPET = """\
+from isagen.builders.params import ElementwiseParams
+
+
+def lanes(p: ElementwiseParams) -> int:
+    per_lane: int = p.vec * p.unroll
+    kind: str = p.dtype
+    wrong: int = p.dtype
+    missing = p.blok
+    p.block = 64
+    return p.block * per_lane + len(kind)
+"""
+
+
+def test_mypy_sees_each_generators_parameter_fields(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    snippet = tmp_path / "params_snippet.py"
+    snippet.write_text(PARAMS_SNIPPET)
+    line = {text.strip(): n for n, text in enumerate(PARAMS_SNIPPET.splitlines(), 1)}
+    out, err, status = mypy.api.run([str(snippet), "--config-file", str(ROOT / "pyproject.toml"),
+                                     "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"])
+    assert status == 1, out + err
+    found = {int(e.split(":")[1]): e for e in out.splitlines() if ": error:" in e}
+    assert sorted(found) == sorted(line[t] for t in ("wrong: int = p.dtype", "missing = p.blok", "p.block = 64")), out
+    assert 'expression has type "str", variable has type "int"' in found[line["wrong: int = p.dtype"]]
+    assert '"ElementwiseParams" has no attribute "blok"' in found[line["missing = p.blok"]]
+    assert "read-only" in found[line["p.block = 64"]] or "frozen" in found[line["p.block = 64"]]
