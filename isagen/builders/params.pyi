@@ -11,7 +11,8 @@ class ActivationParams(Params):
     """The 'activation' generator's parameters (isagen/kernels/activations.py)."""
 
     name: str
-    #: silu: x * sigmoid(x); gelu: x * Phi(x) (exact, erf form); gelu_tanh: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); relu: max(x, 0), NaN kept; tanh: tanh(x)
+    #: silu: x * sigmoid(x); gelu: x * Phi(x) (exact, erf form); gelu_tanh: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715
+    #: x^3))); relu: max(x, 0), NaN kept; tanh: tanh(x)
     op: str = 'silu'
     #: element type of x and out (math in fp32, rounded to nearest even once)
     dtype: str = 'bf16'
@@ -45,7 +46,8 @@ class GatedActivationParams(Params):
     """The 'gated_activation' generator's parameters (isagen/kernels/activations.py)."""
 
     name: str
-    #: silu: x * sigmoid(x); gelu: x * Phi(x) (exact, erf form); gelu_tanh: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))); relu: max(x, 0), NaN kept; tanh: tanh(x)
+    #: silu: x * sigmoid(x); gelu: x * Phi(x) (exact, erf form); gelu_tanh: x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715
+    #: x^3))); relu: max(x, 0), NaN kept; tanh: tanh(x)
     op: str = 'silu'
     #: element type of x and out (math in fp32, rounded to nearest even once)
     dtype: str = 'bf16'
@@ -61,21 +63,25 @@ class GemmBf16Params(Params):
     """The 'gemm_bf16' generator's parameters (isagen/kernels/gemm.py)."""
 
     name: str
-    #: abt: C = A·Bᵀ with B stored N×K (HipKittens' convention); ab: C = A·B with B stored K×N (B is transposed on its way out of LDS)
+    #: abt: C = A·Bᵀ with B stored N×K (HipKittens' convention); ab: C = A·B with B stored K×N (B is transposed on its
+    #: way out of LDS)
     layout: str = 'abt'
     #: element type of C (accumulation is fp32; bf16 rounds to nearest even)
     out_dtype: str = 'bf16'
-    #: pingpong8: 8 waves in two groups a barrier apart; interleave4: 4 waves, single MFMAs interleaved with single loads
+    #: pingpong8: 8 waves in two groups a barrier apart; interleave4: 4 waves, single MFMAs interleaved with single
+    #: loads
     schedule: str = 'pingpong8'
     #: macro tile rows (M) per workgroup
     block_m: int = 256
     #: macro tile columns (N) per workgroup
     block_n: int = 256
-    #: K per pipeline stage; 0: the target's default (64 on gfx950; 32 on gfx942, whose 64 KiB of LDS cannot double-buffer 256x256x64)
+    #: K per pipeline stage; 0: the target's default (64 on gfx950; 32 on gfx942, whose 64 KiB of LDS cannot double-
+    #: buffer 256x256x64)
     block_k: int = 0
     #: MFMA tile: 16 (16x16x16 on gfx942, 16x16x32 on gfx950) or 32 (32x32x8 / 32x32x16)
     mfma: int = 16
-    #: how B of layout ab (K×N) is transposed out of LDS: tr16 (ds_read_b64_tr_b16, gfx950), u16 (ds_read_u16 pairs packed with v_lshl_or_b32, any target); auto: tr16 on gfx950, u16 on gfx942
+    #: how B of layout ab (K×N) is transposed out of LDS: tr16 (ds_read_b64_tr_b16, gfx950), u16 (ds_read_u16 pairs
+    #: packed with v_lshl_or_b32, any target); auto: tr16 on gfx950, u16 on gfx942
     b_read: str = 'auto'
     #: W of the chiplet-aware order: tile-rows walked together; 0: target default (gfx950 8, gfx942 4)
     group_m: int = 0
@@ -87,7 +93,9 @@ class NormParams(Params):
     """The 'norm' generator's parameters (isagen/kernels/norms.py)."""
 
     name: str
-    #: rms_norm: out = x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm: residual_out = x + residual; out = rms_norm(residual_out); layer_norm: out = (x - mean) * rsqrt(var + eps) * weight (+ bias); dropout_add_layer_norm: residual_out = dropout(x, p) + residual; out = layer_norm(residual_out)
+    #: rms_norm: out = x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm: residual_out = x + residual; out =
+    #: rms_norm(residual_out); layer_norm: out = (x - mean) * rsqrt(var + eps) * weight (+ bias);
+    #: dropout_add_layer_norm: residual_out = dropout(x, p) + residual; out = layer_norm(residual_out)
     op: str = 'rms_norm'
     #: element type of every tensor (math in fp32, results rounded to nearest even)
     dtype: str = 'bf16'
@@ -113,7 +121,8 @@ class RotaryParams(Params):
     style: str = 'neox'
     #: element type of x, cos, sin and out (math in fp32)
     dtype: str = 'bf16'
-    #: elements per head (head_dim/2 angles); head_dim/2 must be vec x a power of two (vec = 8 for 16-bit types, 4 for fp32), at most 64 x vec
+    #: elements per head (head_dim/2 angles); head_dim/2 must be vec x a power of two (vec = 8 for 16-bit types, 4 for
+    #: fp32), at most 64 x vec
     head_dim: int = 128
     #: waves per workgroup
     waves: int = 4

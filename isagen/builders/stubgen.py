@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from isagen.builders.registry import load_generators
@@ -173,7 +174,7 @@ def render_params_stub() -> str:
                   "", "    name: str"]
         for pname, param in gen.params.items():
             if param.doc:
-                lines.append(f"    #: {param.doc}")
+                lines += textwrap.wrap(param.doc, _WIDTH, initial_indent="    #: ", subsequent_indent="    #: ")
             lines.append(f"    {pname}: {param.type} = {param.default!r}")
     return "\n".join(lines) + "\n"
 
