@@ -31,4 +31,4 @@ bench: deps
 	$(PYTHON) bench/gen_speed.py
 
 clean:
-	rm -rf build out $(STAMP) .pytest_cache
+	rm -rf build out $(STAMP) .pytest_cache .mypy_cache .ruff_cache
