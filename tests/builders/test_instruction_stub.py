@@ -2,7 +2,6 @@
 generator's parameter class (isagen/builders/params.pyi)."""
 
 import ast
-import textwrap
 from pathlib import Path
 
 import mypy.api
@@ -82,23 +81,6 @@ def build() -> None:
 """
 
 
-def test_mypy_catches_a_misspelt_mnemonic_and_a_wrong_operand_kind(tmp_path, monkeypatch):
-    monkeypatch.chdir(ROOT)                 # mypy finds this checkout's isagen (and its stub) from here
-    snippet = tmp_path / "snippet.py"
-    snippet.write_text(SNIPPET)
-    line = {text.strip(): n for n, text in enumerate(SNIPPET.splitlines(), 1)}
-    out, err, status = mypy.api.run([str(snippet), "--config-file", str(ROOT / "pyproject.toml"),
-                                     "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"])
-    assert status == 1, out + err
-    errors = [e for e in out.splitlines() if ": error:" in e]
-    found = {int(e.split(":")[1]): e for e in errors}
-    assert sorted(found) == sorted([line["k.v_add_f23(v[0], v[1], 1.0)"], line["k.s_branch(v)"],
-                                    line['k.v_add_f32(v[0], v[1], "one")']]), textwrap.indent(out, "  ")
-    assert '"KernelBuilder" has no attribute "v_add_f23"' in found[line["k.v_add_f23(v[0], v[1], 1.0)"]]
-    assert 'Argument 1 to "s_branch"' in found[line["k.s_branch(v)"]]
-    assert 'Argument 3 to "v_add_f32"' in found[line['k.v_add_f32(v[0], v[1], "one")']]
-
-
 PARAMS_SNIPPET = """\
 from isagen.builders.params import ElementwiseParams
 
@@ -113,16 +95,47 @@ def lanes(p: ElementwiseParams) -> int:
 """
 
 
-def test_mypy_sees_each_generators_parameter_fields(tmp_path, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    snippet = tmp_path / "params_snippet.py"
-    snippet.write_text(PARAMS_SNIPPET)
-    line = {text.strip(): n for n, text in enumerate(PARAMS_SNIPPET.splitlines(), 1)}
-    out, err, status = mypy.api.run([str(snippet), "--config-file", str(ROOT / "pyproject.toml"),
-                                     "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"])
+@pytest.fixture(scope="module")
+def mypy_errors(tmp_path_factory):
+    """mypy (the project's configuration) over both snippets in one run: {snippet: {line: error}}."""
+    tmp = tmp_path_factory.mktemp("mypy")
+    snippets = {"builder": SNIPPET, "params": PARAMS_SNIPPET}
+    for name, text in snippets.items():
+        (tmp / f"{name}_snippet.py").write_text(text)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)                      # mypy finds this checkout's isagen (and its stubs) from here
+        out, err, status = mypy.api.run([*(str(tmp / f"{n}_snippet.py") for n in snippets),
+                                         "--config-file", str(ROOT / "pyproject.toml"),
+                                         "--cache-dir", str(tmp / "cache"), "--no-error-summary"])
     assert status == 1, out + err
-    found = {int(e.split(":")[1]): e for e in out.splitlines() if ": error:" in e}
-    assert sorted(found) == sorted(line[t] for t in ("wrong: int = p.dtype", "missing = p.blok", "p.block = 64")), out
-    assert 'expression has type "str", variable has type "int"' in found[line["wrong: int = p.dtype"]]
-    assert '"ElementwiseParams" has no attribute "blok"' in found[line["missing = p.blok"]]
-    assert "read-only" in found[line["p.block = 64"]] or "frozen" in found[line["p.block = 64"]]
+    found: dict[str, dict[int, str]] = {name: {} for name in snippets}
+    for entry in out.splitlines():
+        path, lineno, rest = (entry.split(":", 2) + ["", ""])[:3]
+        name = Path(path).name.removesuffix("_snippet.py")
+        if name in found and rest.startswith(" error:"):        # the snippets' errors, nothing else
+            found[name][int(lineno)] = rest
+    return found
+
+
+def _line(snippet: str, text: str) -> int:
+    return next(n for n, line in enumerate(snippet.splitlines(), 1) if line.strip() == text)
+
+
+def test_mypy_catches_a_misspelt_mnemonic_and_a_wrong_operand_kind(mypy_errors):
+    found = mypy_errors["builder"]
+    misspelt, register_as_label, text_as_source = (_line(SNIPPET, t) for t in (
+        "k.v_add_f23(v[0], v[1], 1.0)", "k.s_branch(v)", 'k.v_add_f32(v[0], v[1], "one")'))
+    assert sorted(found) == [misspelt, register_as_label, text_as_source], found
+    assert '"KernelBuilder" has no attribute "v_add_f23"' in found[misspelt]
+    assert 'Argument 1 to "s_branch"' in found[register_as_label]
+    assert 'Argument 3 to "v_add_f32"' in found[text_as_source]
+
+
+def test_mypy_sees_each_generators_parameter_fields(mypy_errors):
+    found = mypy_errors["params"]
+    wrong_type, misspelt, assigned = (_line(PARAMS_SNIPPET, t) for t in (
+        "wrong: int = p.dtype", "missing = p.blok", "p.block = 64"))
+    assert sorted(found) == [wrong_type, misspelt, assigned], found
+    assert 'expression has type "str", variable has type "int"' in found[wrong_type]
+    assert '"ElementwiseParams" has no attribute "blok"' in found[misspelt]
+    assert "read-only" in found[assigned] or "frozen" in found[assigned]
