@@ -19,6 +19,6 @@ from isagen.builders.registry import Params, load_generators
 
 def __getattr__(name: str) -> type[Params]:
     for gen in load_generators().values():
-        if gen.params_type is not None and gen.params_type.__name__ == name:
+        if gen.params_type.__name__ == name:
             return gen.params_type
     raise AttributeError(f"module '{__name__}' has no parameter class '{name}'")

@@ -257,16 +257,14 @@ class Generator:
     check: Callable | None = None
     launch: Callable | None = None
     source: str = ""
-    #: the frozen dataclass its parameters resolve to (made from ``params`` when not given)
-    params_type: type[Params] | None = None
+    #: the frozen dataclass its parameters resolve to, made from ``params``
+    params_type: type[Params] = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.params_type is None:
-            self.params_type = make_params_type(_class_name(self.name), self.params)
+        self.params_type = make_params_type(_class_name(self.name), self.params)
 
     def make_params(self, values: dict[str, Any], name: str) -> Params:
         """This generator's ``Params`` from resolved values (every declared parameter, validated)."""
-        assert self.params_type is not None         # set in __post_init__
         return self.params_type(name, **values)
 
     def defaults(self) -> dict:

@@ -167,7 +167,6 @@ def render_params_stub() -> str:
     """The text of params.pyi for the registered generators."""
     lines = [_PARAMS_HEADER.rstrip("\n")]
     for name, gen in sorted(load_generators().items()):
-        assert gen.params_type is not None                # made in Generator.__post_init__
         module = Path(gen.source).stem
         lines += ["", "@dataclass(frozen=True)", f"class {gen.params_type.__name__}(Params):",
                   f'    """The \'{name}\' generator\'s parameters (isagen/kernels/{module}.py)."""',
