@@ -21,11 +21,14 @@ install: deps
 demo: deps
 	$(PYTHON) -m isagen demo
 
+# lint (ruff: pyflakes, import order, bugbear, pyupgrade) and type-check (mypy: pyproject.toml) first
 test: deps
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest -q
 
 bench: deps
 	$(PYTHON) bench/gen_speed.py
 
 clean:
-	rm -rf build out $(STAMP) .pytest_cache
+	rm -rf build out $(STAMP) .pytest_cache .mypy_cache .ruff_cache

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from isagen.errors import SpecError
-from isagen.builders.registry import Param, Params, generator
+from isagen.builders.registry import Param, generator, params_from
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.isa.table import isa_table
@@ -249,7 +249,7 @@ def make_plan(p, target) -> Plan:
 def _make_plan(items: tuple, target_name: str) -> Plan:
     """The plan of params ``items`` on a target, cached: the swizzle search is the slow part, and the
     registry hooks, the builder and the bench model each ask for the same plan."""
-    p = Params(dict(items), "plan")
+    p = params_from(dict(items), "plan")
     target = get_target(target_name)
     bad = _problems(p, target)
     if bad:

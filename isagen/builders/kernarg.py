@@ -60,7 +60,7 @@ class KernArg:
 class KernArgs:
     """The ordered explicit kernel arguments of one kernel."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.args: list[KernArg] = []
         self.size = 0
 

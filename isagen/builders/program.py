@@ -12,30 +12,39 @@ a method::
     program = k.finish()
 
 ``finish()`` runs the project's checks (hazard nops inserted and verified, waits verified, register
-limits, leak check) and returns an immutable ``Program``.  Builders are pure: they never call the
-assembler (that is ``isagen.objects.toolchain``'s job).
+limits, leak check) and returns the ``Program``.  The check pipeline fills in part of the
+``Program`` it is handed (the nop-padded ``items``, ``lds_banks``, ``rejected``, the allocations'
+positions); once ``finish()`` has returned, nothing in isagen changes it.  Builders are pure: they
+never call the assembler (that is ``isagen.objects.toolchain``'s job).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from isagen.builders.instructions import InstructionMethods
+from isagen.builders.kernarg import KernArgs
+from isagen.builders.regs import Allocation, RegisterPool, default_align
+from isagen.checks import occupancy as _occ
+from isagen.checks import pipeline
+from isagen.checks.lds_banks import BankRow, access_kind
+from isagen.checks.occupancy import EXTRA_SGPRS
 from isagen.errors import AllocationError, CheckError, ISAError, SpecError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Reg
 from isagen.isa.table import isa_table
-from isagen.builders.kernarg import KernArgs
-from isagen.builders.regs import RegisterPool, default_align
 from isagen.targets import Target, get_target
-
-
-from isagen.checks import occupancy as _occ
-from isagen.checks.occupancy import EXTRA_SGPRS, waves_for_sgprs as _waves_for_sgprs  # noqa: F401  (re-exported)
 
 
 class Comment(str):
     """A comment line in the emitted assembly."""
+
+
+#: what a program is a list of, in order
+ProgramItem = Instruction | Label | Comment
 
 
 @dataclass(frozen=True)
@@ -47,11 +56,15 @@ class LdsRegion:
 
 @dataclass
 class Program:
-    """A finished kernel: everything the assembler, the checkers, the runtime and reports need."""
+    """A finished kernel: everything the assembler, the checkers, the runtime and reports need.
+
+    A plain (mutable) dataclass: ``KernelBuilder.finish()`` hands it to the check pipeline, which
+    replaces ``items`` with the nop-padded list, records ``lds_banks`` and, with ``--force``,
+    ``rejected``.  Consumers (emit, reports, the runtime) only read it."""
 
     name: str
     target: Target
-    items: list                      # Instruction | Label | Comment, in program order
+    items: list[ProgramItem]         # in program order
     args: KernArgs
     workgroup_size: tuple[int, int, int]
     workgroup_ids: tuple[str, ...]   # enabled workgroup-id SGPRs, in x, y, z order
@@ -61,11 +74,11 @@ class Program:
     vgprs: int                       # arch VGPR high-water mark
     agprs: int                       # AGPR high-water mark
     sgprs: int                       # SGPR high-water mark (without VCC)
-    allocations: list                # regs.Allocation, all classes, in check-out order
+    allocations: list[Allocation]    # all classes, in check-out order
     header: list[str] = field(default_factory=list)   # comment lines for the top of the .s
     rejected: str | None = None      # why the spec was rejected (only with --force)
     leaks: list[str] = field(default_factory=list)    # allocations never freed (an error at finish)
-    lds_banks: list = field(default_factory=list)     # lds_banks.BankRow per instruction with lanes= (finish)
+    lds_banks: list[BankRow] = field(default_factory=list)   # per instruction with lanes= (finish)
 
     # ------------------------------------------------------------------ derived descriptor fields
     @property
@@ -109,18 +122,18 @@ class Program:
     def instructions(self) -> list[Instruction]:
         return [i for i in self.items if isinstance(i, Instruction)]
 
-    def occupancy(self) -> dict:
+    def occupancy(self) -> dict[str, Any]:
         """Waves per SIMD and what limits them (VGPRs, SGPRs, LDS, workgroup size): the summary of
         ``isagen.checks.occupancy.occupancy`` (``occupancy_detail()`` has the rest)."""
         return self.occupancy_detail().summary()
 
-    def occupancy_detail(self):
+    def occupancy_detail(self) -> _occ.Occupancy:
         """``isagen.checks.occupancy.Occupancy`` of this kernel: limits, granule effects, what one more wave needs."""
         return _occ.occupancy(self.target, arch_vgprs=self.vgprs, agprs=self.agprs, sgpr_count=self.sgpr_count,
                               lds_bytes=self.lds_bytes, workgroup_size=self.flat_workgroup_size)
 
 
-def _lds_range(lds) -> tuple[int, int]:
+def _lds_range(lds: LdsRegion | tuple[int, int]) -> tuple[int, int]:
     """``lds=`` on a DS or LDS-DMA instruction: the bytes it touches (an LdsRegion or (start, end)),
     so the wait checker can tell the halves of a double buffer apart."""
     if isinstance(lds, LdsRegion):
@@ -131,14 +144,13 @@ def _lds_range(lds) -> tuple[int, int]:
     return (int(start), int(end))
 
 
-def _lane_addresses(inst, lanes) -> tuple:
+def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
     """``lanes=`` on a DS or LDS-DMA instruction: the 64 lane byte addresses it accesses, one sequence
     per wave variant (e.g. per wave of the workgroup whose addresses differ), for the LDS bank check."""
-    from isagen.checks.lds_banks import access_kind
     access_kind(inst)                                  # an ISAError for instructions with no bank model
     out = []
-    for addrs in lanes:
-        addrs = tuple(int(a) for a in addrs)
+    for wave in lanes:
+        addrs = tuple(int(a) for a in wave)
         if len(addrs) != 64:
             raise ISAError(f"lanes= on {inst.name}: {len(addrs)} addresses, expected 64 (one per lane)")
         out.append(addrs)
@@ -147,11 +159,12 @@ def _lane_addresses(inst, lanes) -> tuple:
     return tuple(out)
 
 
-class KernelBuilder:
-    """Writes one kernel.  Instruction methods come from the target's ISA table."""
+class KernelBuilder(InstructionMethods):
+    """Writes one kernel.  Instruction methods come from the target's ISA table (``__getattr__``);
+    type checkers and editors see them declared in ``instructions.pyi`` instead."""
 
-    def __init__(self, name: str, target, *, workgroup_size=256, workgroup_ids: str = "x",
-                 workitem_id_dims: int = 1):
+    def __init__(self, name: str, target: Target | str, *, workgroup_size: int | Sequence[int] = 256,
+                 workgroup_ids: str = "x", workitem_id_dims: int = 1) -> None:
         if not name.isidentifier():
             raise SpecError(f"kernel name '{name}' is not a valid symbol")
         self.name = name
@@ -159,11 +172,15 @@ class KernelBuilder:
         self.isa = isa_table(self.target)
         if isinstance(workgroup_size, int):
             workgroup_size = (workgroup_size, 1, 1)
-        self.workgroup_size = tuple(workgroup_size) + (1,) * (3 - len(workgroup_size))
-        flat = self.workgroup_size[0] * self.workgroup_size[1] * self.workgroup_size[2]
+        dims = tuple(workgroup_size)
+        if not 1 <= len(dims) <= 3:
+            raise SpecError(f"workgroup size {dims} must have 1 to 3 dimensions")
+        x, y, z = dims + (1,) * (3 - len(dims))
+        self.workgroup_size = (x, y, z)
+        flat = x * y * z
         if not 1 <= flat <= self.target.max_workgroup_size:
             raise SpecError(f"workgroup size {flat} outside 1..{self.target.max_workgroup_size}")
-        self.items: list = []
+        self.items: list[ProgramItem] = []
         self.args = KernArgs()
         self.header: list[str] = []
         self.vgprs = RegisterPool("v", self.target.max_arch_vgprs)
@@ -178,7 +195,7 @@ class KernelBuilder:
         if any(d not in "xyz" for d in workgroup_ids) or list(workgroup_ids) != sorted(set(workgroup_ids)):
             raise SpecError(f"workgroup_ids must be a subset of 'xyz' in order, got '{workgroup_ids}'")
         self.workgroup_ids = tuple(workgroup_ids)
-        self.workgroup_id = {}
+        self.workgroup_id: dict[str, Reg] = {}
         for n, dim in enumerate(self.workgroup_ids):
             self.workgroup_id[dim] = self.sgprs.alloc(1, f"wg_id_{dim}", index=2 + n, kernel=True)
         if workitem_id_dims not in (1, 2, 3):
@@ -187,25 +204,28 @@ class KernelBuilder:
         self.tid = self.vgprs.alloc(1, "tid", index=0)   # v0: packed work-item ids; free it when done
 
     # ------------------------------------------------------------------ instructions
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        isa = self.__dict__.get("isa")
-        if isa is None or name not in isa:
-            raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
-        desc = isa[name]
+    # Hidden from type checkers: with a ``__getattr__`` in sight, mypy would accept any attribute, so
+    # a misspelt mnemonic would pass; they check calls against InstructionMethods' stub instead.
+    if not TYPE_CHECKING:
+        def __getattr__(self, name: str):
+            if name.startswith("_"):
+                raise AttributeError(name)
+            isa = self.__dict__.get("isa")
+            if isa is None or name not in isa:
+                raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
+            desc = isa[name]
 
-        def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
-            inst = desc.make(ops, mods, comment)
-            if lds is not None:
-                inst.lds = _lds_range(lds)
-            if lanes is not None:
-                inst.lanes = _lane_addresses(inst, lanes)
-            return self.emit(inst)
+            def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
+                inst = desc.make(ops, mods, comment)
+                if lds is not None:
+                    inst.lds = _lds_range(lds)
+                if lanes is not None:
+                    inst.lanes = _lane_addresses(inst, lanes)
+                return self.emit(inst)
 
-        emit.__name__ = name
-        emit.__doc__ = f"{name} {desc.signature()}"
-        return emit
+            emit.__name__ = name
+            emit.__doc__ = f"{name} {desc.signature()}"
+            return emit
 
     def emit(self, inst: Instruction) -> Instruction:
         if inst.desc.arch != self.target.name:
@@ -218,7 +238,7 @@ class KernelBuilder:
         mods = {k: v for k, v in (("vmcnt", vmcnt), ("lgkmcnt", lgkmcnt)) if v is not None}
         if not mods:
             raise ISAError("wait() needs vmcnt and/or lgkmcnt")
-        return self.s_waitcnt(comment=why, **mods)
+        return self.emit(self.isa["s_waitcnt"].make((), mods, why))    # k.s_waitcnt(comment=why, **mods)
 
     def barrier(self, *, why: str) -> Instruction:
         return self.s_barrier(comment=why)
@@ -243,7 +263,7 @@ class KernelBuilder:
         self.items.append(label)
 
     # ------------------------------------------------------------------ registers
-    def _alloc(self, cls, count, name, align, kernel, scratch=False):
+    def _alloc(self, cls: str, count: int, name: str, align: int | None, kernel: bool, scratch: bool = False) -> Reg:
         return self._pools[cls].alloc(count, name, align or default_align(cls, count), kernel,
                                       position=len(self.items), scratch=scratch)
 
@@ -265,9 +285,9 @@ class KernelBuilder:
             self._pools[reg.cls].free(reg, len(self.items))
 
     @contextlib.contextmanager
-    def temps(self, **requests):
+    def temps(self, **requests: str) -> Iterator[Any]:
         """Scoped temporaries: ``with k.temps(addr="v2", idx="s1") as t: t.addr ...``; freed on exit."""
-        held = {}
+        held: dict[str, Reg] = {}
         try:
             for name, req in requests.items():
                 cls, count = req[0], int(req[1:] or 1)
@@ -303,8 +323,7 @@ class KernelBuilder:
         program = self._program()
         if not check:
             return program
-        from isagen.checks import pipeline as checks
-        problems = checks.finish_program(program)
+        problems = pipeline.finish_program(program)
         if problems:
             if not force:
                 raise CheckError(problems[0])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from isagen.errors import AllocationError
@@ -72,12 +73,13 @@ class RegisterPool:
                 raise AllocationError(f"{name}: {self._range(start, count)} is not free "
                                       f"({self.describe_live()})")
         else:
-            start = self._find(count, align)
-            if start is None:
+            found = self._find(count, align)
+            if found is None:
                 raise AllocationError(
                     f"out of {_CLASS_NAME[self.cls]}s allocating '{name}' ({count} aligned to {align}; "
                     f"limit {self.limit}, {self.free_count()} free but fragmented or too few); "
                     f"live: {self.describe_live()}")
+            start = found
         sym = None if scratch else self._symbol(name)
         reg = Reg(self.cls, start, count, sym, start if sym else 0)
         alloc = Allocation(name, reg, kernel, len(self.history), position, scratch=scratch)
@@ -98,7 +100,8 @@ class RegisterPool:
         alloc.freed_at = position
 
     @contextlib.contextmanager
-    def scoped(self, count: int, name: str, align: int = 1, position=lambda: 0):
+    def scoped(self, count: int, name: str, align: int = 1,
+               position: Callable[[], int] = lambda: 0) -> Iterator[Reg]:
         """A temporary: ``with pool.scoped(2, "addr") as tmp: ...`` frees it on exit."""
         reg = self.alloc(count, name, align, position=position())
         try:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import yaml
 
+from isagen.builders.program import KernelBuilder, Program
+from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
 from isagen.targets import TARGETS, Target, get_target
 
@@ -69,15 +71,15 @@ def parse_overrides(items) -> list[Override]:
 
 @dataclass
 class Spec:
-    path: str                         # as given (for messages)
+    path: str                         # as given (for messages; the .s header writes only the file name)
     name: str
     kernel: str
     description: str
     targets: tuple[str, ...]
-    params: "Params"
+    params: Params
     shapes: dict
     reference: str | None
-    generator: "Generator"
+    generator: Generator
     lines: dict = field(default_factory=dict)        # "params.block" -> line number in the file
     overridden: dict = field(default_factory=dict)   # param name -> Override
     tolerance: dict = field(default_factory=dict)    # rtol, atol, reduction, accumulate (docs/specs.md)
@@ -109,7 +111,8 @@ class Spec:
 
     # ------------------------------------------------------------------ building
     def header(self) -> list[str]:
-        lines = [f"spec: {self.path} (generator '{self.kernel}')"]
+        # the file name, not the path as given: the .s must not differ between checkouts
+        lines = [f"spec: {Path(self.path).name} (generator '{self.kernel}')"]
         if self.description:
             lines.append(f"description: {self.description}")
         lines.append(f"params: {self.params.describe()}")
@@ -129,8 +132,6 @@ class Spec:
     def build(self, target, *, force: bool = False):
         """Spec + target -> finished ``Program`` (checks run).  With ``force``, rejections of a kernel
         that can be built are recorded in ``Program.rejected`` (and the .s header) instead of raised."""
-        from isagen.builders.program import KernelBuilder, Program
-
         target = self.validate(target)
         gen = self.generator
         try:
@@ -152,7 +153,7 @@ class Spec:
                 more = f" (and {len(rejections) - 1} more)" if len(rejections) > 1 else ""
                 raise self.error(f"params.{fieldname}", f"{message}{more}; --force emits it anyway")
             reasons = [f"params.{f}: {m}" for f, m in rejections]
-            program.rejected = "; ".join([program.rejected] * bool(program.rejected) + reasons)
+            program.rejected = "; ".join(([program.rejected] if program.rejected else []) + reasons)
         return program
 
     def launch_info(self, target):
@@ -243,8 +244,6 @@ def _yaml_error(path: str, e: yaml.YAMLError) -> SpecError:
 
 def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     """Validate spec text (see the module docstring); ``path`` is used in messages."""
-    from isagen.builders.registry import Params, get_generator
-
     loader = _Loader(text)              # one parse: the node tree (line numbers) and the data from it
     try:
         root = loader.get_single_node()
@@ -402,7 +401,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     tolerance = {k: (float(v) if k in ("rtol", "atol") else v) for k, v in tolerance.items()}
 
     spec = Spec(path=path, name=name, kernel=kernel, description=description, targets=tuple(seen),
-                params=Params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
+                params=gen.make_params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
                 lines=lines, overridden=overridden, tolerance=tolerance)
     return spec
 

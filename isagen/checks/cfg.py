@@ -13,7 +13,9 @@ all work on this graph; loops are ordinary back edges, found with ``CFG.back_edg
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
@@ -63,7 +65,7 @@ class Block:
 class CFG:
     """Blocks and edges of one item list.  ``blocks[0]`` is the entry."""
 
-    def __init__(self, items: list):
+    def __init__(self, items: Sequence[object]):
         self.items = items
         self.blocks: list[Block] = []
         self.label_block: dict[str, int] = {}
@@ -106,7 +108,8 @@ class CFG:
 
     def _link(self) -> None:
         for b in self.blocks:
-            last = self.items[b.instrs[-1]] if b.instrs else None
+            # the positions in Block.instrs hold Instructions (_split puts only those there)
+            last = cast(Instruction, self.items[b.instrs[-1]]) if b.instrs else None
             targets: list[int] = []
             falls_through = True
             if last is not None and ends_program(last):
@@ -193,7 +196,7 @@ class CFG:
             return [b.instrs[i - 1]]
         return self.block_exit_instructions(b.preds)
 
-    def block_exit_instructions(self, block_indices) -> list[int]:
+    def block_exit_instructions(self, block_indices: Iterable[int]) -> list[int]:
         """Last instructions reachable backwards from the ends of the given blocks."""
         out: list[int] = []
         seen: set[int] = set()
@@ -212,7 +215,7 @@ class CFG:
         return out
 
 
-def build_cfg(items: list) -> CFG:
+def build_cfg(items: Sequence[object]) -> CFG:
     return CFG(items)
 
 
@@ -236,7 +239,7 @@ class Violation:
         return f"#{self.pos} {self.inst.render(with_comment=False)}: {self.message}"
 
 
-def format_keys(keys) -> str:
+def format_keys(keys: Iterable[tuple[str, int]]) -> str:
     """Register keys as compact assembler ranges: ``{('v',2),('v',3),('a',0)}`` -> ``a0, v[2:3]``."""
     by_cls: dict[str, list[int]] = {}
     for cls, idx in keys:

@@ -24,17 +24,24 @@ GDS, exports, SMEM soft clauses (xnack is off on the targets isagen builds for).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from isagen.checks.cfg import CFG, Violation, format_keys
+from isagen.checks.cfg import CFG, Block, Violation, format_keys
 from isagen.isa.instruction import Instruction
 from isagen.isa.table import isa_table
-from isagen.targets import GFX942, GFX950, get_target
+from isagen.targets import GFX942, GFX950, MfmaInfo, Target, get_target
+
+#: a register dword as the dataflow passes name it: ("v", 3), ("vcc_lo", 0), ("m0", 0)
+Key = tuple[str, int]
+#: a rule's wait states: fixed, or per pass count of the producing MFMA
+WaitRule = int | dict[int, int]
 
 # --------------------------------------------------------------------------- the table
 # Values are wait states; a dict maps the producing MFMA's passes (LLVM's unit: 4 cycles) to wait states.
 # Names read "<first instruction> -> <second instruction>".
 
-_GFX942: dict = {
+_GFX942: dict[str, WaitRule] = {
     # checkMAIHazards90A: LegacyVALUNotDotWritesVGPRWaitStates (VALU incl. v_accvgpr_write/mov, not DOT)
     "valu_write_vgpr->mfma_read": 2,
     # checkMAIHazards90A: VALUWritesExecWaitStates
@@ -94,7 +101,7 @@ _GFX942: dict = {
     "wide_global_store->valu_write_data": 2,
 }
 
-_GFX950_DELTAS: dict = {
+_GFX950_DELTAS: dict[str, WaitRule] = {
     # llvm #117263: "an additional wait state compared to gfx940"
     "xdl_write->xdl_srcc_overlap": {2: 4, 4: 6, 8: 10, 16: 18},
     # llvm #117285: 2-pass XDL read by a non-XDL consumer keeps 3
@@ -114,13 +121,13 @@ _GFX950_DELTAS: dict = {
 # checkPermlaneHazards and the GFX940_*_N_Pass* helpers) as of 2026, and GCNSubtarget.h for which
 # hazards gfx940-family targets have; test vectors: llvm/test/CodeGen/AMDGPU/mai-hazards-gfx940.mir
 # and llvm.amdgcn.mfma.gfx950.bf16.ll.
-WAIT_STATES: dict[str, dict] = {
+WAIT_STATES: dict[str, dict[str, WaitRule]] = {
     GFX942.name: dict(_GFX942),
     GFX950.name: {**_GFX942, **_GFX950_DELTAS},
 }
 
 
-def wait_states(target, rule: str, passes: int | None = None) -> int:
+def wait_states(target: Target | str, rule: str, passes: int | None = None) -> int:
     """The table entry ``rule`` for ``target`` (for the producing MFMA's ``passes`` when it depends on them)."""
     value = WAIT_STATES[get_target(target).name][rule]
     if not isinstance(value, dict):
@@ -133,10 +140,15 @@ def wait_states(target, rule: str, passes: int | None = None) -> int:
     if larger:
         return value[larger[0]]
     top = max(value)
-    return value[top] + (passes - top)
+    return value[top] + ((passes or 0) - top)
 
 
-def max_window(target) -> int:
+def _fixed_rules(target: Target) -> dict[str, int]:
+    """The target's rules that do not depend on pass counts (the ones the passes look up directly)."""
+    return {rule: value for rule, value in WAIT_STATES[target.name].items() if isinstance(value, int)}
+
+
+def max_window(target: Target | str) -> int:
     """The longest hazard any rule of the target has (no hazard reaches further back)."""
     longest = 0
     for value in WAIT_STATES[get_target(target).name].values():
@@ -165,49 +177,51 @@ class _Event:
     __slots__ = ("kind", "origin", "keys", "age", "passes", "xdl", "name", "dst", "need", "trans",
                  "dst_sel", "dot")
 
-    def __init__(self, kind, origin, keys, **info):
+    def __init__(self, kind: str, origin: int, keys: Iterable[Key], *, passes: int | None = None,
+                 xdl: bool = False, name: str = "", dst: tuple[Key, ...] = (), need: int = 0, trans: bool = False,
+                 dst_sel: bool = False, dot: bool = False):
         self.kind = kind
         self.origin = origin
         self.keys = frozenset(keys)
         self.age = 0
-        self.passes = info.get("passes")
-        self.xdl = info.get("xdl", False)
-        self.name = info.get("name", "")
-        self.dst = info.get("dst", ())
-        self.need = info.get("need", 0)
-        self.trans = info.get("trans", False)
-        self.dst_sel = info.get("dst_sel", False)
-        self.dot = info.get("dot", False)
+        self.passes = passes
+        self.xdl = xdl
+        self.name = name
+        self.dst = dst
+        self.need = need
+        self.trans = trans
+        self.dst_sel = dst_sel
+        self.dot = dot
 
-    def copy(self) -> "_Event":
+    def copy(self) -> _Event:
         e = _Event.__new__(_Event)
         for slot in _Event.__slots__:
             setattr(e, slot, getattr(self, slot))
         return e
 
 
-def _keys_of(value) -> list:
+def _keys_of(value: object) -> list[Key]:
     keys = getattr(value, "keys", None)
-    return keys() if keys else []
+    return list(keys()) if keys else []
 
 
-def _operand_keys(inst: Instruction, name: str) -> tuple:
+def _operand_keys(inst: Instruction, name: str) -> tuple[Key, ...]:
     for spec, value in zip(inst.desc.operands, inst.ops):
         if spec.name == name:
             return tuple(_keys_of(value))
     return ()
 
 
-def _vector(keys) -> set:
+def _vector(keys: Iterable[Key]) -> set[Key]:
     return {k for k in keys if k[0] in ("v", "a")}
 
 
-def _scalar_like(keys) -> set:
+def _scalar_like(keys: Iterable[Key]) -> set[Key]:
     """Non-vector register keys an instruction can name: SGPRs, VCC, EXEC, M0."""
     return {k for k in keys if k[0] not in ("v", "a", "scc")}
 
 
-def _sgpr_or_vcc(keys) -> set:
+def _sgpr_or_vcc(keys: Iterable[Key]) -> set[Key]:
     return {k for k in keys if k[0] == "s" or k[0].startswith("vcc")}
 
 
@@ -228,7 +242,7 @@ def _writes_dst_high_half(inst: Instruction) -> bool:
     return any(op_sel[n_src:])
 
 
-def _wide_store_need(inst: Instruction, table: dict) -> tuple[tuple, int] | None:
+def _wide_store_need(inst: Instruction, table: dict[str, int]) -> tuple[tuple[Key, ...], int] | None:
     """(data keys, wait states) when ``inst`` stores more than 64 bits of VGPR data."""
     if "store" not in inst.desc.flags or inst.unit not in ("vmem", "flat"):
         return None
@@ -258,28 +272,33 @@ class _Facts:
 
     def __init__(self, inst: Instruction):
         self.inst = inst
-        self.name = inst.name
-        self.unit = inst.unit
-        self.mfma = inst.desc.mfma
+        self.name: str = inst.name
+        self.unit: str = inst.unit
+        self.mfma: MfmaInfo | None = inst.desc.mfma
         self.uses = frozenset(inst.uses())
         self.defs = frozenset(inst.defs())
-        self.ops = {spec.name: tuple(_keys_of(value)) for spec, value in zip(inst.desc.operands, inst.ops)}
-        self.dpp = inst.desc.is_dpp(inst.mods)
-        self.flags = inst.desc.flags
-        self.mods = inst.mods
+        self.ops: dict[str, tuple[Key, ...]] = {spec.name: tuple(_keys_of(value))
+                                                for spec, value in zip(inst.desc.operands, inst.ops)}
+        self.dpp: bool = inst.desc.is_dpp(inst.mods)
+        self.flags: frozenset[str] = inst.desc.flags
+        self.mods: dict[str, Any] = inst.mods
         self.ws = nop_wait_states(inst)
 
-    def op(self, name: str) -> tuple:
+    def op(self, name: str) -> tuple[Key, ...]:
         return self.ops.get(name, ())
+
+
+#: pending events at a point of the program, by (origin position, kind)
+_State = dict[tuple[int, str], _Event]
 
 
 class _Pass:
     """insert_nops' machinery: events, the transfer of one block, the fixpoint."""
 
-    def __init__(self, items: list, target):
+    def __init__(self, items: list[object], target: Target | str):
         self.items = items
         self.target = get_target(target)
-        self.table = WAIT_STATES[self.target.name]
+        self.table = _fixed_rules(self.target)
         self.window = max_window(self.target)
         self.facts = {pos: _Facts(i) for pos, i in enumerate(items) if isinstance(i, Instruction)}
         self.has_dpp = any(f.dpp for f in self.facts.values())
@@ -288,21 +307,21 @@ class _Pass:
         self.why: dict[int, str] = {}
 
     # ------------------------------------------------------------------ rules, consumer side
-    def _need(self, ev: _Event, c: _Facts) -> tuple[int, str, set]:
+    def _need(self, ev: _Event, c: _Facts) -> tuple[int, str, set[Key]]:
         """Wait states ``c`` needs after event ``ev`` (0 if none), the rule and the registers."""
         t, unit = self.table, c.unit
         is_mfma = c.mfma is not None
         uses, defs = c.uses, c.defs
-        best = (0, "", set())
+        best: tuple[int, str, set[Key]] = (0, "", set())
 
-        def consider(need, rule, regs):
+        def consider(need: int, rule: str, regs: set[Key] | frozenset[Key]) -> None:
             nonlocal best
             if regs and need > best[0]:
-                best = (need, rule, regs)
+                best = (need, rule, set(regs))
 
         if ev.kind == "mfma_write":
             p = ev.passes
-            if is_mfma:
+            if c.mfma is not None:
                 for opname in ("src0", "src1", "src2"):
                     op = c.op(opname)
                     hit = ev.keys & set(op)
@@ -400,7 +419,7 @@ class _Pass:
         return out
 
     # ------------------------------------------------------------------ one block
-    def _run_block(self, b, state: dict, record: bool) -> dict:
+    def _run_block(self, b: Block, state: _State, record: bool) -> _State:
         """Walk block ``b`` with the pending events ``state`` at its top; return the events at its end.
         With ``record`` the nops each instruction needs are stored (the last walk decides)."""
         state = {k: e.copy() for k, e in state.items()}
@@ -414,7 +433,7 @@ class _Pass:
                 req, rule, regs = self._need(ev, f)
                 if req - ev.age > need:
                     need = req - ev.age
-                    src = self.items[ev.origin]
+                    src = self.facts[ev.origin].inst         # events originate at instructions
                     passes = f" ({ev.passes} passes)" if ev.passes else ""
                     already = f", {ev.age} already between" if ev.age else ""
                     why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
@@ -443,8 +462,8 @@ class _Pass:
                 "mfma_srcc_read": "reads as SrcC", "wide_store": "stores"}[ev.kind]
 
     @staticmethod
-    def _merge(states: list[dict]) -> dict:
-        out: dict = {}
+    def _merge(states: list[_State]) -> _State:
+        out: _State = {}
         for st in states:
             for key, ev in st.items():
                 have = out.get(key)
@@ -456,7 +475,7 @@ class _Pass:
         return out
 
     @staticmethod
-    def _same(a: dict, b: dict) -> bool:
+    def _same(a: _State, b: _State) -> bool:
         if a.keys() != b.keys():
             return False
         return all(a[k].age == b[k].age and a[k].keys == b[k].keys for k in a)
@@ -465,10 +484,10 @@ class _Pass:
         blocks = self.cfg.blocks
         order = self.cfg.rpo()
         rank = {b: i for i, b in enumerate(order)}
-        out_state: dict[int, dict] = {}
-        in_state: dict[int, dict] = {}
+        out_state: dict[int, _State] = {}
+        in_state: dict[int, _State] = {}
         visits: dict[int, int] = {}
-        work = sorted(order, key=rank.get)
+        work = sorted(order, key=lambda block: rank[block])
         pending = set(work)
         while work:
             bi = work.pop(0)
@@ -490,13 +509,13 @@ class _Pass:
                 if s not in pending:
                     pending.add(s)
                     work.append(s)
-                    work.sort(key=rank.get)
+                    work.sort(key=lambda block: rank[block])
         for bi in order:
             self._run_block(blocks[bi], in_state.get(bi, {}), record=True)
 
-    def output(self) -> list:
+    def output(self) -> list[object]:
         s_nop = isa_table(self.target)["s_nop"]
-        out = []
+        out: list[object] = []
         for pos, item in enumerate(self.items):
             need = self.nops.get(pos, 0)
             part = 0
@@ -510,7 +529,7 @@ class _Pass:
         return out
 
 
-def insert_nops(items: list, target) -> list:
+def insert_nops(items: Sequence[object], target: Target | str) -> list[object]:
     """``items`` with the minimum ``s_nop``s before each instruction that needs wait states.
 
     Independent instructions already between the two count (one wait state each; an ``s_nop N``
@@ -527,7 +546,7 @@ def insert_nops(items: list, target) -> list:
 # Implementation B: for each instruction C, walk backwards over every CFG path, at most the longest
 # hazard window far, and judge each earlier instruction P on its own: what does the pair (P, C) need?
 
-def _regs(value) -> set:
+def _regs(value: object) -> set[Key]:
     k = getattr(value, "keys", None)
     return set(k()) if k else set()
 
@@ -538,26 +557,27 @@ class _Profile:
     __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "src", "srcc", "dst", "ws", "wide",
                  "wide_need", "dpp", "op_sel_hi", "flags")
 
-    def __init__(self, inst: Instruction, table: dict):
+    def __init__(self, inst: Instruction, table: dict[str, int]):
         self.inst = inst
-        self.name = inst.name
-        self.unit = inst.unit
-        self.flags = inst.desc.flags
+        self.name: str = inst.name
+        self.unit: str = inst.unit
+        self.flags: frozenset[str] = inst.desc.flags
         self.reads = set(inst.uses())
         self.writes = set(inst.defs())
-        self.mfma = inst.desc.mfma
-        self.src = {}              # operand name -> key tuple
+        self.mfma: MfmaInfo | None = inst.desc.mfma
+        self.src: dict[str, tuple[Key, ...]] = {}     # operand name -> key tuple
         for spec, value in zip(inst.desc.operands, inst.ops):
             self.src[spec.name] = tuple(sorted(_regs(value)))
         self.srcc = set(self.src.get("src2", ())) if self.mfma else set()
-        self.dst = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
+        self.dst: tuple[Key, ...] = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
         self.ws = int(inst.ops[0]) + 1 if inst.name == "s_nop" else 1
-        self.dpp = inst.desc.is_dpp(inst.mods)
+        self.dpp: bool = inst.desc.is_dpp(inst.mods)
         self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
         if inst.desc.fmt == "VOP3" and inst.mods.get("op_sel"):
             n_src = len([name for name in self.src if name.startswith("src")])
             self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
-        self.wide, self.wide_need = set(), 0
+        self.wide: set[Key] = set()
+        self.wide_need = 0
         if "store" in self.flags and self.unit in ("vmem", "flat"):
             data = set(self.src.get("vdata", ())) | set(self.src.get("data", ()))
             if len(data) > 2:
@@ -583,16 +603,19 @@ class _Profile:
 # writes, a newer SALU write older SALU writes, any write hides older writes for DPP; reads (SrcC,
 # store data) are hazards whatever was written since.
 _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
+#: the registers still exposed per producer kind, indexed by the five constants above
+_Live = tuple[frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key]]
 
 
-def _pair(target, t: dict, p: _Profile, c: _Profile, live: tuple) -> list[tuple[int, set, str]]:
+def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
+          live: _Live) -> list[tuple[int, set[Key], str]]:
     """Every (wait states, registers, reason) the pair needs, for the registers still ``live``.
     A reason is a phrase with ``{regs}`` in it, completed by the producer."""
-    found = []
+    found: list[tuple[int, set[Key], str]] = []
     name = target.name
     cls = _MFMA if p.mfma is not None else (_VALU if p.is_valu else (_SALU if p.unit == "salu" else _READS))
 
-    def need(n, regs, reason, exposed=None):
+    def need(n: int, regs: set[Key], reason: str, exposed: int | None = None) -> None:
         regs = regs & live[cls if exposed is None else exposed]
         if regs and n > 0:
             found.append((n, regs, reason))
@@ -683,17 +706,17 @@ def _what(p: _Profile) -> str:
     return p.unit.upper()
 
 
-def check_hazards(items: list, target) -> list[Violation]:
+def check_hazards(items: Sequence[object], target: Target | str) -> list[Violation]:
     """Every pair of instructions with fewer wait states between them than the hazard table asks,
     on any path of the CFG (loop back edges included).  An empty list means the program is clean."""
     target = get_target(target)
-    t = WAIT_STATES[target.name]
+    t = _fixed_rules(target)
     window = max_window(target)
     cfg = CFG(list(items))
     profiles = {pos: _Profile(item, t) for pos, item in enumerate(items) if isinstance(item, Instruction)}
     any_dpp = any(p.dpp for p in profiles.values())
     # registers some instruction of the program can start a hazard on; only those need a search
-    hazardous: set = set()
+    hazardous: set[Key] = set()
     for p in profiles.values():
         if p.mfma is not None:
             hazardous |= set(p.dst) | p.srcc
@@ -704,10 +727,10 @@ def check_hazards(items: list, target) -> list[Violation]:
         hazardous |= p.wide
     reachable = cfg.reachable()
 
-    def prev(pos):        # instructions that can run just before, on paths the kernel can take
+    def prev(pos: int) -> list[int]:    # instructions that can run just before, on paths the kernel can take
         return [q for q in cfg.prev_instructions(pos) if cfg.block_of(q).index in reachable]
 
-    found: dict[tuple, tuple[int, Violation]] = {}
+    found: dict[tuple[int, int, str], tuple[int, Violation]] = {}
     for bi in sorted(reachable):
         for cpos in cfg.blocks[bi].instrs:
             c = profiles[cpos]
@@ -717,10 +740,10 @@ def check_hazards(items: list, target) -> list[Violation]:
             if not interest:
                 continue
             # (distance, producer position, registers still exposed on this path, per producer kind)
-            start = (frozenset(interest),) * 5
+            start: _Live = (frozenset(interest),) * 5
             heap = [(0, ppos, start) for ppos in prev(cpos)]
             heapq.heapify(heap)
-            seen: set = set()
+            seen: set[tuple[int, _Live]] = set()
             while heap:
                 dist, ppos, live = heapq.heappop(heap)
                 if (ppos, live) in seen:
@@ -737,13 +760,13 @@ def check_hazards(items: list, target) -> list[Violation]:
                                 f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
                                 f"needs {n}", source=ppos, kind="hazard"))
                 if p.writes & interest:
-                    live = list(live)
+                    exposed = list(live)
                     kind = (_MFMA if p.mfma is not None else _VALU if p.is_valu
                             else _SALU if p.unit == "salu" else None)
                     if kind is not None:
-                        live[kind] = live[kind] - p.writes
-                    live[_ANY] = live[_ANY] - p.writes
-                    live = tuple(live)
+                        exposed[kind] = exposed[kind] - p.writes
+                    exposed[_ANY] = exposed[_ANY] - p.writes
+                    live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
                 nd = dist + p.ws
                 if nd >= window:
                     continue

@@ -28,7 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: SGPRs LLVM reserves on top of the allocated ones on gfx940+: VCC, FLAT_SCRATCH and XNACK_MASK
-#: (getNumExtraSGPRs with architected flat scratch), whether or not the kernel touches them.
+#: (getNumExtraSGPRs with architected flat scratch), whether or not the kernel touches them and
+#: whatever the xnack setting.  clang-19 (gfx942) and clang-22 (gfx950) both report ``.sgpr_count`` =
+#: next_free_sgpr + 6; tests/objects/test_codeobject_fields.py checks ours against them.
 EXTRA_SGPRS = 6
 #: barriers per CU: a multi-wave workgroup holds one while it runs (getMaxWorkGroupsPerCU)
 MAX_BARRIER_GROUPS_PER_CU = 16
@@ -140,7 +142,7 @@ def occupancy(target, *, arch_vgprs: int, agprs: int, sgpr_count: int, lds_bytes
     if waves_per_group > 1:
         limits["workgroup"] = waves_for_workgroup(t, waves_per_group)
     waves = min(limits.values())
-    occ = Occupancy(waves, min(limits, key=limits.get), limits, uni, allocated_vgprs(t, uni), sgpr_count,
+    occ = Occupancy(waves, min(limits, key=lambda factor: limits[factor]), limits, uni, allocated_vgprs(t, uni), sgpr_count,
                     lds_bytes, allocated_lds(t, lds_bytes), waves_per_group)
     exact = max(arch_vgprs + agprs, 1)
     occ.vgpr_granule_bound = limits["vgprs"] == waves and waves_for_vgprs(t, exact) > waves

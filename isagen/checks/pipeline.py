@@ -17,6 +17,8 @@ Returns a list of one-line problems (empty when the kernel is clean).
 
 from __future__ import annotations
 
+from isagen.checks import hazards, lds_banks, waits
+
 
 def register_problems(program) -> list[str]:
     t = program.target
@@ -32,8 +34,6 @@ def register_problems(program) -> list[str]:
 
 
 def finish_program(program) -> list[str]:
-    from isagen.checks import hazards, lds_banks, waits
-
     problems = register_problems(program)
     before = program.items
     program.items = hazards.insert_nops(before, program.target)

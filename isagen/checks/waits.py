@@ -247,7 +247,7 @@ class _Checker:
                 if s not in pending:
                     pending.add(s)
                     work.append(s)
-            work.sort(key=rank.get)
+            work.sort(key=lambda block: rank[block])
         for bi in order:
             self.run_block(bi, in_state.get(bi, {}), report=True)
         return sorted(self.found.values(), key=lambda v: (v.pos, v.source or 0))

@@ -17,19 +17,14 @@ from __future__ import annotations
 import re
 
 from isagen import __version__
+from isagen.builders.program import Comment, Program
+from isagen.checks.lds_banks import summary as lds_bank_summary
 from isagen.errors import TargetError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label
-from isagen.builders.program import EXTRA_SGPRS, Comment, Program  # noqa: F401  (EXTRA_SGPRS re-exported)
 from isagen.targets import TARGETS
 
-
 CODE_OBJECT_VERSION = 5
-# LLVM (AMDGPU::IsaInfo::getNumExtraSGPRs) reserves VCC, FLAT_SCRATCH and XNACK_MASK at the top of
-# every gfx940+ kernel's SGPR block because these processors have architected flat scratch: 6 SGPRs,
-# whether or not the kernel touches VCC and whatever the xnack setting.  clang-19 for gfx942 and
-# clang-22 for gfx950 both report `.sgpr_count` = next_free_sgpr + 6; tests/objects/test_codeobject_fields.py
-# checks ours against that and against the descriptor's SGPR granule.
 
 
 def render_assembly(program: Program, target_id: str | None = None) -> str:
@@ -50,8 +45,7 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
                f"{program.total_vgprs_allocated} allocated per lane), {program.sgprs} SGPRs; LDS {program.lds_bytes} bytes; "
                f"occupancy {occ['waves_per_simd']} waves/SIMD (limited by {occ['limited_by']})")
     if program.lds_banks:
-        from isagen.checks.lds_banks import summary
-        out.append(f"// {summary(program.lds_banks, t.name)}")
+        out.append(f"// {lds_bank_summary(program.lds_banks, t.name)}")
         out += [f"//   {r.line()}" for r in program.lds_banks if not r.conflict_free]
     out.append(f'.amdgcn_target "amdgcn-amd-amdhsa--{target_id}"')
     # pinned: LLVM 22 (zig's clang) defaults to v6, which only recent ROCm runtimes load; v5 loads everywhere
@@ -95,7 +89,7 @@ def _register_symbols(program: Program, line_of) -> list[str]:
     scratch = [a for a in program.allocations if a.scratch]
     out = ["// register names: .set symbol, first register  // range, where it is live (.s lines)"]
     if named:
-        w_sym = max(len(a.reg.sym) for a in named) + 1
+        w_sym = max(len(a.reg.sym or "") for a in named) + 1      # named allocations all have a symbol
         w_idx = max(len(str(a.reg.index)) for a in named)
         w_rng = max(len(a.reg.physical()) for a in named)
         for a in named:
@@ -104,7 +98,7 @@ def _register_symbols(program: Program, line_of) -> list[str]:
             else:
                 end = "end" if a.freed_at is None else line_of(max(a.freed_at - 1, a.allocated_at))
                 life = f"lines {line_of(a.allocated_at)}-{end}"
-            out.append(f".set {a.reg.sym + ',':<{w_sym}} {a.reg.index:>{w_idx}}  // {a.reg.physical():<{w_rng}}  {life}")
+            out.append(f".set {(a.reg.sym or '') + ',':<{w_sym}} {a.reg.index:>{w_idx}}  // {a.reg.physical():<{w_rng}}  {life}")
     if scratch:
         out.append("// scratch (anonymous intermediates; the code names them physically, its comments say what they hold):")
         groups: dict = {}
@@ -181,7 +175,8 @@ def next_free_sgpr(program: Program) -> int:
 
 def sgpr_count(program: Program) -> int:
     """SGPRs the wave is given, as LLVM counts them for the descriptor granule and ``.sgpr_count``:
-    the allocated ones plus the 6 reserved for VCC, FLAT_SCRATCH and XNACK_MASK (see EXTRA_SGPRS)."""
+    the allocated ones plus the 6 reserved for VCC, FLAT_SCRATCH and XNACK_MASK
+    (``isagen.checks.occupancy.EXTRA_SGPRS``)."""
     return program.sgpr_count
 
 

@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from isagen.errors import LaunchError, SpecError
 from isagen.builders.kernarg import KernArgs
+from isagen.errors import LaunchError, SpecError
 
 
 def layout():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from isagen.errors import AllocationError
 from isagen.builders.regs import RegisterPool
+from isagen.errors import AllocationError
 
 
 def test_aligned_allocation_and_peak():

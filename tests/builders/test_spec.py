@@ -1,14 +1,15 @@
 """Spec loading and validation: each kind of mistake is one line naming the file, the line and the field;
 -D overrides parse per the declared type; the generator schema drives it all."""
 
+import dataclasses
 import math
 import textwrap
 
 import pytest
 
-from isagen.errors import IsagenError, LaunchError, SpecError
-from isagen.builders.registry import GENERATORS, Param, Params, generator, get_generator, load_generators
+from isagen.builders.registry import GENERATORS, Param, Params, generator, get_generator, load_generators, params_from
 from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
+from isagen.errors import IsagenError, LaunchError, SpecError
 
 GOOD = """\
 kernel: elementwise
@@ -274,7 +275,24 @@ def test_generator_launch_contract_matches_declared_sizes_and_grid():
 
 
 def test_params_object():
-    p = Params({"a": 1, "b": True}, "k")
+    p = params_from({"a": 1, "b": True}, "k")
     assert p.a == 1 and p.name == "k" and p.describe() == "a=1 b=true"
     with pytest.raises(AttributeError):
-        p.c
+        p.c  # noqa: B018  (the attribute read is the test)
+
+
+def test_generator_params_are_a_frozen_dataclass_of_the_declared_fields(tmp_path):
+    gen = get_generator("elementwise")
+    spec = load_spec(write(tmp_path, GOOD), ["block=128"])
+    p = spec.params
+    assert isinstance(p, Params) and isinstance(p, gen.params_type) and dataclasses.is_dataclass(p)
+    assert type(p).__name__ == "ElementwiseParams"
+    declared = {"int": int, "float": float, "bool": bool, "str": str}
+    fields = {f.name: f.type for f in dataclasses.fields(p)}
+    assert fields == {"name": str, **{k: declared[v.type] for k, v in gen.params.items()}}
+    assert list(p) == list(gen.params) and dict(p)["block"] == p.block == 128 and "name" not in p
+    assert p == gen.make_params(dict(p), p.name) and hash(p) == hash(gen.make_params(dict(p), p.name))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.block = 64
+    with pytest.raises(AttributeError, match="no parameter 'blok'"):
+        p.blok  # noqa: B018

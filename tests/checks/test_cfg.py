@@ -2,11 +2,11 @@
 
 import pytest
 
+from isagen.builders.program import Comment
 from isagen.checks.cfg import CFG, Violation, format_keys
 from isagen.errors import CheckError
-from isagen.isa.operands import A, Label, S, V, VCC
+from isagen.isa.operands import VCC, A, Label, S, V
 from isagen.isa.table import isa_table
-from isagen.builders.program import Comment
 
 I = isa_table("gfx942")
 

@@ -11,12 +11,12 @@ import subprocess
 
 import pytest
 
+from isagen.builders.program import KernelBuilder
+from isagen.checks.waits import check_waits
 from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, S, V
 from isagen.isa.table import isa_table
-from isagen.builders.program import KernelBuilder
-from isagen.checks.waits import check_waits
 
 TARGET = "gfx942"
 I = isa_table(TARGET)

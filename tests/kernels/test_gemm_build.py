@@ -9,7 +9,7 @@ import pytest
 from isagen.objects.emit import render_assembly
 from isagen.errors import SpecError
 from isagen.kernels.gemm import PARAMS, hot_loops, lds_accesses, make_plan
-from isagen.builders.registry import Params
+from isagen.builders.registry import params_from
 from isagen.builders.spec import bundled_specs_dir, load_specs, parse_spec
 from isagen.tiles.bank_check import static_report
 from isagen.objects.toolchain import assemble
@@ -90,7 +90,7 @@ def test_static_bank_analysis_is_conflict_free(programs, spec, target):
 def params(**kw):
     p = {k: v.default for k, v in PARAMS.items()}
     p.update(kw)
-    return Params(p, "t")
+    return params_from(p, "t")
 
 
 @pytest.mark.parametrize("target,kw,message", [

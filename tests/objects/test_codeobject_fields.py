@@ -26,6 +26,7 @@ import yaml
 from elftools.elf.elffile import ELFFile
 
 from isagen.objects import emit, toolchain
+from isagen.checks.occupancy import EXTRA_SGPRS
 from isagen.checks.pipeline import register_problems
 from isagen.errors import TargetError
 from isagen.isa.operands import VCC
@@ -349,7 +350,7 @@ def test_sgpr_count_matches_clangs_accounting(target, tmp_path):
     descr, counts = _clang_sgpr_accounting(cmd, tmp_path)
     assert descr["with_vcc"][1] == 1 and descr["without_vcc"][1] == 0       # the two cases really differ
     for name, (next_free, _) in descr.items():
-        assert counts[name] - next_free == emit.EXTRA_SGPRS == 6, name
+        assert counts[name] - next_free == EXTRA_SGPRS == 6, name
 
 
 def test_target_id_for_another_processor_is_refused():

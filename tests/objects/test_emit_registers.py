@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from isagen.objects.emit import render_assembly
-from isagen.isa.instruction import Instruction
-from isagen.isa.operands import Reg
 from isagen.builders.program import KernelBuilder
 from isagen.builders.spec import bundled_specs_dir, load_spec
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Reg
+from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 
 SET = re.compile(r"^\.set (\w+), +(\d+)  // (\S+) +(to the end|lines (\d+)-(\d+|end))$")
@@ -125,7 +125,7 @@ def test_gemm_register_block_is_short_and_right(gemm):
     listed = {("v" if r.startswith("v") else "s", n) for line in block if line.startswith("//   ")
               for r in re.findall(r"[vs]\[\d+:\d+\]|[vs]\d+", line) for n in _expand(r)}
     named = set()
-    for no, line in code_lines(text, gemm.name).items():
+    for line in code_lines(text, gemm.name).values():
         code = line.split("//")[0]
         named |= {(r[0], n) for r in re.findall(r"(?<![\w+\[])[vs]\[\d+:\d+\]|(?<![\w+\[])[vs]\d+\b", code)
                   for n in _expand(r)}

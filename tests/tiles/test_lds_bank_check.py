@@ -10,7 +10,7 @@ import pytest
 from isagen.objects.emit import render_assembly
 from isagen.errors import CheckError, ISAError
 from isagen.kernels.gemm import GemmKernel, PARAMS, hot_loops, make_plan
-from isagen.builders.registry import Params
+from isagen.builders.registry import params_from
 from isagen.builders.program import KernelBuilder
 from isagen.tiles.lds_layout import NO_SWIZZLE
 
@@ -64,7 +64,7 @@ def test_the_gemm_without_its_swizzle_has_hot_loop_conflicts():
     """The check sees what the swizzle is for: with the layouts' swizzle removed, the GEMM's fragment
     reads in the hot loop conflict (the kernel would still compute the right C)."""
     p = {k: v.default for k, v in PARAMS.items()}
-    plan = make_plan(Params(p, "g"), "gfx950")
+    plan = make_plan(params_from(p, "g"), "gfx950")
     plain = dataclasses.replace(plan, layout_a=plan.layout_a.with_swizzle(NO_SWIZZLE),
                                 layout_b=plan.layout_b.with_swizzle(NO_SWIZZLE))
     program = GemmKernel(plain, "g").build().finish(force=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from isagen.kernels.gemm import PARAMS, make_plan, primitives
-from isagen.builders.registry import Params
+from isagen.builders.registry import params_from
 from isagen.builders.program import LdsRegion
 from isagen.targets import get_target
 from isagen.tiles.mma import acc_coords
@@ -25,7 +25,7 @@ from isagen.tiles.simulate import dma_tile, read
 def plan_for(target, **kw):
     p = {k: v.default for k, v in PARAMS.items()}
     p.update(kw)
-    return make_plan(Params(p, "t"), target)
+    return make_plan(params_from(p, "t"), target)
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
