@@ -62,6 +62,7 @@ class MfmaClock:
 
 def run_size(kernel, n: int, reps: int, sanitize: bool, clock: MfmaClock) -> dict:
     import torch
+
     from isagen.runtime.emu.device import Device
 
     M = N = K = n

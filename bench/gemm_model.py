@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from isagen.builders.spec import load_specs  # noqa: E402
 from isagen.isa.instruction import Instruction  # noqa: E402
 from isagen.kernels.gemm import hot_loops, make_plan  # noqa: E402
-from isagen.builders.spec import load_specs  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

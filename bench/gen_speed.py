@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from isagen import __version__  # noqa: E402
-from isagen.objects.emit import render_assembly  # noqa: E402
 from isagen.builders.spec import bundled_specs_dir, load_spec  # noqa: E402
+from isagen.objects.emit import render_assembly  # noqa: E402
 from isagen.objects.toolchain import assemble, find_toolchain  # noqa: E402
 
 

@@ -86,9 +86,9 @@ def errors(got: torch.Tensor, want: torch.Tensor, per_row_scale: bool = False, x
 def primitive_kernel():
     """A kernel applying the primitives to x [n]: out[0] = exp (fast), out[1] = exp (precise),
     out[2] = v_rsq_f32 (exact for the emulator; 1 ulp on the hardware)."""
+    from isagen.builders.program import KernelBuilder
     from isagen.prims.math import exp_of
     from isagen.prims.rows import lane_and_wave
-    from isagen.builders.program import KernelBuilder
     from isagen.tiles.buffer import BufferResource
     k = KernelBuilder("prims_acc", "gfx942", workgroup_size=64)
     k.args.pointer("x", "f32", "read_only")
@@ -127,8 +127,8 @@ def primitive_kernel():
 
 def primitives(rows: dict) -> None:
     from isagen.objects.emit import render_assembly
-    from isagen.runtime.emu import Device
     from isagen.objects.toolchain import assemble
+    from isagen.runtime.emu import Device
     prog = primitive_kernel()
     co = assemble(render_assembly(prog), "gfx942", name=prog.name)
     dev = Device("gfx942")

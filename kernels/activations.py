@@ -25,16 +25,15 @@ workgroups of ``block`` work-items.
 
 from __future__ import annotations
 
-from isagen.isa.operands import VCC
-from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator
+from isagen.isa.operands import VCC
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.math import ACTIVATIONS
 from isagen.prims.occupancy import occupancy_floor
-from isagen.tiles.buffer import OOB_INLINE
 from isagen.prims.rows import LANE_ACCESS_BYTES, Pending, RowWindow, even_length_requires, log2
-from isagen.builders.program import KernelBuilder
-
+from isagen.tiles.buffer import OOB_INLINE
 
 PARAMS = {
     "op": Param("str", "silu", "; ".join(f"{k}: {a.doc}" for k, a in ACTIVATIONS.items()), choices=tuple(ACTIVATIONS)),

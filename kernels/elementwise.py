@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isagen.isa.operands import VCC
-from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
+from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator
+from isagen.isa.operands import VCC
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.occupancy import occupancy_floor
 from isagen.tiles.buffer import BUFFER_DWORD3, OOB_INLINE
-from isagen.builders.program import KernelBuilder
 
 MAX_BYTES = 1 << 32         # num_records and offsets are 32-bit
 
@@ -154,7 +154,7 @@ def elementwise(p, target) -> KernelBuilder:
     offsets = k.vgpr(p.unroll, "offset", align=1, kernel=True)   # used one at a time: no pair alignment
     wg_base = k.sgpr(1, "wg_base")
     k.s_mul_i32(wg_base, k.workgroup_id["x"], tile_bytes, comment="workgroup's first byte")
-    k.v_lshlrev_b32(offsets[0], _log2(lane_bytes), k.tid, comment=f"lane's first byte within the chunk")
+    k.v_lshlrev_b32(offsets[0], _log2(lane_bytes), k.tid, comment="lane's first byte within the chunk")
     k.v_add_u32(offsets[0], wg_base, offsets[0], comment="chunk 0")
     k.free(wg_base)
     for u in range(1, p.unroll):

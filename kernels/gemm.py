@@ -37,10 +37,10 @@ import functools
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from isagen.errors import SpecError
-from isagen.builders.registry import Param, generator, params_from
 from isagen.builders.launch import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
+from isagen.builders.registry import Param, generator, params_from
+from isagen.errors import SpecError
 from isagen.isa.table import isa_table
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx

@@ -42,16 +42,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isagen.isa.operands import VCC, neg
-from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
+from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator
+from isagen.isa.operands import VCC, neg
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.random import DropoutRng
 from isagen.prims.reduce import CrossWave, combine_totals
-from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
-                               load_vectors_once, log2, row_group_problems, row_length_requires, store_chunk)
-from isagen.builders.program import KernelBuilder
+from isagen.prims.rows import (
+    LANES,
+    Pending,
+    RowGeometry,
+    RowLanes,
+    RowLoop,
+    RowWindow,
+    lane_and_wave,
+    load_vectors_once,
+    log2,
+    row_group_problems,
+    row_length_requires,
+    store_chunk,
+)
 from isagen.tiles.buffer import BufferResource
 
 DTYPES = ("f32", "bf16", "f16")

@@ -27,13 +27,13 @@ tensors past 4 GiB work (48-bit bases).
 
 from __future__ import annotations
 
-from isagen.isa.operands import neg
-from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator
+from isagen.isa.operands import neg
 from isagen.prims.convert import ELEMENT_BYTES, Converter
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.rows import LANE_ACCESS_BYTES, LANES, Pending, RowWindow, lane_and_wave, log2
-from isagen.builders.program import KernelBuilder
 
 STYLES = {"neox": "rotate-half: pairs (x[i], x[i + head_dim/2])",
           "interleaved": "pairs (x[2i], x[2i + 1])"}

@@ -24,16 +24,27 @@ of ``64 * waves`` work-items; ``cols <= max_cols``, even for 16-bit types.
 
 from __future__ import annotations
 
-from isagen.isa.operands import VCC
-from isagen.builders.registry import Param, generator
 from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator
+from isagen.isa.operands import VCC
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.math import LOG2E, exp_shifted
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.reduce import CrossWave, combine_totals
-from isagen.prims.rows import (LANES, Pending, RowGeometry, RowLanes, RowLoop, RowWindow, lane_and_wave,
-                               log2, row_group_problems, row_length_requires, store_chunk)
-from isagen.builders.program import KernelBuilder
+from isagen.prims.rows import (
+    LANES,
+    Pending,
+    RowGeometry,
+    RowLanes,
+    RowLoop,
+    RowWindow,
+    lane_and_wave,
+    log2,
+    row_group_problems,
+    row_length_requires,
+    store_chunk,
+)
 
 DTYPES = ("f32", "bf16", "f16")
 NEG_INF = 0xFF800000

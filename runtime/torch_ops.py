@@ -38,7 +38,7 @@ _lib = torch.library.Library(NAMESPACE, "FRAGMENT")
 _lock = threading.Lock()
 
 # op name -> (spec, dtype parameter or None, extra params); torch dtype -> isagen element type
-_OPS: dict[str, "OpEntry"] = {}
+_OPS: dict[str, OpEntry] = {}
 _ELEMENT = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
             torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.int64: "i64", torch.int16: "i16"}
 # dtype-generic ops over the bundled elementwise specs: element type -> parameters of that variant
@@ -149,7 +149,7 @@ def _contract(spec: str, params: dict, target: str | None = None):
     return _CONTRACTS[key]
 
 
-def _params_for(entry: "OpEntry", tensors: list) -> dict:
+def _params_for(entry: OpEntry, tensors: list) -> dict:
     """The op's kernel parameters for these inputs (the dtype parameter follows their element type)."""
     params = dict(entry.params)
     if entry.dtype_param:

@@ -28,7 +28,7 @@ def spec_text(generator: str, name: str, params: dict) -> str:
     return f"kernel: {generator}\nname: {name}\ntargets: [gfx942, gfx950]\nparams: {{{ps}}}\n"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _build(generator: str, target: str, items: tuple):
     params = dict(items)
     name = "t_" + "_".join([generator] + [f"{k}{v}" for k, v in items]).replace(".", "p")

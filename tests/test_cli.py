@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from isagen.cli import main
 from isagen.builders import registry
-from isagen.builders.registry import Param, generator, load_generators
 from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator, load_generators
 from isagen.builders.spec import bundled_specs_dir, load_specs
+from isagen.cli import main
 from isagen.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,7 +201,7 @@ def overflow_generators(monkeypatch):
 
 
 @pytest.mark.parametrize("kernel, words", [("test_vgpr_hog", "out of VGPRs allocating 'hog'"),
-                                           ("test_lds_hog", f"LDS overflow allocating 'hog'")])
+                                           ("test_lds_hog", "LDS overflow allocating 'hog'")])
 def test_register_and_lds_overflow_exit_2(tmp_path, capsys, overflow_generators, kernel, words):
     path = tmp_path / "hog.yaml"
     path.write_text(f"kernel: {kernel}\nname: hog\ntargets: [gfx942]\n")

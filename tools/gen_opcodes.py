@@ -81,9 +81,9 @@ def _disassemble_chunk(chunk, mcpu, tool, out, base):
     for i, pr in enumerate(chunk):
         # two s_nop words after the probe absorb a rejected probe's trailing words being read
         # as the start of a longer instruction, so the next sentinel pair stays intact
-        b = struct.pack("<%dI" % (len(pr) + 4), SENTINEL | i, SENTINEL | (i ^ 0xA5A5), *pr,
+        b = struct.pack(f"<{len(pr) + 4}I", SENTINEL | i, SENTINEL | (i ^ 0xA5A5), *pr,
                         0xBF800000, 0xBF800000)
-        lines.append(" ".join("0x%02x" % x for x in b))
+        lines.append(" ".join(f"0x{x:02x}" for x in b))
     r = subprocess.run([tool, "--disassemble", "-triple", "amdgcn-amd-amdhsa",
                         "-mcpu=" + mcpu], input="\n".join(lines) + "\n",
                        capture_output=True, text=True, check=False)
@@ -517,7 +517,7 @@ def _template(fam, f, text):
             tpl.append(["saddr", "s", 2 if fam.name == "GLOBAL" else 1])
         elif reg_of(t) is not None:
             tpl.append(["?", t, 0])
-        elif t == "0x%x" % LIT:
+        elif t == f"0x{LIT:x}":
             tpl.append(["k", "", 0])    # the trailing literal (madmk K, s_setreg_imm32 value)
         elif fam.name in ("SOPP", "SOPK") and t not in ("vcc", "exec"):
             tpl.append(["simm16", "", 0])
@@ -654,7 +654,7 @@ def _render_simm(fam, e, fmt, v, tables):
             if s:
                 ops.append(s)
         elif fld == "k":
-            ops.append("0x%x" % LIT)
+            ops.append(f"0x{LIT:x}")
         else:
             ops.append(file)
     return e["mn"] + (" " + ", ".join(ops) if ops else "")
@@ -804,7 +804,7 @@ def _vop3_opsel(table, mcpu):
 
 def _vop3p_kinds(table, mcpu):
     """VOP3P: number of op_sel/neg elements LLVM prints; MAI (MFMA) opcodes."""
-    for op, rec in table.items():
+    for rec in table.values():
         e = rec["entry"]
         if "mfma" in e["mn"] or "smfmac" in e["mn"]:
             e["mai"] = True
@@ -1011,14 +1011,14 @@ def zig_assemble(lines: list[str], mcpu: str = "gfx950") -> list[tuple[bytes | N
                     raise RuntimeError("zig clang failed: " + r.stderr[:500])
                 errors.update(new)
             text = read_code_object(open(o_path, "rb").read(), "z.o").text
-        words = struct.unpack("<%dI" % (len(text) // 4), text)
+        words = struct.unpack(f"<{len(text) // 4}I", text)
         marks = [k for k in range(len(words) - 1)
                  if words[k] >> 16 == SENTINEL >> 16 and words[k + 1] >> 16 == SENTINEL >> 16
                  and (words[k] ^ words[k + 1]) & 0xFFFF == 0xA5A5]
         for n, k in enumerate(marks):
             i = words[k] & 0xFFFF
             end = marks[n + 1] if n + 1 < len(marks) else len(words)
-            out[c0 + i] = (struct.pack("<%dI" % (end - k - 2), *words[k + 2:end]), "")
+            out[c0 + i] = (struct.pack(f"<{end - k - 2}I", *words[k + 2:end]), "")
         for i, err in errors.items():
             out[c0 + i] = (None, err)
     return out
@@ -1138,23 +1138,23 @@ def build_gfx950(g942: dict, log=print) -> dict:
     for k, w, t in zip(keys, words, valid):
         if t is None or "/*" in t or len(sample.get(k, [])) >= 2:
             continue
-        ins = D.decode_one(struct.pack("<%dI" % len(w), *w), 0, "gfx942")
-        sample.setdefault(k, []).append((ins.text, struct.pack("<%dI" % len(w), *w)[:ins.size]))
+        ins = D.decode_one(struct.pack(f"<{len(w)}I", *w), 0, "gfx942")
+        sample.setdefault(k, []).append((ins.text, struct.pack(f"<{len(w)}I", *w)[:ins.size]))
     flat = [(k, t, b) for k, lst in sample.items() for t, b in lst]
     on950 = zig_assemble([t for _, t, _ in flat], "gfx950")
     verdict: dict = {}
-    for (k, t, b942), (b950, err) in zip(flat, on950):
+    for (k, _t, b942), (b950, err) in zip(flat, on950):
         v = verdict.setdefault(k, {"same": 0, "moved": set(), "unsupported": 0, "other": []})
         if b950 is None:
             if "not supported on this GPU" in err or "invalid instruction" in err:
                 v["unsupported"] += 1
             else:
                 v["other"].append(err)
-        elif b950 == b942 or D.classify(*struct.unpack("<%dI" % (len(b950) // 4), b950)[:2]) \
+        elif b950 == b942 or D.classify(*struct.unpack(f"<{len(b950) // 4}I", b950)[:2]) \
                 == (k[0] if k[0] != "VOP3" else "VOP3", k[1]):
             v["same"] += 1          # same opcode (don't-care bits may differ between LLVMs)
         else:
-            v["moved"].add(D.classify(*struct.unpack("<%dI" % (len(b950) // 4), b950)[:2]))
+            v["moved"].add(D.classify(*struct.unpack(f"<{len(b950) // 4}I", b950)[:2]))
     removed, moved = [], []
     out_f: dict = {f: {} for f in fams}
     for (fam, op), v in sorted(verdict.items()):
@@ -1181,11 +1181,11 @@ def build_gfx950(g942: dict, log=print) -> dict:
     found = _search_operands(live, "gfx950")
     # the VOP3 (e64) forms of new VOP1/VOP2 instructions have VOP3 opcodes of their own
     e64 = [m + "_e64" for m, (_, b) in found.items()
-           if D.classify(*struct.unpack("<%dI" % (len(b) // 4), b)[:2])[0] in ("VOP1", "VOP2")]
+           if D.classify(*struct.unpack(f"<{len(b) // 4}I", b)[:2])[0] in ("VOP1", "VOP2")]
     found.update(_search_operands(e64, "gfx950"))
     new = []
-    for m, (text, b) in sorted(found.items()):
-        w = struct.unpack("<%dI" % (len(b) // 4), b)
+    for _m, (text, b) in sorted(found.items()):
+        w = struct.unpack(f"<{len(b) // 4}I", b)
         cl = D.classify(*w[:2])
         if cl is None:
             continue

@@ -92,12 +92,11 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import json
 import os
 import struct
+from dataclasses import dataclass, field
+from typing import Any
 
 from isagen.errors import CodeObjectError
 from isagen.isa import fields as F
@@ -459,7 +458,7 @@ class _Decoder:
 
     @staticmethod
     def words(data: bytes, off: int, size: int) -> tuple[int, ...]:
-        return struct.unpack_from("<%dI" % (size // 4), data, off)
+        return struct.unpack_from(f"<{size // 4}I", data, off)
 
     def make(self, data: bytes, off: int, base: int, size: int, family: str, opcode: int, e: _Entry,
              variant: str, ops: list[Operand], mods: dict[str, Any], text_mods: list[str],
@@ -523,7 +522,7 @@ class _Decoder:
         lit = self.literal(data, off + 4) if has_k else None
         n = e.name
         ops = []
-        for fld, file, w in e.ops:
+        for fld, _file, w in e.ops:
             if fld == "sdst":
                 if n.startswith(("s_cmpk", "s_setreg", "s_cbranch_i_fork")):
                     ops.append(_sreg("sdst", sdst, w, read=True))
@@ -567,7 +566,7 @@ class _Decoder:
         ops = []
         mods = {"imm": imm, "soe": soe, "glc": glc, "sc0": glc}
         tm = []
-        for fld, file, n in e.ops:
+        for fld, _file, n in e.ops:
             if fld == "sdata":
                 store = "store" in e.name
                 ret = bool(not store and (not e.atomic or glc))
@@ -615,7 +614,7 @@ class _Decoder:
                 seen_src = True
             elif fld == "k":      # madmk/fmaak K: LLVM prints it as raw 32-bit hex
                 assert lit is not None          # uses_k read the literal
-                ops.append(Operand("k", "literal", None, lit, True, False, text="0x%x" % lit))
+                ops.append(Operand("k", "literal", None, lit, True, False, text=f"0x{lit:x}"))
             elif fld == "=":
                 ops.append(_fixed(file, read=seen_src or family == "VOPC" and False,
                                   write=not seen_src))
@@ -693,8 +692,8 @@ class _Decoder:
                                       write=not any(o.role == "src0" for o in ops)))
         if variant == "dpp":
             tm.append(_dpp_ctrl_text(mods["dpp_ctrl"]))
-            tm.append("row_mask:0x%x" % mods["row_mask"])
-            tm.append("bank_mask:0x%x" % mods["bank_mask"])
+            tm.append("row_mask:0x{:x}".format(mods["row_mask"]))
+            tm.append("bank_mask:0x{:x}".format(mods["bank_mask"]))
             if mods["bound_ctrl"]:
                 tm.append("bound_ctrl:1")
         else:
@@ -792,7 +791,7 @@ class _Decoder:
             blgp, acc = _bits(w1, 29, 3), _bits(w1, 27, 2)
             mods = {"acc_cd": acc_cd, "abid": abid, "cbsz": cbsz, "blgp": blgp, "acc": acc}
             widths = _f8f6f4_widths(e.name, cbsz, blgp)
-            for fld, file, n in e.ops:
+            for fld, _file, n in e.ops:
                 if fld == "vdst":
                     ops.append(_vreg("vdst", vdst, n, "a" if acc_cd else "v",
                                      read=e.rmw_dst, write=True))
@@ -1071,7 +1070,7 @@ def _rw(o: Operand) -> Operand:
 
 
 def _hex_signed(v: int) -> str:
-    return "-0x%x" % -v if v < 0 else "0x%x" % v
+    return "-0x%x" % -v if v < 0 else f"0x{v:x}"
 
 
 _DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13C: "wave_ror:1",
@@ -1081,7 +1080,7 @@ _DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13
 
 def _dpp_ctrl_text(c: int) -> str:
     if c <= 0xFF:
-        return "quad_perm:[%d,%d,%d,%d]" % (c & 3, (c >> 2) & 3, (c >> 4) & 3, (c >> 6) & 3)
+        return f"quad_perm:[{c & 3},{(c >> 2) & 3},{(c >> 4) & 3},{(c >> 6) & 3}]"
     if 0x101 <= c <= 0x10F:
         return f"row_shl:{c - 0x100}"
     if 0x111 <= c <= 0x11F:
@@ -1104,7 +1103,7 @@ def _offset_and_cache_text(offset: int, sc0: int, nt: int, sc1: int) -> list[str
 def _swizzle_text(o: int) -> str:
     """ds_swizzle_b32's offset as LLVM prints it (swizzle macros of the AMDGPU assembler)."""
     if o & 0xFF00 == 0x8000:
-        return "swizzle(QUAD_PERM,%d,%d,%d,%d)" % (o & 3, (o >> 2) & 3, (o >> 4) & 3, (o >> 6) & 3)
+        return f"swizzle(QUAD_PERM,{o & 3},{(o >> 2) & 3},{(o >> 4) & 3},{(o >> 6) & 3})"
     if o & 0x8000:
         return str(o)
     and_m, or_m, xor_m = o & 0x1F, (o >> 5) & 0x1F, (o >> 10) & 0x1F
@@ -1194,8 +1193,8 @@ def decode_one(data: bytes, offset: int = 0, target: str = DEFAULT_TARGET, base:
 
 
 def _error(target: str, data: bytes, off: int, base: int, exc: Exception) -> DecodeError:
-    words = " ".join("%08x" % w for w in struct.unpack_from(
-        "<%dI" % (min(8, len(data) - off) // 4), data, off)) if off + 4 <= len(data) else \
+    words = " ".join(f"{w:08x}" for w in struct.unpack_from(
+        f"<{min(8, len(data) - off) // 4}I", data, off)) if off + 4 <= len(data) else \
         data[off:].hex()
     reason = f"cannot decode {target} instruction {words}: {exc}"
     return DecodeError(f"offset 0x{base + off:x}: {reason}", off, reason)

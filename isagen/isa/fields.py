@@ -9,7 +9,7 @@ these functions are pinned to LLVM's printer, not typed from memory.
 from __future__ import annotations
 
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 # ----------------------------------------------------------------------------- inline constants
 
@@ -60,7 +60,7 @@ def const_text(code: int, literal: int | None, ctype: str) -> str:
         return str(inline_int(code))
     fp = FP_INLINE[code]
     if ctype == "i16":
-        return "0x%x" % fp[2]
+        return f"0x{fp[2]:x}"
     if ctype == "b64" and code == 248:
         return INV_2PI_F64_TEXT
     return fp[4]
@@ -80,7 +80,7 @@ def literal_text(lit: int, ctype: str) -> str:
             return str(s)
         if lit in _FP16_TEXT:
             return _FP16_TEXT[lit]
-        return "0x%x" % lit
+        return f"0x{lit:x}"
     if ctype == "i16":
         s = lit - (1 << 32) if lit & 0x80000000 else lit
         if -16 <= s <= 64:
@@ -97,7 +97,7 @@ def literal_text(lit: int, ctype: str) -> str:
             return _FP16_TEXT[v]
         if ctype == "bf16" and v in _BF16_TEXT:
             return _BF16_TEXT[v]
-        return "0x%x" % v
+        return f"0x{v:x}"
     s = lit - (1 << 32) if lit & 0x80000000 else lit
     if ctype != "b64" and -16 <= s <= 64:
         return str(s)
@@ -105,7 +105,7 @@ def literal_text(lit: int, ctype: str) -> str:
         return _FP32_TEXT[lit]
     if ctype == "b64" and lit in _FP64HI_TEXT:
         return _FP64HI_TEXT[lit]
-    return "0x%x" % lit
+    return f"0x{lit:x}"
 
 
 def inline_constant_bits(code: int, ty: str = "b32") -> int:
@@ -207,7 +207,7 @@ def waitcnt_fields(v: int) -> dict[str, int]:
 
 def fmt_gpr_idx(v: int) -> str:
     if v > 15:
-        return "0x%x" % v
+        return f"0x{v:x}"
     names = [n for bit, n in ((1, "SRC0"), (2, "SRC1"), (4, "SRC2"), (8, "DST")) if v & bit]
     return "gpr_idx(" + ",".join(names) + ")"
 
@@ -221,7 +221,7 @@ def fmt_hwreg(v: int, names: dict[int, str]) -> str:
 
 
 def fmt_u16_small_dec(v: int) -> str:
-    return str(v) if v <= 64 else "0x%x" % v
+    return str(v) if v <= 64 else f"0x{v:x}"
 
 
 # formatter of an immediate: (value, the opcode table's name tables) -> LLVM's text
@@ -229,7 +229,7 @@ IMM_FORMATS: dict[str, Callable[[int, dict[str, dict[int, str]]], str]] = {
     "none": lambda v, t: "",
     "opt_dec": lambda v, t: "" if v == 0 else str(v),
     "dec": lambda v, t: str(v),
-    "hex": lambda v, t: "0x%x" % v,
+    "hex": lambda v, t: f"0x{v:x}",
     "small_dec": lambda v, t: fmt_u16_small_dec(v),
     "waitcnt": lambda v, t: fmt_waitcnt(v),
     "gpr_idx": lambda v, t: fmt_gpr_idx(v),

@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from isagen.isa.operands import Label, Reg, Special, f16_bits, f32_bits, is_inline_constant, operand_keys, render_constant
+from isagen.isa.operands import (
+    Label,
+    Reg,
+    Special,
+    f16_bits,
+    f32_bits,
+    is_inline_constant,
+    operand_keys,
+    render_constant,
+)
 
 if TYPE_CHECKING:                     # the table builds instructions; a run-time import would be a cycle
     from isagen.isa.table import InstrDef
@@ -69,7 +78,7 @@ class Instruction:
         """The value of the operand called ``name`` in the table (e.g. ``'vdst'``, ``'src0'``)."""
         return self.ops[self.desc.operand_index(name)]
 
-    def with_comment(self, comment: str) -> "Instruction":
+    def with_comment(self, comment: str) -> Instruction:
         inst = Instruction(self.desc, self.ops, self.mods, comment)
         inst.lds = self.lds
         inst.lanes = self.lanes

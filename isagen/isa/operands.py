@@ -42,7 +42,7 @@ class Reg:
     def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, key: int | slice) -> "Reg":
+    def __getitem__(self, key: int | slice) -> Reg:
         if isinstance(key, slice):
             if key.step not in (None, 1):
                 raise ISAError(f"register slices take no step: {self}[{key}]")
@@ -58,7 +58,7 @@ class Reg:
             return Reg(self.cls, self.index + key, 1, self.sym, self.sym_base)
         raise ISAError(f"registers are indexed by int or slice, not {type(key).__name__}")
 
-    def split(self, width: int) -> list["Reg"]:
+    def split(self, width: int) -> list[Reg]:
         """Consecutive pieces of ``width`` registers: ``acc.split(4)`` gives the 4-register tiles."""
         if self.count % width:
             raise ISAError(f"{self} ({self.count} registers) does not split into pieces of {width}")
@@ -192,9 +192,9 @@ class _Off:
     """The ``off`` operand: no VGPR address (MUBUF ``vaddr`` without offen/idxen) or no SGPR base
     (global ``saddr``).  Touches no register.  Use ``OFF`` (or the string ``"off"``)."""
 
-    _instance: "_Off | None" = None
+    _instance: _Off | None = None
 
-    def __new__(cls) -> "_Off":
+    def __new__(cls) -> _Off:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance

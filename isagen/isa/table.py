@@ -44,10 +44,20 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]   # PyYAML ships no annotations
 
 from isagen.errors import ISAError
-from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.isa.instruction import Instruction
-from isagen.isa.operands import (OFF, Label, Mod, Reg, Special, _Off, canonical_swizzle, f32_bits, is_inline_constant,
-                       swizzle_text)
+from isagen.isa.operands import (
+    OFF,
+    Label,
+    Mod,
+    Reg,
+    Special,
+    _Off,
+    canonical_swizzle,
+    f32_bits,
+    is_inline_constant,
+    swizzle_text,
+)
+from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 
 DEFS_DIR = Path(__file__).with_name("defs")
 
@@ -647,7 +657,7 @@ class ISATable:
         return len(self.defs)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_yaml(name: str) -> dict[str, Any]:
     path = DEFS_DIR / name
     if not path.exists():
@@ -679,7 +689,7 @@ def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def isa_table(target: str | Target) -> ISATable:
     """The instruction table of a target (cached)."""
     target = get_target(target)
@@ -693,7 +703,7 @@ def isa_table(target: str | Target) -> ISATable:
     return ISATable(target, defs, missing)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _build_defs(target: Target) -> dict[str, InstrDef]:
     common = _load_yaml("common.yaml")
     arch = _load_yaml(f"{target.name}.yaml")

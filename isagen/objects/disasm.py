@@ -45,7 +45,7 @@ def kernel_header(co: CodeObject, k: CodeObjectKernel, n_instructions: int) -> l
 
 
 def format_instruction(ins, kernel: CodeObjectKernel) -> str:
-    words = " ".join("%08X" % w for w in ins.words)
+    words = " ".join(f"{w:08X}" for w in ins.words)
     line = f"\t{ins.text:<58} // {ins.pc:012X}: {words}"
     tgt = ins.branch_target
     if tgt is not None:

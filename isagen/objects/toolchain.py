@@ -82,7 +82,7 @@ class TargetID:
     xnack: str | None = None
 
     @classmethod
-    def parse(cls, text: str | Target) -> "TargetID":
+    def parse(cls, text: str | Target) -> TargetID:
         if isinstance(text, Target):
             text = text.target_id
         parts = str(text).strip().split(":")
@@ -207,8 +207,8 @@ class Toolchain:
 
 # --------------------------------------------------------------------------- discovery
 _VERSION_CACHE: dict[tuple, str] = {}
-_PROBE_CACHE: dict[tuple[str, str, str], "ProbeResult"] = {}
-_FIND_CACHE: dict[tuple, "Toolchain"] = {}
+_PROBE_CACHE: dict[tuple[str, str, str], ProbeResult] = {}
+_FIND_CACHE: dict[tuple, Toolchain] = {}
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def _exe(path: str) -> bool:
 def _dir_toolchain(directory: str, source: str) -> tuple[Toolchain | None, str]:
     """The llvm-mc (or clang) + ld.lld of one LLVM bin folder, or why there is none."""
     lld = os.path.join(directory, "ld.lld")
-    for flavor, name in (("llvm-mc", "llvm-mc"), ("clang", "clang")):
+    for flavor, name in (("llvm-mc", "llvm-mc"), ("clang", "clang")):  # noqa: B007  (the one found is used below)
         asm = os.path.join(directory, name)
         if _exe(asm):
             break
@@ -375,7 +375,7 @@ def find_toolchain(target) -> Toolchain:
     if key in _FIND_CACHE:
         return _FIND_CACHE[key]
     tried = []
-    for tc, where, why in candidates():
+    for tc, _where, why in candidates():
         if tc is None:
             tried.append(why)
             continue

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math as _m
 import struct as _struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from isagen.isa.operands import Reg, neg
 

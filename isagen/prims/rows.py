@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isagen.isa.operands import VCC, Reg
-from isagen.tiles.buffer import BufferResource
 from isagen.prims.convert import ELEMENT_BYTES
+from isagen.tiles.buffer import BufferResource
 
 LANES = 64
 LANE_ACCESS_BYTES = 16            # bytes per lane per load/store: buffer_load_dwordx4

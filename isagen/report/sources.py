@@ -169,7 +169,7 @@ def from_kernel(co, kernel, dynamic_lds: int = 0) -> KernelInput:
         elif ins.name in _INDIRECT:
             notes.append(f"#{i} {ins.text}: indirect jump; liveness does not follow it")
     labels: dict[int, list[str]] = {}
-    for i, j in targets.items():
+    for j in targets.values():
         if j is not None:
             labels.setdefault(j, []).append(f"+0x{steps[j].offset:x}")
     for j, names in labels.items():

@@ -19,8 +19,8 @@ them (the hazard pass would otherwise insert an ``s_nop 0``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from isagen.errors import SpecError
 from isagen.isa.operands import M0

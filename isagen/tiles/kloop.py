@@ -14,7 +14,7 @@ look at.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Reg

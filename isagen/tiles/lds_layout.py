@@ -103,7 +103,7 @@ class LdsLayout:
     def units_per_row(self) -> int:
         return self.row_bytes // self.unit
 
-    def with_swizzle(self, swizzle: Swizzle) -> "LdsLayout":
+    def with_swizzle(self, swizzle: Swizzle) -> LdsLayout:
         return replace(self, swizzle=swizzle)
 
     # ------------------------------------------------------------------ the mapping (ints, numpy, lane expressions)

@@ -18,8 +18,8 @@ fills such gaps with independent work so the hazard pass has no ``s_nop`` to ins
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(eq=False)
@@ -27,7 +27,7 @@ class Op:
     kind: str                      # mfma | ds_read | dma | m0 | salu | valu
     emit: Callable[[], object]
     what: str = ""
-    after: "Op | None" = None      # must come after this op
+    after: Op | None = None      # must come after this op
     gap: bool = False              # ... with at least one instruction in between
     extra: dict = field(default_factory=dict)
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.errors import LaunchError
-from isagen.targets import DEFAULT_TARGET, get_target
-
 from isagen.runtime.emu.dispatch import Module
+from isagen.targets import DEFAULT_TARGET, get_target
 
 ARENA_BASE = 0x7F00_0000_0000      # fits in the 48-bit base of a buffer resource
 ALIGN = 256

@@ -20,7 +20,6 @@ from isagen.errors import CodeObjectError, LaunchError
 from isagen.isa.decoder import decode
 from isagen.objects.codeobject import read_code_object
 from isagen.progress import report_progress
-
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
 from isagen.runtime.emu.executor import CompiledCode, RunContext, run_batch
 from isagen.runtime.emu.report import EmulatorError

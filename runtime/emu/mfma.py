@@ -92,7 +92,7 @@ over 256 waves run in 256-wave chunks.  About 3 us per 32x32x8 wave-MFMA (1.7 us
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -275,7 +275,7 @@ class Layout:
     d_src: np.ndarray
 
 
-@lru_cache(maxsize=None)
+@cache
 def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
     """Index arrays for ``name`` with the given (already validated) modifiers; cached."""
     s = SPECS[name]
@@ -346,7 +346,7 @@ def _check_modifiers(s: MfmaSpec, cbsz: int, abid: int, blgp: int) -> tuple[str,
     return s.a_type, s.b_type, cbsz, abid, (0 if s.out_type == "f64" else blgp)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _decode_table(kind: str, target: str):
     """Lookup table raw code -> value (float64, int64 for i8) for the 8-bit kinds; None otherwise."""
     if kind in ("fp8", "bf8"):

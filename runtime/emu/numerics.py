@@ -65,7 +65,7 @@ the ISA's description and has not been checked on hardware here [verify].
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -232,7 +232,7 @@ def _decode_code(code: int, fmt: str) -> float:
     return sign * (1.0 + m / (1 << m_bits)) * 2.0 ** (e - bias)
 
 
-@lru_cache(maxsize=None)
+@cache
 def fp8_table(fmt: str) -> np.ndarray:
     """Read-only float32[256]: the value of every code of ``fmt``."""
     t = np.array([_decode_code(c, fmt) for c in range(256)], dtype=np.float32)
@@ -245,7 +245,7 @@ def fp8_to_f32(codes, fmt: str) -> np.ndarray:
     return fp8_table(fmt)[_u32(codes) & 0xFF]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _encode_tables(fmt: str):
     """Positive finite codes in increasing value order, plus the 'one past max' virtual code."""
     table = fp8_table(fmt).astype(np.float64)

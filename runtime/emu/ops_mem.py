@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from isagen.targets import get_target
-
 from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu import report as R
-from isagen.runtime.emu.access import (PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64,
-                     vwrite_masked)
+from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64, vwrite_masked
 from isagen.runtime.emu.ops_ds import lds_bytes_rw
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import EXEC_LO, M0
+from isagen.targets import get_target
 
 U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
 I64 = np.int64

@@ -13,8 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.runtime.emu import numerics as nx
-from isagen.runtime.emu.access import (CompileError, is_vreg, mask_writer, read32, read64, read_mask, swrite, vwrite,
-                     vwrite_masked)
+from isagen.runtime.emu.access import (
+    CompileError,
+    is_vreg,
+    mask_writer,
+    read32,
+    read64,
+    read_mask,
+    swrite,
+    vwrite,
+    vwrite_masked,
+)
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import VCC_LO
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.checks import hazards as HZ
-from isagen.targets import get_target
-
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu.wave import EXEC_LO, M0, VCC_LO
+from isagen.targets import get_target
 
 NEVER = -(1 << 40)
 

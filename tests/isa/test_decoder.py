@@ -29,7 +29,7 @@ needs_mc = pytest.mark.skipif(not HAVE_MC, reason=f"{G.LLVM_MC} not installed (a
 
 
 def _bytes(words):
-    return struct.pack("<%dI" % len(words), *words)
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 def _one(words, target="gfx942"):
@@ -72,7 +72,7 @@ def test_fuzz_every_gfx942_opcode_matches_llvm_mc():
         compared += 1
         covered.add((fam, op))
         if mine != t:
-            mismatches.append(f"{fam} {' '.join('%08x' % x for x in w)}: llvm '{t}' isagen '{mine}'")
+            mismatches.append(f"{fam} {' '.join(f'{x:08x}' for x in w)}: llvm '{t}' isagen '{mine}'")
     assert compared > 7000, compared
     assert not mismatches, f"{len(mismatches)} of {compared} differ:\n" + "\n".join(mismatches[:30])
     # every opcode of the table was compared at least once

@@ -28,10 +28,18 @@ import subprocess
 import warnings
 
 import pytest
-
-from isa_llvm import (LLVM_MC, assemble_lines, family_opcode, load_opcodes, normalise_llvm, normalise_ours,
-                      require, table_name)
+from isa_llvm import (
+    LLVM_MC,
+    assemble_lines,
+    family_opcode,
+    load_opcodes,
+    normalise_llvm,
+    normalise_ours,
+    require,
+    table_name,
+)
 from isa_samples import candidates, raw_render
+
 from isagen.errors import ISAError
 from isagen.isa.operands import OFF, A, S, Special, V, f16_bits, neg
 from isagen.isa.table import isa_table
@@ -206,7 +214,8 @@ def test_opcodes_match_llvm_generated_table(target):
         assert names == [r["desc"].asm for r in missing.values()]
         checked |= {r["desc"].name for r in missing.values()}
         warnings.warn(f"opcodes missing from opcodes.{target}.json (checked with llvm-mc instead): "
-                      + ", ".join(f"{r['desc'].asm} ({f} {o})" for (f, o), r in sorted(missing.items())))
+                      + ", ".join(f"{r['desc'].asm} ({f} {o})" for (f, o), r in sorted(missing.items())),
+                      stacklevel=2)
     assert checked == {d.name for d in isa_table(target)}
 
 

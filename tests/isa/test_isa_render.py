@@ -4,8 +4,8 @@ and the dataflow facts the checkers rely on (defs/uses/unit/counter/flags)."""
 from __future__ import annotations
 
 import pytest
-
 from isa_llvm import assemble_lines, normalise_llvm, require
+
 from isagen.errors import ISAError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import EXEC, M0, OFF, SCC, VCC, A, Label, Reg, S, Special, V, neg, swizzle

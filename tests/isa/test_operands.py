@@ -9,11 +9,30 @@ import re
 import struct
 
 import pytest
-
 from isa_llvm import assemble_lines, normalise_llvm, require
+
 from isagen.errors import ISAError
-from isagen.isa.operands import (A, EXEC, M0, OFF, S, SCC, V, VCC, Label, Reg, Special, abs_, canonical_swizzle,
-                                 is_inline_constant, neg, operand_keys, render_constant, swizzle, swizzle_text)
+from isagen.isa.operands import (
+    EXEC,
+    M0,
+    OFF,
+    SCC,
+    VCC,
+    A,
+    Label,
+    Reg,
+    S,
+    Special,
+    V,
+    abs_,
+    canonical_swizzle,
+    is_inline_constant,
+    neg,
+    operand_keys,
+    render_constant,
+    swizzle,
+    swizzle_text,
+)
 from isagen.isa.table import isa_table
 
 T942 = isa_table("gfx942")

@@ -5,7 +5,6 @@ import pytest
 from isagen.errors import TargetError
 from isagen.targets import TARGETS, get_target
 
-
 # Data-sheet figures (AMD Instinct product pages): dense peak TFLOPs without sparsity, HBM TB/s.
 DATASHEET = {
     "MI300X": {"bf16": 1307.4, "fp8": 2614.9, "hbm": 5.3, "cus": 304},

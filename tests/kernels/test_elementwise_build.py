@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from isagen.cli import main
-from isagen.objects.emit import render_assembly
-from isagen.kernels.elementwise import ELEMENT_BYTES, OPS
 from isagen.builders.spec import bundled_specs_dir, load_specs, parse_spec
+from isagen.cli import main
+from isagen.kernels.elementwise import ELEMENT_BYTES, OPS
+from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 
 READELF = shutil.which("llvm-readelf-19") or shutil.which("llvm-readelf")

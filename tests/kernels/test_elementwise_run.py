@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from isagen.objects.emit import render_assembly
-from isagen.kernels.elementwise import ELEMENT_BYTES, OPS
-from isagen.runtime.emu import Device
 from isagen.builders.spec import bundled_specs_dir, load_specs, parse_spec
+from isagen.kernels.elementwise import ELEMENT_BYTES, OPS
+from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
+from isagen.runtime.emu import Device
 
 LENGTHS = (1, 63, 64, 1000, 4097)
 PAD = 37                 # sentinel elements after each output tensor: the kernel must not touch them

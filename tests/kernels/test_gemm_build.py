@@ -6,13 +6,13 @@ addresses of the layout formulas), and impossible parameters are refused with a 
 
 import pytest
 
-from isagen.objects.emit import render_assembly
-from isagen.errors import SpecError
-from isagen.kernels.gemm import PARAMS, hot_loops, lds_accesses, make_plan
 from isagen.builders.registry import params_from
 from isagen.builders.spec import bundled_specs_dir, load_specs, parse_spec
-from isagen.tiles.bank_check import static_report
+from isagen.errors import SpecError
+from isagen.kernels.gemm import PARAMS, hot_loops, lds_accesses, make_plan
+from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
+from isagen.tiles.bank_check import static_report
 
 SPECS = [s for s in load_specs([bundled_specs_dir()]) if s.kernel == "gemm_bf16"]
 CASES = [(s, t.name) for s in SPECS for t in s.select_targets("all")]

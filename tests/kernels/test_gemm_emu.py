@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from isagen.objects.emit import render_assembly
-from isagen.errors import LaunchError
 from isagen.builders.launch import evaluate
-from isagen.runtime.emu import Device
 from isagen.builders.spec import parse_spec
-from isagen.tiles.bank_check import BankObserver
+from isagen.errors import LaunchError
+from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
+from isagen.runtime.emu import Device
+from isagen.tiles.bank_check import BankObserver
 
 PAD = 64                        # sentinel elements after C: nothing may write there
 SENTINEL = {"f32": np.uint32(0x7FC12345), "bf16": np.uint16(0x7FC1)}

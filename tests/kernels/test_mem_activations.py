@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from mem_support import TORCH, assert_close, kernel, rand, run
 
 import isagen
-from mem_support import TORCH, assert_close, kernel, rand, run
 
 REF = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "relu": F.relu,
        "tanh": torch.tanh}

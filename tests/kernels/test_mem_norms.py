@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from mem_support import TORCH, assert_close, keep_mask, kernel, rand, run
 
 from isagen.errors import LaunchError, SpecError
-from mem_support import TORCH, assert_close, kernel, keep_mask, rand, run
 
 OPS = ("rms_norm", "add_rms_norm", "layer_norm", "dropout_add_layer_norm")
 WPR = {"bf16": 1, "f16": 2, "f32": 4}          # every dtype on a different waves-per-row

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from mem_support import TORCH, assert_close, keep_mask
 
 import isagen.runtime.torch_ops as ops
 from isagen.cli import main as cli_main
 from isagen.errors import LaunchError
-from mem_support import TORCH, assert_close, keep_mask
 
 
 def test_schemas():

@@ -5,9 +5,9 @@ once per token, not per head)."""
 
 import pytest
 import torch
+from mem_support import assert_close, kernel, rand, run
 
 import isagen
-from mem_support import assert_close, kernel, rand, run
 
 
 def reference(style, x, cos, sin):

@@ -4,9 +4,9 @@ leave a partial workgroup, 1/2/4 waves per row, large negative rows, -inf entrie
 
 import pytest
 import torch
+from mem_support import assert_close, kernel, rand, run
 
 import isagen
-from mem_support import assert_close, kernel, rand, run
 
 WPR = {"bf16": 2, "f16": 4, "f32": 1}
 

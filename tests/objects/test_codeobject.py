@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
-from isagen.objects.codeobject import KernelNotFound, read_code_object
 from isagen.cli import main as cli_main
 from isagen.errors import CodeObjectError
+from isagen.objects.codeobject import KernelNotFound, read_code_object
 
 MC, LLD, OBJDUMP, READELF = "llvm-mc-19", "ld.lld-19", "llvm-objdump-19", "llvm-readelf-19"
 _missing = [t for t in (MC, LLD, OBJDUMP, READELF) if shutil.which(t) is None]

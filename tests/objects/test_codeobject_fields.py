@@ -25,12 +25,12 @@ import pytest
 import yaml
 from elftools.elf.elffile import ELFFile
 
-from isagen.objects import emit, toolchain
+from isagen.builders.program import KernelBuilder
 from isagen.checks.occupancy import EXTRA_SGPRS
 from isagen.checks.pipeline import register_problems
 from isagen.errors import TargetError
 from isagen.isa.operands import VCC
-from isagen.builders.program import KernelBuilder
+from isagen.objects import emit, toolchain
 
 READELF = shutil.which("llvm-readelf-19")
 CLANG19 = shutil.which("clang-19")

@@ -21,9 +21,9 @@ import subprocess
 
 import pytest
 
-from isagen.objects.codeobject import read_code_object
 from isagen.errors import CodeObjectError
 from isagen.isa import decoder as D
+from isagen.objects.codeobject import read_code_object
 
 OBJDUMP = shutil.which("llvm-objdump-19")
 pytestmark = pytest.mark.skipif(OBJDUMP is None or shutil.which("llvm-mc-19") is None,
@@ -87,7 +87,7 @@ def test_every_gfx942_code_object_of_the_session_matches_objdump(code_object_reg
     assert not missing, f"bundled specs not built for gfx942: {missing}"
 
     paths = {}
-    for sha, (origin, co) in objects.items():
+    for sha, (_origin, co) in objects.items():
         p = tmp_path / f"{sha[:16]}.co"
         p.write_bytes(co.data)         # the ELF itself (an offload bundle's entry: objdump reads no bundles)
         paths[sha] = str(p)

@@ -28,9 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import gen_opcodes as G  # noqa: E402
 
+from isagen.isa import decoder as D  # noqa: E402
 from isagen.objects.codeobject import read_code_object  # noqa: E402
 from isagen.objects.disasm import disassemble as disasm_text  # noqa: E402
-from isagen.isa import decoder as D  # noqa: E402
 
 TOOLS = ("llvm-mc-19", "ld.lld-19", "llvm-objdump-19")
 missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -93,7 +93,7 @@ def sample_co(tmp_path_factory):
     for w, t in zip(probes, texts):
         if t is None or "/*" in t:
             continue
-        ins = D.decode_one(struct.pack("<%dI" % len(w), *w), 0, "gfx942")
+        ins = D.decode_one(struct.pack(f"<{len(w)}I", *w), 0, "gfx942")
         if ins.text in seen:
             continue
         seen.add(ins.text)

@@ -17,9 +17,9 @@ import sys
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from isagen.objects import emit, toolchain
-from isagen.errors import ToolchainError
 from isagen.builders.program import KernelBuilder
+from isagen.errors import ToolchainError
+from isagen.objects import emit, toolchain
 
 MC19 = shutil.which("llvm-mc-19")
 LLD19 = shutil.which("ld.lld-19")

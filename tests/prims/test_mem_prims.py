@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from mem_support import keep_mask, kernel, lowbias32, run
 
+from isagen.builders.program import KernelBuilder
 from isagen.objects.emit import render_assembly
+from isagen.objects.toolchain import assemble
 from isagen.prims import random as R
 from isagen.prims.math import exp_of
 from isagen.prims.reduce import CrossWave
 from isagen.prims.rows import lane_and_wave, log2
-from isagen.builders.program import KernelBuilder
 from isagen.runtime.emu import Device
 from isagen.tiles.buffer import BufferResource
-from isagen.objects.toolchain import assemble
-from mem_support import kernel, keep_mask, lowbias32, run
 
 
 # ----------------------------------------------------------------------------- reductions

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from isagen.api import resolve_spec
+from isagen.builders.program import KernelBuilder
 from isagen.builders.spec import load_spec
 from isagen.cli import main
 from isagen.objects.emit import render_assembly
-from isagen.builders.program import KernelBuilder
-from isagen.report import SCHEMA_VERSION, document, render, report_code_object, report_program, write_png
 from isagen.objects.toolchain import assemble
+from isagen.report import SCHEMA_VERSION, document, render, report_code_object, report_program, write_png
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "report.md"
 
@@ -219,7 +219,7 @@ def test_html_renders_in_chromium_with_its_plot(tmp_path, docs):
     dom = _browser(tmp_path, page.as_uri(), "--dump-dom", "--virtual-time-budget=2000")
     assert dom.returncode == 0, dom.stderr[-2000:]
     k = docs[0]["kernels"][0]
-    assert re.search(r'<svg class="liveplot"[^>]*data-n="%d"' % k["instruction_count"], dom.stdout)
+    assert re.search(rf'<svg class="liveplot"[^>]*data-n="{k["instruction_count"]}"', dom.stdout)
     for cls in ("vgpr", "agpr", "sgpr"):
         assert f'class="series-{cls}"' in dom.stdout
     assert dom.stdout.count('class="loop"') == sum(len(lp["runs"]) for lp in k["loops"])

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import pytest
 
+from isagen.builders.spec import bundled_specs_dir, load_spec, parse_spec
+from isagen.errors import ToolchainError
 from isagen.objects.codeobject import read_code_object
 from isagen.objects.emit import render_assembly
-from isagen.errors import ToolchainError
+from isagen.objects.toolchain import assemble
 from isagen.report import report_code_object, report_program
 from isagen.report.flow import format_mask, key_mask
 from isagen.report.sources import from_program
-from isagen.builders.spec import bundled_specs_dir, load_spec, parse_spec
-from isagen.objects.toolchain import assemble
 
 GEMM_SPEC = "kernel: gemm_bf16\nname: gemm_report_test\ntargets: [gfx942, gfx950]\n"
 

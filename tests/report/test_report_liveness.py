@@ -17,7 +17,7 @@ import pytest
 
 from isagen.builders.program import KernelBuilder
 from isagen.report import report_code_object, report_program
-from isagen.report.flow import (CLASSES, Step, StepCFG, finish_flow, key_mask, liveness, mask_keys)
+from isagen.report.flow import CLASSES, Step, StepCFG, finish_flow, key_mask, liveness, mask_keys
 from isagen.report.sources import from_program
 
 
@@ -268,8 +268,8 @@ def test_random_graphs_match_the_path_oracle():
 
 # --------------------------------------------------------------------------- the decoded front end agrees
 def test_assembled_programs_report_the_same():
-    from isagen.objects.emit import render_assembly
     from isagen.errors import ToolchainError
+    from isagen.objects.emit import render_assembly
     from isagen.objects.toolchain import assemble
 
     progs = [make()[0] for make in HAND_BUILT] + [nested_loops(), dead_tail()]

@@ -99,7 +99,7 @@ def test_to_next_wave_frees_exactly_enough():
         binding = {f for f, w in o.limits.items() if w == o.waves_per_simd}
         assert {s["factor"] for s in o.to_next_wave} == binding
         for step in o.to_next_wave:
-            def waves_after(kw2, factor=step["factor"]):
+            def waves_after(kw2, factor=step["factor"], target=target):
                 """the limit of this factor alone after freeing (the other binding ones are separate steps)"""
                 return occ.occupancy(target, workgroup_size=256, **kw2).limits[factor]
 

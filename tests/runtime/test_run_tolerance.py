@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from isagen.builders.spec import bundled_specs_dir, parse_spec
 from isagen.cli import main as cli_main
 from isagen.errors import SpecError
 from isagen.runtime import run
-from isagen.builders.spec import bundled_specs_dir, parse_spec
 
 GEMM = "kernel: gemm_bf16\nname: g\ntargets: [gfx942]\nreference: A @ B.T\n"
 

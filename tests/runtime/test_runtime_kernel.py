@@ -13,8 +13,8 @@ import torch
 import yaml
 
 import isagen
-from isagen.errors import IsagenError, LaunchError, SpecError
 from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam, evaluate
+from isagen.errors import IsagenError, LaunchError, SpecError
 
 SPECS = ("axpy_f32", "add_bf16", "scale_f16")
 

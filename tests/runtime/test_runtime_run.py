@@ -4,8 +4,6 @@ own."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 

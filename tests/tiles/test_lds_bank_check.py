@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from isagen.objects.emit import render_assembly
-from isagen.errors import CheckError, ISAError
-from isagen.kernels.gemm import GemmKernel, PARAMS, hot_loops, make_plan
-from isagen.builders.registry import params_from
 from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import params_from
+from isagen.errors import CheckError, ISAError
+from isagen.kernels.gemm import PARAMS, GemmKernel, hot_loops, make_plan
+from isagen.objects.emit import render_assembly
 from isagen.tiles.lds_layout import NO_SWIZZLE
 
 

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from isagen.kernels.gemm import PARAMS, make_plan, primitives
-from isagen.builders.registry import params_from
 from isagen.builders.program import LdsRegion
+from isagen.builders.registry import params_from
+from isagen.kernels.gemm import PARAMS, make_plan, primitives
 from isagen.targets import get_target
 from isagen.tiles.mma import acc_coords
 from isagen.tiles.simulate import dma_tile, read

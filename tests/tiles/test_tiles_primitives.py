@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import torch
 
+from isagen.builders.program import KernelBuilder
 from isagen.checks import lds_banks
 from isagen.objects.emit import render_assembly
-from isagen.builders.program import KernelBuilder
+from isagen.objects.toolchain import assemble
 from isagen.runtime.emu import Device
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import BufferResource
 from isagen.tiles.epilogue import Bf16Packer
 from isagen.tiles.lds_layout import conflict_free
 from isagen.tiles.order import emit_remap, remap
-from isagen.objects.toolchain import assemble
 
 
 def store_kernel(target, name, nout, body, nargs=0):

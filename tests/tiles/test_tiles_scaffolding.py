@@ -5,12 +5,11 @@ with and without a leading pad and for 1-, 2- and 4-byte elements; the double-bu
 and ``loop_bodies`` finds each copy of it by its label."""
 
 import pytest
+from test_tiles_primitives import run, store_kernel
 
 from isagen.tiles.buffer import BufferResource
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
-
-from test_tiles_primitives import run, store_kernel
 
 U32 = 1 << 32
 
@@ -83,7 +82,7 @@ def loop_kernel(target, loops: int):
         for i in range(loops):
             acc = k.vgpr(1, f"count{i}", kernel=True)
             k.v_mov_b32(acc, 0)
-            double_buffered_loop(k, us[0], lambda stage: k.v_add_u32(acc, (1, 1000)[stage], acc),
+            double_buffered_loop(k, us[0], lambda stage, acc=acc: k.v_add_u32(acc, (1, 1000)[stage], acc),
                                  label="kvloop", counter="kv_left", unit="KV tile")
             outs.append(acc)
         return outs

@@ -8,8 +8,8 @@ import tempfile
 
 import numpy as np
 import pytest
-
 from emu_support import CLANG, LLD, compile_opencl
+
 from isagen.runtime.emu import Device
 
 pytestmark = pytest.mark.skipif(not (CLANG and LLD), reason="clang-19 / ld.lld-19 not installed (apt llvm-19 clang-19 lld-19)")

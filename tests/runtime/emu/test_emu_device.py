@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from emu_support import CLANG, LLD, build, compile_opencl
+
 from isagen.errors import IsagenError, LaunchError
 from isagen.runtime.emu import Device
 

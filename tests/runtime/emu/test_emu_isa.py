@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from emu_support import build
+
 from isagen.runtime.emu import Device
 
 U32 = np.uint32

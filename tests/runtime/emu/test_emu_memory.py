@@ -5,8 +5,8 @@ workgroup that take different paths and meet again at a barrier."""
 
 import numpy as np
 import pytest
-
 from emu_support import CLANG, LLD, build, compile_opencl
+
 from isagen.runtime.emu import Device
 
 U32 = np.uint32

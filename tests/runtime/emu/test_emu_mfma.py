@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from isagen.errors import IsagenError, ToolchainError
-from isagen.targets import TARGETS
 from isagen.runtime.emu import mfma as M
 from isagen.runtime.emu import numerics as nx
+from isagen.targets import TARGETS
 
 CALC = json.loads((Path(__file__).resolve().parents[2] / "data" / "mfma_layouts_cdna3.json").read_text())
 CALC_INSTS = CALC["instructions"]
@@ -446,7 +446,6 @@ def test_products_exact_and_sum_rounded_once():
 def test_waves_vectorised_and_strided_register_file():
     """W waves in one call equal W single-wave calls; operands may be strided views of V[regs, W, 64]."""
     name = "v_mfma_f32_32x32x8_bf16"
-    s = M.spec(name)
     W = 7
     V = np.zeros((64, W, 64), np.uint32)
     V[0:2] = random_regs("bf16", 2, W, "gfx942")

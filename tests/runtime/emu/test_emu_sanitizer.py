@@ -6,8 +6,8 @@ instruction, the workgroup, the wave, the lanes and, for memory, the address."""
 
 import numpy as np
 import pytest
-
 from emu_support import address_of, build
+
 from isagen.runtime.emu import Device, EmulatorError
 
 # Two waves exchange data through LDS: out[t] = in[t ^ 64] + 1 for t in 0..127.
