@@ -245,7 +245,7 @@ class Device:
         """Copy ``prod(shape)`` elements of ``dtype`` from the device, starting at ``buf`` (a
         DeviceBuffer or an address inside one)."""
         dtype = np.dtype(dtype)
-        shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)   # a count or a shape
         n = int(np.prod(shape)) * dtype.itemsize
         addr = int(buf)
         owner = self.memory.owner(addr)

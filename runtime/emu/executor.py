@@ -20,7 +20,7 @@ from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
 from isagen.runtime.emu.sanitizer import instrument
 from isagen.runtime.emu.steps import CompiledBlock, CompiledStep
-from isagen.runtime.emu.wave import ALL, BARRIER, DONE, RUN
+from isagen.runtime.emu.wave import ALL, BARRIER, DONE, RUN, Batch
 
 # the instruction categories (``CompiledStep.cat``) the launch statistics count executions of
 INSTRUCTION_CATEGORIES = ("salu", "branch", "smem", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma",
@@ -135,7 +135,7 @@ class RunContext:
         self.lds_bytes_read = 0
         self.lds_bytes_written = 0
         self.global_bytes_by_width: dict[int, int] = {}   # global bytes moved, by the access's bytes per lane
-        self.batch = None
+        self.batch: Batch | None = None   # the batch running now (set by run_batch)
 
     def global_access(self, width: int, nbytes: int, *, write: bool) -> None:
         """Count ``nbytes`` of global memory moved by an instruction accessing ``width`` bytes per lane."""
@@ -150,8 +150,10 @@ class RunContext:
         """Report a problem of the waves ``ws`` of the current batch.  ``rows_lanes``: a bool
         [n, 64] mask over (group row, lane) of the lanes concerned, or None for the whole wave."""
         st = self.batch
+        assert st is not None, "fault() is called by the steps of a running batch"
         widx = np.arange(st.W)[ws] if not isinstance(ws, slice) else np.arange(st.W)[ws]
-        row, lanes = 0, ()
+        row = 0
+        lanes: tuple[int, ...] = ()
         if rows_lanes is not None:
             m = np.asarray(rows_lanes)
             if m.ndim == 1:
@@ -205,6 +207,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
                 if not _release_barriers(st, prog, rc):
                     break
                 continue
+            ws: slice | np.ndarray      # ALL, or the indices of the waves at the lowest PC
             if nrun == W:
                 p0 = pcs[0]
                 if (pcs == p0).all():

@@ -532,6 +532,7 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
         if blgp & 4:
             cv = -cv
         np.matmul(a_el, b_el, out=plan.prod)
+        assert plan.d_idx is not None       # _plan gathers D with d_idx for every 64-bit output
         prod = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                 # [pairs, W, 64]
         d = (prod + cv).view(np.uint64)
         res = np.empty((s.c_regs // 2, 2, W, 64), np.uint32)
@@ -550,6 +551,7 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
     if plan.rows is not None:
         acc = plan.prod.reshape(W, s.c_regs, 64).transpose(1, 0, 2)             # a view: D order
     else:
+        assert plan.d_idx is not None       # _plan sets d_idx exactly when it sets no row order
         acc = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                 # [c_regs, W, 64]
     if s.out_type == "i32":     # int64 sum, stored modulo 2**32
         np.add(acc, c32.view(np.int32), out=out.view(np.int32), dtype=np.int64, casting="unsafe")

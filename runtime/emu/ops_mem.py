@@ -155,9 +155,9 @@ def parse_vmem(name: str):
     d16 = None
     if "d16" in rest:
         d16 = "hi" if rest[-1] == "hi" else "lo"
-    size = _SIZES.get(tname)
-    if size is None:
+    if tname not in _SIZES:
         raise CompileError(f"{name}: unknown access type")
+    size = _SIZES[tname]
     signed = tname in ("sbyte", "sshort")
     return ("load_lds" if lds else kind), size, signed, d16, None
 

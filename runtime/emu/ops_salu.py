@@ -6,6 +6,9 @@ forms); SCC is ``st.SCC`` (uint32 0/1).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from isagen.runtime.emu import report as R
@@ -273,6 +276,7 @@ def compile_salu(inst, idx, ctx) -> CompiledStep:
     if fam == "SOPK":
         return _compile_sopk(inst, idx, ctx)
     d, srcs = _ops(inst)
+    fn: Callable[..., Any]     # the semantics from whichever table has the instruction (their arities differ)
 
     if fam == "SOPC":
         if name in SOPC_64:
@@ -474,12 +478,14 @@ def _compile_sopk(inst, idx, ctx) -> CompiledStep:
     name = inst.name
     imm = inst.mods.get("simm16", 0) & 0xFFFF
     simm = imm - 0x10000 if imm & 0x8000 else imm
+    # None only for s_setreg_imm32_b32 (no sdst field); the instructions that name a register in it have one
     d = next((o for o in inst.operands if o.role == "sdst"), None)
     if name == "s_movk_i32":
         w = swrite(d, ctx)
         v = U32(simm & M32)
         return CompiledStep(inst, idx, lambda st, ws: w(st, ws, np.full(st.SCC[ws].shape, v, U32)), "salu")
     if name == "s_cmovk_i32":
+        assert d is not None
         code = d.reg.code
         v = U32(simm & M32)
 
@@ -490,6 +496,7 @@ def _compile_sopk(inst, idx, ctx) -> CompiledStep:
         op = name.split("_")[2]
         signed = name.endswith("i32")
         k = simm if signed else imm
+        assert d is not None
         code = d.reg.code
         cmp = {"eq": np.equal, "lg": np.not_equal, "gt": np.greater, "ge": np.greater_equal,
                "lt": np.less, "le": np.less_equal}[op]
@@ -499,6 +506,7 @@ def _compile_sopk(inst, idx, ctx) -> CompiledStep:
             st.SCC[ws] = cmp(a, k).astype(U32)
         return CompiledStep(inst, idx, h, "salu")
     if name == "s_addk_i32":
+        assert d is not None
         code = d.reg.code
 
         def h(st, ws):
@@ -507,6 +515,7 @@ def _compile_sopk(inst, idx, ctx) -> CompiledStep:
             st.S[code, ws] = r.astype(U32)
         return CompiledStep(inst, idx, h, "salu")
     if name == "s_mulk_i32":
+        assert d is not None
         code = d.reg.code
 
         def h(st, ws):

@@ -10,6 +10,9 @@ computed exactly (see :func:`fma32`); transcendentals are computed in float64 an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from isagen.runtime.emu import numerics as nx
@@ -37,7 +40,7 @@ SIZE = {t: (64 if t.endswith("64") else 16 if t.endswith("16") else 32) for t in
 SIGN_BIT = {16: 0x8000, 32: 0x80000000, 64: 0x8000000000000000}
 
 OPS: dict[str, tuple] = {}
-TRANS = set()          # transcendental ops (statistics category "trans")
+TRANS: set[str] = set()          # transcendental ops (statistics category "trans")
 
 
 def op(name, out, ins, fn, trans=False):
@@ -864,7 +867,8 @@ def _fetch(vi: VInst, i: int, ty: str, ctx, hi: bool = False):
     if o.kind in ("const", "literal"):
         c = U16(o.const_bits(ty) & 0xFFFF)
         c = _apply_neg_abs(c, 16, neg, abs_)
-        cv = np.asarray(c).view(dt)[()]
+        # the constant as a numpy scalar of the lane type (numpy's stubs type a 0-d index as an array)
+        cv: np.generic | np.ndarray = np.asarray(c).view(dt)[()]
         return lambda st, ws: cv
     if hi:
         h = lambda st, ws: (base(st, ws) >> U32(16)).astype(U16)
@@ -1091,7 +1095,7 @@ def _compile_vopc(vi: VInst, ctx):
 
 # ============================================================================ packed (VOP3P v_pk_*)
 
-PK16 = {
+PK16: dict[str, tuple[str, int, Callable[..., Any]]] = {     # name: (lane type, sources, function)
     "v_pk_add_f16": ("f16", 2, lambda a, b: a + b), "v_pk_mul_f16": ("f16", 2, lambda a, b: a * b),
     "v_pk_fma_f16": ("f16", 3, lambda a, b, c: (_f64(a) * _f64(b) + _f64(c)).astype(F16)),
     "v_pk_max_f16": ("f16", 2, _fmax), "v_pk_min_f16": ("f16", 2, _fmin),
@@ -1105,7 +1109,7 @@ PK16 = {
     "v_pk_lshrrev_b16": ("u16", 2, lambda s, a: a >> (s & U16(15))),
     "v_pk_ashrrev_i16": ("i16", 2, lambda s, a: a >> (s & I16(15))),
 }
-PK32 = {
+PK32: dict[str, tuple[int, Callable[..., Any]]] = {          # name: (sources, function)
     "v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mul_f32": (2, lambda a, b: a * b),
     "v_pk_fma_f32": (3, fma32),
 }

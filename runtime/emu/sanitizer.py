@@ -106,15 +106,15 @@ def instrument(step, ctx) -> None:
     uninit_s = tuple(k for k in dict.fromkeys(uninit_reads) if k >= nregs)
     wv = tuple(k for k in step.writes if k < nregs)
     wsc = tuple(k for k in step.writes if k >= nregs)
-    src_c = set()
-    src_ab = set()
+    src_c: set[int] = set()
+    src_ab: set[int] = set()
     if is_mfma:
         for o in inst.operands:
             if o.kind == "reg" and o.read:
                 ks = _reg_keys(o.reg, ctx)
                 (src_c if o.role == "src2" else src_ab).update(ks)
     is_dpp = inst.variant == "dpp"
-    dpp_src = set()
+    dpp_src: set[int] = set()
     if is_dpp:
         o = next((o for o in inst.operands if o.role == "src0" and o.kind == "reg"), None)
         if o is not None:
@@ -186,6 +186,23 @@ class _HazInfo:
     __slots__ = ("cls", "rules", "src_c", "src_ab", "dpp_src", "vmem_sreads", "is_trans", "reads_m0_dma",
                  "is_div_fmas", "writes_exec", "writes_m0", "is_dpp", "valu_sreads", "rwlane", "readlane_src",
                  "lane_sel")
+
+    cls: str                         # 'mfma' | 'valu' | 'mem' | 'salu' | 'smem'
+    rules: dict[str, HZ.WaitRule]    # the target's wait-state table
+    src_c: set[int]                  # sanitizer keys of an MFMA's accumulator input (src2)
+    src_ab: set[int]                 # ... and of its A/B inputs
+    dpp_src: set[int]
+    vmem_sreads: tuple[int, ...]     # SGPRs a VMEM instruction reads (address, resource)
+    is_trans: bool
+    reads_m0_dma: bool
+    is_div_fmas: bool
+    writes_exec: bool
+    writes_m0: bool
+    is_dpp: bool
+    valu_sreads: tuple[int, ...]
+    rwlane: bool
+    readlane_src: tuple[int, ...]
+    lane_sel: tuple[int, ...]
 
 
 # ============================================================================ per-batch state

@@ -7,6 +7,11 @@ it and neither has to import the other.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:       # for an annotation only: at run time this module stays a leaf
+    from isagen.runtime.emu.sanitizer import MfmaKind
+
 
 class CompiledStep:
     """One compiled instruction."""
@@ -21,12 +26,13 @@ class CompiledStep:
         self.result = result          # kind of the register result: 'vm' | 'lds' | 'smem' | 'mfma' | None
         self.lds_write = False        # writes LDS asynchronously (ds store / LDS DMA)
         self.nop_slots = 1            # issue slots it occupies (s_nop N: N+1)
-        self.mfma = None              # MfmaInfo-like (passes, xdl) for MFMAs
-        self.reads = ()               # register keys read (sanitizer)
-        self.writes = ()
-        self.error = None
+        self.mfma: MfmaKind | None = None     # passes and pipe of an MFMA (set by the sanitizer)
+        self.reads: tuple[int, ...] = ()      # register keys read (sanitizer)
+        self.writes: tuple[int, ...] = ()
+        self.error: str | None = None         # why the instruction cannot run (its fn reports it when reached)
         self.is_load = False
-        self.flags = {}
+        # s_waitcnt: its counts ('vmcnt', 'lgkmcnt', 'expcnt'); LDS DMA: {'also_lgkm': True}
+        self.flags: dict[str, int] = {}
 
 
 class CompiledBlock:

@@ -19,7 +19,13 @@ copies) or an index array of the waves standing at the PC.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:       # annotations only: both modules import this one
+    from isagen.runtime.emu.executor import RunContext
+    from isagen.runtime.emu.sanitizer import Sanitizer
 
 RUN, BARRIER, DONE = 0, 1, 2
 ALL = slice(None)
@@ -61,9 +67,9 @@ class Batch:
         self.lds = np.zeros((G, (max(lds_bytes, 4) + 15) // 16 * 16), np.uint8)
         self.icount = np.zeros(W, np.int64)       # instructions executed per wave (budget)
         self.mode = np.zeros(W, np.uint32)        # HW_REG_MODE as s_setreg left it
-        self.san = None                           # the sanitizer's per-batch state, when on
-        self.stats = None                         # the launch's statistics (shared)
-        self.scratch = None                       # per-lane private memory (uint8 [W, 64, bytes])
+        self.san: Sanitizer | None = None         # the sanitizer's per-batch state, when on
+        self.stats: RunContext | None = None      # the launch's statistics (shared)
+        self.scratch: np.ndarray | None = None    # per-lane private memory (uint8 [W, 64, bytes])
 
     # ------------------------------------------------------------------ exec
     def sync_exec(self, ws=ALL) -> None:
