@@ -231,7 +231,7 @@ def _job_outcome(progress: Progress, head: str, text: str) -> None:
 
 
 def _check_unique(specs) -> None:
-    seen = {}
+    seen: dict[str, str] = {}      # spec name -> the spec file that gave it
     for s in specs:
         if s.name in seen and seen[s.name] != s.path:
             raise SpecError(f"{s.path}: name '{s.name}' is also the name in {seen[s.name]} "

@@ -17,8 +17,12 @@ import contextvars
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar  # what click.progressbar returns; click exports no name for it
 
 # work that is often quick (an emulator run) shows its bar only once it has taken this long: a bar
 # that appears and fills at once tells nothing
@@ -70,12 +74,12 @@ class Progress:
         self.clock = clock
         self.enabled = enabled
         self._stream = stream
-        self._bar = None
+        self._bar: ProgressBar[int] | None = None
         self._bars = contextlib.ExitStack()
         self._done = 0
         self._status: str | None = None
         self._start: float | None = None     # when the work began: entering, or its first report
-        self._token = None
+        self._token: contextvars.Token[Progress | None] | None = None     # set on entering
         self._lock = threading.RLock()          # the clock's thread draws too
         self._stop = threading.Event()
         self._clock_thread: threading.Thread | None = None
@@ -96,6 +100,7 @@ class Progress:
         return self
 
     def __exit__(self, *exc) -> None:
+        assert self._token is not None, "Progress left without being entered"
         _current.reset(self._token)
         self._stop.set()
         if self._clock_thread is not None:
@@ -127,15 +132,17 @@ class Progress:
             if total is not None:
                 self.total = total
             self._done = done
-            if self._bar is None:
-                if not self._due() or done >= self.total:           # a bar that opens full tells nothing
+            bar = self._bar
+            if bar is None:
+                # without a total nothing is due (``_due`` says so too); a bar that opens full tells nothing
+                if self.total is None or not self._due() or done >= self.total:
                     return
-                self._open()
-            self._bar.length = self.total
-            steps = done - self._bar.pos
-            self._bar.update(steps)
+                bar = self._open()
+            bar.length = self.total
+            steps = done - bar.pos
+            bar.update(steps)
             if steps == 0:
-                self._bar.render_progress()     # click redraws on steps only; a new status is worth one too
+                bar.render_progress()     # click redraws on steps only; a new status is worth one too
 
     def advance(self, steps: int = 1, status: str | None = None) -> None:
         self.update(self._done + steps, status=status)
@@ -172,11 +179,14 @@ class Progress:
                 elif self._bar is not None:
                     self._bar.render_progress()
 
-    def _open(self) -> None:
-        self._bar = self._bars.enter_context(click.progressbar(
+    def _open(self) -> ProgressBar[int]:
+        # every caller opens a bar only for work with a total: ``_due`` is False without one
+        assert self.total is not None, "a progress bar opened before its work has a total"
+        self._bar = bar = self._bars.enter_context(click.progressbar(
             length=self.total, label=self.label, file=self._stream, show_pos=True, show_percent=True,
             show_eta=True, width=24, item_show_func=self._info))
-        self._bar.update(self._done)
+        bar.update(self._done)
+        return bar
 
     def _close(self) -> None:
         self._bars.close()          # click ends the line and shows the cursor again

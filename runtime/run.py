@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import click
 
 import isagen
-from isagen.api import build, resolve_spec, torch_dtype
+from isagen.api import Kernel, build, resolve_spec, torch_dtype
 from isagen.builders.spec import load_spec
 from isagen.errors import LaunchError, SpecError
 from isagen.progress import SLOW_WORK_S, Progress
@@ -65,7 +65,7 @@ class OutputCheck:
 
 @dataclass
 class RunReport:
-    kernel: object
+    kernel: Kernel
     backend: str
     sizes: dict
     grid: tuple
@@ -240,8 +240,13 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
             report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype, tolerance, sizes,
                                          mag.get(t.name)))
     if be == "hip" and all(result.grid) and iters > 0:
-        times = [kernel.run(**tensors, **values, backend=be, timing=True).time_ms for _ in range(iters + 1)][1:]
-        report.time_ms = statistics.median(times)
+        times: list[float] = []
+        for _ in range(iters + 1):
+            ms = kernel.run(**tensors, **values, backend=be, timing=True).time_ms
+            # a timed hip launch of a non-empty grid (checked above) always reports its device time
+            assert ms is not None, "a timed hip launch returned no time"
+            times.append(ms)
+        report.time_ms = statistics.median(times[1:])     # the first launch warms up and is not counted
         torch.cuda.synchronize()
     return report
 

@@ -46,7 +46,7 @@ _ELEMENT = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", 
 _VEC16 = {"f32": {"vec": 4}, "bf16": {"vec": 8}, "f16": {"vec": 8}}
 # the memory-bound kernels (kernels/norms.py, softmax.py, rotary.py, activations.py): one spec per op, the
 # dtype follows the inputs; fp32 rows take twice the registers, so the row kernels spread them over 4 waves
-_ANY = {"f32": {}, "bf16": {}, "f16": {}}
+_ANY: dict[str, dict[str, int]] = {"f32": {}, "bf16": {}, "f16": {}}
 _ROWS = {"f32": {"waves_per_row": 4}, "bf16": {}, "f16": {}}
 # op -> (bundled spec, variants, shape adapter or None)
 GENERIC_OPS = {
@@ -231,7 +231,7 @@ def _kernel(entry: OpEntry, tensors: list, backend: str):
 
 def _outputs(info, target: str, inputs: dict, device, op: str) -> dict:
     """Fresh output tensors: clones of inout inputs, new tensors of the contract's shape for outs."""
-    sizes = {}
+    sizes: dict[str, int] = {}
     for t in info.tensors:
         if t.name in inputs:
             got_shape = tuple(inputs[t.name].shape)

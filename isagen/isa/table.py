@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]   # PyYAML ships no annotations
+import yaml
 
 from isagen.errors import ISAError
 from isagen.isa.instruction import Instruction

@@ -500,7 +500,7 @@ def _parse(data: bytes, label: str) -> CodeObject:
         if end > csec["addr"] + csec["size"]:
             raise _err(label, coff, f"kernel {kname}: code runs past the end of {csec['name']}")
         code = data[coff:coff + (end - entry)]
-        md = md_by_symbol.get(sym.name) or next(
+        md: dict = md_by_symbol.get(sym.name) or next(
             (k for k in metadata.get("amdhsa.kernels", []) if k.get(".name") == kname), {})
         kernels[kname] = CodeObjectKernel(kname, kd, md, entry, coff, code, mach, label)
 

@@ -131,7 +131,7 @@ class Loop:
                 out[-1][1] = i
             else:
                 out.append([i, i])
-        return [tuple(r) for r in out]
+        return [(first, last) for first, last in out]
 
 
 @dataclass

@@ -7,6 +7,8 @@ renderers all read that dict, so every format says the same thing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from isagen import __version__
 from isagen.checks import occupancy as occ
 from isagen.report.categories import mix
@@ -32,7 +34,7 @@ def analyze(kin) -> dict:
         touched |= s.defs | s.uses
     used = {c: high_water(touched, c) for c in CLASSES}
 
-    registers = {}
+    registers: dict[str, Any] = {}     # per class a dict of counts, then the kernel-wide counts
     for c in CLASSES:
         peak, at = live.peak(c)
         registers[CLASS_KEY[c]] = {"declared": kin.declared[CLASS_KEY[c]], "used": used[c], "peak_live": peak,

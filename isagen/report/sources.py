@@ -91,7 +91,7 @@ def from_program(program, source: dict | None = None) -> KernelInput:
     flow = finish_flow(steps, cfg, blocks)
 
     t = program.target
-    positions = [s.pos for s in steps]
+    positions = list(pos_step)     # the steps' item positions, ascending (Step.pos, known to be set here)
 
     def step_at(position: int | None) -> int | None:
         """First step at or after item position ``position``."""

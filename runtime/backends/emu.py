@@ -49,7 +49,7 @@ class EmuBackend(Backend):
 
     name = "emu"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._devices: dict[str, object] = {}
         self._modules: dict[tuple, object] = {}     # (target, sanitize, SHA-256 of the code object)
         self.last_stats = None
