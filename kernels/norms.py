@@ -147,9 +147,9 @@ def check(p, target, program):
     return occupancy_floor(program, p.min_occupancy, "raise waves_per_row or lower max_hidden")
 
 
-def _tensors(p) -> list[tuple[str, tuple, str]]:
+def _tensors(p) -> list[tuple[str, tuple[str, ...], str]]:
     op = NORMS[p.op]
-    out = [("x", ("rows", "hidden"), "in")]
+    out: list[tuple[str, tuple[str, ...], str]] = [("x", ("rows", "hidden"), "in")]   # (name, dims, direction)
     if op.residual:
         out.append(("residual", ("rows", "hidden"), "in"))
     out.append(("weight", ("hidden",), "in"))

@@ -78,7 +78,8 @@ LN2 = 0.6931471805599453
 EXP_CLAMP = 200.0            # |a| beyond it: e^a is 0 or inf in fp32 either way
 
 
-def exp_of(k, dsts: list[Reg], args: list[Reg], temps: list[list[Reg]], precise: bool, what: str = "") -> None:
+def exp_of(k, dsts: list[Reg], args: list[Reg], temps: list[list[Reg]] | None, precise: bool,
+           what: str = "") -> None:
     """dst = e^a for every value (``dst`` may be its ``a``).
 
     Fast: ``v_exp_f32(a * log2 e)``: the rounding of the product, 0.5 ulp of |a log2 e|, becomes a
@@ -94,6 +95,8 @@ def exp_of(k, dsts: list[Reg], args: list[Reg], temps: list[list[Reg]], precise:
         for i in range(n):
             k.v_exp_f32(dsts[i], dsts[i], comment=_first(i, f"{what}e^a"))
         return
+    if temps is None:
+        raise ValueError(f"{what}precise e^a needs two temporary VGPRs per value (temps)")
     nh = [t[0] for t in temps]
     c = [t[1] for t in temps]
     for i in range(n):

@@ -30,6 +30,7 @@ only after using (so having read) this one.
 
 from __future__ import annotations
 
+from isagen.builders.program import LdsRegion
 from isagen.isa.operands import Reg
 
 OPS = ("add", "max")
@@ -80,8 +81,8 @@ class CrossWave:
         self.wpr = waves_per_row
         self.values = values
         self.groups = groups
+        self.region: LdsRegion | None = None     # the LDS slots, allocated only with several waves per row
         if waves_per_row == 1:
-            self.region = None
             return
         self.half = groups * waves_per_row * values * 4          # bytes of one buffer half
         self.region = k.lds(2 * self.half, name, align=16)
@@ -113,7 +114,7 @@ class CrossWave:
             raise ValueError(f"this reduction combines 1 to {self.values} value(s) at a time, not {n}")
         what = what or [f"value {i}" for i in range(len(values))]
         wave_reduce(k, values, op, out, what)
-        if self.wpr == 1:
+        if self.region is None:          # one wave per row (``__init__`` allocated nothing): no exchange
             return out
         combine = _combine(k, op)
         lds = (self.region.offset, self.region.offset + self.region.size)

@@ -181,6 +181,8 @@ class RowLanes:
 
     def chunk_limit(self, chunk: int, dst: Reg) -> Reg:
         """``dst`` = columns left from this lane's first element of ``chunk`` (for ``valid``)."""
+        if self.limit is None:
+            raise RuntimeError("RowLanes.chunk_limit needs make_limit(cols) first")
         if chunk == 0:
             return self.limit
         self.k.v_subrev_u32(dst, chunk * self.geom.span, self.limit, comment=f"columns left from chunk {chunk}")
@@ -306,7 +308,7 @@ class Pending:
     ``vmcnt``: the number of VMEM operations issued after it (they complete in order).  Counts above
     the counter's maximum are clamped (a stricter wait)."""
 
-    def __init__(self, k):
+    def __init__(self, k) -> None:
         self.k = k
         self.ops: list[str] = []
 

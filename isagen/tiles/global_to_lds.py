@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from isagen.builders.program import KernelBuilder
 from isagen.errors import SpecError
-from isagen.isa.operands import M0
+from isagen.isa.operands import M0, Reg
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import OOB_OFFSET, BufferResource
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
@@ -43,7 +44,7 @@ class GlobalToLds:
     ``first_tile_ops`` to zero a leading partial tile.
     """
 
-    k: object
+    k: KernelBuilder
     name: str
     layout: LdsLayout
     stages: list                      # LdsRegion per pipeline stage
@@ -54,7 +55,7 @@ class GlobalToLds:
     global_offset: Callable
     k_coord: Callable | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.width not in self.k.target.lds_dma_widths or self.width not in DMA_INSTRUCTION:
             raise SpecError(f"{self.name}: {self.k.target.name} has no {self.width}-byte LDS DMA "
                             f"(it has {', '.join(map(str, self.k.target.lds_dma_widths))})")
@@ -65,8 +66,8 @@ class GlobalToLds:
             raise SpecError(f"{self.name}: a {self.layout.size}-byte tile is not a whole number of "
                             f"{self.block_bytes}-byte DMA blocks per wave for {self.waves} waves")
         self.blocks_per_wave = blocks // self.waves
-        self.voff = None
-        self.m0_base = None
+        self.voff: Reg | None = None           # per-lane global offsets, one VGPR per block (``setup``)
+        self.m0_base: Reg | None = None        # this wave's first block, bytes into the tile (``setup``)
 
     @property
     def block_bytes(self) -> int:
@@ -93,17 +94,23 @@ class GlobalToLds:
     def setup(self, em: lx.Emitter) -> None:
         """Per-lane global offsets (one VGPR per block, kept for the kernel) and this wave's M0 base."""
         k = self.k
-        self.voff = k.vgpr(self.blocks_per_wave, f"{self.name}_dma_off")
+        voff = self.voff = k.vgpr(self.blocks_per_wave, f"{self.name}_dma_off")
         for j in range(self.blocks_per_wave):
-            em.emit(self.offset_expr(j), dst=self.voff[j],
+            em.emit(self.offset_expr(j), dst=voff[j],
                     comment=f"{self.name}: global offset of the element this lane DMAs in block {j}")
-        self.m0_base = k.sgpr(1, f"{self.name}_m0_base")
+        m0_base = self.m0_base = k.sgpr(1, f"{self.name}_m0_base")
         wave = em.emit_uniform(self.wave * (self.blocks_per_wave * self.block_bytes),
                                comment=f"{self.name}: this wave's first block, bytes into the tile")
-        k.s_mov_b32(self.m0_base, wave, comment=f"{self.name}: this wave's first block, bytes into the tile")
+        k.s_mov_b32(m0_base, wave, comment=f"{self.name}: this wave's first block, bytes into the tile")
+
+    def _registers(self) -> tuple[Reg, Reg]:
+        """The per-lane offsets and the M0 base that ``setup`` allocated."""
+        if self.voff is None or self.m0_base is None:
+            raise RuntimeError(f"{self.name}: setup() must come before the DMAs and release()")
+        return self.voff, self.m0_base
 
     def release(self) -> None:
-        self.k.free(self.voff, self.m0_base)
+        self.k.free(*self._registers())
 
     def lds_range(self, stage: int) -> tuple[int, int]:
         r = self.stages[stage]
@@ -132,12 +139,13 @@ class GlobalToLds:
         """M0 and DMA ops for one tile into ``stage``: each DMA after its M0 update with one instruction
         between them (SALU writes M0 -> LDS-DMA: one wait state), each M0 update after the previous
         DMA (``after``: the op before the first M0 update, e.g. another tile's last DMA)."""
+        voff, _ = self._registers()
         out = []
         prev = after
         for j in range(self.blocks_per_wave):
             m0 = self._m0_op(stage, j)
             m0.after = prev
-            dma = self._dma_op(stage, j, self.voff[j])
+            dma = self._dma_op(stage, j, voff[j])
             dma.after, dma.gap = m0, True
             out += [m0, dma]
             prev = dma
@@ -149,10 +157,11 @@ class GlobalToLds:
         if self.k_coord is None:
             raise ValueError(f"{self.name}: first_tile needs k_coord")
         k = self.k
+        voff, _ = self._registers()
         tmp = k.vgpr(1, f"{self.name}_first_off")
         for j in range(self.blocks_per_wave):
             kc = self.k_coord(*self.coords(j))
-            masked = lx.where_lt(kc, pad, OOB_OFFSET, lx.VReg(f"{self.name}_off{j}", self.voff[j]))
+            masked = lx.where_lt(kc, pad, OOB_OFFSET, lx.VReg(f"{self.name}_off{j}", voff[j]))
             self._m0_op(stage, j)()          # first: the masking VALU fills the M0 -> LDS-DMA wait state
             em.emit(masked, dst=tmp, comment=f"{self.name} block {j}: lanes before the first K element load 0")
             self._dma_op(stage, j, tmp)()

@@ -50,7 +50,8 @@ def loop_bodies(program, label: str = "kloop") -> list[list[Instruction]]:
     list per loop (a kernel whose wave groups branch to their own copies of the loop has several).
     Labels are kernel-prefixed and numbered when repeated (``.L<kernel>_kloop``, ``.L<kernel>_kloop_2``),
     so they are matched by their ending."""
-    out, cur = [], None
+    out: list[list[Instruction]] = []
+    cur: list[Instruction] | None = None       # the loop being collected, None between loops
     start, end = re.compile(rf"_{label}(_\d+)?$"), re.compile(rf"_{label}_done(_\d+)?$")
     for item in program.items:
         if isinstance(item, Label):

@@ -41,7 +41,11 @@ class Expr:
     """A per-lane unsigned 32-bit value."""
 
     __slots__ = ()
-    hi: int
+
+    @property
+    def hi(self) -> int:
+        """An upper bound of the value in every lane (each node kind computes its own)."""
+        raise NotImplementedError(f"{type(self).__name__} gives no upper bound")
 
     # --------------------------------------------------------------- building
     def __add__(self, o):

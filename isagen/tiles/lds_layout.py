@@ -233,7 +233,7 @@ def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int
         kinds.setdefault((c.width, c.op), []).append(i)
     stacked = {kw: (np.stack([coords[i].rows for i in idx]), np.stack([coords[i].bytes for i in idx]),
                     np.array([coords[i].base for i in idx])[:, None]) for kw, idx in kinds.items()}
-    best = None
+    best: tuple[LdsLayout, list[int]] | None = None       # the candidate with the fewest conflicting accesses
     for cand in swizzle_candidates(layout, bank_bytes):
         lay = layout.with_swizzle(cand)
         bad = []
@@ -245,6 +245,7 @@ def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int
             return lay, []
         if best is None or len(bad) < len(best[1]):
             best = (lay, bad)
+    assert best is not None, "swizzle_candidates always offers NO_SWIZZLE, so the loop ran at least once"
     lay, bad = best
     reports = []
     for i in bad:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isagen.errors import SpecError
+from isagen.isa.operands import Reg
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
 from isagen.tiles.schedule import Op
@@ -190,12 +191,12 @@ class DsReads:
             else:
                 self.where[r.key] = (len(self.groups), 0)
                 self.groups.append(r)
-        self.addr = None
+        self.addr: Reg | None = None           # the address VGPRs, one per group (allocated by ``setup``)
 
     def setup(self, em: lx.Emitter) -> None:
-        self.addr = self.k.vgpr(len(self.groups), f"{self.name}_lds_addr")
+        addr = self.addr = self.k.vgpr(len(self.groups), f"{self.name}_lds_addr")
         for gi, rep in enumerate(self.groups):
-            em.emit(rep.addr, dst=self.addr[gi], comment=f"LDS address: {rep.what}")
+            em.emit(rep.addr, dst=addr[gi], comment=f"LDS address: {rep.what}")
 
     def release(self) -> None:
         self.k.free(self.addr)
@@ -217,7 +218,7 @@ class DsReads:
         into ``hi``, to be joined by ``join_u16_pairs`` once the reads have landed)."""
         if (stage, f, s) in self.reads:
             return [self.op((stage, f, s), dst)]
-        parts = []
+        parts: list[tuple[int, int, int, int]] = []      # keys of the read list's parts, in order
         while (stage, f, s, len(parts)) in self.reads:
             parts.append((stage, f, s, len(parts)))
         if self.reads[parts[0]].mnemonic == "ds_read_b64_tr_b16":

@@ -19,7 +19,7 @@ from isagen.objects.toolchain import assemble
 from isagen.prims import random as R
 from isagen.prims.math import exp_of
 from isagen.prims.reduce import CrossWave
-from isagen.prims.rows import lane_and_wave, log2
+from isagen.prims.rows import RowGeometry, RowLanes, lane_and_wave, log2
 from isagen.runtime.emu import Device
 from isagen.tiles.buffer import BufferResource
 
@@ -127,6 +127,18 @@ def exp_kernel(precise: bool):
     exp_of(k, [x], [x], [t], precise)
     k.buffer_store_dword(x, off, outr.regs, 0, offen=True)
     return k.finish()
+
+
+def test_missing_temporaries_or_limit_are_named():
+    """Precise e^a without its temporaries, and a chunk limit before ``make_limit``, fail with a line that
+    names what is missing (they used to fail on None: a TypeError, or a None register handed on)."""
+    k = KernelBuilder("misuse", "gfx942", workgroup_size=64)
+    x = k.vgpr(1, "x")
+    with pytest.raises(ValueError, match="needs two temporary VGPRs per value"):
+        exp_of(k, [x], [x], None, precise=True)
+    lanes = RowLanes(k, RowGeometry("f32", 512), None, k.vgpr(1, "lane"))
+    with pytest.raises(RuntimeError, match="make_limit"):
+        lanes.chunk_limit(0, x)
 
 
 @pytest.mark.parametrize("precise", [False, True])

@@ -15,7 +15,7 @@ from isagen.objects.toolchain import assemble
 from isagen.runtime.emu import Device
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import BufferResource
-from isagen.tiles.epilogue import Bf16Packer
+from isagen.tiles.epilogue import Bf16Packer, store_quad
 from isagen.tiles.lds_layout import conflict_free
 from isagen.tiles.order import emit_remap, remap
 
@@ -239,6 +239,16 @@ def _bf16_kernel(target):
     pk.release()
     k.free(v, res, off, k.tid)
     return k.finish()
+
+
+def test_bf16_store_without_a_packer_says_so():
+    """A bf16 ``store_quad`` needs the packer that rounds to bf16: without one it names what is missing
+    (it used to fail with an AttributeError on None)."""
+    k = KernelBuilder("store_no_packer", "gfx942", workgroup_size=64)
+    rsrc = BufferResource(k, "C")
+    acc, voff, tmp = k.agpr(4, "acc"), k.vgpr(1, "voff"), k.vgpr(4, "tmp")
+    with pytest.raises(ValueError, match="bf16 output needs a Bf16Packer"):
+        store_quad(k, rsrc, acc, voff, "bf16", tmp, None, "C")
 
 
 # ------------------------------------------------------------------------------ bank check
