@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from isagen.builders.registry import Params, get_generator
+from isagen.builders.registry import get_generator, params_from
 from isagen.prims.occupancy import limiting_resource, occupancy_floor
 from isagen.targets import get_target
 
@@ -21,7 +21,7 @@ HUNGRY = {"elementwise": {"unroll": 16}, "activation": {"unroll": 16}, "gated_ac
 
 def built(name, target, **overrides):
     gen = get_generator(name)
-    p = Params({**gen.defaults(), **overrides}, name)
+    p = params_from({**gen.defaults(), **overrides}, name)
     return gen, p, gen.fn(p, get_target(target)).finish()
 
 
@@ -30,8 +30,8 @@ def test_each_kernel_refuses_below_its_floor_with_its_advice(name):
     gen, p, program = built(name, "gfx942", **HUNGRY[name])
     fits = program.occupancy()["waves_per_simd"]
     assert fits < get_target("gfx942").max_waves_per_simd
-    assert gen.check(Params({**p, "min_occupancy": fits}, name), "gfx942", program) == []
-    (field, message), = gen.check(Params({**p, "min_occupancy": fits + 1}, name), "gfx942", program)
+    assert gen.check(params_from({**p, "min_occupancy": fits}, name), "gfx942", program) == []
+    (field, message), = gen.check(params_from({**p, "min_occupancy": fits + 1}, name), "gfx942", program)
     assert field == "min_occupancy"
     assert message.startswith(f"the kernel fits {fits} waves/SIMD (limited by ")
     assert f"below min_occupancy={fits + 1}; {ADVICE[name]}" in message
