@@ -18,13 +18,12 @@ Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code
 ``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
 missing value) alike; there is no traceback for one.  See docs/cli.md.
 
-The imports of the builders, the toolchain and the code-object reader stay inside the commands that
-use them: together they take longer to import than ``isagen --help`` takes to answer.
+Everything the commands use is imported at the top, so the module shows what the command line
+depends on; only torch (optional, and the demo's last step) is imported where it is used.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -33,8 +32,18 @@ from pathlib import Path
 import click
 
 from isagen import __version__
+from isagen.api import build
+from isagen.builders.registry import load_generators
+from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 from isagen.errors import IsagenError, SpecError
+from isagen.objects.codeobject import read_code_object
+from isagen.objects.disasm import disassemble
+from isagen.objects.emit import render_assembly
+from isagen.objects.toolchain import assemble, toolchain_report
 from isagen.progress import SLOW_WORK_S, Progress
+from isagen.report import command as report_command
+from isagen.runtime import run as run_command
+from isagen.runtime.backends import choose_backend
 from isagen.targets import DEFAULT_TARGET, TARGETS, get_target
 
 EXIT_USER_ERROR = 2
@@ -77,33 +86,11 @@ def _usage_error_line(e: click.ClickException) -> str:
 
 
 class IsagenGroup(click.Group):
-    """The subcommands, listed in the order below rather than alphabetically; ``run`` and ``report``
-    are imported only when named (their modules pull in the runtime and the report model, which
-    ``isagen --help`` does not need).  Errors of the work become exit codes here, so that every
-    command gets the same treatment."""
-
-    # name -> (module whose ``command`` it is, the one-line help the group's listing shows)
-    LAZY = {
-        "run": ("isagen.runtime.run", "run a spec's kernel on random inputs and check it against its torch reference"),
-        "report": ("isagen.report.command",
-                   "register pressure, liveness and occupancy of a spec's kernel or any code object"),
-    }
+    """The subcommands, listed in the order they are added rather than alphabetically.  Errors of the
+    work become exit codes here, so that every command gets the same treatment."""
 
     def list_commands(self, ctx) -> list[str]:
-        return list(self.commands) + [name for name in self.LAZY if name not in self.commands]
-
-    def get_command(self, ctx, name):
-        if name not in self.commands and name in self.LAZY:
-            self.add_command(importlib.import_module(self.LAZY[name][0]).command, name)
-        return self.commands.get(name)
-
-    def format_commands(self, ctx, formatter) -> None:
-        names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(n) for n in names)
-        rows = [(n, self.LAZY[n][1] if n in self.LAZY else self.commands[n].get_short_help_str(limit))
-                for n in names]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        return list(self.commands)
 
     def invoke(self, ctx):
         try:
@@ -151,9 +138,6 @@ def resources_line(program) -> str:
 def gen(specs, target, out_dir, defines, force, asm_only) -> int:
     """Build each SPEC (a .yaml file, or a directory of them) for its targets: DIR/<kernel>.<target>.s
     and .co.  On a terminal, a build of several shows a progress bar on stderr."""
-    from isagen.builders.spec import load_specs, parse_overrides
-    from isagen.objects.emit import render_assembly
-
     overrides = parse_overrides(defines)
     if target != "all":
         get_target(target)                          # unknown target: one error before anything is read
@@ -200,7 +184,6 @@ def gen(specs, target, out_dir, defines, force, asm_only) -> int:
                 _write(out / f"{stem}.s", asm.encode())
                 written += 1
                 if not asm_only:
-                    from isagen.objects.toolchain import assemble
                     _write(out / f"{stem}.co", assemble(asm, t, name=spec.name))
                     written += 1
             except IsagenError as e:
@@ -264,9 +247,6 @@ def _output_dir(path: str) -> Path:
 def list_specs(paths) -> int:
     """Each spec (files or directories of them; default: the bundled specs) with its generator,
     targets, parameters, sizes and reference; then each generator's parameter table."""
-    from isagen.builders.registry import load_generators
-    from isagen.builders.spec import bundled_specs_dir, load_spec
-
     paths = [Path(p) for p in paths] or [bundled_specs_dir()]
     files = []
     for p in paths:
@@ -370,8 +350,6 @@ def targets() -> int:
 @cli.command("toolchain", short_help="show which assembler/linker each target uses")
 def toolchain() -> int:
     """The assemblers found, in search order, and which one each target uses."""
-    from isagen.objects.toolchain import toolchain_report
-
     print(toolchain_report())
     return 0
 
@@ -384,9 +362,6 @@ def toolchain() -> int:
 def disasm(file, kernel, target) -> int:
     """Disassemble an AMDGPU code object (.co / .hsaco; a clang offload bundle is read through its
     AMDGPU entry) in llvm-objdump's layout, with the descriptor and metadata as comments."""
-    from isagen.objects.codeobject import read_code_object
-    from isagen.objects.disasm import disassemble
-
     sys.stdout.write(disassemble(read_code_object(file, target=target), kernel))
     return 0
 
@@ -404,10 +379,6 @@ DEMO_SPEC = "axpy_f32.yaml"
 def demo(out_dir, target, n) -> int:
     """Generate the fp32 axpy kernel, assemble it, show its first instructions, then run it (hip on a
     supported AMD GPU, else the CPU emulator) and check it against torch."""
-    from isagen.builders.spec import bundled_specs_dir, load_spec
-    from isagen.objects.emit import render_assembly
-    from isagen.objects.toolchain import assemble
-
     spec_path = bundled_specs_dir() / DEMO_SPEC
     spec = load_spec(spec_path)
     target = spec.select_targets(target)[0]
@@ -440,16 +411,7 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     except ImportError:
         print("4. run       not available: torch is not installed (pip install torch); nothing was run.")
         return 0
-    try:
-        from isagen.runtime.backends import choose_backend
-        backend = choose_backend()
-        if backend == "emu":
-            from isagen.runtime.emu import Device  # noqa: F401  (the emulator must be importable)
-        from isagen.api import build
-    except ImportError as e:
-        print(f"4. run       not available yet: {e.name or 'a runtime module'} cannot be imported ({e}); "
-              "nothing was run.")
-        return 0
+    backend = choose_backend()
     kernel = build(str(spec.path), target.name)
     alpha = 1.5
     gen = torch.Generator().manual_seed(0)
@@ -478,6 +440,12 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
         raise IsagenError(f"demo: the kernel's result differs from torch (first at element {bad}: "
                           f"{float(got[bad])} vs {float(expected[bad])})")
     return 0
+
+
+
+# run and report live with the code they drive (isagen/runtime/run.py, isagen/report/command.py)
+cli.add_command(run_command.command, "run")
+cli.add_command(report_command.command, "report")
 
 
 if __name__ == "__main__":

@@ -292,7 +292,7 @@ def format_report(r: RunReport) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the CLI subcommand
-@click.command("run")
+@click.command("run", short_help="run a spec's kernel on random inputs and check it against its torch reference")
 @click.argument("spec")
 @click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
 @click.option("--shape", multiple=True, metavar="NAME=SIZE",

@@ -372,19 +372,19 @@ def test_usage_error_from_the_installed_entry_point_is_one_line():
 
 
 def test_interrupt_is_130_and_broken_pipe_is_quiet(monkeypatch, capsys):
-    from isagen.objects import toolchain
+    import isagen.cli as command_line
 
     def interrupted():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(toolchain, "toolchain_report", interrupted)
+    monkeypatch.setattr(command_line, "toolchain_report", interrupted)
     assert main(["toolchain"]) == 130
     assert capsys.readouterr().err == "isagen: interrupted\n"
 
     def reader_gone():
         raise BrokenPipeError
 
-    monkeypatch.setattr(toolchain, "toolchain_report", reader_gone)
+    monkeypatch.setattr(command_line, "toolchain_report", reader_gone)
     stderr = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stderr)
     assert main(["toolchain"]) == 0

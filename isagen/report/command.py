@@ -99,7 +99,7 @@ def _assemble(path: Path, target: str | None) -> bytes:
     return assemble(text, target, name=path.stem)
 
 
-@click.command("report")
+@click.command("report", short_help="register pressure, liveness and occupancy of a spec's kernel or any code object")
 @click.argument("input", metavar="SPEC.yaml|FILE.co")
 @click.option("--target", "-t", default=None, metavar="TARGET",
               help=f"specs: {', '.join(TARGETS)} or all (default: every target the spec lists); code objects: "
