@@ -10,7 +10,7 @@ generates the program, assembles it, and stores the code object with what a laun
 on-disk cache (``isagen.objects.cache``); the next build of the same spec content, parameters, target, isagen
 source and toolchain loads it from there without generating anything.
 
-The launch contract is the generator's ``launch(p, target) -> isagen.builders.launch.LaunchInfo`` (docs/specs.md,
+The launch contract is the generator's ``launch(p, target) -> isagen.builders.contract.LaunchInfo`` (docs/specs.md,
 "Launch contract"): tensors with their element types, shapes in size symbols and roles, scalars, which
 tensor/scalar/size feeds each kernel argument, the grid as expressions over the sizes, the workgroup
 size.  It is stored, resolved, in the cache entry next to the kernel argument layout.
@@ -30,8 +30,8 @@ from pathlib import Path
 import yaml
 
 from isagen import __version__
+from isagen.builders.contract import LaunchInfo, evaluate, names_in
 from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
-from isagen.builders.launch import LaunchInfo, evaluate, names_in
 from isagen.builders.spec import bundled_specs_dir, load_spec
 from isagen.errors import LaunchError, SpecError
 from isagen.objects import cache, toolchain

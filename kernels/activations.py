@@ -25,7 +25,7 @@ workgroups of ``block`` work-items.
 
 from __future__ import annotations
 
-from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.contract import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC

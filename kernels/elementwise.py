@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam
+from isagen.builders.contract import LaunchInfo, ScalarParam, TensorParam
 from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC

@@ -37,7 +37,7 @@ import functools
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.contract import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError

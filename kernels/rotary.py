@@ -27,7 +27,7 @@ tensors past 4 GiB work (48-bit bases).
 
 from __future__ import annotations
 
-from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.contract import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import neg

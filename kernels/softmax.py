@@ -24,7 +24,7 @@ of ``64 * waves`` work-items; ``cols <= max_cols``, even for 16-bit types.
 
 from __future__ import annotations
 
-from isagen.builders.launch import LaunchInfo, TensorParam
+from isagen.builders.contract import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC

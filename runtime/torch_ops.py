@@ -4,7 +4,7 @@
     z = torch.ops.isagen.add_bf16(x, y)        # a new tensor; inputs are never modified
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
 
-The op's schema comes from the kernel's launch contract (``isagen.builders.launch.LaunchInfo``), so a kernel
+The op's schema comes from the kernel's launch contract (``isagen.builders.contract.LaunchInfo``), so a kernel
 needs no torch code of its own: its input tensors (roles ``in`` and ``inout``) in order, then its
 scalars (``float`` for f32/f64, ``int`` otherwise) -> its written tensors (``inout`` and ``out``).  The
 op is functional: an ``inout`` tensor is cloned and the clone written, an ``out`` tensor is allocated

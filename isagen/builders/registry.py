@@ -24,7 +24,7 @@ left to two optional hooks, each returning ``[(field, message), ...]``:
   not be used (occupancy below the spec's floor, a tile that wastes the machine).  An error, except
   that ``--force`` emits the kernel with the reasons in its header (``Program.rejected``).
 
-``launch(p, target) -> isagen.builders.launch.LaunchInfo`` is the launch contract a runtime uses: the tensors
+``launch(p, target) -> isagen.builders.contract.LaunchInfo`` is the launch contract a runtime uses: the tensors
 (element type, shape in size symbols such as ``n``, read/written), the scalars, which kernel argument
 each feeds, the grid (workgroups per dimension, as HIP's ``hipModuleLaunchKernel`` counts them) as
 integer expressions over the size symbols, the workgroup size, and the requirements the sizes must
@@ -279,7 +279,7 @@ class Generator:
         return f"unknown parameter '{key}' for generator '{self.name}'{hint}; known: {known}"
 
     def launch_info(self, params: Params, target):
-        """The launch contract (``isagen.builders.launch.LaunchInfo``) of the kernel these parameters build."""
+        """The launch contract (``isagen.builders.contract.LaunchInfo``) of the kernel these parameters build."""
         if self.launch is None:
             raise LaunchError(f"generator '{self.name}' declares no launch contract")
         return self.launch(params, target)

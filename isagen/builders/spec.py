@@ -157,7 +157,7 @@ class Spec:
         return program
 
     def launch_info(self, target):
-        """The launch contract (``isagen.builders.launch.LaunchInfo``) of this spec's kernel on ``target``."""
+        """The launch contract (``isagen.builders.contract.LaunchInfo``) of this spec's kernel on ``target``."""
         return self.generator.launch_info(self.params, get_target(target))
 
     def launch_dims(self, target, shapes: dict | None = None):

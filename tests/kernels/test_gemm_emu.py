@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from isagen.builders.launch import evaluate
+from isagen.builders.contract import evaluate
 from isagen.builders.spec import parse_spec
 from isagen.errors import LaunchError
 from isagen.objects.emit import render_assembly

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 import isagen
-from isagen.builders.launch import LaunchInfo, ScalarParam, TensorParam, evaluate
+from isagen.builders.contract import LaunchInfo, ScalarParam, TensorParam, evaluate
 from isagen.errors import IsagenError, LaunchError, SpecError
 
 SPECS = ("axpy_f32", "add_bf16", "scale_f16")

@@ -1,4 +1,4 @@
-"""What a launch of a built kernel needs, as plain data: its tensors, scalars, argument sources, grid
+"""The launch contract: what a launch of a built kernel needs, as plain data: its tensors, scalars, argument sources, grid
 and workgroup size.
 
 A kernel generator's registry entry describes these (``launch(p, target) -> LaunchInfo``, see
