@@ -41,7 +41,6 @@ from isagen.builders.contract import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
-from isagen.isa.table import isa_table
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
@@ -207,17 +206,17 @@ class Plan:
 
 
 def _problems(p, target: Target) -> list[tuple[str, str]]:
-    waves, wgm, wgn = SCHEDULES[p.schedule]
+    _, wave_rows, wave_cols = SCHEDULES[p.schedule]
     bk = p.block_k or target.gemm_defaults.block_k
     out = []
-    if p.block_m % (wgm * p.mfma) or p.block_n % (wgn * p.mfma):
-        out.append(("block_m", f"a {p.block_m}x{p.block_n} tile does not split into {wgm}x{wgn} waves of "
+    if p.block_m % (wave_rows * p.mfma) or p.block_n % (wave_cols * p.mfma):
+        out.append(("block_m", f"a {p.block_m}x{p.block_n} tile does not split into {wave_rows}x{wave_cols} waves of "
                                f"{p.mfma}-row MFMA fragments ({p.schedule})"))
     if p.layout == "ab" and p.block_n & (p.block_n - 1):
         out.append(("block_n", f"layout ab keeps B as rows of {p.block_n} bf16 in LDS, which must be a power "
                                "of two"))
     b_read = _b_read(p, target)
-    if b_read == "tr16" and "ds_read_b64_tr_b16" not in _isa(target):
+    if b_read == "tr16" and not target.has_tr16_read:
         out.append(("b_read", f"{target.name} has no ds_read_b64_tr_b16 (use u16)"))
     stage = (p.block_m + p.block_n) * bk * 2
     if 2 * stage > target.lds_bytes:
@@ -233,11 +232,7 @@ def _b_read(p, target) -> str:
         return "kmajor"
     if p.b_read != "auto":
         return p.b_read
-    return "tr16" if "ds_read_b64_tr_b16" in _isa(target) else "u16"
-
-
-def _isa(target):
-    return isa_table(target)
+    return "tr16" if get_target(target).has_tr16_read else "u16"
 
 
 def make_plan(p, target) -> Plan:
