@@ -25,10 +25,11 @@ tests/builders/test_instruction_stub.py fails when a committed stub differs from
 
 from __future__ import annotations
 
-import argparse
 import sys
 import textwrap
 from pathlib import Path
+
+import click
 
 from isagen.builders.registry import load_generators
 from isagen.isa.table import InstrDef, ModSpec, OperandSpec, isa_table
@@ -178,22 +179,26 @@ def render_params_stub() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m isagen.builders.stubgen", description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed stub is stale")
-    args = parser.parse_args(argv)
+@click.command(help=(__doc__ or "").split("\n\n")[0])
+@click.option("--check", is_flag=True, help="exit 1 if a committed stub is stale")
+def write_stubs(check: bool) -> int:
     stale = False
     for path, text in ((STUB_PATH, render_stub()), (PARAMS_STUB_PATH, render_params_stub())):
         current = path.read_text() if path.exists() else ""
         if current == text:
             continue
-        if args.check:
+        if check:
             print(f"{path} is stale; regenerate it with: {REGENERATE}", file=sys.stderr)
             stale = True
         else:
             path.write_text(text)
             print(f"wrote {path}")
     return 1 if stale else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m isagen.builders.stubgen [--check]``: returns the exit code."""
+    return int(write_stubs.main(args=argv, prog_name="python -m isagen.builders.stubgen", standalone_mode=False))
 
 
 if __name__ == "__main__":
