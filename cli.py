@@ -289,7 +289,8 @@ def list_specs(paths) -> int:
         dwidth = max((len(_plain(p.default)) for p in gen.params.values()), default=4)
         awidth = max((len(p.allowed()) for p in gen.params.values()), default=4)
         for pname, p in gen.params.items():
-            print(f"      {pname:<{width}}  {p.type:<5}  {_plain(p.default):<{dwidth}}  {p.allowed():<{awidth}}  {p.doc}")
+            print(f"      {pname:<{width}}  {p.type:<5}  {_plain(p.default):<{dwidth}}  "
+                  f"{p.allowed():<{awidth}}  {p.doc}")
     return EXIT_USER_ERROR if errors else 0
 
 

@@ -141,12 +141,14 @@ def write_markdown(path: Path, res: dict) -> None:
         "cold = fresh device, load, decode, compile and first launch; warm = median later launch "
         "(emulator run time); CPU = the process's CPU time for the same warm launch.",
         "",
-        "| size | sanitizer | waves | wave-instr | cold (s) | warm (s) | warm CPU (s) | wave-instr/s (warm) | in mfma() | correct |",
+        "| size | sanitizer | waves | wave-instr | cold (s) | warm (s) | warm CPU (s) | wave-instr/s (warm) "
+        "| in mfma() | correct |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["sizes"]:
         cpu = statistics.median(r["warm_cpu_s"]) if r["warm_cpu_s"] else r["cold_cpu_s"]
-        lines.append(f"| {r['M']}^3 | {'on' if r['sanitize'] else 'off'} | {r['waves']} | {r['wave_instructions']:,} | {r['cold_wall_s']:.2f} | "
+        lines.append(f"| {r['M']}^3 | {'on' if r['sanitize'] else 'off'} | {r['waves']} | {r['wave_instructions']:,} | "
+                     f"{r['cold_wall_s']:.2f} | "
                      f"{r['warm_median_s']:.2f} | {cpu:.2f} | {r['wave_inst_per_s'] / 1e6:.2f} M | "
                      f"{100 * r['mfma_share']:.0f}% | {'yes' if r['correct'] else 'NO'} |")
     t = TINYGRAD_1024
@@ -182,14 +184,16 @@ def main(argv=None) -> int:
            "machine": machine(), "triton_compile_s": compile_s,
            "kernel": {"name": kernel.name, "tile": [kernel.block_m, kernel.block_n, kernel.block_k],
                       "num_warps": kernel.num_warps, "lds_bytes": kernel.shared, "mfma": "v_mfma_f32_32x32x8_bf16",
-                      "specialisation": "contiguous, sizes and row strides divisible by 16 (as the JIT compiles 512^3..2048^3)"},
+                      "specialisation": ("contiguous, sizes and row strides divisible by 16 "
+                                         "(as the JIT compiles 512^3..2048^3)")},
            "tinygrad_reference_1024": TINYGRAD_1024, "sizes": []}
     runs = [(n, False) for n in args.sizes] + [(n, True) for n in args.sanitize_sizes]
     for n, san in runs:
         reps = args.reps if n < 2048 else min(args.reps, 1)
         r = run_size(kernel, n, reps, san, clock)
         res["sizes"].append(r)
-        print(f"{n}^3 (sanitizer {'on' if san else 'off'}): {r['wave_instructions']:,} wave-instr, cold {r['cold_wall_s']:.2f} s, "
+        print(f"{n}^3 (sanitizer {'on' if san else 'off'}): {r['wave_instructions']:,} wave-instr, "
+              f"cold {r['cold_wall_s']:.2f} s, "
               f"warm {r['warm_median_s']:.2f} s, {r['wave_inst_per_s'] / 1e6:.2f} M wave-instr/s, "
               f"mfma {100 * r['mfma_share']:.0f}%, correct={r['correct']}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -74,7 +74,8 @@ def mix(insts: list[Instruction]) -> dict:
 
 
 def _read_bytes(name: str) -> int:
-    return {"ds_read_b128": 16, "ds_read_b64": 8, "ds_read_b64_tr_b16": 8, "ds_read_u16": 2, "ds_read_b32": 4}.get(name, 4)
+    return {"ds_read_b128": 16, "ds_read_b64": 8, "ds_read_b64_tr_b16": 8, "ds_read_u16": 2,
+            "ds_read_b32": 4}.get(name, 4)
 
 
 def model(spec, target) -> dict:

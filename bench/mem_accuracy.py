@@ -15,7 +15,8 @@ Errors are in fp32 ulps of the true value where it is a normal fp32 (|ref| >= 1e
 operations in ulps of the row's RMS (a LayerNorm output near 0 after the bias has no meaningful relative
 error).  The references are float64 formulas without cancellation.  The emulator rounds
 ``v_exp_f32``, ``v_rcp_f32`` and ``v_rsq_f32`` correctly; the hardware's are within 1 ulp (CDNA3
-ISA guide), which can add about 1 ulp per transcendental on the path (docs/kernels.md).  Writes bench/results/mem_accuracy.json and .md.
+ISA guide), which can add about 1 ulp per transcendental on the path (docs/kernels.md).  Writes
+bench/results/mem_accuracy.json and .md.
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ def args_from_layout(layout: list[dict]) -> KernArgs:
     """Rebuild a ``KernArgs`` from its stored layout, checking every offset and size still agree."""
     args = KernArgs()
     for a in layout:
-        arg = args.pointer(a["name"], a["dtype"], a["access"]) if a["kind"] == "pointer" else args.value(a["name"], a["dtype"])
+        arg = (args.pointer(a["name"], a["dtype"], a["access"]) if a["kind"] == "pointer"
+               else args.value(a["name"], a["dtype"]))
         if (arg.offset, arg.size) != (a["offset"], a["size"]):
             raise LaunchError(f"kernel argument '{a['name']}': stored layout (offset {a['offset']}, size {a['size']}) "
                               f"disagrees with isagen's (offset {arg.offset}, size {arg.size})")

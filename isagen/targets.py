@@ -226,7 +226,8 @@ _CDNA4_NEW_MFMAS = (
 )
 
 _LEGACY_MFMAS = (
-    _legacy("v_mfma_f32_32x32x1_2b_f32", 32, 32, 1, "f32", 1, 1, 32, 16, blocks=2, xdl=False, cbsz_abid=True, blgp=True),
+    _legacy("v_mfma_f32_32x32x1_2b_f32", 32, 32, 1, "f32", 1, 1, 32, 16, blocks=2, xdl=False, cbsz_abid=True,
+            blgp=True),
     _legacy("v_mfma_f32_16x16x1_4b_f32", 16, 16, 1, "f32", 1, 1, 16, 8, blocks=4, xdl=False, cbsz_abid=True, blgp=True),
     _legacy("v_mfma_f32_4x4x1_16b_f32", 4, 4, 1, "f32", 1, 1, 4, 2, blocks=16, xdl=False, cbsz_abid=True, blgp=True),
     _legacy("v_mfma_f32_32x32x2_f32", 32, 32, 2, "f32", 1, 1, 16, 16, blocks=1, xdl=False, cbsz_abid=False, blgp=True),
@@ -234,8 +235,10 @@ _LEGACY_MFMAS = (
     _legacy("v_mfma_f32_32x32x4_2b_f16", 32, 32, 4, "f16", 2, 2, 32, 16, blocks=2, xdl=True, cbsz_abid=True, blgp=True),
     _legacy("v_mfma_f32_16x16x4_4b_f16", 16, 16, 4, "f16", 2, 2, 16, 8, blocks=4, xdl=True, cbsz_abid=True, blgp=True),
     _legacy("v_mfma_f32_4x4x4_16b_f16", 4, 4, 4, "f16", 2, 2, 4, 2, blocks=16, xdl=True, cbsz_abid=True, blgp=True),
-    _legacy("v_mfma_f32_32x32x4_2b_bf16", 32, 32, 4, "bf16", 2, 2, 32, 16, blocks=2, xdl=True, cbsz_abid=True, blgp=True),
-    _legacy("v_mfma_f32_16x16x4_4b_bf16", 16, 16, 4, "bf16", 2, 2, 16, 8, blocks=4, xdl=True, cbsz_abid=True, blgp=True),
+    _legacy("v_mfma_f32_32x32x4_2b_bf16", 32, 32, 4, "bf16", 2, 2, 32, 16, blocks=2, xdl=True, cbsz_abid=True,
+            blgp=True),
+    _legacy("v_mfma_f32_16x16x4_4b_bf16", 16, 16, 4, "bf16", 2, 2, 16, 8, blocks=4, xdl=True, cbsz_abid=True,
+            blgp=True),
     _legacy("v_mfma_f32_4x4x4_16b_bf16", 4, 4, 4, "bf16", 2, 2, 4, 2, blocks=16, xdl=True, cbsz_abid=True, blgp=True),
     _legacy("v_mfma_i32_32x32x4_2b_i8", 32, 32, 4, "i8", 1, 1, 32, 16, blocks=2, xdl=True, cbsz_abid=True, blgp=True,
             out="i32"),

@@ -136,7 +136,8 @@ def random_scalars(kernel, given: dict, seed: int = 0) -> dict:
         elif s.dtype.startswith("f"):
             out[s.name] = round(rng.uniform(0.5, 2.0), 3) * rng.choice((1, -1))
         else:
-            raise LaunchError(f"{kernel.name}: scalar '{s.name}' ({s.dtype}) has no default; give --scalar {s.name}=...")
+            raise LaunchError(f"{kernel.name}: scalar '{s.name}' ({s.dtype}) has no default; "
+                              f"give --scalar {s.name}=...")
     unknown = sorted(set(given) - {s.name for s in kernel.launch.scalars})
     if unknown:
         raise LaunchError(f"{kernel.name}: unknown scalar(s) {', '.join(unknown)} "

@@ -1,5 +1,5 @@
-"""The launch contract: what a launch of a built kernel needs, as plain data: its tensors, scalars, argument sources, grid
-and workgroup size.
+"""The launch contract: what a launch of a built kernel needs, as plain data: its tensors, scalars, argument sources,
+grid and workgroup size.
 
 A kernel generator's registry entry describes these (``launch(p, target) -> LaunchInfo``, see
 ``isagen/builders/registry.py`` and docs/specs.md "Launch contract"); ``isagen.build`` stores the result with
@@ -196,7 +196,8 @@ class LaunchInfo:
 
     @classmethod
     def from_json(cls, d: dict) -> LaunchInfo:
-        return cls(tensors=tuple(TensorParam(t["name"], t["dtype"], tuple(t["shape"]), t["role"]) for t in d["tensors"]),
+        return cls(tensors=tuple(TensorParam(t["name"], t["dtype"], tuple(t["shape"]), t["role"])
+                                 for t in d["tensors"]),
                    scalars=tuple(ScalarParam(s["name"], s["dtype"], s.get("default")) for s in d["scalars"]),
                    grid=tuple(d["grid"]), block=tuple(d["block"]), kernargs=dict(d["kernargs"]),
                    requires=tuple(tuple(r) for r in d["requires"]), constants=dict(d["constants"]),

@@ -134,7 +134,8 @@ class BankRow:
         return self.conflicted == 0
 
     def line(self) -> str:
-        state = "conflict-free" if self.conflict_free else f"{self.conflicted} of {self.variants} wave variants: {self.worst}"
+        state = ("conflict-free" if self.conflict_free
+                 else f"{self.conflicted} of {self.variants} wave variants: {self.worst}")
         return f"#{self.position} {self.instruction} ({self.what}): {state}"
 
 

@@ -142,8 +142,8 @@ def occupancy(target, *, arch_vgprs: int, agprs: int, sgpr_count: int, lds_bytes
     if waves_per_group > 1:
         limits["workgroup"] = waves_for_workgroup(t, waves_per_group)
     waves = min(limits.values())
-    occ = Occupancy(waves, min(limits, key=lambda factor: limits[factor]), limits, uni, allocated_vgprs(t, uni), sgpr_count,
-                    lds_bytes, allocated_lds(t, lds_bytes), waves_per_group)
+    occ = Occupancy(waves, min(limits, key=lambda factor: limits[factor]), limits, uni, allocated_vgprs(t, uni),
+                    sgpr_count, lds_bytes, allocated_lds(t, lds_bytes), waves_per_group)
     exact = max(arch_vgprs + agprs, 1)
     occ.vgpr_granule_bound = limits["vgprs"] == waves and waves_for_vgprs(t, exact) > waves
     occ.to_next_wave = _next_wave(t, occ, arch_vgprs, agprs) if waves < t.max_waves_per_simd else []
@@ -193,10 +193,10 @@ def _next_wave(t, occ: Occupancy, arch: int, agprs: int) -> list[dict]:
                                if per_group else f"{want} waves would need {groups} workgroups per CU: "
                                "more than the LDS can hold at any size")}
         else:  # workgroup
+            per_cu = min(MAX_BARRIER_GROUPS_PER_CU, t.max_waves_per_simd * t.simds_per_cu // occ.waves_per_workgroup)
             item = {"factor": factor, "free": None, "unit": "work-items", "budget": None,
                     "detail": (f"{occ.waves_per_workgroup}-wave workgroups: at most "
-                               f"{min(MAX_BARRIER_GROUPS_PER_CU, t.max_waves_per_simd * t.simds_per_cu // occ.waves_per_workgroup)}"
-                               f" per CU ({MAX_BARRIER_GROUPS_PER_CU} barriers, "
+                               f"{per_cu} per CU ({MAX_BARRIER_GROUPS_PER_CU} barriers, "
                                f"{t.max_waves_per_simd * t.simds_per_cu} wave slots); a wave count per group "
                                f"that divides {t.max_waves_per_simd * t.simds_per_cu} fills the CU")}
         item.setdefault("free_vgprs", None)

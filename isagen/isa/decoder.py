@@ -491,7 +491,8 @@ class _Decoder:
                 ops.append(_fixed(file))
         return ops
 
-    def _sop(self, data: bytes, off: int, base: int, family: str, op: int, fields: dict[str, int]) -> DecodedInstruction:
+    def _sop(self, data: bytes, off: int, base: int, family: str, op: int,
+             fields: dict[str, int]) -> DecodedInstruction:
         e = self.entry(family, op)
         uses_lit = fields.get("ssrc0") == 255 or fields.get("ssrc1") == 255 or any(
             o[0] == "k" for o in e.ops)

@@ -42,7 +42,8 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
         out.append(f"// REJECTED (emitted with --force for inspection): {program.rejected}")
     occ = program.occupancy()
     out.append(f"// registers: {program.vgprs} VGPRs, {program.agprs} AGPRs (accum_offset {program.accum_offset}, "
-               f"{program.total_vgprs_allocated} allocated per lane), {program.sgprs} SGPRs; LDS {program.lds_bytes} bytes; "
+               f"{program.total_vgprs_allocated} allocated per lane), {program.sgprs} SGPRs; "
+               f"LDS {program.lds_bytes} bytes; "
                f"occupancy {occ['waves_per_simd']} waves/SIMD (limited by {occ['limited_by']})")
     if program.lds_banks:
         out.append(f"// {lds_bank_summary(program.lds_banks, t.name)}")
@@ -98,9 +99,11 @@ def _register_symbols(program: Program, line_of) -> list[str]:
             else:
                 end = "end" if a.freed_at is None else line_of(max(a.freed_at - 1, a.allocated_at))
                 life = f"lines {line_of(a.allocated_at)}-{end}"
-            out.append(f".set {(a.reg.sym or '') + ',':<{w_sym}} {a.reg.index:>{w_idx}}  // {a.reg.physical():<{w_rng}}  {life}")
+            out.append(f".set {(a.reg.sym or '') + ',':<{w_sym}} {a.reg.index:>{w_idx}}  "
+                       f"// {a.reg.physical():<{w_rng}}  {life}")
     if scratch:
-        out.append("// scratch (anonymous intermediates; the code names them physically, its comments say what they hold):")
+        out.append("// scratch (anonymous intermediates; the code names them physically, "
+                   "its comments say what they hold):")
         groups: dict = {}
         for a in scratch:
             groups.setdefault(a.name, []).append(a)

@@ -305,7 +305,8 @@ def _path_toolchains(path_env: str) -> list[Toolchain]:
                 lld = max(found["ld.lld"].items(), key=lambda kv: int(kv[0] or 0))[1]
             if lld is None:
                 continue
-            out.append(Toolchain("PATH", flavor, Tool((asm,), asm, version), Tool((lld,), lld, _llvm_version((lld,), lld))))
+            out.append(Toolchain("PATH", flavor, Tool((asm,), asm, version),
+                                 Tool((lld,), lld, _llvm_version((lld,), lld))))
     out.sort(key=lambda tc: (-_major(tc.assembler.version), tc.flavor != "llvm-mc"))
     return out
 

@@ -136,7 +136,8 @@ class RowLanes:
         k.comment(f"lane t of wave w (of {g.waves_per_row} per row), chunk j: columns "
                   f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {LANE_ACCESS_BYTES} bytes at byte "
                   f"(j*{g.waves_per_row} + w)*{LANES * LANE_ACCESS_BYTES} + t*{LANE_ACCESS_BYTES}")
-        k.v_lshlrev_b32(self.offsets[0], log2(LANE_ACCESS_BYTES), lane, comment=f"chunk 0: lane x {LANE_ACCESS_BYTES} bytes")
+        k.v_lshlrev_b32(self.offsets[0], log2(LANE_ACCESS_BYTES), lane,
+                        comment=f"chunk 0: lane x {LANE_ACCESS_BYTES} bytes")
         if g.waves_per_row > 1:
             with k.temps(s="s1") as t:
                 k.s_lshl_b32(t.s, wave_in_row, log2(LANES * LANE_ACCESS_BYTES), comment="wave in the row x 1 KiB")

@@ -77,7 +77,8 @@ def render_html(doc: dict) -> str:
         f"<title>isagen register report: {escape(title)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f'<header class="top"><h1>isagen register report</h1><div>{escape(doc["generator"])} · schema '
-        f'{doc["schema_version"]} · {len(kernels)} kernel{"s" if len(kernels) != 1 else ""}: {escape(title)}</div></header>',
+        f'{doc["schema_version"]} · {len(kernels)} kernel{"s" if len(kernels) != 1 else ""}: '
+        f'{escape(title)}</div></header>',
     ]
     for n, k in enumerate(kernels):
         parts.append(_kernel(k, f"k{n}"))
@@ -97,7 +98,8 @@ def _kernel(k: dict, kid: str) -> str:
          '<div class="cards">']
     # registers card
     rows = "".join(
-        f"<tr><td class=l><span class={c[0]}>&#9632;</span> {TITLES[c]}</td><td>{r[c]['declared']}</td><td>{r[c]['used']}</td>"
+        f"<tr><td class=l><span class={c[0]}>&#9632;</span> {TITLES[c]}</td><td>{r[c]['declared']}</td>"
+        f"<td>{r[c]['used']}</td>"
         f"<td>{r[c]['peak_live']}</td><td class=l>{_iref(kid, k['peaks'][c]['instruction'])}</td></tr>"
         for c in ("vgpr", "agpr", "sgpr"))
     h.append('<div class="card"><table><tr><th class=l>registers</th><th>declared</th><th>used</th><th>peak live</th>'
@@ -114,7 +116,8 @@ def _kernel(k: dict, kid: str) -> str:
     lds = k["lds"]
     h.append(f'<div class="card"><b>occupancy: {escape(occupancy_cause(k))}</b><div class=note>limits (waves/SIMD): '
              f"{lim}</div><ul>{nxt}</ul>"
-             f"<div>LDS {lds['static_bytes']} B{' + ' + str(lds['dynamic_bytes']) + ' B dynamic' if lds['dynamic_bytes'] else ''}"
+             f"<div>LDS {lds['static_bytes']} B"
+             f"{' + ' + str(lds['dynamic_bytes']) + ' B dynamic' if lds['dynamic_bytes'] else ''}"
              f" → {lds['allocated_bytes']} of {lds['target_bytes']} B per CU</div></div>")
     h.append("</div>")
     for w in k["warnings"]:
@@ -149,7 +152,8 @@ def svg_plot(k: dict, kid: str, width: int = 640, height: int = 350) -> str:
     insts = k["instructions"]
     n = max(1, len(insts))
     r = k["registers"]
-    top = max([1] + [r[c]["used"] for c in ("vgpr", "agpr", "sgpr")] + [r[c]["declared"] for c in ("vgpr", "agpr", "sgpr")])
+    top = max([1] + [r[c]["used"] for c in ("vgpr", "agpr", "sgpr")]
+              + [r[c]["declared"] for c in ("vgpr", "agpr", "sgpr")])
     top = _nice(top)
     x0, y0, w, hgt = 48, 14, width - 64, height - 66
     axis_y = y0 + hgt
@@ -168,7 +172,8 @@ def svg_plot(k: dict, kid: str, width: int = 640, height: int = 350) -> str:
         for a, b in lp["runs"]:
             xa, xb = X(a - 0.5 if a else 0), X(min(n - 1, b + 0.5))
             s.append(f'<rect class="loop" x="{xa:.1f}" y="{y0}" width="{max(1.0, xb - xa):.1f}" height="{hgt}" '
-                     f'fill="#f2c94c" fill-opacity="{0.18 + 0.1 * (lp["depth"] - 1):.2f}"><title>loop #{lp["first"]}..#{lp["last"]}'
+                     f'fill="#f2c94c" fill-opacity="{0.18 + 0.1 * (lp["depth"] - 1):.2f}">'
+                     f'<title>loop #{lp["first"]}..#{lp["last"]}'
                      f' (depth {lp["depth"]}, {lp["instructions"]} instructions)</title></rect>')
     for v in _ticks(top):
         s.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>'
@@ -182,14 +187,16 @@ def svg_plot(k: dict, kid: str, width: int = 640, height: int = 350) -> str:
         if not r[c]["declared"] and not r[c]["used"]:
             continue
         yd = Y(r[c]["declared"])
-        s.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{yd:.1f}" y2="{yd:.1f}" stroke="{COLORS[c]}" stroke-dasharray="5 4" '
+        s.append(f'<line x1="{x0}" x2="{x0 + w}" y1="{yd:.1f}" y2="{yd:.1f}" stroke="{COLORS[c]}" '
+                 'stroke-dasharray="5 4" '
                  f'stroke-opacity="0.7"><title>{TITLES[c]}s declared: {r[c]["declared"]}</title></line>')
         pts = " ".join(f"{X(i['index']):.1f},{Y(i['live'][c]):.1f}" for i in insts)
         s.append(f'<polyline class="series-{c}" fill="none" stroke="{COLORS[c]}" stroke-width="1.4" points="{pts}"/>')
         p = k["peaks"][c]
         if p["instruction"] is not None:
             px, py = X(p["instruction"]), Y(p["count"])
-            s.append(f'<a href="#{kid}-i{p["instruction"]}"><circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{COLORS[c]}">'
+            s.append(f'<a href="#{kid}-i{p["instruction"]}">'
+                     f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{COLORS[c]}">'
                      f'<title>peak {TITLES[c]}: {p["count"]} at #{p["instruction"]}</title></circle></a>'
                      f'<text x="{min(px + 6, x0 + w - 70):.1f}" y="{py - 6:.1f}" font-size="11" fill="{COLORS[c]}">'
                      f'{p["count"]} @#{p["instruction"]}</text>')
@@ -200,7 +207,8 @@ def svg_plot(k: dict, kid: str, width: int = 640, height: int = 350) -> str:
         lx += 90
     s.append(f'<rect x="{lx}" y="{height - 12}" width="10" height="10" fill="#f2c94c" fill-opacity="0.4"/>'
              f'<text x="{lx + 14}" y="{height - 3}" font-size="11">loop</text>'
-             f'<line x1="{lx + 60}" x2="{lx + 80}" y1="{height - 7}" y2="{height - 7}" stroke="#555" stroke-dasharray="5 4"/>'
+             f'<line x1="{lx + 60}" x2="{lx + 80}" y1="{height - 7}" y2="{height - 7}" stroke="#555" '
+             'stroke-dasharray="5 4"/>'
              f'<text x="{lx + 84}" y="{height - 3}" font-size="11">declared</text>')
     s.append(f'<line class="cursor" x1="0" x2="0" y1="{y0}" y2="{y0 + hgt}" stroke="#333" stroke-width="0.8" '
              'style="display:none"/>')
@@ -223,7 +231,8 @@ def _ticks(top: int, count: int = 5) -> list[int]:
 
 
 def _listing(k: dict, kid: str) -> str:
-    peaks = {k["peaks"][c]["instruction"]: c for c in ("vgpr", "agpr", "sgpr") if k["peaks"][c]["instruction"] is not None}
+    peaks = {k["peaks"][c]["instruction"]: c for c in ("vgpr", "agpr", "sgpr")
+             if k["peaks"][c]["instruction"] is not None}
     rows = ['<table><tr><th>#</th><th>offset</th><th class=v>V</th><th class=a>A</th><th class=s>S</th>'
             '<th class=l>instruction</th></tr>']
     for ins in k["instructions"]:
@@ -269,7 +278,8 @@ def _loops(k: dict, kid: str) -> str:
             span = " ".join(f"{_iref(kid, a)}..{_iref(kid, b)}" for a, b in lp["runs"])
             pk = lp["peak_live"]
             h.append(f"<tr><td class=l>{span}</td><td>{lp['depth']}</td><td>{lp['instructions']}</td>"
-                     f"<td>{pk['vgpr']}</td><td>{pk['agpr']}</td><td>{pk['sgpr']}</td><td class=l>{_mix(lp['mix'])}</td></tr>")
+                     f"<td>{pk['vgpr']}</td><td>{pk['agpr']}</td><td>{pk['sgpr']}</td>"
+                     f"<td class=l>{_mix(lp['mix'])}</td></tr>")
         h.append("</table>")
     return "".join(h)
 
@@ -283,7 +293,8 @@ def _allocations(k: dict, kid: str) -> str:
          "<th class=l>range</th><th>first def</th><th>last use</th><th>live for</th></tr>"]
     for a in k["allocations"]:
         fd = "launch" if a["initialized"] and a["first_def"] is None else _iref(kid, a["first_def"])
-        h.append(f"<tr><td class=l>{escape(a['name'])}</td><td class=l>{a['class']}</td><td class=l>{escape(a['range'])}"
+        h.append(f"<tr><td class=l>{escape(a['name'])}</td><td class=l>{a['class']}</td>"
+                 f"<td class=l>{escape(a['range'])}"
                  f"</td><td>{fd}</td><td>{_iref(kid, a['last_use'])}</td><td>{a['live_instructions']}</td></tr>")
     h.append("</table>")
     return "".join(h)

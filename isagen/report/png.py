@@ -17,7 +17,8 @@ def write_png(doc: dict, path, dpi: int = 110) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise IsagenError("--format png needs matplotlib (pip install 'isagen[report]' or pip install matplotlib)") from None
+        raise IsagenError("--format png needs matplotlib "
+                          "(pip install 'isagen[report]' or pip install matplotlib)") from None
     kernels = doc["kernels"]
     fig, axes = plt.subplots(len(kernels), 1, figsize=(11, 3.8 * len(kernels)), squeeze=False)
     for ax, k in zip(axes[:, 0], kernels):

@@ -40,7 +40,8 @@ class Alloc:
 
     @property
     def range(self) -> str:
-        return f"{self.cls}{self.index}" if self.count == 1 else f"{self.cls}[{self.index}:{self.index + self.count - 1}]"
+        return (f"{self.cls}{self.index}" if self.count == 1
+                else f"{self.cls}[{self.index}:{self.index + self.count - 1}]")
 
     @property
     def mask(self) -> int:

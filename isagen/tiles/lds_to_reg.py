@@ -119,7 +119,8 @@ def kmajor_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_rows
                 row = row0 + r + (L % frag.rows)
                 byte = (L // frag.rows + s * frag.lane_groups) * (frag.k_per_read * 2)
                 out.append(ReadInst((st, f, s), row, byte, region.offset, layout, mnem,
-                                    (region.offset, region.offset + region.size), f"{name}[{f}] slice {s} <- lds_{region.name}"))
+                                    (region.offset, region.offset + region.size),
+                                    f"{name}[{f}] slice {s} <- lds_{region.name}"))
     return out
 
 

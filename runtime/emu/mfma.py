@@ -58,7 +58,8 @@ The gfx950 double-rate f16/bf16/i8 instructions follow the same rule (kl = 8 for
 32x32x16: lane group g = lane // M holds k in [8g, 8g+8), two per VGPR): CK's xdlops table gives
 ``k_per_blk = 8`` for them and Triton's gfx950 lowering feeds them ``kWidth = 8`` dot operands
 (docs/emu_notes.md); Triton-compiled gfx950 matmuls with ``v_mfma_f32_16x16x32_bf16`` and
-``v_mfma_f32_32x32x16_bf16`` run correctly on this layout (tests/runtime/emu/test_emu_mfma_triton.py).  The f8f6f4 instructions with fp8 inputs use the layout of AMD's CDNA4
+``v_mfma_f32_32x32x16_bf16`` run correctly on this layout (tests/runtime/emu/test_emu_mfma_triton.py).  The f8f6f4
+instructions with fp8 inputs use the layout of AMD's CDNA4
 matrix-core blog (ROCm blogs, "Matrix Core Programming on AMD CDNA3 and CDNA4"): byte ``r`` (0..31)
 of lane L (group ``g = L // M``, ``G = 64 // M`` groups) holds ``k = 16*g + 16*G*(r // 16) + r % 16``
 [verify on hardware].  Note that one permutation of k applied to both A and B does not change D, so

@@ -32,7 +32,8 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
         ci = ctx.vindex(c.reg, nc)
         read_c = lambda st, ws: st.V[ci:ci + nc, ws]
     else:
-        cbits = U32(c.const_bits("f64" if spec.out_type == "f64" else ("i32" if spec.out_type == "i32" else "f32")) & 0xFFFFFFFF)
+        cbits = U32(c.const_bits("f64" if spec.out_type == "f64" else ("i32" if spec.out_type == "i32" else "f32"))
+                    & 0xFFFFFFFF)
         if spec.out_type == "f64":
             v = c.const_bits("f64")
             pair = np.array([v & 0xFFFFFFFF, v >> 32], U32)

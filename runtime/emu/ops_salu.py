@@ -111,7 +111,8 @@ SOP2_32 = {
     "s_lshl_b32": lambda a, b, c: _nz(a << (b & U32(31))),
     "s_lshr_b32": lambda a, b, c: _nz(a >> (b & U32(31))),
     "s_ashr_i32": lambda a, b, c: _nz((_sx(a) >> (b & U32(31)).astype(I64)).astype(U32)),
-    "s_bfm_b32": lambda a, b, c: ((((U64(1) << (a & U32(31)).astype(U64)) - U64(1)) << (b & U32(31)).astype(U64)).astype(U32), None),
+    "s_bfm_b32": lambda a, b, c: ((((U64(1) << (a & U32(31)).astype(U64)) - U64(1)) << (b & U32(31)).astype(U64))
+                                  .astype(U32), None),
     "s_mul_i32": lambda a, b, c: ((a.astype(U64) * b).astype(U32), None),
     "s_bfe_u32": lambda a, b, c: _nz(_bfe_u(a, b & U32(31), (b >> U32(16)) & U32(0x7F), 32)),
     "s_bfe_i32": lambda a, b, c: _nz(_bfe_i(a, b & U32(31), (b >> U32(16)) & U32(0x7F), 32)),

@@ -271,7 +271,8 @@ def _perm(a, b, sel):
         byte = ((data >> (np.minimum(s, 7).astype(U64) * U64(8))) & U64(0xFF)).astype(U32)
         # 8..11: sign of bytes 1,3,5,7 replicated; 12: 0x00; >=13: 0xFF
         sign_src = np.array([1, 3, 5, 7], U64)
-        sgn = ((data >> (sign_src[np.clip(s.astype(np.int64) - 8, 0, 3)] * U64(8) + U64(7))) & U64(1)).astype(U32) * U32(0xFF)
+        sgn = (((data >> (sign_src[np.clip(s.astype(np.int64) - 8, 0, 3)] * U64(8) + U64(7))) & U64(1)).astype(U32)
+               * U32(0xFF))
         byte = np.where(s < 8, byte, np.where(s < 12, sgn, np.where(s == 12, U32(0), U32(0xFF))))
         out = out | (byte << U32(8 * i))
     return out
@@ -366,7 +367,8 @@ op("v_madmk_f32", "f32", ("f32",) * 3, mad32)
 op("v_madak_f32", "f32", ("f32",) * 3, mad32)
 op("v_mad_legacy_f32", "f32", ("f32",) * 3,
    lambda a, b, c: np.where((a == 0) | (b == 0), F32(0), (a * b).astype(F32)).astype(F32) + c)
-op("v_fma_legacy_f32", "f32", ("f32",) * 3, lambda a, b, c: fma32(np.where(b == 0, F32(0), a), np.where(a == 0, F32(0), b), c))
+op("v_fma_legacy_f32", "f32", ("f32",) * 3,
+   lambda a, b, c: fma32(np.where(b == 0, F32(0), a), np.where(a == 0, F32(0), b), c))
 op("v_min3_f32", "f32", ("f32",) * 3, lambda a, b, c: _fmin(_fmin(a, b), c))
 op("v_max3_f32", "f32", ("f32",) * 3, lambda a, b, c: _fmax(_fmax(a, b), c))
 op("v_med3_f32", "f32", ("f32",) * 3, _fmed3)
@@ -433,7 +435,9 @@ op("v_trunc_f64", "f64", ("f64",), np.trunc)
 op("v_ceil_f64", "f64", ("f64",), np.ceil)
 op("v_floor_f64", "f64", ("f64",), np.floor)
 op("v_rndne_f64", "f64", ("f64",), np.rint)
-op("v_fract_f64", "f64", ("f64",), lambda x: np.where(np.isfinite(x), np.minimum(x - np.floor(x), np.nextafter(1.0, 0.0)), np.where(np.isnan(x), x, np.nan)))
+op("v_fract_f64", "f64", ("f64",),
+   lambda x: np.where(np.isfinite(x), np.minimum(x - np.floor(x), np.nextafter(1.0, 0.0)),
+                      np.where(np.isnan(x), x, np.nan)))
 op("v_frexp_mant_f64", "f64", ("f64",), _frexp_mant)
 op("v_frexp_exp_i32_f64", "i32", ("f64",), _frexp_exp)
 op("v_div_fixup_f64", "f64", ("f64",) * 3, lambda q, d, n: _div_fixup(q, d, n, F64, F64(np.inf)))
@@ -459,13 +463,16 @@ op("v_max3_f16", "f16", ("f16",) * 3, lambda a, b, c: _fmax(_fmax(a, b), c))
 op("v_med3_f16", "f16", ("f16",) * 3, _fmed3)
 op("v_ldexp_f16", "f16", ("f16", "i32"), lambda x, e: np.ldexp(_f64(x), np.clip(e.astype(I64), -100, 100)).astype(F16))
 op("v_exp_f16", "f16", ("f16",), lambda x: np.exp2(_f64(x)).astype(F16), True)
-op("v_log_f16", "f16", ("f16",), lambda x: np.where(x == 0, -np.inf, np.log2(np.abs(_f64(x)) * np.where(x < 0, np.nan, 1))).astype(F16), True)
+op("v_log_f16", "f16", ("f16",),
+   lambda x: np.where(x == 0, -np.inf, np.log2(np.abs(_f64(x)) * np.where(x < 0, np.nan, 1))).astype(F16), True)
 op("v_rcp_f16", "f16", ("f16",), lambda x: (1.0 / _f64(x)).astype(F16), True)
 op("v_rsq_f16", "f16", ("f16",), lambda x: (1.0 / np.sqrt(_f64(x))).astype(F16), True)
 op("v_sqrt_f16", "f16", ("f16",), lambda x: np.sqrt(_f64(x)).astype(F16), True)
 op("v_sin_f16", "f16", ("f16",), lambda x: np.sin(_f64(x) * 2 * np.pi).astype(F16), True)
 op("v_cos_f16", "f16", ("f16",), lambda x: np.cos(_f64(x) * 2 * np.pi).astype(F16), True)
-op("v_fract_f16", "f16", ("f16",), lambda x: np.where(np.isfinite(x), np.minimum(x - np.floor(x), F16(np.nextafter(F16(1), F16(0)))), np.nan).astype(F16))
+op("v_fract_f16", "f16", ("f16",),
+   lambda x: np.where(np.isfinite(x), np.minimum(x - np.floor(x), F16(np.nextafter(F16(1), F16(0)))),
+                      np.nan).astype(F16))
 op("v_trunc_f16", "f16", ("f16",), np.trunc)
 op("v_ceil_f16", "f16", ("f16",), np.ceil)
 op("v_floor_f16", "f16", ("f16",), np.floor)
@@ -533,7 +540,8 @@ op("v_xnor_b32", "b32", u32, lambda a, b: ~(a ^ b))
 op("v_bfe_u32", "u32", ("u32",) * 3, lambda a, o, w: _bfe(a, o, w, False))
 op("v_bfe_i32", "u32", ("u32",) * 3, lambda a, o, w: _bfe(a, o, w, True))
 op("v_bfi_b32", "b32", ("u32",) * 3, lambda m, a, b: (m & a) | (~m & b))
-op("v_bfm_b32", "b32", u32, lambda w, o: (((U64(1) << _shift32(w).astype(U64)) - U64(1)) << _shift32(o).astype(U64)).astype(U32))
+op("v_bfm_b32", "b32", u32,
+   lambda w, o: (((U64(1) << _shift32(w).astype(U64)) - U64(1)) << _shift32(o).astype(U64)).astype(U32))
 op("v_alignbit_b32", "b32", ("u32",) * 3, _alignbit)
 op("v_alignbyte_b32", "b32", ("u32",) * 3, _alignbyte)
 op("v_perm_b32", "b32", ("u32",) * 3, _perm)
@@ -547,14 +555,22 @@ op("v_or3_b32", "b32", ("u32",) * 3, lambda a, b, c: a | b | c)
 op("v_xad_u32", "u32", ("u32",) * 3, lambda a, b, c: (a ^ b) + c)
 op("v_sad_u8", "u32", ("u32",) * 3, lambda a, b, c: _sad_u8(a, b) + c)
 op("v_sad_u32", "u32", ("u32",) * 3, lambda a, b, c: np.where(a > b, a - b, b - a) + c)
-op("v_sad_u16", "u32", ("u32",) * 3, lambda a, b, c: (np.abs((a & U32(0xFFFF)).astype(I64) - (b & U32(0xFFFF))) + np.abs((a >> U32(16)).astype(I64) - (b >> U32(16)))).astype(U32) + c)
+op("v_sad_u16", "u32", ("u32",) * 3,
+   lambda a, b, c: (np.abs((a & U32(0xFFFF)).astype(I64) - (b & U32(0xFFFF)))
+                    + np.abs((a >> U32(16)).astype(I64) - (b >> U32(16)))).astype(U32) + c)
 op("v_sad_hi_u8", "u32", ("u32",) * 3, lambda a, b, c: (_sad_u8(a, b) << U32(16)) + c)
 op("v_msad_u8", "u32", ("u32",) * 3, lambda a, b, c: _sad_u8(a, b, masked=True) + c)
 op("v_lerp_u8", "u32", ("u32",) * 3, lambda a, b, c: _lerp_u8(a, b, c))
 op("v_mad_u32_u16", "u32", ("u32",) * 3, lambda a, b, c: (a & U32(0xFFFF)) * (b & U32(0xFFFF)) + c)
-op("v_mad_i32_i16", "u32", ("u32", "u32", "i32"), lambda a, b, c: ((a & U32(0xFFFF)).astype(U16).view(I16).astype(I64) * (b & U32(0xFFFF)).astype(U16).view(I16) + c).astype(U32))
-op("v_sat_pk_u8_i16", "u32", ("u32",), lambda a: np.clip((a & U32(0xFFFF)).astype(U16).view(I16), 0, 255).astype(U32) | (np.clip((a >> U32(16)).astype(U16).view(I16), 0, 255).astype(U32) << U32(8)))
-op("v_cvt_pk_u8_f32", "u32", ("f32", "u32", "u32"), lambda f, s, d: (d & ~(U32(0xFF) << ((s & U32(3)) * U32(8)))) | ((np.clip(np.rint(np.nan_to_num(_f64(f))), 0, 255).astype(U32)) << ((s & U32(3)) * U32(8))))
+op("v_mad_i32_i16", "u32", ("u32", "u32", "i32"),
+   lambda a, b, c: ((a & U32(0xFFFF)).astype(U16).view(I16).astype(I64) * (b & U32(0xFFFF)).astype(U16).view(I16)
+                    + c).astype(U32))
+op("v_sat_pk_u8_i16", "u32", ("u32",),
+   lambda a: (np.clip((a & U32(0xFFFF)).astype(U16).view(I16), 0, 255).astype(U32)
+              | (np.clip((a >> U32(16)).astype(U16).view(I16), 0, 255).astype(U32) << U32(8))))
+op("v_cvt_pk_u8_f32", "u32", ("f32", "u32", "u32"),
+   lambda f, s, d: ((d & ~(U32(0xFF) << ((s & U32(3)) * U32(8))))
+                    | ((np.clip(np.rint(np.nan_to_num(_f64(f))), 0, 255).astype(U32)) << ((s & U32(3)) * U32(8)))))
 
 # ---- 16-bit integer
 u16 = ("u16", "u16")
@@ -590,19 +606,29 @@ op("v_ashrrev_i64", "i64", ("u32", "i64"), lambda s, a: a >> (s & U32(63)).astyp
 op("v_lshl_add_u64", "u64", ("u64", "u32", "u64"), lambda a, s, c: (a << (s & U32(7)).astype(U64)) + c)
 
 # ---- dot products (VOP3P / VOP2 "c" forms accumulate into vdst)
-op("v_dot2_f32_f16", "f32", ("b32", "b32", "f32"), lambda a, b, c: _round32(_f64(nx.f16_to_f32(a)) * nx.f16_to_f32(b) + _f64(nx.f16_to_f32(a >> U32(16))) * nx.f16_to_f32(b >> U32(16)) + c))
+op("v_dot2_f32_f16", "f32", ("b32", "b32", "f32"),
+   lambda a, b, c: _round32(_f64(nx.f16_to_f32(a)) * nx.f16_to_f32(b)
+                            + _f64(nx.f16_to_f32(a >> U32(16))) * nx.f16_to_f32(b >> U32(16)) + c))
 op("v_dot2c_f32_f16", "f32", ("b32", "b32", "f32"), OPS["v_dot2_f32_f16"][2])
-op("v_dot2_f32_bf16", "f32", ("b32", "b32", "f32"), lambda a, b, c: _round32(_f64(nx.bf16_to_f32(a)) * nx.bf16_to_f32(b) + _f64(nx.bf16_to_f32(a >> U32(16))) * nx.bf16_to_f32(b >> U32(16)) + c))
+op("v_dot2_f32_bf16", "f32", ("b32", "b32", "f32"),
+   lambda a, b, c: _round32(_f64(nx.bf16_to_f32(a)) * nx.bf16_to_f32(b)
+                            + _f64(nx.bf16_to_f32(a >> U32(16))) * nx.bf16_to_f32(b >> U32(16)) + c))
 op("v_dot2c_f32_bf16", "f32", ("b32", "b32", "f32"), OPS["v_dot2_f32_bf16"][2])
-op("v_dot2_i32_i16", "i32", ("b32", "b32", "i32"), lambda a, b, c: (_halves_i(a, 16) * _halves_i(b, 16)).sum(-1).astype(I64) + c)
+op("v_dot2_i32_i16", "i32", ("b32", "b32", "i32"),
+   lambda a, b, c: (_halves_i(a, 16) * _halves_i(b, 16)).sum(-1).astype(I64) + c)
 op("v_dot2c_i32_i16", "i32", ("b32", "b32", "i32"), OPS["v_dot2_i32_i16"][2])
-op("v_dot2_u32_u16", "u32", ("b32", "b32", "u32"), lambda a, b, c: (_halves_u(a, 16) * _halves_u(b, 16)).sum(-1).astype(U64) + c)
-op("v_dot4_i32_i8", "i32", ("b32", "b32", "i32"), lambda a, b, c: (_halves_i(a, 8) * _halves_i(b, 8)).sum(-1).astype(I64) + c)
+op("v_dot2_u32_u16", "u32", ("b32", "b32", "u32"),
+   lambda a, b, c: (_halves_u(a, 16) * _halves_u(b, 16)).sum(-1).astype(U64) + c)
+op("v_dot4_i32_i8", "i32", ("b32", "b32", "i32"),
+   lambda a, b, c: (_halves_i(a, 8) * _halves_i(b, 8)).sum(-1).astype(I64) + c)
 op("v_dot4c_i32_i8", "i32", ("b32", "b32", "i32"), OPS["v_dot4_i32_i8"][2])
-op("v_dot4_u32_u8", "u32", ("b32", "b32", "u32"), lambda a, b, c: (_halves_u(a, 8) * _halves_u(b, 8)).sum(-1).astype(U64) + c)
-op("v_dot8_i32_i4", "i32", ("b32", "b32", "i32"), lambda a, b, c: (_halves_i(a, 4) * _halves_i(b, 4)).sum(-1).astype(I64) + c)
+op("v_dot4_u32_u8", "u32", ("b32", "b32", "u32"),
+   lambda a, b, c: (_halves_u(a, 8) * _halves_u(b, 8)).sum(-1).astype(U64) + c)
+op("v_dot8_i32_i4", "i32", ("b32", "b32", "i32"),
+   lambda a, b, c: (_halves_i(a, 4) * _halves_i(b, 4)).sum(-1).astype(I64) + c)
 op("v_dot8c_i32_i4", "i32", ("b32", "b32", "i32"), OPS["v_dot8_i32_i4"][2])
-op("v_dot8_u32_u4", "u32", ("b32", "b32", "u32"), lambda a, b, c: (_halves_u(a, 4) * _halves_u(b, 4)).sum(-1).astype(U64) + c)
+op("v_dot8_u32_u4", "u32", ("b32", "b32", "u32"),
+   lambda a, b, c: (_halves_u(a, 4) * _halves_u(b, 4)).sum(-1).astype(U64) + c)
 
 # ops whose vdst is also the accumulator (src2 = vdst)
 ACCUMULATING_OPS = {"v_fmac_f32", "v_mac_f32", "v_fmac_f16", "v_mac_f16", "v_fmac_f64", "v_dot2c_f32_f16",
@@ -673,7 +699,8 @@ _FCMP = {
     "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
     "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
     "lg": lambda a, b: (a < b) | (a > b), "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
-    "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
+    "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b),
+    "nlg": lambda a, b: ~((a < b) | (a > b)),
     "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b),
     "nlt": lambda a, b: ~(a < b), "tru": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
 }
@@ -814,11 +841,13 @@ def _sdwa_select(raw, sel, sext):
     if sel <= 3:
         v = (raw >> U32(8 * sel)) & U32(0xFF)
         if sext:
-            v = v.astype(U8).view(I8).astype(I32).view(U32) if isinstance(v, np.ndarray) else U32(np.int32(np.int8(np.uint8(v))) & 0xFFFFFFFF)
+            v = (v.astype(U8).view(I8).astype(I32).view(U32) if isinstance(v, np.ndarray)
+                 else U32(np.int32(np.int8(np.uint8(v))) & 0xFFFFFFFF))
         return v
     v = (raw >> U32(16 * (sel - 4))) & U32(0xFFFF)
     if sext:
-        v = v.astype(U16).view(I16).astype(I32).view(U32) if isinstance(v, np.ndarray) else U32(np.int32(np.int16(np.uint16(v))) & 0xFFFFFFFF)
+        v = (v.astype(U16).view(I16).astype(I32).view(U32) if isinstance(v, np.ndarray)
+             else U32(np.int32(np.int16(np.uint16(v))) & 0xFFFFFFFF))
     return v
 
 
@@ -946,7 +975,8 @@ def compile_valu(inst, idx, ctx) -> CompiledStep:
     fetch = [make_fetch(vi, i, t, ctx, hi=bool((opsel >> i) & 1) and SIZE[t] == 16) for i, t in enumerate(ins)]
     writer = _make_writer(vi, out, ctx, dst_hi=bool((opsel >> 3) & 1) and SIZE[out] == 16)
     isf = out.startswith("f")
-    post = (lambda r: _float_post(r, out, vi, ctx)) if (isf and (vi.clamp or vi.omod or (out == "f32" and ctx.flush32))) else None
+    post = ((lambda r: _float_post(r, out, vi, ctx))
+            if (isf and (vi.clamp or vi.omod or (out == "f32" and ctx.flush32))) else None)
     if len(fetch) == 1:
         f0 = fetch[0]
 
@@ -1016,7 +1046,8 @@ def _make_writer(vi: VInst, out: str, ctx, dst_hi=False):
                 val = (old & U32(~(msk << sh) & 0xFFFFFFFF)) | field
             elif unused == 1:
                 signbit = (field >> U32(sh + (7 if msk == 0xFF else 15))) & U32(1)
-                above = U32(0xFFFFFFFF) << U32(sh) << U32(8 if msk == 0xFF else 16) if sh + (8 if msk == 0xFF else 16) < 32 else U32(0)
+                above = (U32(0xFFFFFFFF) << U32(sh) << U32(8 if msk == 0xFF else 16)
+                         if sh + (8 if msk == 0xFF else 16) < 32 else U32(0))
                 val = field | np.where(signbit == 1, above, U32(0))
             else:
                 val = field
@@ -1566,7 +1597,8 @@ def _fma_mix(vi: VInst, ctx):
             return
         hb = nx.f32_to_f16(r).astype(U32)
         old = st.V[i, ws]
-        vwrite(st, ws, i, (old & U32(0xFFFF0000)) | hb if mode == "v_fma_mixlo_f16" else (old & U32(0xFFFF)) | (hb << U32(16)))
+        vwrite(st, ws, i, (old & U32(0xFFFF0000)) | hb if mode == "v_fma_mixlo_f16"
+               else (old & U32(0xFFFF)) | (hb << U32(16)))
     return h
 
 

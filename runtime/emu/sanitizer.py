@@ -119,7 +119,8 @@ def instrument(step, ctx) -> None:
         o = next((o for o in inst.operands if o.role == "src0" and o.kind == "reg"), None)
         if o is not None:
             dpp_src = set(_reg_keys(o.reg, ctx))
-    vmem_sreads = tuple(k for k in step.reads if k >= nregs) if fam in ("MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH") else ()
+    vmem_sreads = (tuple(k for k in step.reads if k >= nregs)
+                   if fam in ("MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH") else ())
     counter, result = step.counter, step.result
     also_lgkm = bool(step.flags.get("also_lgkm")) if isinstance(step.flags, dict) else False
     waitcnt = name == "s_waitcnt"
@@ -457,7 +458,8 @@ class Sanitizer:
                             rule = "xdl_write->xdl_srcc_overlap" if step.mfma.xdl else "xdl_write->smfma_srcc_overlap"
                             need = HZ.wait_states(t, rule, p.passes)
                         else:
-                            need = HZ.wait_states(t, "smfma_write->smfma_srcc_overlap", p.passes) if not step.mfma.xdl else 0
+                            need = (HZ.wait_states(t, "smfma_write->smfma_srcc_overlap", p.passes)
+                                    if not step.mfma.xdl else 0)
                         what = "reads (as SrcC)"
                     else:
                         rule = "xdl_write->mfma_srcab" if p.xdl else "smfma_write->mfma_srcab"

@@ -62,7 +62,8 @@ vec(BOTH, "accmov_write_agpr_sgemm_mfma_read", lambda I: I["v_accvgpr_mov_b32"](
 # --- VALU writes EXEC -> MFMA (vcmpx_write_exec_mfma: S_NOP 3)
 vec(BOTH, "vcmpx_write_exec_mfma", lambda I: I["v_cmpx_gt_f32"](VCC, 0, V[1]),
     lambda I: I[MI16](A[4:8], A[8:10], V[2:4], A[0:4]), 4)
-vec(BOTH, "VALUWritesExecWaitStates (a VALU with EXEC as its SGPR destination)", lambda I: I["v_cmp_gt_f32"](EXEC, 0, V[1]),
+vec(BOTH, "VALUWritesExecWaitStates (a VALU with EXEC as its SGPR destination)",
+    lambda I: I["v_cmp_gt_f32"](EXEC, 0, V[1]),
     lambda I: I[MI16](A[4:8], A[8:10], V[2:4], A[0:4]), 4)
 # --- MFMA -> MFMA SrcC
 vec(BOTH, "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_same_vgpr_as_srcc (4-pass chain)",
@@ -74,7 +75,8 @@ vec((G950,), "xdl_sgemm16x16_4pass_mfma_write_agpr_mfma_read_overlap (GFX950: S_
 vec((G942,), "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_overlap (8-pass; GFX940: S_NOP 7 + S_NOP 0)",
     lambda I: I[MI32](V[2:18], V[26:28], V[28:30], V[0:16]), lambda I: I[MI32](V[0:16], V[26:28], V[28:30], V[0:16]), 9)
 vec((G950,), "xdl_sgemm16x16_mfma_write_vgpr_mfma_read_overlap (8-pass; GFX950: S_NOP 7 + S_NOP 1)",
-    lambda I: I[MI32](V[2:18], V[26:28], V[28:30], V[0:16]), lambda I: I[MI32](V[0:16], V[26:28], V[28:30], V[0:16]), 10)
+    lambda I: I[MI32](V[2:18], V[26:28], V[28:30], V[0:16]),
+    lambda I: I[MI32](V[0:16], V[26:28], V[28:30], V[0:16]), 10)
 vec((G950,), "xdl_sgemm32x32_mfma_write_vgpr_mfma_read_overlap (16-pass; GFX950: S_NOP 7 + 7 + 1)",
     lambda I: I[MI_F8F6F4_32](A[2:18], V[0:8], V[8:16], A[0:16]),
     lambda I: I[MI_F8F6F4_32](A[0:16], V[0:8], V[8:16], A[0:16]), 18)
@@ -107,7 +109,8 @@ vec((G942,), "xdl_smfma16x16_write_vgpr_lds_read pattern, 8-pass",
     lambda I: I[MI32](V[0:16], V[20:22], V[22:24], V[0:16]), lambda I: I["ds_write_b32"](V[30], V[1]), 11)
 vec((G950,), "llvm.amdgcn.mfma.gfx950.bf16.ll test_mfma_f32_32x32x16_bf16__mac__flags: s_nop 11 before v_accvgpr_read",
     lambda I: I[MI32_950](A[0:16], V[0:4], V[4:8], A[0:16]), lambda I: I["v_accvgpr_read_b32"](V[0], A[0]), 12)
-vec((G950,), "llvm.amdgcn.mfma.gfx950.bf16.ll test_mfma_f32_32x32x16_bf16 (VGPR form): 3 VALU + s_nop 8 before the store",
+vec((G950,), "llvm.amdgcn.mfma.gfx950.bf16.ll test_mfma_f32_32x32x16_bf16 (VGPR form): "
+    "3 VALU + s_nop 8 before the store",
     lambda I: I[MI32_950](V[16:32], V[40:44], V[44:48], V[0:16]),
     lambda I: I["global_store_dwordx4"](V[32:34], V[28:32], "off"), 12)
 # --- MFMA SrcC read -> VALU overwrite (WAR)
@@ -128,7 +131,8 @@ vec(BOTH, "llvm#197267 buffer_store_dwordx4 with constant soffset (S_NOP 1)",
 vec(BOTH, "checkReadM0Hazards: SALU writes M0 before LDS DMA",
     lambda I: I["s_mov_b32"](M0, S[9]), lambda I: I["buffer_load_dword_lds"](V[1], S[0:4], 0, offen=True), 1)
 vec(BOTH, "checkVMEMHazards: VmemSgprWaitStates (v_readfirstlane writes the soffset SGPR)",
-    lambda I: I["v_readfirstlane_b32"](S[9], V[3]), lambda I: I["buffer_load_dword"](V[2], V[1], S[0:4], S[9], offen=True), 5)
+    lambda I: I["v_readfirstlane_b32"](S[9], V[3]),
+    lambda I: I["buffer_load_dword"](V[2], V[1], S[0:4], S[9], offen=True), 5)
 vec(BOTH, "hasVDecCoExecHazard: VALUWriteSGPRVALUReadWaitstates (v_cmp vcc then v_cndmask)",
     lambda I: I["v_cmp_gt_f32"](VCC, 0, V[1]), lambda I: I["v_cndmask_b32"](V[3], 0, V[4], VCC), 2)
 vec(BOTH, "checkRWLaneHazards: RWLaneWaitStates (lane select written by VALU)",
@@ -411,9 +415,12 @@ def _mir(inst):
         "v_cndmask_b32": lambda: f"{o[0]} = V_CNDMASK_B32_e64 0, {o[1]}, 0, {o[2]}, {o[3]}, implicit $exec",
         "s_nop": lambda: f"S_NOP {o[0]}",
         "ds_write_b32": lambda: f"DS_WRITE_B32_gfx9 {o[0]}, {o[1]}, 0, 0, implicit $exec",
-        "buffer_store_dword": lambda: f"BUFFER_STORE_DWORD_OFFEN {o[0]}, {o[1]}, {o[2]}, {o[3]}, 0, 0, 0, implicit $exec",
-        "buffer_store_dwordx4": lambda: f"BUFFER_STORE_DWORDX4_OFFEN {o[0]}, {o[1]}, {o[2]}, {o[3]}, 0, 0, 0, implicit $exec",
-        "buffer_load_dword_lds": lambda: f"BUFFER_LOAD_DWORD_LDS_OFFEN {o[0]}, {o[1]}, {o[2]}, 0, 0, 0, implicit $exec, implicit $m0",
+        "buffer_store_dword": lambda: f"BUFFER_STORE_DWORD_OFFEN {o[0]}, {o[1]}, {o[2]}, {o[3]}, 0, 0, 0, "
+                                      "implicit $exec",
+        "buffer_store_dwordx4": lambda: f"BUFFER_STORE_DWORDX4_OFFEN {o[0]}, {o[1]}, {o[2]}, {o[3]}, 0, 0, 0, "
+                                        "implicit $exec",
+        "buffer_load_dword_lds": lambda: f"BUFFER_LOAD_DWORD_LDS_OFFEN {o[0]}, {o[1]}, {o[2]}, 0, 0, 0, "
+                                         "implicit $exec, implicit $m0",
         "s_endpgm": lambda: "S_ENDPGM 0",
     }[n]()
 
@@ -430,10 +437,11 @@ def _oracle_program(rng, I, n):
                 out.append(I[name](dst, rng.choice([V[0:2], A[4:6], V[12:14]]), rng.choice([V[2:4], A[2:4]]),
                                    rng.choice([A[0:16], A[16:32]])))
             elif rng.random() < .6:
-                out.append(I[name](rng.choice(accs), rng.choice([V[0:2], A[0:2], A[4:6], V[14:16]]), V[2:4], rng.choice(accs)))
+                out.append(I[name](rng.choice(accs), rng.choice([V[0:2], A[0:2], A[4:6], V[14:16]]), V[2:4],
+                                   rng.choice(accs)))
             else:
-                out.append(I[name](rng.choice(vaccs), rng.choice([V[0:2], A[0:2], V[12:14]]), rng.choice([V[2:4], V[16:18]]),
-                                   rng.choice(vaccs)))
+                out.append(I[name](rng.choice(vaccs), rng.choice([V[0:2], A[0:2], V[12:14]]),
+                                   rng.choice([V[2:4], V[16:18]]), rng.choice(vaccs)))
         elif k == 4:
             out.append(I["v_accvgpr_read_b32"](V[rng.randrange(8, 20)], A[rng.randrange(0, 20)]))
         elif k == 5:
@@ -443,7 +451,8 @@ def _oracle_program(rng, I, n):
         elif k == 7:
             out.append(I["v_mov_b32"](V[rng.randrange(0, 20)], rng.choice([0, V[rng.randrange(0, 20)]])))
         elif k == 8:
-            out.append(rng.choice([I["v_add_f32"](V[rng.randrange(0, 20)], V[rng.randrange(0, 20)], V[rng.randrange(0, 20)]),
+            out.append(rng.choice([I["v_add_f32"](V[rng.randrange(0, 20)], V[rng.randrange(0, 20)],
+                                                  V[rng.randrange(0, 20)]),
                                    I["v_exp_f32"](V[rng.randrange(8, 20)], V[rng.randrange(8, 20)])]))
         elif k == 9:
             m = rng.choice([VCC, S[10:12]])
@@ -451,10 +460,12 @@ def _oracle_program(rng, I, n):
                                    I["v_cndmask_b32"](V[rng.randrange(8, 12)], 0, V[9], m)]))
         elif k == 10:
             out.append(rng.choice([I["buffer_store_dwordx4"](V[8:12], V[1], S[0:4], 0, offen=True),
-                                   I["buffer_store_dword"](V[rng.randrange(0, 20)], V[1], S[0:4], rng.choice([0, S[12]]), offen=True),
+                                   I["buffer_store_dword"](V[rng.randrange(0, 20)], V[1], S[0:4],
+                                                           rng.choice([0, S[12]]), offen=True),
                                    I["ds_write_b32"](V[rng.randrange(0, 20)], V[rng.randrange(0, 20)])]))
         elif k == 11:
-            out.append(rng.choice([I["s_mov_b32"](rng.choice([M0, S[12]]), 0), I["v_readfirstlane_b32"](S[12], V[rng.randrange(0, 12)])]))
+            out.append(rng.choice([I["s_mov_b32"](rng.choice([M0, S[12]]), 0),
+                                   I["v_readfirstlane_b32"](S[12], V[rng.randrange(0, 12)])]))
         elif k == 12:
             out.append(I["buffer_load_dword_lds"](V[1], S[0:4], 0, offen=True))
         else:

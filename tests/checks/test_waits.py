@@ -124,7 +124,8 @@ def test_branch_where_only_one_path_waits():
 def test_overwriting_a_pending_destination():
     # WAW: a VALU writes the load's destination before the load has landed
     assert found([load(2), I["v_mov_b32"](V[2], 0), END]) == [(1, 0, "v2")]
-    assert "overwrites v2 that #0 buffer_load_dword" in str(check_waits([load(2), I["v_mov_b32"](V[2], 0), END], TARGET)[0])
+    assert "overwrites v2 that #0 buffer_load_dword" in str(
+        check_waits([load(2), I["v_mov_b32"](V[2], 0), END], TARGET)[0])
     assert found([I["ds_read_b32"](V[2], V[1]), I["v_mov_b32"](V[2], 0), END]) == [(1, 0, "v2")]
     assert found([I["s_load_dword"](S[10], S[0:2], 0), I["s_mov_b32"](S[10], 0), END]) == [(1, 0, "s10")]
     # a VMEM load after a VMEM load to the same register: they write back in order (no wait needed)
@@ -239,8 +240,10 @@ def _mir_line(inst):
         file = {"v": "vgpr", "s": "sgpr"}[x.cls]
         return "$" + "_".join(f"{file}{i}" for i in range(x.index, x.index + x.count))
     return {
-        "buffer_load_dword": lambda: f"{r(o[0])} = BUFFER_LOAD_DWORD_OFFEN {r(o[1])}, {RSRC_MIR}, 0, 0, 0, 0, implicit $exec",
-        "buffer_store_dword": lambda: f"BUFFER_STORE_DWORD_OFFEN {r(o[0])}, {r(o[1])}, {RSRC_MIR}, 0, 0, 0, 0, implicit $exec",
+        "buffer_load_dword": lambda: f"{r(o[0])} = BUFFER_LOAD_DWORD_OFFEN {r(o[1])}, {RSRC_MIR}, 0, 0, 0, 0, "
+                                     "implicit $exec",
+        "buffer_store_dword": lambda: f"BUFFER_STORE_DWORD_OFFEN {r(o[0])}, {r(o[1])}, {RSRC_MIR}, 0, 0, 0, 0, "
+                                      "implicit $exec",
         "ds_read_b32": lambda: f"{r(o[0])} = DS_READ_B32_gfx9 {r(o[1])}, 0, 0, implicit $exec",
         "ds_write_b32": lambda: f"DS_WRITE_B32_gfx9 {r(o[0])}, {r(o[1])}, 0, 0, implicit $exec",
         "s_load_dword": lambda: f"{r(o[0])} = S_LOAD_DWORD_IMM $sgpr0_sgpr1, {o[2]}, 0",

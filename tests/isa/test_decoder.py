@@ -319,7 +319,8 @@ def test_gfx950_decoding_examples():
     assert len(ins) == 1 and ins[0].size == 16 and ins[0].mai
     i = ins[0]
     assert i.text == "v_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[20:23], v24, v25"
-    assert D.DecodedReg("v", 24) in i.reads and D.DecodedReg("v", 4, 8) in i.reads and i.writes == (D.DecodedReg("v", 0, 4),)
+    assert (D.DecodedReg("v", 24) in i.reads and D.DecodedReg("v", 4, 8) in i.reads
+            and i.writes == (D.DecodedReg("v", 0, 4),))
     # f8f6f4 operand widths follow the cbsz/blgp formats (fp4 = 4 dwords, fp6 = 6)
     j = D.decode_one(_bytes([0xD3AD8400, 0x44021904]), 0, "gfx950")
     assert j.text == "v_mfma_f32_16x16x128_f8f6f4 a[0:3], v[4:7], v[12:17], a[0:3] cbsz:4 blgp:2"

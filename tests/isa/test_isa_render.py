@@ -131,7 +131,8 @@ def test_default_valued_modifiers_are_left_out():
     assert T942["v_add_f32"](V[0], V[1], V[2], clamp=False, omod=0).render() == "v_add_f32 v0, v1, v2"
     assert T942["v_pk_add_f32"](V[0:2], V[2:4], V[4:6], op_sel=[0, 0], op_sel_hi=[1, 1]).render() == \
         "v_pk_add_f32 v[0:1], v[2:3], v[4:5]"
-    assert T942["v_mov_b32"](V[0], V[1], row_shr=1).render() == "v_mov_b32_dpp v0, v1 row_shr:1 row_mask:0xf bank_mask:0xf"
+    assert T942["v_mov_b32"](V[0], V[1], row_shr=1).render() == \
+        "v_mov_b32_dpp v0, v1 row_shr:1 row_mask:0xf bank_mask:0xf"
 
 
 def test_encoding_form_and_size():
@@ -246,7 +247,8 @@ def test_scc_effects_match_llvm(target):
 
 
 def test_instruction_built_for_one_target_is_not_the_others():
-    with pytest.raises(ISAError, match="'ds_read_b64_tr_b16' does not exist on gfx942 \\(it is a gfx950 instruction\\)"):
+    with pytest.raises(ISAError,
+                       match="'ds_read_b64_tr_b16' does not exist on gfx942 \\(it is a gfx950 instruction\\)"):
         T942["ds_read_b64_tr_b16"]
     with pytest.raises(ISAError, match="'v_mfma_f32_16x16x8_xf32' does not exist on gfx950"):
         T["gfx950"]["v_mfma_f32_16x16x8_xf32"]

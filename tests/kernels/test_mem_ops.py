@@ -1,8 +1,8 @@
 """The memory-bound kernels as torch operators (``torch.ops.isagen.*``, dtype-generic) and through
 ``isagen run``: schemas from the launch contracts, results against torch in every dtype (the row ops over
 hidden 128 and 8192 too), torch-style shapes ([..., hidden] rows, any-shape activations, [..., 2d]
-gate|up halves, rotary head_dim from x), fake (meta) implementations, and the dropout spec checked with p > 0 against its
-documented mask."""
+gate|up halves, rotary head_dim from x), fake (meta) implementations, and the dropout spec checked with p > 0 against
+its documented mask."""
 
 import numpy as np
 import pytest

@@ -317,7 +317,8 @@ def test_offload_bundles_from_hip(tmp_path, capsys):
     """`hipcc --genco` writes a clang offload bundle: its gfx942 entry is read (the one named by target=
     when there are several) - the same bytes clang-offload-bundler --unbundle extracts."""
     src = tmp_path / "k.hip"
-    src.write_text('extern "C" __attribute__((global)) void k(float* p) { p[__builtin_amdgcn_workitem_id_x()] = 1.f; }\n')
+    src.write_text('extern "C" __attribute__((global)) void k(float* p) '
+                   '{ p[__builtin_amdgcn_workitem_id_x()] = 1.f; }\n')
     one, two = tmp_path / "one.co", tmp_path / "two.co"
     for out, archs in ((one, ["gfx942"]), (two, ["gfx90a", "gfx942:xnack-"])):
         subprocess.run(["clang-19", "-x", "hip", *(f"--offload-arch={a}" for a in archs), "-nogpulib", "-nogpuinc",

@@ -253,7 +253,8 @@ def test_link_puts_every_kernel_in_one_metadata_note(target, tmp_path):
     assert notes == 1 and names == ["k_first", "k_second", "k_third"]
     syms = readelf("-s", str(path))
     for name in ("k_first", "k_second", "k_third"):
-        assert re.search(rf"FUNC .* {name}$", syms, re.MULTILINE) and re.search(rf"OBJECT .* {name}\.kd$", syms, re.MULTILINE)
+        assert (re.search(rf"FUNC .* {name}$", syms, re.MULTILINE)
+                and re.search(rf"OBJECT .* {name}\.kd$", syms, re.MULTILINE))
     assert e_flags(co) == e_flags(objs[0])
     # a plain ld.lld link keeps one note per object: runtimes read the first, the others are lost
     for n, o in enumerate(objs):

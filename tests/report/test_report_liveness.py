@@ -165,7 +165,8 @@ def test_report_counts_and_peaks_by_hand(make):
 def test_loop_carried_values_stay_live_across_the_back_edge():
     prog, _ = loop_carried()
     k = report_program(prog)["kernels"][0]
-    assert [(lp["first"], lp["last"], lp["depth"], lp["header"], lp["latches"]) for lp in k["loops"]] == [(3, 7, 1, 3, [7])]
+    assert [(lp["first"], lp["last"], lp["depth"], lp["header"], lp["latches"])
+            for lp in k["loops"]] == [(3, 7, 1, 3, [7])]
     assert k["loops"][0]["mix"] == {"valu": 2, "salu": 2, "branch": 1}
     assert [i["loop_depth"] for i in k["instructions"]] == [0, 0, 0, 1, 1, 1, 1, 1, 0, 0]
     # the peak names the allocations live there, with their ranges

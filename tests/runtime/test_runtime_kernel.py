@@ -153,7 +153,8 @@ def test_import_isagen_stays_light():
     code = "import sys, isagen; assert 'torch' not in sys.modules and 'yaml' not in sys.modules; " \
            "assert callable(isagen.build) and isagen.Kernel.__name__ == 'Kernel'"
     subprocess.run([__import__("sys").executable, "-c", code], check=True,
-                   env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(isagen.__file__).parent.parent)})
+                   env={**__import__("os").environ,
+                        "PYTHONPATH": str(__import__("pathlib").Path(isagen.__file__).parent.parent)})
 
 
 # --------------------------------------------------------------------------- running (the emulator)

@@ -43,7 +43,8 @@ def test_fake_implementations(ops):
         h = torch.empty(33, dtype=torch.float16)
         r = torch.ops.isagen.scale(h, 0.5)
         assert r.dtype == torch.float16 and r.shape == (33,)
-        with pytest.raises(LaunchError, match=r"isagen::scale: no kernel for torch.float64 tensors \(it has: f32, bf16, f16\)"):
+        with pytest.raises(LaunchError,
+                           match=r"isagen::scale: no kernel for torch.float64 tensors \(it has: f32, bf16, f16\)"):
             torch.ops.isagen.scale(h.double(), 0.5)
 
 

@@ -12,7 +12,8 @@ from emu_support import CLANG, LLD, compile_opencl
 
 from isagen.runtime.emu import Device
 
-pytestmark = pytest.mark.skipif(not (CLANG and LLD), reason="clang-19 / ld.lld-19 not installed (apt llvm-19 clang-19 lld-19)")
+pytestmark = pytest.mark.skipif(not (CLANG and LLD),
+                                reason="clang-19 / ld.lld-19 not installed (apt llvm-19 clang-19 lld-19)")
 
 SOURCE = r"""
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable

@@ -394,10 +394,12 @@ DPP_CASES = [
 
 def test_dpp_lane_patterns():
     v = (np.arange(64, dtype=U32) + 1) * 3
-    body = "\n".join(f"  v_mov_b32 v{40 + k}, 7\n  s_nop 1\n  v_mov_b32_dpp v{40 + k}, v1 {txt} row_mask:0xf bank_mask:0xf"
+    body = "\n".join(f"  v_mov_b32 v{40 + k}, 7\n  s_nop 1\n  "
+                     f"v_mov_b32_dpp v{40 + k}, v1 {txt} row_mask:0xf bank_mask:0xf"
                      f"{' bound_ctrl:1' if k % 2 == 0 else ''}"
                      for k, (txt, _) in enumerate(DPP_CASES))
-    body += "\n  s_nop 1\n  v_mov_b32 v48, 9\n  s_nop 1\n  v_add_f32_dpp v48, v2, v2 row_shr:1 row_mask:0x5 bank_mask:0x3"
+    body += ("\n  s_nop 1\n  v_mov_b32 v48, 9\n  s_nop 1\n"
+             "  v_add_f32_dpp v48, v2, v2 row_shr:1 row_mask:0x5 bank_mask:0x3")
     out = run(body, [v, bits(np.arange(64, dtype=np.float32))], 9)
     for k, (txt, ref) in enumerate(DPP_CASES):
         exp = _dpp_ref(v, ref, bound_zero=(k % 2 == 0), old=np.full(64, 7, U32))

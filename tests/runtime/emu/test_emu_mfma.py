@@ -209,7 +209,8 @@ def mfma_line(name: str) -> str:
     s = M.SPECS[name]
     reg = lambda first, n: f"{first[0]}{first[1:]}" if n == 1 else f"{first[0]}[{first[1:]}:{int(first[1:]) + n - 1}]"
     scales = ", v30, v31" if s.scaled else ""
-    return f"{name} {reg('a0', s.c_regs)}, {reg('v0', s.a_regs)}, {reg('v16', s.b_regs)}, {reg('a0', s.c_regs)}{scales}\n"
+    return (f"{name} {reg('a0', s.c_regs)}, {reg('v0', s.a_regs)}, {reg('v16', s.b_regs)}, "
+            f"{reg('a0', s.c_regs)}{scales}\n")
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
@@ -382,9 +383,11 @@ def test_block_scaled_mfma(name):
         for i in range(s.m):
             for k in range(s.k):
                 r, sub, lane = documented_a_slot(name, i, k)
-                A[i, k] = nx.fp8_to_f32(nx.byte_of(a[r, w, lane], sub), "e4m3fn") * 2.0 ** (int(sa_bytes[w, (k // 32) * s.m + i, opa]) - 127)
+                A[i, k] = (nx.fp8_to_f32(nx.byte_of(a[r, w, lane], sub), "e4m3fn")
+                           * 2.0 ** (int(sa_bytes[w, (k // 32) * s.m + i, opa]) - 127))
                 r, sub, lane = documented_a_slot(name, i, k)
-                B[k, i] = nx.fp8_to_f32(nx.byte_of(b[r, w, lane], sub), "e5m2") * 2.0 ** (int(sb_bytes[w, (k // 32) * s.n + i, opb]) - 127)
+                B[k, i] = (nx.fp8_to_f32(nx.byte_of(b[r, w, lane], sub), "e5m2")
+                           * 2.0 ** (int(sb_bytes[w, (k // 32) * s.n + i, opb]) - 127))
         C = unpack_d(c[:, w:w + 1], s.m)
         np.testing.assert_allclose(unpack_d(d[:, w:w + 1], s.m), A @ B + C, rtol=2.5e-7, atol=1e-6)
     with pytest.raises(M.MfmaError, match="scale operand is missing"):

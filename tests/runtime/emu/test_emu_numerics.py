@@ -69,7 +69,8 @@ def test_fp8_format_facts():
     """The per-arch formats and their documented special values (OCP spec, AMD CDNA3 ISA)."""
     assert nx.fp8_format("gfx942", "fp8") == "e4m3fnuz" and nx.fp8_format("gfx942", "bf8") == "e5m2fnuz"
     assert nx.fp8_format("gfx950", "fp8") == "e4m3fn" and nx.fp8_format("gfx950", "bf8") == "e5m2"
-    assert nx.fp8_formats("gfx942") == ("e4m3fnuz", "e5m2fnuz") and nx.fp8_formats("gfx950:sramecc+:xnack-") == ("e4m3fn", "e5m2")
+    assert (nx.fp8_formats("gfx942") == ("e4m3fnuz", "e5m2fnuz")
+            and nx.fp8_formats("gfx950:sramecc+:xnack-") == ("e4m3fn", "e5m2"))
     assert {f: nx.fp8_max(f) for f in nx.FP8_FORMATS} == {
         "e4m3fnuz": 240.0, "e5m2fnuz": 57344.0, "e4m3fn": 448.0, "e5m2": 57344.0}
     nan_codes = {f: sorted(int(c) for c in np.flatnonzero(np.isnan(nx.fp8_table(f)))) for f in nx.FP8_FORMATS}
@@ -141,7 +142,8 @@ def test_fp8_encode_e4m3fn_nonsaturating():
     keep = ~over & ~nan_in
     assert np.array_equal(ours[keep], ref[keep])
     assert np.all(np.isnan(nx.fp8_to_f32(ours[over | nan_in], fmt)))
-    assert nx.f32_to_fp8(np.float32(464.0), fmt) == 0x7E and np.isnan(nx.fp8_to_f32(nx.f32_to_fp8(np.float32(464.5), fmt), fmt))
+    assert (nx.f32_to_fp8(np.float32(464.0), fmt) == 0x7E
+            and np.isnan(nx.fp8_to_f32(nx.f32_to_fp8(np.float32(464.5), fmt), fmt)))
 
 
 @pytest.mark.parametrize("fmt", ["e4m3fnuz", "e5m2fnuz", "e5m2"])
@@ -172,7 +174,8 @@ def test_fp8_encode_documented_cases():
 def bf16_inputs() -> np.ndarray:
     ties = ((RNG.integers(0, 2**16, 20000, dtype=np.uint64) << 16) | 0x8000).astype(np.uint32).view(np.float32)
     near = ((RNG.integers(0, 2**16, 20000, dtype=np.uint64) << 16)
-            | RNG.choice(np.array([0x7FFF, 0x8001, 0x0001, 0xFFFF], np.uint64), 20000)).astype(np.uint32).view(np.float32)
+            | RNG.choice(np.array([0x7FFF, 0x8001, 0x0001, 0xFFFF], np.uint64), 20000)
+            ).astype(np.uint32).view(np.float32)
     return np.concatenate([random_f32(100000), ties, near, special_f32()])
 
 
