@@ -5,9 +5,11 @@ VGPRs (``isagen.prims.rows``: 16 bytes per lane per access, ``waves_per_row`` wa
 read once and written once:
 
 1. the row max (``v_max3_f32``: two elements per instruction), reduced over the row's lanes and waves;
-2. e = 2^((x - max) log2 e) with one ``v_fmamk_f32`` and one ``v_exp_f32`` per element, and their sum;
-   fp32 tensors keep e in place of x, 16-bit tensors recompute it in step 3 (cheaper than the
-   registers a second copy of the row would take);
+2. e = 2^((x - max) log2 e) with a ``v_pk_add_f32`` and a ``v_pk_fma_f32`` per pair of elements and one
+   ``v_exp_f32`` per element, and their sum; fp32 tensors keep e in place of x, 16-bit tensors
+   recompute it in step 3 (cheaper than the registers a second copy of the row would take).  A row whose
+   |max| is large has the max subtracted before the scaling, so that the max's own exponent stays 0
+   (``isagen.prims.math.exp_shifted``): any finite row works, up to +-fp32 max;
 3. out = e * (1/sum) (``v_rcp_f32``), rounded and stored.
 
 Every step stops after the last 16-byte chunk that holds columns of the row, so a row narrower than
@@ -16,7 +18,8 @@ Every step stops after the last 16-byte chunk that holds columns of the row, so 
 are masked to -inf for the max and to 0 for the sum by a second version of steps 1-2 that one scalar
 branch per row selects only then.
 
-A row of -inf gives NaN (0/0), as torch does; NaN anywhere in a row makes the row NaN.
+A row of -inf gives NaN (0/0), as torch does; NaN anywhere in a row makes the row NaN, and so does +inf
+(inf - inf), as in torch; -inf elements of a row with a finite max give 0.
 
 Launch contract: ``x [rows, cols]`` -> ``out [rows, cols]``, grid ``cdiv(rows, rows_per_workgroup)``
 of ``64 * waves`` work-items; ``cols <= max_cols``, even for 16-bit types.
@@ -29,7 +32,7 @@ from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC
 from isagen.prims.convert import Converter, PairView
-from isagen.prims.math import LOG2E, exp_shifted
+from isagen.prims.math import LOG2E, exp_shifted, shift_constants
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.reduce import CrossWave, combine_totals
 from isagen.prims.rows import (
@@ -159,7 +162,8 @@ class _Softmax:
         self.acc = k.vgpr(1, "acc", kernel=True)
         self.acc2 = k.vgpr(1, "acc2", kernel=True)
         self.total2 = k.sgpr(1, "row_total2", kernel=True)
-        self.shift = k.vgpr(1, "neg_max_log2e", kernel=True)
+        self.consts = k.vgpr(2, "exp_consts", kernel=True)     # the row's -m_hi, -c (exp_shifted)
+        self.log2e = k.sgpr(2, "log2e", kernel=True)            # log2(e): VOP3P takes no literal
         self.inv = k.vgpr(1, "inv_sum", kernel=True)
         self.total = k.sgpr(1, "row_total", kernel=True)
         self.mask = k.sgpr(2, "mask_lo", kernel=True)
@@ -168,6 +172,8 @@ class _Softmax:
         self.masks = [(self.mask, VCC), (k.sgpr(2, "mask2_lo", kernel=True), k.sgpr(2, "mask2_hi", kernel=True))]
         records = k.sgpr(1, "records", kernel=True)
         k.v_mov_b32(self.neg_inf, NEG_INF, comment="-inf for the elements past a short row's end")
+        for i in range(2):
+            k.s_mov_b32(self.log2e[i], LOG2E, comment="log2(e), twice" if i == 0 else None)
 
         self.loop.top()
         k.comment("---- row: aim the windows at it (num_records 0 past the last row), load it")
@@ -192,9 +198,9 @@ class _Softmax:
         k.comment("---- the row's max")
         (mx,) = self.xw.reduce([self.acc], "max", [self.total], ["max"], vgpr_ok=True)
         if mx.cls != "v":
-            k.v_mov_b32(self.shift, mx)              # a VOP2 literal leaves src1 to a VGPR
-            mx = self.shift
-        k.v_mul_f32(self.shift, -LOG2E, mx, comment="-max * log2(e)")
+            k.v_mov_b32(self.t[0][1], mx)            # a VOP2 literal leaves src1 to a VGPR
+            mx = self.t[0][1]
+        shift_constants(k, self.consts, mx, self.t[0][0])
         full, done = k.label("full_row_sum"), k.label("sum_done")
         if self.conv.wide:
             self.lanes.partial_last(self.cols)
@@ -233,6 +239,11 @@ class _Softmax:
         m_lo, m_hi = self.masks[i % 2]
         k.v_cndmask_b32(lo, fill, lo, m_lo, comment="past the row's end")
         k.v_cndmask_b32(hi, fill, hi, m_hi)
+
+    def _pair(self, X, i):
+        """The aligned VGPR pair that ``view.load(X, i, ...)`` returned: the unpacked temporaries of a
+        16-bit type, fp32 elements 2i and 2i+1 themselves."""
+        return self.t[0] if self.view.conv.wide else X[2 * i:2 * i + 2]
 
     def pass_max(self, masked: bool):
         k, g, view = self.k, self.geom, self.view
@@ -274,11 +285,10 @@ class _Softmax:
                 if masked:
                     self._compare_ahead(limit, i)
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
-                if view.conv.wide:
-                    el, eh = self.t[1][0], self.t[1][1]
-                else:
-                    el, eh = lo, hi                      # fp32: e replaces x in the row's registers
-                exp_shifted(k, [el, eh], [lo, hi], self.shift)
+                src = self._pair(X, i)
+                e = self.t[1] if view.conv.wide else src     # fp32: e replaces x in the row's registers
+                el, eh = e[0], e[1]
+                exp_shifted(k, e, src, self.consts, self.log2e)
                 if masked:
                     self._mask_pair(el, eh, 0, i)
                 k.v_add_f32(self.acc, self.acc, el, comment="+= e" if i == 0 else None)
@@ -295,7 +305,7 @@ class _Softmax:
             for i in range(view.pairs):
                 lo, hi = view.load(X, i, self.t[0], f"x[{j}].{i}")
                 if view.conv.wide:
-                    exp_shifted(k, [lo, hi], [lo, hi], self.shift)
+                    exp_shifted(k, self.t[0], self.t[0], self.consts, self.log2e)
                 k.v_mul_f32(lo, lo, self.inv, comment="e / sum" if i == 0 else None)
                 k.v_mul_f32(hi, hi, self.inv)
                 view.store(X, i, lo, hi)

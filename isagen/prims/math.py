@@ -49,14 +49,52 @@ TANH_Q = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e
 TANH_SMALL = 0.5         # below it the polynomial (minimax on |x| < 0.625); 0.5 is an inline constant
 
 
-def exp_shifted(k, dsts: list[Reg], xs: list[Reg], neg_shift_log2e: Reg, what: str = "") -> None:
-    """dst = e^(x - m) = 2^(x log2 e - m log2 e), with ``neg_shift_log2e`` (a VGPR) = -m*log2(e): one
-    fused multiply-add and one ``v_exp_f32`` per value.  x = -inf gives 0."""
-    for i, (d, x) in enumerate(zip(dsts, xs)):
-        k.v_fmamk_f32(d, x, LOG2E, neg_shift_log2e,
-                      comment=f"{what}(x - max)*log2(e), one rounding" if i == 0 else None)
-    for i, d in enumerate(dsts):
-        k.v_exp_f32(d, d, comment=f"{what}e^(x - max)" if i == 0 else None)
+SHIFT_SPLIT = 65536.0        # softmax rows with |max| above it subtract the max before scaling (exp_shifted)
+
+
+def shift_constants(k, consts: Reg, mx: Reg, tmp: Reg) -> None:
+    """The per-row constants of ``exp_shifted`` for a row whose max is ``mx`` (a VGPR), in the VGPR
+    pair ``consts``: -m_hi, then -c = -fl((m - m_hi) fl(log2 e)), where m_hi = 0 when |m| <= SHIFT_SPLIT
+    and m_hi = m above it (an inf or NaN max makes c NaN and the row NaN, as torch).  ``tmp`` is a
+    scratch VGPR.  Seven VALU instructions per row and no compare mask: the choice is an integer
+    compare of the bits of |m| (positive floats order as their bit patterns)."""
+    neg_mhi, neg_c = consts[0], consts[1]
+    split_bits = _struct.unpack("<I", _struct.pack("<f", SHIFT_SPLIT))[0]
+    k.v_and_b32(tmp, 0x7FFFFFFF, mx, comment="|max|")
+    k.v_sub_u32(tmp, split_bits, tmp, comment=f"negative iff |max| > {SHIFT_SPLIT:g} (or NaN): as integers")
+    k.v_xor_b32(neg_c, 0x80000000, mx, comment="-max")
+    k.v_ashrrev_i32(tmp, 31, tmp, comment="all ones iff |max| is large: then the max is subtracted first")
+    k.v_and_b32(neg_mhi, neg_c, tmp, comment="-m_hi: -max or 0")
+    k.v_add_f32(tmp, mx, neg_mhi, comment="max - m_hi: max or 0")
+    k.v_mul_f32(neg_c, -LOG2E, tmp, comment="-c = -fl((max - m_hi) log2(e))")
+
+
+def exp_shifted(k, dst: Reg, x: Reg, consts: Reg, log2e: Reg, what: str = "") -> None:
+    """The pair ``dst`` = e^(x - m) for the pair ``x`` (two aligned VGPRs; ``dst`` may be ``x``), with
+    the row's constants ``consts`` (-m_hi, -c) from ``shift_constants`` and ``log2e`` an SGPR pair whose
+    first SGPR holds fl(log2 e) (the second is not read: set it to the same value).
+
+    Two packed instructions and two exps per pair, as many as a ``v_fmamk_f32`` and an exp per value:
+    ``y = x - m_hi`` (``v_pk_add_f32``), ``a = fma(y, fl(log2 e), -c)`` (``v_pk_fma_f32``, one
+    rounding), ``2^a``.  Softmax is invariant under a common shift of the exponents, so the rounding of
+    ``c`` itself costs nothing; what must hold is that the max's exponent stays near 0.  With m_hi = 0
+    it is ``m fl(log2 e) - fl(m fl(log2 e))``, the rounding error of ``c``: at most half an ulp of
+    |m log2 e|, 2^-8 for |m| <= SHIFT_SPLIT, but past 128 once |m| is beyond about 1.5e9, where the
+    max's e overflowed to inf (or the whole row underflowed to 0) and the row became NaN.  Above
+    SHIFT_SPLIT the max is subtracted first (m_hi = m, c = 0): the max's exponent is exactly 0, and x - m
+    is exact for every x whose e is not 0 (x >= m - 104 lies within a factor of 2 of m: Sterbenz), so
+    both paths round once, and rows with |m| <= SHIFT_SPLIT compute exactly what the fused form did.
+    x = -inf, or x - m below -fp32 max, gives 0."""
+    # op_sel / op_sel_hi pick the dword of a 64-bit source each half reads: both halves read -m_hi (the
+    # low dword of consts) in the add and -c (its high dword) in the fma, so one VGPR pair holds both.
+    # The SGPR pair is read through its first SGPR in both halves (packed fp32 reads one SGPR for both;
+    # LLVM's MC tests require op_sel = op_sel_hi = 0 for a scalar operand).
+    k.v_pk_add_f32(dst, x, consts, op_sel=[0, 0], op_sel_hi=[1, 0],
+                   comment=f"{what}x - m_hi (a pair; m_hi is 0 unless |max| is large)")
+    k.v_pk_fma_f32(dst, dst, log2e, consts, op_sel=[0, 0, 1], op_sel_hi=[1, 0, 1],
+                   comment=f"{what}(x - max) log2(e), one rounding")
+    for i in range(2):
+        k.v_exp_f32(dst[i], dst[i], comment=f"{what}e^(x - max)" if i == 0 else None)
 
 
 def _first(i: int, text: str):
