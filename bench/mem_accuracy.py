@@ -8,7 +8,8 @@ absolute error, over the range given:
 
 * the activations (``kernels/activations.py``) on ``x`` evenly spaced over [-12, 12] plus 2^14 values
   log-spaced in +-[1e-6, 1] (where relative accuracy near 0 matters: tanh, gelu);
-* softmax on rows of 1000 normal values (scale 3), rms_norm / layer_norm on rows of 1000 values
+* softmax on rows of 1000 normal values (scale 3), and the same around 1e5, -1e5, 3e9 and -1e10 (as fp32
+  holds them: the max is subtracted before the scaling there), rms_norm / layer_norm on rows of 1000 values
   (mean 0.5, std 2).
 
 Errors are in fp32 ulps of the true value where it is a normal fp32 (|ref| >= 1e-30), for the row
@@ -173,6 +174,13 @@ def main(argv=None) -> int:
     k.run(xs, out, backend="emu")
     rows["softmax"] = {"range": "rows of 1000, N(0, 3^2)", **errors(out, torch.softmax(xs.double(), -1))}
     print("softmax", rows["softmax"], flush=True)
+    # |max| above 65536: the max is subtracted before the scaling (isagen.prims.math.exp_shifted)
+    xl = torch.randn(64, 1000, generator=g) * 3 + torch.tensor([1e5, -1e5, 3e9, -1e10]).repeat(16)[:, None]
+    out = torch.empty_like(xl)
+    k.run(xl, out, backend="emu")
+    rows["softmax (large)"] = {"range": "rows of 1000, {1e5, -1e5, 3e9, -1e10} + N(0, 3^2)",
+                               **errors(out, torch.softmax(xl.double(), -1))}
+    print("softmax (large)", rows["softmax (large)"], flush=True)
 
     xn = torch.randn(64, 1000, generator=g) * 2 + 0.5
     w = torch.randn(1000, generator=g)
