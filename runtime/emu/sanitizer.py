@@ -12,8 +12,11 @@ Categories (see report.py):
   DMA, VCC before v_div_fmas).  The wait-state counts are ``isagen.checks.hazards.WAIT_STATES`` (LLVM's
   GCNHazardRecognizer); each instruction is one wait state, ``s_nop N`` is N+1.
 * ``lds-race`` — one wave reads LDS words another wave of its workgroup wrote, or writes words another
-  wave read or wrote, with no ``s_barrier`` between (per-workgroup barrier generations); a write still
-  outstanding (no ``s_waitcnt``) when the barrier is passed counts as written after it.
+  wave read or wrote, with no ``s_barrier`` between (per-workgroup barrier generations).  An access
+  still outstanding when its wave passes a barrier (no ``s_waitcnt`` covering it) counts as made after
+  the barrier too: a write, because it may land after the barrier; a DS read, because the LDS words it
+  reads may be sampled at any time until the ``lgkmcnt`` wait that covers it, so another wave's write
+  after the barrier can change what it returns (write-after-read).
 * ``uninitialized`` — a read of a VGPR lane or SGPR that neither the hardware's initial state nor any
   instruction has written.
 * ``oob-global`` / ``oob-lds`` are checked by the memory instructions themselves (always on).
@@ -213,6 +216,8 @@ _SAME = np.int64(1 << 30)                     # write stamp: several waves wrote
 _MASK = np.int64(0xF << 6)                    # the bytes of the word the access covered
 _KEEP_GEN_WAVE_SAME = _KEEP_GEN_WAVE | _SAME
 _KEEP_GEN_FLAG_WAVE = np.int64(~0xFFFFFFC0)   # generation, flag and wave bits
+_LATE_READ = _SAME                            # read stamp: the read was still outstanding at a barrier
+_LOW = np.int64(0xFFFFFFFF)                   # everything of a stamp but its generation
 
 
 class Sanitizer:
@@ -253,7 +258,9 @@ class Sanitizer:
         # stamps (int64): generation << 32 | same-value flag << 30 (writes) | instruction index << 10
         # (20 bits) | byte mask << 6 (the bytes of the word accessed) | flag << 5 | wave within the
         # workgroup (< 32); -1: none yet.  Writes: flag = the write was still outstanding when its barrier
-        # was passed.  Reads: flag = two or more waves read the word in this generation.
+        # was passed.  Reads: flag = two or more waves read the word in this generation; bit 30 (the
+        # writes' same-value bit, _LATE_READ here) = the read was carried over from an earlier generation
+        # because it was still outstanding when its wave passed the barrier.
         self.wr_stamp = np.full(n, -1, np.int64)
         self.rd_stamp = np.full(n, -1, np.int64)
         self.wr_dma = None                       # vm sequence of LDS-DMA writes, made on the first one
@@ -263,7 +270,11 @@ class Sanitizer:
         self.single_wave = st.W == G                # every workgroup has one wave
         # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
         self.pending_lds: list[tuple] = []
-        self.pending_reads: list[tuple] = []     # LDS reads not yet stamped (see lds_access)
+        self.unstamped_reads: list[tuple] = []   # LDS reads not yet stamped (see lds_access): (words, stamps,
+        #                                          several waves?)
+        # LDS reads whose lgkmcnt may not have retired: (waves[u], seq per wave[u], flat words, stamps,
+        # waves[m] or None) as in pending_lds; the barrier carries the live ones into the next generation
+        self.inflight_reads: list[tuple] = []
 
     # ------------------------------------------------------------------ initial state
     def init_vgprs(self, keys, lanes=None):
@@ -362,6 +373,9 @@ class Sanitizer:
         self.any_pending = anyp
         if self.pending_lds:
             self.pending_lds = [e for e in self.pending_lds if (e[2] > d[e[0]][e[1]]).any()]
+        if len(self.inflight_reads) >= 16:
+            # (short lists wait for the next barrier, which looks at every entry anyway)
+            self._retire_reads()
 
     # ------------------------------------------------------------------ initialisation
     def check_uninit_v(self, st, ws, inst, keys, is_mfma):
@@ -673,14 +687,17 @@ class Sanitizer:
                                  f"vmcnt", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
             # reads are recorded lazily: they matter only to a write of the same generation, and the
             # common pattern (write, barrier, read, barrier, write) never needs them stamped
-            self.pending_reads.append((fl, me, multi_wave))
+            self.unstamped_reads.append((fl, me, multi_wave))
+            # ... and kept until their lgkmcnt retires: one still outstanding at a barrier is carried
+            # past it (see barrier()).  The sequence number is the one issue() gives this instruction.
+            self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, fl, me, wv_glob))
             return
         # ------------------------------------------------------------ writes
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
         # at: a write that leaves LDS as it was (replicated data stored by several waves) is benign.
         other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
-        if self.pending_reads:
+        if self.unstamped_reads:
             self._settle_reads()
         rd = self.rd_stamp[fl]
         # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
@@ -774,7 +791,7 @@ class Sanitizer:
         """Stamp the recorded reads into the read shadow (in order; a word read by two waves in one
         generation gets the 'several readers' flag)."""
         tmp = self._tmp
-        for fl, me, multi_wave in self.pending_reads:
+        for fl, me, multi_wave in self.unstamped_reads:
             rd = self.rd_stamp[fl]
             multi = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd >> 32) == (me >> 32))
             if multi_wave:
@@ -783,7 +800,12 @@ class Sanitizer:
             self.rd_stamp[fl] = me
             if multi.any():
                 self.rd_stamp[fl[multi]] = np.broadcast_to(me, fl.shape)[multi] | 32
-        self.pending_reads = []
+        self.unstamped_reads = []
+
+    def _retire_reads(self):
+        """Forget the in-flight reads an lgkmcnt wait has covered in every wave that made them."""
+        done = self.done["lds"]
+        self.inflight_reads = [e for e in self.inflight_reads if (e[1] > done[e[0]]).any()]
 
     @staticmethod
     def _wave_of(j, wv_glob, waves, per):
@@ -805,16 +827,22 @@ class Sanitizer:
             rw = stamp & 31
             other = f"wave {rw}" if rw != me else "another wave"
             p = self._inst((stamp >> 10) & 0xFFFFF)
-            late = False
-        why = ("the write was still outstanding at the s_barrier (missing s_waitcnt before it)" if late
-               else "with no s_barrier between")
+            late = bool(stamp & _LATE_READ)
+        if not late:
+            why = "with no s_barrier between"
+        elif other_verb == "wrote":
+            why = "the write was still outstanding at the s_barrier (missing s_waitcnt before it)"
+        else:
+            why = ("while that read was still outstanding at the s_barrier (missing s_waitcnt lgkmcnt before it): "
+                   "the read may return the new value")
         st.run.fault(R.LDS_RACE, inst, f"wave {me} {verb} LDS word {(word % LW) * 4:#x} that {other} "
                      f"{other_verb} (`{p.text}`, pc {p.pc:#x}) {why}", np.array([w]), None,
                      address=(word % LW) * 4, wave=w)
 
     def barrier(self, st, groups):
-        """Release of the workgroups ``groups`` from a barrier: writes still outstanding move to the
-        next generation, then the generation advances."""
+        """Release of the workgroups ``groups`` from a barrier: writes and reads still outstanding move
+        to the next generation, then the generation advances.  (A parked wave executes nothing, so its
+        counters now are what they were when it reached the barrier.)"""
         gs = np.zeros(st.G, bool)
         gs[groups] = True
         if self.pending_lds:
@@ -831,14 +859,46 @@ class Sanitizer:
                     f = fl[live]
                     nxt = (self.gen[st.wg[waves[live]]].astype(np.int64) + 1) << 32
                     self.wr_stamp[f] = nxt | 32 | (self.wr_stamp[f] & 0xFFFFFFDF)
-        if self.pending_reads:
+        if self.unstamped_reads:
             keep = []
-            for ent in self.pending_reads:
+            for ent in self.unstamped_reads:
                 g = ent[0] // self.LW
                 if not gs[g].all():
                     keep.append(ent)
-            self.pending_reads = keep
+            self.unstamped_reads = keep
+        if self.inflight_reads:
+            self._carry_reads(st, gs)
         self.gen[groups] += 1
+
+    def _carry_reads(self, st, gs):
+        """DS reads still outstanding in the released workgroups are read again in the next generation
+        (stamped with _LATE_READ): until the lgkmcnt wait that covers it, a read may sample its words
+        after the barrier, so another wave's write there after the barrier is a race."""
+        done = self.done["lds"]
+        keep = []
+        for ent in self.inflight_reads:
+            wu, seq_u, fl, me, waves = ent
+            live_u = seq_u > done[wu]
+            if not live_u.any():
+                continue                    # waited for: it can be forgotten
+            keep.append(ent)
+            live_w = np.zeros(st.W, bool)
+            live_w[wu[live_u]] = True
+            live_w &= gs[st.wg]
+            if waves is None:               # fl is [len(wu), words], me [len(wu), 1]
+                rows = live_w[wu]
+                if not rows.any():
+                    continue
+                nxt = (self.gen[st.wg[wu[rows]]].astype(np.int64) + 1) << 32
+                self.unstamped_reads.append((fl[rows], nxt[:, None] | _LATE_READ | (me[rows] & _LOW),
+                                             int(rows.sum()) > 1))
+            else:                           # fl, me and waves are flat, one entry per word
+                sel = live_w[waves]
+                if not sel.any():
+                    continue
+                nxt = (self.gen[st.wg[waves[sel]]].astype(np.int64) + 1) << 32
+                self.unstamped_reads.append((fl[sel], nxt | _LATE_READ | (me[sel] & _LOW), True))
+        self.inflight_reads = keep
 
 
 __all__ = ["instrument", "Sanitizer"]
