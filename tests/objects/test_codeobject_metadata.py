@@ -14,10 +14,10 @@ import copy
 import re
 
 import pytest
+from co_support import read_metadata, with_metadata
 
 from isagen.errors import CodeObjectError
 from isagen.objects.codeobject import read_code_object
-from tests.co_support import read_metadata, with_metadata
 
 
 @pytest.fixture(scope="module")

@@ -318,7 +318,7 @@ def test_a_tool_that_exits_0_without_output_is_named(tmp_path, monkeypatch, sour
 @needs_llvm19
 def test_link_refuses_objects_with_malformed_metadata(sources):
     """link() reads its inputs' metadata notes: one of the wrong shape is a ToolchainError naming the field."""
-    from tests.co_support import read_metadata, with_metadata
+    from co_support import read_metadata, with_metadata
     obj = toolchain.assemble_object(sources["gfx942"], "gfx942")
     md = read_metadata(obj)
     md["amdhsa.kernels"] = 5
