@@ -255,6 +255,8 @@ class CodeObjectKernel:
             raise CodeObjectError(
                 f"{self.source}: offset 0x{self.code_offset + rel:x} (address "
                 f"0x{self.code_address + rel:x}, kernel {self.name}): {exc.reason}") from None
+        except CodeObjectError as exc:     # no decoder for the processor the ELF header's e_flags name
+            raise CodeObjectError(f"{self.source}: offset 0x30 (e_flags): kernel {self.name}: {exc}") from None
 
     # convenient metadata views
     @property
@@ -631,6 +633,11 @@ def check_metadata(md, label: str, off: int) -> None:
         for key, check in _KERNEL_FIELDS.items():
             if key in k and (why := check(k[key])):
                 raise bad(where + key, why, k[key])
+        if ".agpr_count" in k and ".vgpr_count" in k and k[".agpr_count"] > k[".vgpr_count"]:
+            # .vgpr_count counts the AGPRs too (LLVM's getTotalNumVGPRs: accum_offset + AGPRs on gfx90a+,
+            # the larger of the two files before): fewer would make the arch VGPR count negative
+            raise _err(label, off, f"AMDGPU metadata: {where}.agpr_count: {k['.agpr_count']} AGPRs, more than "
+                       f"the .vgpr_count {k['.vgpr_count']} that includes them")
         args = k.get(".args", [])
         if not isinstance(args, list):
             raise bad(where + ".args", "expected a list of argument maps", args)

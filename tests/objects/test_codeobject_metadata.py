@@ -62,6 +62,7 @@ CASES = [
     ((*K, ".vgpr_count"), True, "amdhsa.kernels[0].vgpr_count", "expected a non-negative integer"),
     ((*K, ".vgpr_count"), 513, "amdhsa.kernels[0].vgpr_count", "up to 512"),
     ((*K, ".agpr_count"), 1.5, "amdhsa.kernels[0].agpr_count", "expected a non-negative integer"),
+    ((*K, ".agpr_count"), 200, "amdhsa.kernels[0].agpr_count", "more than the .vgpr_count"),
     ((*K, ".sgpr_count"), None, "amdhsa.kernels[0].sgpr_count", "expected a non-negative integer"),
     ((*K, ".group_segment_fixed_size"), -1, "amdhsa.kernels[0].group_segment_fixed_size", "non-negative"),
     ((*K, ".private_segment_fixed_size"), -4, "amdhsa.kernels[0].private_segment_fixed_size", "non-negative"),
@@ -121,3 +122,21 @@ def test_the_original_and_extra_fields_still_load(good):
     assert k.args == [] and k.vgpr_count is None
     none = read_code_object(with_metadata(good, _set(md, ("amdhsa.kernels",), ...)))
     assert list(none.kernels) == ["axpy_f32"] and none.kernels["axpy_f32"].metadata == {}
+
+
+def test_a_processor_without_a_decoder_names_the_file(good, tmp_path, capsys):
+    """e_flags naming no known processor (found by the fuzz suite): the decoder's error is one line that
+    names the file and the ELF header's e_flags, from the API and from `isagen disasm`/`report`."""
+    from isagen.cli import main
+    bad = bytearray(good)
+    bad[48] = 0                              # EF_AMDGPU_MACH: none
+    f = tmp_path / "nomach.co"
+    f.write_bytes(bytes(bad))
+    co = read_code_object(f)
+    with pytest.raises(CodeObjectError, match=rf"^{re.escape(str(f))}: offset 0x30 \(e_flags\): kernel axpy_f32: "
+                                              r"no decoder for target 'unknown-0x000'"):
+        co.kernel().decode()
+    for command in ("disasm", "report"):
+        assert main([command, str(f)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith(f"isagen: error: {f}: offset 0x30"), err
