@@ -140,3 +140,14 @@ def test_a_processor_without_a_decoder_names_the_file(good, tmp_path, capsys):
         assert main([command, str(f)]) == 2
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1 and err.startswith(f"isagen: error: {f}: offset 0x30"), err
+
+
+def test_the_emulator_loader_refuses_them_too(good):
+    """The emulator loads code objects through the same reader: the schema error, not a crash at launch."""
+    from isagen.runtime.emu.device import Device
+    md = read_metadata(good)
+    bad = with_metadata(good, _set(md, (*K, ".args", 0, ".size"), "8"))
+    with pytest.raises(CodeObjectError, match=r"AMDGPU metadata: amdhsa.kernels\[0\].args\[0\].size: expected a "
+                                              r"non-negative integer"):
+        Device("gfx942").load_module(bad)
+    assert Device("gfx942").load_module(good).kernel_names == ["axpy_f32"]
