@@ -80,7 +80,11 @@ def _read(path: Path, key: str):
         return None, None, None, f"it cannot be read ({e.__class__.__name__}: {e})"
     if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
         return None, None, None, "its key does not match"
-    if entry.get("digest") != entry_digest(entry, co, asm):
+    try:
+        digest = entry_digest(entry, co, asm)
+    except (ValueError, RecursionError) as e:    # nesting json.loads took but json.dumps does not
+        return None, None, None, f"it cannot be read ({e.__class__.__name__}: {e})"
+    if entry.get("digest") != digest:
         return None, None, None, "its content does not match its recorded digest"
     return entry, co, text, None
 

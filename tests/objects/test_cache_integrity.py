@@ -107,6 +107,9 @@ def test_every_alteration_is_refused_by_load(pristine, tmp_path):
     doc = json.loads((src / "entry.json").read_text())
     edits = {n: ("entry.json", json.dumps(d).encode()) for n, d in _json_edits(doc).items()}
     edits |= _file_edits(src)
+    edits["nest entry.json 100000 deep"] = ("entry.json", b"[" * 100000 + b"]" * 100000)
+    edits["entry.json not UTF-8"] = ("entry.json", b'{"name": "\xff"}')
+    edits["kernel.s not UTF-8"] = ("kernel.s", (src / "kernel.s").read_bytes() + b"\xff")
     assert len(edits) > 60
     for what, (fname, data) in edits.items():
         dst = cache.entry_dir(name, key, tmp_path)
