@@ -300,8 +300,8 @@ def test_a_tool_that_exits_0_without_output_is_named(tmp_path, monkeypatch, sour
     body = 'for a; do out="$a"; done; ' + ('exit 0' if how == "writes nothing" else ': > "$out"; exit 0')
     _script(folder / broken, f'case "$1" in --version) echo "LLVM version 19.1.7"; exit 0;; esac; {body}')
     monkeypatch.setenv("ISAGEN_LLVM_DIR", str(folder))
-    toolchain._FIND_CACHE.clear()
-    toolchain._PROBE_CACHE.clear()
+    for cache in ("_FIND_CACHE", "_PROBE_CACHE", "_VERSION_CACHE"):     # fresh, and restored afterwards
+        monkeypatch.setattr(toolchain, cache, {})
     what = r"did not write \S+\.(o|co)" if how == "writes nothing" else r"wrote an empty \S+\.(o|co)"
     with pytest.raises(ToolchainError) as e:
         toolchain.find_toolchain("gfx942")
@@ -311,8 +311,6 @@ def test_a_tool_that_exits_0_without_output_is_named(tmp_path, monkeypatch, sour
     tc, _ = toolchain._dir_toolchain(str(folder), "ISAGEN_LLVM_DIR")
     with pytest.raises(ToolchainError, match=rf"{re.escape(broken)} .* exited 0 but {what}"):
         toolchain.assemble(sources["gfx942"], "gfx942", toolchain=tc)
-    toolchain._FIND_CACHE.clear()
-    toolchain._PROBE_CACHE.clear()
 
 
 @needs_llvm19
