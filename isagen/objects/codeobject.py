@@ -532,6 +532,10 @@ def _msgpack(raw: bytes, label: str, off: int):
 # with the field's path.  Fields isagen does not read are not checked (producers add their own), and
 # every field is optional except where the format requires it and a reader depends on it (an argument's
 # ``.offset``/``.size``/``.value_kind``: kernel arguments are packed from them).
+# Ranges are what any AMDGPU processor allows (1024 VGPRs per lane on gfx1250, 256 AGPRs), not one
+# target's, and no cross-field rule that shipped objects break: AITER's gfx950 fmoe kernels declare an
+# argument ending 4 bytes past their .kernarg_segment_size (the emulator sizes the segment to cover both).
+# Checked against the 2,909 code objects of ROCm/aiter's hsa/ folder: all are accepted.
 
 _U32 = (1 << 32) - 1
 #: bound on kernel-argument offsets and sizes: far above any real kernel (HIP allows 4 KiB of explicit
@@ -592,7 +596,7 @@ _KERNEL_FIELDS = {
     ".kernarg_segment_size": _nonneg(KERNARG_MAX), ".kernarg_segment_align": _one_of(*(1 << i for i in range(17))),
     ".group_segment_fixed_size": _nonneg(), ".private_segment_fixed_size": _nonneg(),
     ".wavefront_size": _one_of(32, 64),
-    ".sgpr_count": _nonneg(1024), ".vgpr_count": _nonneg(512), ".agpr_count": _nonneg(256),
+    ".sgpr_count": _nonneg(1024), ".vgpr_count": _nonneg(1024), ".agpr_count": _nonneg(256),
     ".sgpr_spill_count": _nonneg(), ".vgpr_spill_count": _nonneg(),
     ".max_flat_workgroup_size": _int_in(1, 1024), ".reqd_workgroup_size": _workgroup,
     ".uses_dynamic_stack": _boolean,
@@ -651,10 +655,6 @@ def check_metadata(md, label: str, off: int) -> None:
             for key, check in _ARG_FIELDS.items():
                 if key in a and (why := check(a[key])):
                     raise bad(at + key, why, a[key])
-            end = a[".offset"] + a[".size"]
-            if ".kernarg_segment_size" in k and end > k[".kernarg_segment_size"]:
-                raise _err(label, off, f"AMDGPU metadata: {at}: ends at byte {end}, past the kernel's "
-                           f".kernarg_segment_size {k['.kernarg_segment_size']}")
 
 
 def dump_summary(co: CodeObject) -> str:
