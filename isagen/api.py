@@ -33,7 +33,7 @@ from isagen import __version__
 from isagen.builders.contract import LaunchInfo, evaluate, names_in
 from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
 from isagen.builders.spec import bundled_specs_dir, load_spec
-from isagen.errors import LaunchError, SpecError
+from isagen.errors import IsagenError, LaunchError, SpecError
 from isagen.objects import cache, toolchain
 from isagen.objects.emit import render_assembly
 from isagen.runtime import gpu
@@ -316,7 +316,12 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
     hit = cache.load(s.name, key) if use_cache else None
     if hit is not None:
         entry, co, asm = hit
-        return _kernel_from_entry(entry, co, asm, key, cache.entry_dir(s.name, key), str(path))
+        try:
+            return _kernel_from_entry(entry, co, asm, key, cache.entry_dir(s.name, key), str(path))
+        except (IsagenError, KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            # an entry whose digest holds but whose fields this isagen cannot use: rebuild it, never
+            # fail on it (a build from scratch reports its own errors plainly)
+            cache.discard(s.name, key, f"{e.__class__.__name__}: {e}")
 
     program = s.build(tgt, force=force)
     launch = s.launch_info(tgt)

@@ -10,11 +10,13 @@ One entry is one directory ``kernels/<name>-<key>/`` holding
 - ``kernel.co`` — the code object,
 - ``kernel.s``  — the assembly it came from (for reading),
 - ``entry.json`` — what a launch needs (kernarg layout, workgroup size, launch rule, tensors, scalars),
-  the key and the SHA-256 of both files.
+  the key, and ``digest``: one SHA-256 over every other field of ``entry.json`` and both files.
 
 Entries are written into a temporary directory and renamed into place (atomic on POSIX), so a
-reader sees a whole entry or none.  Loading verifies the key and both hashes; an entry that fails
-is reported (``CacheWarning``, naming the directory), removed and rebuilt — never used.
+reader sees a whole entry or none.  Loading recomputes the digest: a change anywhere in an entry (a
+byte of either file, any field of ``entry.json``, a field added or removed) fails it, and so does a
+field the reader cannot use (``discard``, called by the API).  An entry that fails is reported
+(``CacheWarning``, naming the directory), removed and rebuilt — never used.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-FORMAT = 1          # bump when the entry layout changes: older entries then simply miss
+FORMAT = 2          # bump when the entry layout changes: older entries then simply miss (it is part of the key)
 ENTRY_FILES = ("kernel.co", "kernel.s")
 
 
@@ -51,12 +53,20 @@ def cache_key(**parts) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def entry_dir(name: str, key: str, root: Path | None = None) -> Path:
     return (root or cache_dir()) / "kernels" / f"{name}-{key[:32]}"
+
+
+def entry_digest(entry: dict, co: bytes, asm: bytes) -> str:
+    """SHA-256 over an entry's fields (canonical JSON: keys sorted, no whitespace; ``digest`` itself
+    left out) and both files' bytes, each part length-prefixed so no two entries share a stream."""
+    fields = json.dumps({k: v for k, v in entry.items() if k != "digest"}, sort_keys=True,
+                        separators=(",", ":")).encode()
+    h = hashlib.sha256()
+    for part in (fields, co, asm):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
 
 
 def _read(path: Path, key: str):
@@ -65,16 +75,27 @@ def _read(path: Path, key: str):
         entry = json.loads((path / "entry.json").read_text())
         co = (path / "kernel.co").read_bytes()
         asm = (path / "kernel.s").read_bytes()
-    except (OSError, ValueError) as e:
+        text = asm.decode()
+    except (OSError, ValueError, RecursionError) as e:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None, None, None, f"it cannot be read ({e.__class__.__name__}: {e})"
-    sums = entry.get("sha256") if isinstance(entry, dict) else None
-    if not isinstance(sums, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
         return None, None, None, "its key does not match"
-    if sums.get("kernel.co") != _sha(co):
-        return None, None, None, "kernel.co does not match its recorded SHA-256"
-    if sums.get("kernel.s") != _sha(asm):
-        return None, None, None, "kernel.s does not match its recorded SHA-256"
-    return entry, co, asm.decode(), None
+    try:
+        digest = entry_digest(entry, co, asm)
+    except (ValueError, RecursionError) as e:    # nesting json.loads took but json.dumps does not
+        return None, None, None, f"it cannot be read ({e.__class__.__name__}: {e})"
+    if entry.get("digest") != digest:
+        return None, None, None, "its content does not match its recorded digest"
+    return entry, co, text, None
+
+
+def discard(name: str, key: str, problem: str, root: Path | None = None, *, stacklevel: int = 3) -> None:
+    """Report an entry that cannot be used (``CacheWarning`` naming its directory and ``problem``) and
+    remove it, so that the caller rebuilds it."""
+    path = entry_dir(name, key, root)
+    warnings.warn(f"isagen cache entry {path} is corrupt ({problem}); rebuilding it", CacheWarning,
+                  stacklevel=stacklevel)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def load(name: str, key: str, root: Path | None = None) -> tuple[dict, bytes, str] | None:
@@ -84,8 +105,7 @@ def load(name: str, key: str, root: Path | None = None) -> tuple[dict, bytes, st
         return None
     entry, co, asm, problem = _read(path, key)
     if problem:
-        warnings.warn(f"isagen cache entry {path} is corrupt ({problem}); rebuilding it", CacheWarning, stacklevel=3)
-        shutil.rmtree(path, ignore_errors=True)
+        discard(name, key, problem, root, stacklevel=4)
         return None
     return entry, co, asm
 
@@ -108,7 +128,8 @@ def _store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | N
     final = entry_dir(name, key, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     asm_bytes = asm.encode()
-    entry = dict(entry, format=FORMAT, key=key, sha256={"kernel.co": _sha(co), "kernel.s": _sha(asm_bytes)})
+    entry = dict(entry, format=FORMAT, key=key)
+    entry["digest"] = entry_digest(entry, co, asm_bytes)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
         for fname, data in (("kernel.co", co), ("kernel.s", asm_bytes),

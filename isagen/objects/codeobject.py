@@ -255,6 +255,8 @@ class CodeObjectKernel:
             raise CodeObjectError(
                 f"{self.source}: offset 0x{self.code_offset + rel:x} (address "
                 f"0x{self.code_address + rel:x}, kernel {self.name}): {exc.reason}") from None
+        except CodeObjectError as exc:     # no decoder for the processor the ELF header's e_flags name
+            raise CodeObjectError(f"{self.source}: offset 0x30 (e_flags): kernel {self.name}: {exc}") from None
 
     # convenient metadata views
     @property
@@ -465,6 +467,7 @@ def _parse(data: bytes, label: str) -> CodeObject:
                 raise _err(label, s["off"] + p, "truncated note in section " + s["name"])
             if ntype == NT_AMDGPU_METADATA and nm == b"AMDGPU":
                 metadata = _msgpack(raw[dp:dp + descsz], label, s["off"] + dp)
+                check_metadata(metadata, label, s["off"] + dp)
             p = dp + ((descsz + 3) & ~3)
 
     def addr_to_off(addr, size=1):
@@ -519,6 +522,139 @@ def _msgpack(raw: bytes, label: str, off: int):
         return msgpack.unpackb(raw, raw=False, strict_map_key=False)
     except Exception as exc:  # msgpack raises several types for malformed input
         raise _err(label, off, f"malformed AMDGPU metadata (msgpack): {exc}") from None
+
+
+# ----------------------------------------------------------------------------- metadata schema
+# The shape of the AMDGPU code-object metadata (AMDGPUUsage, "Code Object V3+ Metadata") for the fields
+# isagen reads: the disassembler's header, the report, the emulator's loader and kernarg packing.  Every
+# reader relies on this check instead of guarding each access, so a well-formed msgpack document of the
+# wrong shape (a number for the root, a string for ``.args``, a negative LDS size) is refused here, once,
+# with the field's path.  Fields isagen does not read are not checked (producers add their own), and
+# every field is optional except where the format requires it and a reader depends on it (an argument's
+# ``.offset``/``.size``/``.value_kind``: kernel arguments are packed from them).
+# Ranges are what any AMDGPU processor allows (1024 VGPRs per lane on gfx1250, 256 AGPRs), not one
+# target's, and no cross-field rule that shipped objects break: AITER's gfx950 fmoe kernels declare an
+# argument ending 4 bytes past their .kernarg_segment_size (the emulator sizes the segment to cover both).
+# Checked against the 2,909 code objects of ROCm/aiter's hsa/ folder: all are accepted.
+
+_U32 = (1 << 32) - 1
+#: bound on kernel-argument offsets and sizes: far above any real kernel (HIP allows 4 KiB of explicit
+#: arguments), and small enough that a loader may allocate the segment it describes
+KERNARG_MAX = 1 << 20
+
+
+def _nonneg(hi: int = _U32):
+    def check(v):
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= hi:
+            return None
+        return f"expected a non-negative integer{'' if hi == _U32 else f' up to {hi}'}"
+    return check
+
+
+def _int_in(lo: int, hi: int):
+    def check(v):
+        if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi:
+            return None
+        return f"expected an integer from {lo} to {hi}"
+    return check
+
+
+def _one_of(*allowed):
+    def check(v):
+        if isinstance(v, int) and not isinstance(v, bool) and v in allowed:
+            return None
+        return f"expected one of {', '.join(map(str, allowed))}"
+    return check
+
+
+def _string(v):
+    return None if isinstance(v, str) else "expected a string"
+
+
+def _boolean(v):
+    return None if isinstance(v, bool) else "expected a boolean"
+
+
+def _workgroup(v):
+    if (isinstance(v, list) and len(v) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 1024 for x in v)
+            and v[0] * v[1] * v[2] <= 1024):
+        return None
+    return "expected 3 integers from 1 to 1024 whose product is at most 1024"
+
+
+def _version(v):
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                   for x in v):
+        return None
+    return "expected [major, minor], two non-negative integers"
+
+
+#: kernel map fields -> check (None when the value is fine, else what was expected)
+_KERNEL_FIELDS = {
+    ".name": _string, ".symbol": _string,
+    ".kernarg_segment_size": _nonneg(KERNARG_MAX), ".kernarg_segment_align": _one_of(*(1 << i for i in range(17))),
+    ".group_segment_fixed_size": _nonneg(), ".private_segment_fixed_size": _nonneg(),
+    ".wavefront_size": _one_of(32, 64),
+    ".sgpr_count": _nonneg(1024), ".vgpr_count": _nonneg(1024), ".agpr_count": _nonneg(256),
+    ".sgpr_spill_count": _nonneg(), ".vgpr_spill_count": _nonneg(),
+    ".max_flat_workgroup_size": _int_in(1, 1024), ".reqd_workgroup_size": _workgroup,
+    ".uses_dynamic_stack": _boolean,
+}
+#: kernel argument fields; the first three are required (the emulator packs arguments by them)
+_ARG_FIELDS = {
+    ".offset": _nonneg(KERNARG_MAX), ".size": _nonneg(KERNARG_MAX), ".value_kind": _string,
+    ".name": _string, ".value_type": _string, ".type_name": _string, ".address_space": _string,
+}
+_ARG_REQUIRED = (".offset", ".size", ".value_kind")
+
+
+def _show(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_metadata(md, label: str, off: int) -> None:
+    """Check the decoded metadata note against the schema above; a field of the wrong type, range or
+    length raises :class:`CodeObjectError` naming the file, the note's offset and the field's path
+    (``amdhsa.kernels[0].vgpr_count``)."""
+    def bad(path: str, why: str, v):
+        return _err(label, off, f"AMDGPU metadata: {path}: {why}, got {_show(v)}")
+
+    if not isinstance(md, dict):
+        raise bad("the root", "expected a map", md)
+    if "amdhsa.version" in md and _version(md["amdhsa.version"]):
+        raise bad("amdhsa.version", _version(md["amdhsa.version"]) or "", md["amdhsa.version"])
+    if "amdhsa.target" in md and not isinstance(md["amdhsa.target"], str):
+        raise bad("amdhsa.target", "expected a string", md["amdhsa.target"])
+    kernels = md.get("amdhsa.kernels", [])
+    if not isinstance(kernels, list):
+        raise bad("amdhsa.kernels", "expected a list of kernel maps", kernels)
+    for i, k in enumerate(kernels):
+        where = f"amdhsa.kernels[{i}]"
+        if not isinstance(k, dict):
+            raise bad(where, "expected a map", k)
+        for key, check in _KERNEL_FIELDS.items():
+            if key in k and (why := check(k[key])):
+                raise bad(where + key, why, k[key])
+        if ".agpr_count" in k and ".vgpr_count" in k and k[".agpr_count"] > k[".vgpr_count"]:
+            # .vgpr_count counts the AGPRs too (LLVM's getTotalNumVGPRs: accum_offset + AGPRs on gfx90a+,
+            # the larger of the two files before): fewer would make the arch VGPR count negative
+            raise _err(label, off, f"AMDGPU metadata: {where}.agpr_count: {k['.agpr_count']} AGPRs, more than "
+                       f"the .vgpr_count {k['.vgpr_count']} that includes them")
+        args = k.get(".args", [])
+        if not isinstance(args, list):
+            raise bad(where + ".args", "expected a list of argument maps", args)
+        for j, a in enumerate(args):
+            at = f"{where}.args[{j}]"
+            if not isinstance(a, dict):
+                raise bad(at, "expected a map", a)
+            for key in _ARG_REQUIRED:
+                if key not in a:
+                    raise _err(label, off, f"AMDGPU metadata: {at}: no {key} (required)")
+            for key, check in _ARG_FIELDS.items():
+                if key in a and (why := check(a[key])):
+                    raise bad(at + key, why, a[key])
 
 
 def dump_summary(co: CodeObject) -> str:

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import msgpack
 
-from isagen.errors import ToolchainError
-from isagen.objects.codeobject import NT_AMDGPU_METADATA
+from isagen.errors import CodeObjectError, ToolchainError
+from isagen.objects.codeobject import NT_AMDGPU_METADATA, check_metadata
 from isagen.targets import TARGETS, Target, get_target
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -442,14 +442,28 @@ def _assembler_error(stderr: str, sources: dict[str, str], tool: str) -> str:
     return f"{tool} failed: {first}"
 
 
-def _read_eflags(data: bytes) -> int:
+def _read_eflags(data: bytes, producer: str = "the assembler") -> int:
     if data[:4] != b"\x7fELF" or len(data) < 52:
-        raise ToolchainError("the assembler produced something that is not an ELF file")
+        raise ToolchainError(f"{producer} produced something that is not an ELF file")
     return struct.unpack_from("<I", data, 48)[0]
 
 
-def _check_eflags(data: bytes, tid: TargetID, what: str) -> None:
-    flags = _read_eflags(data)
+def _output(path: str, tool: Tool) -> bytes:
+    """The file a tool that exited 0 was to write: a tool that reports success without writing it (a
+    wrapper script, a broken install under ISAGEN_LLVM_DIR) is named with the file it did not write."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ToolchainError(f"{tool.name} ({tool.path}) exited 0 but did not write {os.path.basename(path)} "
+                             f"({e.strerror})") from None
+    if not data:
+        raise ToolchainError(f"{tool.name} ({tool.path}) exited 0 but wrote an empty {os.path.basename(path)}")
+    return data
+
+
+def _check_eflags(data: bytes, tid: TargetID, what: str, producer: str = "the linker") -> None:
+    flags = _read_eflags(data, producer)
     if not eflags_match(flags, tid):
         raise ToolchainError(f"{what} came out as {target_id_from_eflags(flags)} (e_flags {flags:#x}), "
                              f"not the requested {tid}")
@@ -471,8 +485,7 @@ def _assemble_in(tc: Toolchain, tmp: str, texts: list[str], tid: TargetID, name:
             raise ToolchainError(f"{tc.assembler.name} does not know {next(g for g in unknown.groups() if g)}")
         if r.returncode != 0:
             raise ToolchainError(_assembler_error(r.stderr, sources, tc.assembler.name))
-        with open(obj, "rb") as f:
-            _check_eflags(f.read(), tid, f"{base}'s object")
+        _check_eflags(_output(obj, tc.assembler), tid, f"{base}'s object", tc.assembler.name)
         objs.append(obj)
     return objs
 
@@ -482,15 +495,14 @@ def _link_in(tc: Toolchain, tmp: str, objs: list[str], out: str) -> bytes:
     if r.returncode != 0:
         first = next((ln.strip() for ln in r.stderr.splitlines() if "error" in ln), r.stderr.strip() or "no message")
         raise ToolchainError(f"{tc.linker.name} failed: {first}")
-    with open(out, "rb") as f:
-        return f.read()
+    return _output(out, tc.linker)
 
 
 def _build(tc: Toolchain, texts: list[str], tid: TargetID, name: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="isagen-") as tmp:
         objs = _assemble_in(tc, tmp, texts, tid, name)
         data = _link_in(tc, tmp, objs, os.path.join(tmp, f"{name}.co"))
-    _check_eflags(data, tid, "the linked code object")
+    _check_eflags(data, tid, "the linked code object", tc.linker.name)
     return data
 
 
@@ -515,8 +527,7 @@ def assemble_object(asm_text: str, target, *, name: str = "kernel", toolchain: T
     tc = toolchain or find_toolchain(tid.processor)
     with tempfile.TemporaryDirectory(prefix="isagen-") as tmp:
         (obj,) = _assemble_in(tc, tmp, [asm_text], tid, _safe(name))
-        with open(obj, "rb") as f:
-            return f.read()
+        return _output(obj, tc.assembler)
 
 
 def assemble(asm_text: str, target, *, name: str = "kernel", toolchain: Toolchain | None = None) -> bytes:
@@ -574,7 +585,13 @@ def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
             continue
         if len(found) > 1 or meta is not None:
             raise ToolchainError("an object holds more than one AMDGPU metadata note")
-        meta = msgpack.unpackb(found[0], raw=False)
+        try:
+            meta = msgpack.unpackb(found[0], raw=False, strict_map_key=False)
+            check_metadata(meta, "the object", sec["offset"])
+        except CodeObjectError as e:
+            raise ToolchainError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 -- msgpack raises several types for malformed input
+            raise ToolchainError(f"an object's AMDGPU metadata note is malformed (msgpack): {e}") from None
         if any(n != b"AMDGPU" or t != NT_AMDGPU_METADATA for n, t, _ in _notes(blob)):
             raise ToolchainError("an object's metadata note section holds other notes too; cannot merge")
         struct.pack_into("<Q", data, sec["header"] + 8, sec["flags"] | SHF_EXCLUDE)
@@ -649,6 +666,6 @@ def link(objects: list[bytes], *, name: str = "kernels", toolchain: Toolchain | 
         if merged is not None:
             paths += _assemble_in(tc, tmp, [_note_source(merged, abis.pop() + 2)], tid, f"{safe}_metadata")
         out = _link_in(tc, tmp, paths, os.path.join(tmp, f"{safe}.co"))
-    _check_eflags(out, tid, "the linked code object")
+    _check_eflags(out, tid, "the linked code object", tc.linker.name)
     return out
 

@@ -145,12 +145,14 @@ def _masks(regs) -> int:
 
 def from_kernel(co, kernel, dynamic_lds: int = 0) -> KernelInput:
     """``kernel``: an ``isagen.objects.codeobject.CodeObjectKernel`` of the code object ``co``."""
+    # decode first: a processor without a decoder is then a CodeObjectError naming the file and its
+    # e_flags, and every processor the decoder knows is a target get_target knows
+    insts = kernel.decode()
     t = get_target(kernel.target)
     try:
         table = isa_table(t)
     except Exception:            # the table is a refinement of the mix only
         table = None
-    insts = kernel.decode()
     base = kernel.code_address
     by_pc = {ins.pc: i for i, ins in enumerate(insts)}
     notes: list[str] = []

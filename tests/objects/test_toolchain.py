@@ -274,3 +274,51 @@ def test_link_refuses_mixed_targets_linked_objects_and_duplicates():
         toolchain.link([o942, co])
     with pytest.raises(ToolchainError, match="k_a"):
         toolchain.link([o942, o942])
+
+
+# ----------------------------------------------------------------------------- tools that lie
+def _script(path, body):
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+@needs_llvm19
+@pytest.mark.parametrize("broken", ["llvm-mc", "ld.lld"])
+@pytest.mark.parametrize("how", ["writes nothing", "writes an empty file"])
+def test_a_tool_that_exits_0_without_output_is_named(tmp_path, monkeypatch, sources, broken, how):
+    """A tool under ISAGEN_LLVM_DIR that reports success but writes no output (or an empty one): a
+    ToolchainError naming the tool and the file, both when the toolchain is searched (the probe) and
+    when it is handed to assemble() directly -- not a FileNotFoundError from the reader."""
+    real = {"llvm-mc": MC19, "ld.lld": LLD19}
+    folder = tmp_path / "llvm"
+    folder.mkdir()
+    for name, target in real.items():
+        if name != broken:
+            os.symlink(target, folder / name)
+    # the last argument is the output file (-o FILE) for both tools' command lines
+    body = 'for a; do out="$a"; done; ' + ('exit 0' if how == "writes nothing" else ': > "$out"; exit 0')
+    _script(folder / broken, f'case "$1" in --version) echo "LLVM version 19.1.7"; exit 0;; esac; {body}')
+    monkeypatch.setenv("ISAGEN_LLVM_DIR", str(folder))
+    for cache in ("_FIND_CACHE", "_PROBE_CACHE", "_VERSION_CACHE"):     # fresh, and restored afterwards
+        monkeypatch.setattr(toolchain, cache, {})
+    what = r"did not write \S+\.(o|co)" if how == "writes nothing" else r"wrote an empty \S+\.(o|co)"
+    with pytest.raises(ToolchainError) as e:
+        toolchain.find_toolchain("gfx942")
+    msg = str(e.value)
+    assert "\n" not in msg and re.search(rf"{re.escape(broken)} \({re.escape(str(folder / broken))}\) exited 0 "
+                                         rf"but {what}", msg), msg
+    tc, _ = toolchain._dir_toolchain(str(folder), "ISAGEN_LLVM_DIR")
+    with pytest.raises(ToolchainError, match=rf"{re.escape(broken)} .* exited 0 but {what}"):
+        toolchain.assemble(sources["gfx942"], "gfx942", toolchain=tc)
+
+
+@needs_llvm19
+def test_link_refuses_objects_with_malformed_metadata(sources):
+    """link() reads its inputs' metadata notes: one of the wrong shape is a ToolchainError naming the field."""
+    from co_support import read_metadata, with_metadata
+    obj = toolchain.assemble_object(sources["gfx942"], "gfx942")
+    md = read_metadata(obj)
+    md["amdhsa.kernels"] = 5
+    with pytest.raises(ToolchainError, match=r"AMDGPU metadata: amdhsa.kernels: expected a list"):
+        toolchain.link([with_metadata(obj, md)])
