@@ -10,8 +10,11 @@ Rendering matches llvm-objdump-19 exactly for gfx942 (tests/objects/test_disasm_
 fuzz over every opcode in tests/isa/test_decoder.py) except three things no compiler emits: the
 ``/*Invalid ...*/`` comments LLVM adds to encodings it considers invalid, ``s_sendmsg`` immediates
 above 1023 (printed as decimal), and the ``sext()`` LLVM prints for the neg bit of an integer
-DPP/VOP3 operand.  For gfx950 no disassembler exists here: its text is checked by assembling it
-again with zig's clang 22 and comparing bytes.
+DPP/VOP3 operand.  gfx950's reference is LLVM 22 (Debian's llvm-22: its table is probed with
+llvm-mc-22, its rendering checked against llvm-objdump-22 on every gfx950 object the tests build,
+Triton's, and a sample of AITER's, tests/objects/test_disasm_aiter.py), LLVM 22's spelling included:
+``lit(0x...)`` for a literal an inline constant could encode.  Random gfx950 words still differ in a
+few rare forms no compiler output shows (tests/isa/test_decoder.py says which).
 
 Data model (a contract: the emulator's executor and the reports are written against it)
 =========================================================================================
@@ -52,7 +55,9 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
     ``mai``       True for MFMA/SMFMAC (VOP3P-MAI encoding).  gfx950's scaled MFMA
                   (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte DecodedInstruction: family VOP3P, opcode
                   of its MFMA word, operands vdst/src0/src1/src2/scale0/scale1, mods adding
-                  ``scale_op_sel scale_op_sel_hi``.  f8f6f4 A/B widths follow cbsz/blgp
+                  ``scale_op_sel scale_op_sel_hi`` (2 bits each) and ``scale_byte`` (the byte of
+                  scale source i that holds its E8M0 scales: op_sel[i] | op_sel_hi[i] << 1, as
+                  LLVM lowers llvm.amdgcn.mfma.scale.*).  f8f6f4 A/B widths follow cbsz/blgp
                   (fp8/bf8 8 dwords, fp6/bf6 6, fp4 4); ``v_bitop3_*`` has ``mods["bitop3"]``.
     ``target``    "gfx942" or "gfx950".
     ``text``      the LLVM rendering: ``mnemonic`` + operands + modifiers.
