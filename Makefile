@@ -4,10 +4,12 @@ STAMP  := .venv-stamp
 
 .PHONY: demo test install deps bench clean
 
-# Python packages (and Debian's LLVM 19 where apt is available: llvm-objdump/readelf for the tests)
+# Python packages (and Debian's LLVM 19 and 22 where apt is available: llvm-objdump/llvm-mc, the
+# gfx942 (19) and gfx950 (22) references of the decoder tests)
 deps: $(STAMP)
 $(STAMP): pyproject.toml
 	@missing=""; command -v llvm-mc-19 >/dev/null 2>&1 || missing="llvm-19 lld-19 clang-19"; \
+	command -v llvm-mc-22 >/dev/null 2>&1 || missing="$$missing llvm-22 lld-22 clang-22"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ] && command -v apt-get >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \

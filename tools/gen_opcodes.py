@@ -10,12 +10,17 @@ immediate format a SOPP/SOPK uses, whether a VOP1/2/C opcode has DPP/SDWA forms,
 support.  Each probe word is preceded by a sentinel ``s_movk_i32 s0, <id>`` so the output can be
 matched to the input even when LLVM rejects a word (it prints a warning and skips 4 bytes).
 
-gfx950: LLVM 19 has no gfx950 and zig's clang 22 has no disassembler, so the gfx950 table starts
-from gfx942's, then every gfx942 entry's text is *assembled* for gfx950 with zig clang: entries that
-no longer assemble are dropped, entries whose bytes differ are re-keyed to the new opcode.  New
-gfx950 instructions are found by taking every AMDGPU mnemonic string in zig's binary that gfx942
-does not have and assembling it for gfx950 with a list of operand patterns; the first pattern that
-assembles gives the opcode (read from the object's .text) and the operand widths.
+gfx950: probed the same way with ``llvm-mc-22 --disassemble -mcpu=gfx950`` (Debian's llvm-22), plus
+the one two-instruction encoding (VOP3PX2: a ``v_mfma_ld_scale_b32`` word pair followed by an MFMA word
+pair is one ``v_mfma_scale_*``), probed as such.  LLVM 22's printer differs from LLVM 19's in two
+ways the table records or works around: a literal whose value an inline constant could encode prints
+as ``lit(0x...)`` (``"lit_text": true``; ``classify_const`` reads it as the constant), and a
+VGPR in an SGPR-only source (the lane mask of ``v_cndmask_b32_e64``) is no longer flagged
+``/*Invalid register*/``, so such an operand keeps the register file gfx942's table has for the
+same mnemonic.
+
+``zig_assemble`` (zig's clang 22 assembler) stays for the tests that re-assemble decoded gfx950
+text on machines without llvm-22.
 
 Usage: python tools/gen_opcodes.py [--target gfx942|gfx950|all] [--families SOP1,VOP2,...]
                                    [--out DIR] [--check]
@@ -39,6 +44,14 @@ sys.path.insert(0, ROOT)
 from isagen.isa import fields as F  # noqa: E402
 
 LLVM_MC = os.environ.get("ISAGEN_LLVM_MC", "llvm-mc-19")
+# the disassembler that is the reference of each target's table (LLVM 19 has no gfx950)
+LLVM_MC_FOR = {"gfx942": LLVM_MC, "gfx950": os.environ.get("ISAGEN_LLVM_MC_GFX950", "llvm-mc-22")}
+APT_FOR = {"llvm-mc-19": "llvm-19", "llvm-mc-22": "llvm-22"}
+
+
+def mc_for(mcpu: str) -> str:
+    """The llvm-mc that disassembles ``mcpu`` (gfx942: 19, gfx950: 22)."""
+    return LLVM_MC_FOR.get(mcpu, LLVM_MC)
 SENTINEL = 0xB0010000          # s_movk_i32 s1, <id> (no probe writes s1)
 LIT = 0x12345678               # probe literal; as a word it decodes as a 32-bit VOP2
 LIT_NEG = 0xFFFFFFF0
@@ -66,7 +79,7 @@ def disassemble(probes: list[tuple[int, ...]], mcpu: str = "gfx942",
     todo = [(lo, min(lo + 30000, len(probes))) for lo in range(0, len(probes), 30000)]
     while todo:
         lo, hi = todo.pop()
-        if _disassemble_chunk(probes[lo:hi], mcpu, tool or LLVM_MC, out, lo) is None:
+        if _disassemble_chunk(probes[lo:hi], mcpu, tool or mc_for(mcpu), out, lo) is None:
             continue
         if hi - lo > 1:                  # llvm-mc died: bisect to isolate the word
             mid = (lo + hi) // 2
@@ -179,6 +192,11 @@ def classify_const(texts: dict) -> str | None:
                 continue
             if isinstance(key, tuple):
                 want = F.const_text(255, key[1], ct)
+                if got.startswith("lit("):
+                    # LLVM 22 prints a literal whose value an inline constant of the operand's type
+                    # could encode as lit(0x...) where LLVM 19 prints the constant ("1.0"): the ctype
+                    # is the one whose printer turns the value into something other than hex
+                    got = want if not re.fullmatch(r"-?0x[0-9a-f]+", want) else "?"
             else:
                 want = F.const_text(key, None, ct)
             if want != got:
@@ -379,8 +397,11 @@ class VOP3(Family):
 
 class VOP3P(Family):
     name, nops, size = "VOP3P", 128, 8
-    fields = {"vdst": [V_DST], "src0": [256 + V_SRC0, V_SRC0, 0],
-              "src1": [256 + V_SRC1, V_SRC1, 0], "src2": [256 + V_SRC2, V_SRC2, 0]}
+    # op_sel_hi 7 first (the packed-math default); 3 clears w0 bit 14, which MAI opcodes read as
+    # abid bit 3: LLVM 22 rejects any abid on the gfx950 f8f6f4 MFMAs.  vdst 0: v_mfma_ld_scale_b32
+    # has no destination and LLVM 22 rejects the word unless the field is 0
+    fields = {"vdst": [V_DST, 0], "src0": [256 + V_SRC0, V_SRC0, 0],
+              "src1": [256 + V_SRC1, V_SRC1, 0], "src2": [256 + V_SRC2, V_SRC2, 0], "op_sel_hi": [7, 3]}
 
     def encode(self, op, f):
         hi = f.get("op_sel_hi", 7)
@@ -705,8 +726,9 @@ def _dpp_sdwa(fam, table, mcpu):
     dpp = (0xF << 28) | (0xF << 24) | (0xE4 << 8) | V_SRC0     # quad_perm:[0,1,2,3], all masks
     for op, rec in table.items():
         c = dict(rec["probe"])
+        # SDWA twice: src0_sel DWORD, then WORD_0 with src1_sel 0 (what v_cvt_pk_f32_fp8 accepts)
         for kind, code, ext in (("dpp", 0xFA, dpp), ("dpp_mods", 0xFA, dpp | (3 << 20)),
-                                ("sdwa", 0xF9, 0x06060600 | V_SRC0)):
+                                ("sdwa", 0xF9, 0x06060600 | V_SRC0), ("sdwa", 0xF9, 0x00040600 | V_SRC0)):
             f = dict(c, src0=code)
             probes.append(fam.encode(op, f) + (ext,))
             meta.append((op, kind))
@@ -719,6 +741,9 @@ def _dpp_sdwa(fam, table, mcpu):
                     mods.add(op)
             elif mn.endswith("_" + kind):
                 table[op]["entry"][kind] = True
+                if kind == "sdwa" and fam.name != "VOPC" and "dst_sel:" not in t:
+                    # a 64-bit result (v_cvt_pk_f32_fp8): no dst_sel/dst_unused in LLVM's SDWA form
+                    table[op]["entry"]["sdwa_nodst"] = True
     for op, rec in table.items():
         if rec["entry"].get("dpp") and op not in mods:
             rec["entry"]["dpp_nomods"] = True    # integer op: LLVM ignores DPP neg/abs bits
@@ -806,19 +831,72 @@ def _vop3p_kinds(table, mcpu):
     """VOP3P: number of op_sel/neg elements LLVM prints; MAI (MFMA) opcodes."""
     for rec in table.values():
         e = rec["entry"]
-        if "mfma" in e["mn"] or "smfmac" in e["mn"]:
-            e["mai"] = True
+        if ("mfma" in e["mn"] or "smfmac" in e["mn"]) and "ld_scale" not in e["mn"]:
+            e["mai"] = True             # v_mfma_ld_scale_b32 is a plain VOP3P (two sources)
         else:
             e["nsrc"] = sum(1 for t in e["ops"] if t[0] in ("src0", "src1", "src2"))
 
 
-def probe_target_gfx942(families=None, mcpu="gfx942") -> dict:
+def _mfma_scale(vop3p: dict, mcpu: str) -> dict:
+    """VOP3PX2 (gfx950): ``v_mfma_ld_scale_b32 scale0, scale1`` followed by an MFMA is one
+    ``v_mfma_scale_*`` instruction (16 bytes).  Probe every MAI opcode behind a ld_scale word pair
+    (scale sources v48, v56) and keep those LLVM prints as one scaled MFMA: {opcode: entry}, keyed
+    by the MFMA word's opcode, operands the MFMA's then ``scale0``/``scale1``."""
+    fam = FAMILY_BY_NAME["VOP3P"]
+    ld = ((0x1A7 << 23) | (0x2C << 16), (256 + 48) | ((256 + 56) << 9))
+    ops = [op for op, rec in vop3p.items() if rec["entry"].get("mai")]
+    probes = []
+    for op in ops:
+        w = fam.probe(op, vop3p[op]["probe"])
+        # the MFMA word of the pair has abid (w0 bits 11-14) = 1: LLVM's assembler sets it, its
+        # disassembler pairs the two words only then
+        probes.append(ld + ((w[0] & ~(0xF << 11)) | (1 << 11),) + w[1:])
+    texts = disassemble(probes, mcpu)
+    out = {}
+    for op, t in zip(ops, texts):
+        if t is None or not t.startswith("v_mfma_scale_"):
+            continue
+        c = vop3p[op]["probe"]
+        mn, tpl, _ = _template(fam, c, t)
+        tpl = [x for x in tpl if x[0] != "?"]
+        tpl += [["scale0", "v", 1], ["scale1", "v", 1]]
+        out[op] = {"mn": mn, "ops": tpl, "mai": True}
+    return out
+
+
+def _prints_lit(mcpu: str) -> bool:
+    """LLVM 22 prints a literal equal to an inline constant's value as lit(0x...) (LLVM 19: the
+    constant): v_add_f32 v8, <literal 1.0>, v24."""
+    t = disassemble([((1 << 25) | (V_DST << 17) | (V_SRC1 << 9) | 255, 0x3F800000)], mcpu)[0]
+    return bool(t and "lit(0x3f800000)" in t)
+
+
+def _keep_gfx942_files(fams: dict, g942: dict) -> None:
+    """An SGPR-only source (v_cndmask_b32_e64's lane mask, v_addc_co_u32_e64's carry-in) prints its
+    VGPR probe as v[32:33] in LLVM 22 without LLVM 19's /*Invalid register*/ flag, so the probe may
+    record it as a VGPR: where a gfx942 entry of the same mnemonic differs only in the register file
+    of a source operand, take gfx942's."""
+    for fam, ops in fams.items():
+        for op, e in ops.items():
+            o = g942.get("families", {}).get(fam, {}).get(op)
+            if o is None or o["mn"] != e["mn"] or len(o["ops"]) != len(e["ops"]) or o["ops"] == e["ops"]:
+                continue
+            if all(a[0] == b[0] and a[2] == b[2] and (a[1] == b[1] or a[0].startswith("src"))
+                   for a, b in zip(o["ops"], e["ops"])):
+                e["ops"] = [list(x) for x in o["ops"]]
+
+
+def probe_target(families=None, mcpu="gfx942", g942: dict | None = None) -> dict:
+    """The opcode table of ``mcpu`` from its disassembler (``mc_for(mcpu)``); ``g942`` (the gfx942
+    table) lets the gfx950 one keep register files LLVM 22 no longer checks (_keep_gfx942_files)."""
     tables = {"hwreg": _hwreg_names(mcpu), "sendmsg": _sendmsg_table(mcpu),
               "mtbuf_format": _mtbuf_formats(mcpu)}
-    out = {"target": mcpu, "generator": "tools/gen_opcodes.py",
-           "llvm": _llvm_version(), "tables": {k: {str(a): b for a, b in v.items()}
-                                                 for k, v in tables.items()},
-           "families": {}}
+    out: dict = {"target": mcpu, "generator": "tools/gen_opcodes.py",
+                 "llvm": _llvm_version(mc_for(mcpu)), "tables": {k: {str(a): b for a, b in v.items()}
+                                                                 for k, v in tables.items()}}
+    if _prints_lit(mcpu):
+        out["lit_text"] = True
+    out["families"] = {}
     for fam in FAMILIES:
         if families and fam.name not in families:
             continue
@@ -842,12 +920,22 @@ def probe_target_gfx942(families=None, mcpu="gfx942") -> dict:
             _vop3p_kinds(tab, mcpu)
         out["families"][fam.name] = {str(op): rec["entry"] for op, rec in tab.items()}
         print(f"  {fam.name}: {len(tab)} opcodes", file=sys.stderr)
+        if fam.name == "VOP3P":
+            x2 = _mfma_scale(tab, mcpu)
+            if x2:
+                out["families"]["VOP3PX2"] = {str(op): e for op, e in sorted(x2.items())}
+                print(f"  VOP3PX2: {len(x2)} opcodes", file=sys.stderr)
+    if g942 is not None and mcpu != "gfx942":
+        _keep_gfx942_files(out["families"], g942)
     return out
 
 
-def _llvm_version():
+probe_target_gfx942 = probe_target
+
+
+def _llvm_version(tool: str = LLVM_MC):
     try:
-        r = subprocess.run([LLVM_MC, "--version"], capture_output=True, text=True, check=False)
+        r = subprocess.run([tool, "--version"], capture_output=True, text=True, check=False)
         m = re.search(r"LLVM version (\S+)", r.stdout)
         return m.group(1) if m else "?"
     except OSError:
@@ -945,24 +1033,26 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "isagen", "isa", "data"))
     args = ap.parse_args(argv)
     fams = [x for x in args.families.split(",") if x]
-    if shutil.which(LLVM_MC) is None:
-        print(f"error: {LLVM_MC} not found (apt-get install llvm-19)", file=sys.stderr)
-        return 2
+    targets = ["gfx942", "gfx950"] if args.target == "all" else [args.target]
+    for t in targets:
+        tool = mc_for(t)
+        if shutil.which(tool) is None:
+            print(f"error: {tool} not found (apt-get install {APT_FOR.get(tool, 'llvm')})", file=sys.stderr)
+            return 2
     g942 = None
-    if args.target in ("gfx942", "all"):
-        g942 = probe_target_gfx942(fams)
+    if "gfx942" in targets:
+        g942 = probe_target(fams, "gfx942")
         write_table(g942, os.path.join(args.out, "opcodes.gfx942.json"))
-    if args.target in ("gfx950", "all"):
+    if "gfx950" in targets:
         if g942 is None:
             with open(os.path.join(args.out, "opcodes.gfx942.json")) as f:
                 g942 = json.load(f)
-        write_table(build_gfx950(g942, log=lambda m: print(m, file=sys.stderr)),
-                    os.path.join(args.out, "opcodes.gfx950.json"))
+        write_table(probe_target(fams, "gfx950", g942), os.path.join(args.out, "opcodes.gfx950.json"))
     return 0
 
 
 
-# ============================================================================ gfx950 (via zig clang)
+# ============================================================================ zig clang (tests re-assemble gfx950)
 
 ZIG = (sys.executable, "-m", "ziglang")
 ZIG_CPU = {"gfx950": "gfx950+sramecc", "gfx942": "gfx942+sramecc"}
@@ -1022,210 +1112,6 @@ def zig_assemble(lines: list[str], mcpu: str = "gfx950") -> list[tuple[bytes | N
         for i, err in errors.items():
             out[c0 + i] = (None, err)
     return out
-
-
-def _fields_of(fam: str, w: tuple[int, ...]) -> dict:
-    """Field values of a machine word, named as the probe families name them."""
-    w0, w1 = w[0], (w[1] if len(w) > 1 else 0)
-    if fam in ("VOP3", "VOP3P"):
-        return {"vdst": w0 & 0xFF, "sdst": (w0 >> 8) & 0x7F if fam == "VOP3" else 0,
-                "src0": w1 & 0x1FF, "src1": (w1 >> 9) & 0x1FF, "src2": (w1 >> 18) & 0x1FF}
-    if fam == "VOP1":
-        return {"vdst": (w0 >> 17) & 0xFF, "src0": w0 & 0x1FF}
-    if fam == "VOP2":
-        return {"vdst": (w0 >> 17) & 0xFF, "src0": w0 & 0x1FF, "vsrc1": (w0 >> 9) & 0xFF}
-    if fam == "VOPC":
-        return {"src0": w0 & 0x1FF, "vsrc1": (w0 >> 9) & 0xFF}
-    if fam == "DS":
-        return {"addr": w1 & 0xFF, "data0": (w1 >> 8) & 0xFF, "data1": (w1 >> 16) & 0xFF,
-                "vdst": w1 >> 24}
-    if fam in ("MUBUF", "MTBUF"):
-        return {"vaddr": w1 & 0xFF, "vdata": (w1 >> 8) & 0xFF, "srsrc": ((w1 >> 16) & 0x1F) << 2,
-                "soffset": w1 >> 24}
-    if fam in ("FLAT", "GLOBAL", "SCRATCH"):
-        return {"addr": w1 & 0xFF, "data": (w1 >> 8) & 0xFF, "vdst": w1 >> 24}
-    return {}
-
-
-# register numbers of the operand search for new gfx950 instructions: operand i of a text uses
-# first register NEW_BASE[i] (distinct, 4-aligned, room for 16-wide tuples)
-NEW_BASE = (64, 16, 24, 32, 48, 56, 60)
-NEW_WIDTHS = (1, 2, 3, 4, 6, 8, 16, 32, "off", "s1", "s2", "s4")
-
-
-def _new_operand(i: int, w) -> str:
-    if w == "off":
-        return "off"
-    if isinstance(w, str):                 # scalar
-        n = int(w[1:])
-        b = 40 + 4 * i if n > 1 else 40 + i
-        return f"s{b}" if n == 1 else f"s[{b}:{b + n - 1}]"
-    b = NEW_BASE[i]
-    return f"v{b}" if w == 1 else f"v[{b}:{b + w - 1}]"
-
-
-def _search_operands(mnemonics: list[str], mcpu="gfx950", rounds=80):
-    """Find, with the assembler's error messages as guide, an operand list each mnemonic accepts.
-
-    Start with no operands; 'too few operands' adds one; an error pointing at operand k moves
-    that operand to the next width (1..16 VGPRs, then off, then SGPRs)."""
-    state = {m: [] for m in mnemonics}
-    done: dict[str, tuple[str, bytes]] = {}
-    for _ in range(rounds):
-        todo = [m for m in state if m not in done and state[m] is not None]
-        if not todo:
-            break
-        texts = [m + (" " + ", ".join(_new_operand(i, w) for i, w in enumerate(state[m]))
-                      if state[m] else "") for m in todo]
-        res = zig_assemble(texts, mcpu)
-        for m, t, (b, err) in zip(todo, texts, res):
-            if b is not None:
-                done[m] = (t, b)
-                continue
-            col, _, msg = err.partition(":")
-            ops = state[m]
-            if "too few operands" in msg:
-                if len(ops) >= len(NEW_BASE):
-                    state[m] = None
-                else:
-                    ops.append(1)
-                continue
-            # which operand does the column point into?
-            c = int(col) - 1 if col.isdigit() else -1
-            starts, p = [], len(m) + 1
-            for i, w in enumerate(ops):
-                starts.append(p)
-                p += len(_new_operand(i, w)) + 2
-            k = max([i for i, s0 in enumerate(starts) if s0 <= c], default=len(ops) - 1)
-            if k < 0 or c < len(m) or "not supported" in msg or "invalid instruction" in msg:
-                state[m] = None
-                continue
-            nxt = NEW_WIDTHS.index(ops[k]) + 1
-            if nxt >= len(NEW_WIDTHS):
-                state[m] = None
-            else:
-                ops[k] = NEW_WIDTHS[nxt]
-    return done
-
-
-def _zig_mnemonics() -> list[str]:
-    """AMDGPU mnemonic-like strings in zig's binary (LLVM's assembler tables are in there)."""
-    import ziglang
-    path = os.path.join(os.path.dirname(ziglang.__file__), "zig")
-    pat = re.compile(rb"(?<![A-Za-z0-9_])((?:v|s|ds|buffer|global|scratch|flat|tbuffer)_[a-z0-9_]{2,60})"
-                     rb"(?![A-Za-z0-9_])")
-    with open(path, "rb") as f:
-        blob = f.read()
-    return sorted({m.group(1).decode() for m in pat.finditer(blob)})
-
-
-def build_gfx950(g942: dict, log=print) -> dict:
-    """gfx950 table: gfx942's entries re-checked with zig clang's gfx950 assembler + new ones."""
-    from isagen.isa import decoder as D
-    if not zig_available():
-        raise RuntimeError("zig clang not available (pip install ziglang)")
-    t942 = D.opcode_table("gfx942")
-    fams = {f: dict(ops) for f, ops in g942["families"].items()}
-    # 1. a sample text per gfx942 opcode: isagen's rendering of LLVM-valid probe words
-    keys, words = [], []
-    for fam, ops in t942.fam.items():
-        for op in ops:
-            for w in canonical_words(fam, op):
-                keys.append((fam, op))
-                words.append(w)
-    valid = disassemble(words, "gfx942")
-    sample: dict = {}
-    for k, w, t in zip(keys, words, valid):
-        if t is None or "/*" in t or len(sample.get(k, [])) >= 2:
-            continue
-        ins = D.decode_one(struct.pack(f"<{len(w)}I", *w), 0, "gfx942")
-        sample.setdefault(k, []).append((ins.text, struct.pack(f"<{len(w)}I", *w)[:ins.size]))
-    flat = [(k, t, b) for k, lst in sample.items() for t, b in lst]
-    on950 = zig_assemble([t for _, t, _ in flat], "gfx950")
-    verdict: dict = {}
-    for (k, _t, b942), (b950, err) in zip(flat, on950):
-        v = verdict.setdefault(k, {"same": 0, "moved": set(), "unsupported": 0, "other": []})
-        if b950 is None:
-            if "not supported on this GPU" in err or "invalid instruction" in err:
-                v["unsupported"] += 1
-            else:
-                v["other"].append(err)
-        elif b950 == b942 or D.classify(*struct.unpack(f"<{len(b950) // 4}I", b950)[:2]) \
-                == (k[0] if k[0] != "VOP3" else "VOP3", k[1]):
-            v["same"] += 1          # same opcode (don't-care bits may differ between LLVMs)
-        else:
-            v["moved"].add(D.classify(*struct.unpack(f"<{len(b950) // 4}I", b950)[:2]))
-    removed, moved = [], []
-    out_f: dict = {f: {} for f in fams}
-    for (fam, op), v in sorted(verdict.items()):
-        e = fams[fam][str(op)]
-        if v["same"]:
-            out_f[fam][str(op)] = e
-        elif v["moved"]:
-            (nf, nop), = v["moved"]
-            moved.append((fam, op, nf, nop, e["mn"]))
-            out_f[nf][str(nop)] = e
-        elif v["unsupported"]:
-            removed.append(e["mn"])
-        else:
-            out_f[fam][str(op)] = dict(e, unverified=v["other"][0])
-    log(f"gfx950: {sum(len(x) for x in out_f.values())} gfx942 opcodes kept, "
-        f"{len(removed)} not supported, {len(moved)} moved")
-    # 2. new instructions
-    names942 = {e.name for ops in t942.fam.values() for e in ops.values()} | {
-        e.mn for ops in t942.fam.values() for e in ops.values()}
-    cands = [m for m in _zig_mnemonics() if m not in names942]
-    alone = zig_assemble(cands, "gfx950")
-    live = [m for m, (b, err) in zip(cands, alone)
-            if b is not None or "too few operands" in err]
-    found = _search_operands(live, "gfx950")
-    # the VOP3 (e64) forms of new VOP1/VOP2 instructions have VOP3 opcodes of their own
-    e64 = [m + "_e64" for m, (_, b) in found.items()
-           if D.classify(*struct.unpack(f"<{len(b) // 4}I", b)[:2])[0] in ("VOP1", "VOP2")]
-    found.update(_search_operands(e64, "gfx950"))
-    new = []
-    for _m, (text, b) in sorted(found.items()):
-        w = struct.unpack(f"<{len(b) // 4}I", b)
-        cl = D.classify(*w[:2])
-        if cl is None:
-            continue
-        fam, op = cl
-        if len(b) == 16 and fam == "VOP3P":        # v_mfma_scale_*: ld_scale word + MFMA word
-            fam, op = "VOP3PX2", D.classify(*w[2:4])[1]
-        if str(op) in out_f.setdefault(fam, {}):
-            continue                               # an alias of an opcode we have
-        famobj = FAMILY_BY_NAME.get(fam if fam != "VOP3PX2" else "VOP3P")
-        f = _fields_of(fam if fam != "VOP3PX2" else "VOP3P", w[2:] if fam == "VOP3PX2" else w)
-        mn, tpl, _ = _template(famobj, f, text)
-        if fam == "VOP3PX2":                       # the two scale operands come from word 0
-            fs = _fields_of("VOP3P", w[:2])
-            sc = [i for i, x in enumerate(tpl) if x[0] == "?"]
-            for j, i in enumerate(sc[:2]):
-                tpl[i] = [f"scale{j}", "v", 1]
-            _ = fs
-        e = {"mn": mn, "ops": tpl, "gfx950_new": True, "asm": text}
-        if mn.endswith(("_e32", "_e64")):
-            e["name"] = mn[:-4]
-        if fam in ("VOP3P", "VOP3PX2") and ("mfma" in mn or "smfmac" in mn) \
-                and "ld_scale" not in mn:
-            e["mai"] = True
-        if fam == "VOP3P" and not e.get("mai"):
-            e["nsrc"] = sum(1 for x in tpl if x[0].startswith("src"))
-        out_f[fam][str(op)] = e
-        new.append((fam, op, text))
-    log(f"gfx950: {len(new)} new opcodes: " + ", ".join(sorted({x[2].split()[0] for x in new})))
-    out = {"target": "gfx950", "generator": "tools/gen_opcodes.py (zig clang "
-           + _zig_version() + " assembler over the gfx942 table + new mnemonics)",
-           "tables": g942["tables"], "families": out_f,
-           "removed_from_gfx942": sorted(removed),
-           "moved_from_gfx942": [list(x) for x in moved]}
-    return out
-
-
-def _zig_version():
-    r = subprocess.run([*ZIG, "cc", "--version"], capture_output=True, text=True, check=False)
-    m = re.search(r"clang version (\S+)", r.stdout)
-    return m.group(1) if m else "?"
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ Rendering matches llvm-objdump-19 exactly for gfx942 (tests/objects/test_disasm_
 fuzz over every opcode in tests/isa/test_decoder.py) except three things no compiler emits: the
 ``/*Invalid ...*/`` comments LLVM adds to encodings it considers invalid, ``s_sendmsg`` immediates
 above 1023 (printed as decimal), and the ``sext()`` LLVM prints for the neg bit of an integer
-DPP/VOP3 operand.  For gfx950 no disassembler exists here: its text is checked by assembling it
-again with zig's clang 22 and comparing bytes.
+DPP/VOP3 operand.  gfx950's reference is LLVM 22 (Debian's llvm-22: its table is probed with
+llvm-mc-22, its rendering checked against llvm-objdump-22 on every gfx950 object the tests build,
+Triton's, and a sample of AITER's, tests/objects/test_disasm_aiter.py), LLVM 22's spelling included:
+``lit(0x...)`` for a literal an inline constant could encode.  Random gfx950 words still differ in a
+few rare forms no compiler output shows (tests/isa/test_decoder.py says which).
 
 Data model (a contract: the emulator's executor and the reports are written against it)
 =========================================================================================
@@ -52,7 +55,9 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
     ``mai``       True for MFMA/SMFMAC (VOP3P-MAI encoding).  gfx950's scaled MFMA
                   (``v_mfma_scale_f32_*_f8f6f4``) is one 16-byte DecodedInstruction: family VOP3P, opcode
                   of its MFMA word, operands vdst/src0/src1/src2/scale0/scale1, mods adding
-                  ``scale_op_sel scale_op_sel_hi``.  f8f6f4 A/B widths follow cbsz/blgp
+                  ``scale_op_sel scale_op_sel_hi`` (2 bits each) and ``scale_byte`` (the byte of
+                  scale source i that holds its E8M0 scales: op_sel[i] | op_sel_hi[i] << 1, as
+                  LLVM lowers llvm.amdgcn.mfma.scale.*).  f8f6f4 A/B widths follow cbsz/blgp
                   (fp8/bf8 8 dwords, fp6/bf6 6, fp4 4); ``v_bitop3_*`` has ``mods["bitop3"]``.
     ``target``    "gfx942" or "gfx950".
     ``text``      the LLVM rendering: ``mnemonic`` + operands + modifiers.
@@ -92,8 +97,10 @@ decodes one.  ``classify(w0, w1) -> (family, opcode)`` reads the encoding bits a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,7 +242,7 @@ class _Entry:
 
     __slots__ = ("mn", "name", "ops", "ct", "dpp", "sdwa", "opsel", "mai", "nsrc", "imm",
                  "store", "load", "atomic", "rmw_dst", "lds_only", "hi_default", "mix", "width",
-                 "negm", "absm", "dpp_nomods", "off2", "gds", "noglc")
+                 "negm", "absm", "dpp_nomods", "off2", "gds", "noglc", "sdwa_nodst")
 
     def __init__(self, family: str, e: dict[str, Any]) -> None:
         self.mn = e["mn"]
@@ -251,6 +258,7 @@ class _Entry:
         self.negm = e.get("negm", 7)      # sources whose neg bit LLVM honours
         self.absm = e.get("absm", 7)
         self.dpp_nomods = e.get("dpp_nomods", False)
+        self.sdwa_nodst = e.get("sdwa_nodst", False)   # SDWA form without dst_sel/dst_unused
         self.off2 = e.get("off2", False)
         self.gds = e.get("gds", False)
         self.noglc = e.get("noglc", False)
@@ -285,6 +293,9 @@ class _Table:
         except OSError as exc:
             raise CodeObjectError(f"no opcode table for {target}: {path}: {exc.strerror}") from None
         self.target = target
+        # LLVM 22 (the gfx950 reference) prints a literal that an inline constant could encode as
+        # lit(0x...), where LLVM 19 prints the constant (tools/gen_opcodes.py probes which)
+        self.lit_text = bool(raw.get("lit_text"))
         self.fam = {fam: {int(op): _Entry(fam, e) for op, e in ops.items()}
                     for fam, ops in raw["families"].items()}
         t = raw.get("tables", {})
@@ -464,6 +475,8 @@ class _Decoder:
              variant: str, ops: list[Operand], mods: dict[str, Any], text_mods: list[str],
              mnemonic: str | None = None, mai: bool = False) -> DecodedInstruction:
         mn = mnemonic or e.mn
+        if self.t.lit_text:
+            ops = [_lit_marked(o) for o in ops]
         body = ", ".join(o.text for o in ops if o.text != "")
         text = mn + (" " + body if body else "")
         if text_mods:
@@ -702,7 +715,7 @@ class _Decoder:
                 tm.append("clamp")
             if mods.get("omod"):
                 tm.append(("", "mul:2", "mul:4", "div:2")[mods["omod"]])
-            if family != "VOPC":
+            if family != "VOPC" and not e.sdwa_nodst:
                 tm.append("dst_sel:" + _SEL[mods["dst_sel"]] if mods["dst_sel"] < 7 else "dst_sel:?")
                 tm.append("dst_unused:" + _UNUSED[mods["dst_unused"] % 3])
             tm.append("src0_sel:" + _SEL[mods["src0_sel"]] if mods["src0_sel"] < 7 else "?")
@@ -860,17 +873,22 @@ class _Decoder:
             raise _Bad(f"v_mfma_ld_scale_b32 followed by VOP3P opcode {mop}, not a scaled MFMA")
         inner = self.vop3p(data, off + 8, m0, m1, base)
         scales = (w1 & 0x1FF, _bits(w1, 9, 9))
-        opsel = _bits(w0, 11, 3)
-        hi = _bits(w1, 27, 2) | (_bits(w0, 14, 1) << 2)
+        # scale source i has op_sel[i] (w0 bit 11+i) and op_sel_hi[i] (w1 bit 27+i); together they
+        # pick the byte of its VGPR that holds the E8M0 scales: byte = op_sel[i] | op_sel_hi[i] << 1
+        # (LLVM's llvm.amdgcn.mfma.scale.* lowering).  There are two sources: the third op_sel bit
+        # (w0 bit 13) and op_sel_hi bit (w0 bit 14) do not exist; LLVM 22 ignores them and prints
+        # op_sel_hi always, its third element 0
+        opsel = _bits(w0, 11, 2)
+        hi = _bits(w1, 27, 2)
         ops = list(inner.operands)
         for j in range(2):
             ops.append(_src(f"scale{j}", scales[j], 1, "b32", None))
-        mods = dict(inner.mods, scale_op_sel=opsel, scale_op_sel_hi=hi)
+        mods = dict(inner.mods, scale_op_sel=opsel, scale_op_sel_hi=hi,
+                    scale_byte=tuple(((opsel >> j) & 1) | (((hi >> j) & 1) << 1) for j in range(2)))
         tm = []
         if opsel:
             tm.append("op_sel:" + _lst(opsel, 3))
-        if hi:
-            tm.append("op_sel_hi:" + _lst(hi, 3))
+        tm.append("op_sel_hi:" + _lst(hi, 3))
         # the MFMA word's abid is 1 in the scaled form (set by the assembler): not printed
         tm += [t for t in inner.text.split(" ") if t.startswith(("cbsz:", "blgp:"))]
         if inner.mods.get("abid", 1) not in (0, 1):
@@ -1061,6 +1079,28 @@ def _f8f6f4_widths(name: str, cbsz: int, blgp: int) -> tuple[int, int] | None:
     if "f8f6f4" not in name:
         return None
     return _F8F6F4.get(cbsz, 8), _F8F6F4.get(blgp, 8)
+
+
+_HEX = re.compile(r"-?0x[0-9a-f]+")
+
+
+def _lit_marked(o: Operand) -> Operand:
+    """A literal source whose LLVM-19 text is an inline constant's ("1.0", "64", "-16") as LLVM 22
+    prints it: lit(0x<the 32 bits>), inside any neg/abs decoration."""
+    if o.kind != "literal" or o.role == "k":
+        return o
+    t = o.text                           # _mod's decoration: neg(x) / -|x| / |x|
+    pre, post = "", ""
+    if o.neg and not o.abs:
+        pre, post = "neg(", ")"
+    elif o.neg:
+        pre, post = "-|", "|"
+    elif o.abs:
+        pre, post = "|", "|"
+    core = t[len(pre):len(t) - len(post)]
+    if _HEX.fullmatch(core) or not core:
+        return o
+    return dataclasses.replace(o, text=f"{pre}lit(0x{o.value:x}){post}")
 
 
 def _rw(o: Operand) -> Operand:
