@@ -32,7 +32,7 @@ import yaml
 from isagen.builders.program import KernelBuilder, Program
 from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
-from isagen.targets import TARGETS, Target, get_target
+from isagen.targets import TARGETS, Target, build_target, get_target
 
 FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference", "tolerance")
 TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate")
@@ -51,7 +51,13 @@ class Override:
     text: str          # the value as written after '='
 
     def __str__(self) -> str:
-        return f"-D {self.name}={self.text}"
+        return f"-D {self.name}={printable(self.text)}"
+
+
+def printable(text: str) -> str:
+    """``text`` as typed, or its repr when it holds a newline or another control character: an error
+    message quoting the user's text stays one line."""
+    return text if text.isprintable() else repr(text)
 
 
 def _as_overrides(items) -> list[Override]:
@@ -65,7 +71,7 @@ def parse_overrides(items) -> list[Override]:
         name, sep, text = str(item).partition("=")
         name = name.strip()
         if not sep or not name.isidentifier():
-            raise SpecError(f"-D {item}: expected name=value (for example -D block=128)")
+            raise SpecError(f"-D {printable(str(item))}: expected name=value (for example -D block=128)")
         out.append(Override(name, text))
     return out
 
@@ -104,7 +110,7 @@ class Spec:
         """``None``/``"all"``: every target the spec lists; otherwise that one (which the spec must list)."""
         if which in (None, "all"):
             return [get_target(t) for t in self.targets]
-        target = get_target(which)
+        target = build_target(which)
         if target.name not in self.targets:
             raise self.error("targets", f"the spec lists {', '.join(self.targets)}; "
                                         f"target {target.name} is not one of them")
