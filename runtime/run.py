@@ -91,7 +91,7 @@ def parse_assignments(items, what: str, cast) -> dict:
             try:
                 out[name] = cast(text.strip())
             except ValueError:
-                raise SpecError(f"{what} {printable(part)}: '{printable(text.strip())}' is not a number") from None
+                raise SpecError(f"{what} {printable(part)}: {text.strip()!r} is not a number") from None
     return out
 
 

@@ -255,3 +255,18 @@ def test_demo_on_hip_without_a_gpu_is_one_line(tmp_path, capsys, monkeypatch):
 def test_every_error_here_is_an_isagen_error():
     # the classes the tests above match are the API's: one base class for a caller to catch
     assert all(issubclass(c, IsagenError) for c in (LaunchError, SpecError, TargetError))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "axpy_f32", "--backend", "emu", "--shape", "n=5,\nm"], "--shape '\\nm': expected name=value"),
+    (["run", "axpy_f32", "--backend", "emu", "--shape", "n=\n"], "--shape 'n=\\n': '' is not a number"),
+    (["run", "axpy_f32", "--backend", "emu", "--scalar", "alpha=\x1b[31m"], "'\\x1b[31m' is not a number"),
+    (["gen", "--asm-only", "-o", "/nonexistent-never-written", "axpy_f32", "-D", "block\n"],
+     "-D 'block\\n': expected name=value"),
+])
+def test_user_text_in_a_message_stays_one_line(capsys, argv, words):
+    # found by tests/fuzz/test_fuzz_cli_args.py: a newline typed into an option came back verbatim
+    one_line_exit_2(capsys, argv, words)
+    with pytest.raises(SpecError) as info:
+        run.parse_assignments(["n=\n5\n6"], "--shape", int)
+    assert "\n" not in str(info.value)
