@@ -118,3 +118,22 @@ def test_a_directory_with_a_bad_spec_names_it(tmp_path):
     (tmp_path / "a.yaml").write_text(HEAD + "params: {block: " + "9" * 5000 + "}\n")
     with pytest.raises(SpecError, match="a.yaml:4: malformed YAML: an integer of 5000 digits"):
         load_specs([tmp_path])
+
+
+def test_isagen_list_marks_a_bad_spec_invalid_and_goes_on(tmp_path, capsys):
+    from isagen.cli import main as cli_main
+    (tmp_path / "a_bad.yaml").write_text(HEAD + "params: {block: " + "9" * 5000 + "}\n")
+    (tmp_path / "b_deep.yaml").write_text(HEAD + "description: " + deep(3000) + "\n")
+    (tmp_path / "c_good.yaml").write_text(HEAD + "params: {op: axpy, dtype: f32}\n")
+    assert cli_main(["list", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "a_bad.yaml: INVALID" in out and "b_deep.yaml: INVALID" in out and "kernel: elementwise" in out
+    assert err.count("isagen: error: ") == 2 and "Traceback" not in err
+
+
+def test_build_of_a_spec_with_a_300_character_name(tmp_path):
+    import isagen
+    path = tmp_path / "k.yaml"
+    path.write_text(HEAD.replace("name: k", "name: " + "a" * 300) + "params: {op: axpy, dtype: f32}\n")
+    with pytest.raises(SpecError, match=f"name: a kernel symbol of at most {NAME_MAX_CHARS} characters"):
+        isagen.build(str(path), "gfx942", use_cache=False)
