@@ -60,6 +60,14 @@ def printable(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
+def one_line(message: str) -> str:
+    """``message`` with every control character (a newline in a quoted key or value) escaped as Python
+    writes it, so that an error quoting the user's text is still one line."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def _as_overrides(items) -> list[Override]:
     return [o if isinstance(o, Override) else parse_overrides([o])[0] for o in items or ()]
 
@@ -103,7 +111,7 @@ class Spec:
         return f"{self.path}:{line}: {fieldname}" if line else f"{self.path}: {fieldname}"
 
     def error(self, fieldname: str, message: str) -> SpecError:
-        return SpecError(f"{self.where(fieldname)}: {message}")
+        return SpecError(one_line(f"{self.where(fieldname)}: {message}"))
 
     # ------------------------------------------------------------------ targets
     def select_targets(self, which: str | None = None) -> list[Target]:
@@ -345,7 +353,9 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
 
     def err(fieldname: str, message: str) -> SpecError:
         line = lines.get(fieldname) or lines.get(fieldname.split(".")[0].split("[")[0])
-        return SpecError(f"{path}:{line}: {fieldname}: {message}" if line else f"{path}: {fieldname}: {message}")
+        # keys and values are quoted from the file as they are: one_line escapes a newline in them
+        return SpecError(one_line(f"{path}:{line}: {fieldname}: {message}" if line
+                                  else f"{path}: {fieldname}: {message}"))
 
     for key in data:
         if not isinstance(key, str):

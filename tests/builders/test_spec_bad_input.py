@@ -52,6 +52,12 @@ CASES = [
     ("params: {block: *nothing}\n", "malformed YAML", 4),
     ("a: &x [*x]\n", "unknown field", 4),
     ("reference: [alpha]\n", "reference: expected a torch expression", 4),
+    # found by the long fuzz profile: a newline inside a quoted key or value came back in the message
+    ('"a\\nb": 1\n', "a\\nb: unknown field", 4),
+    ('params: {"bl\\nock": 1}\n', "unknown parameter 'bl\\nock'", 4),
+    ('params: {op: "ax\\rpy"}\n', "params.op", 4),
+    ('shapes: {"n\\u2028": 1}\n', "unknown shape 'n\\u2028'", 4),
+    ('tolerance: {reduction: "n\\n"}\n', "got 'n\\n'", 4),
 ]
 
 
