@@ -194,14 +194,17 @@ class LaunchInfo:
     def grid_for(self, sizes: dict, what: str = "kernel") -> tuple[int, int, int]:
         """Workgroups per dimension for these sizes, after checking ``requires`` (LaunchError naming
         the sizes when one fails)."""
-        checked = {}
+        checked: dict[str, int] = {}
         for name, value in sizes.items():
-            try:                                  # an integer of any kind (numpy's too), never 1.5 or True
-                checked[name] = operator.index(value) if not isinstance(value, bool) else None
-            except TypeError:
-                checked[name] = None
-            if checked[name] is None or checked[name] < 0:
+            size = -1
+            if not isinstance(value, bool):
+                try:                              # an integer of any kind (numpy's too), never 1.5 or True
+                    size = operator.index(value)
+                except TypeError:
+                    pass
+            if size < 0:
                 raise LaunchError(f"{what}: size {name}={value!r} is not a size (an integer >= 0)")
+            checked[name] = size
         sizes = checked
         env = {**self.constants, **sizes}
         for expr, message in self.requires:
