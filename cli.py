@@ -376,7 +376,8 @@ DEMO_SPEC = "axpy_f32.yaml"
               help="where the .s/.co go (default: out/demo)")
 @click.option("--target", "-t", default=DEFAULT_TARGET, metavar="TARGET",
               help=f"{TARGET_NAMES} (default: {DEFAULT_TARGET})")
-@click.option("-n", "n", type=int, default=10_007, help="elements (default 10007: five workgroups and a tail)")
+@click.option("-n", "n", type=click.IntRange(min=0), default=10_007,
+              help="elements (default 10007: five workgroups and a tail)")
 def demo(out_dir, target, n) -> int:
     """Generate the fp32 axpy kernel, assemble it, show its first instructions, then run it (hip on a
     supported AMD GPU, else the CPU emulator) and check it against torch."""
@@ -412,8 +413,9 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     except ImportError:
         print("4. run       not available: torch is not installed (pip install torch); nothing was run.")
         return 0
-    backend = choose_backend()
+    backend = run_command.require_device(choose_backend())     # hip without a GPU: one line, as in run
     kernel = build(str(spec.path), target.name)
+    run_command.check_sizes(kernel, {"n": n})                    # what the kernel addresses, what memory holds
     alpha = 1.5
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(n, generator=gen, dtype=torch.float32)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from isagen.objects import cache, toolchain
 from isagen.objects.emit import render_assembly
 from isagen.runtime import gpu
 from isagen.runtime.backends import get_backend
-from isagen.targets import DEFAULT_TARGET, get_target
+from isagen.targets import DEFAULT_TARGET, Target, get_target
 
 # isagen element type -> torch dtype name (fp8 formats differ per target: see torch_dtype)
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64", "i32": "int32",
@@ -172,6 +173,9 @@ class Kernel:
                     raise LaunchError(f"{self.name}: scalar '{s.name}' ({s.dtype}) must be a Python number, "
                                       f"got a torch.Tensor (pass .item())")
                 scalar_values[s.name] = scalars[s.name]
+                problem = s.problem(scalars[s.name])
+                if problem:
+                    raise LaunchError(f"{self.name}: scalar '{s.name}' {problem}")
             elif s.default is not None:
                 scalar_values[s.name] = s.default
             else:
@@ -183,6 +187,14 @@ class Kernel:
             t = bound[tp.name]
             if not isinstance(t, torch.Tensor):
                 raise LaunchError(f"{self.name}: argument '{tp.name}' must be a torch.Tensor, got {type(t).__name__}")
+            # the kernel reads and writes dense row-major memory: a nested or sparse tensor's storage is
+            # not its logical elements (and asking a sparse tensor for its strides raises)
+            if t.is_nested:
+                raise LaunchError(f"{self.name}: tensor '{tp.name}' is a nested tensor; pass a dense tensor "
+                                  f"(for example .to_padded_tensor(0))")
+            if t.layout != torch.strided:
+                raise LaunchError(f"{self.name}: tensor '{tp.name}' has layout {t.layout}; the kernel takes a "
+                                  f"dense tensor (pass .to_dense())")
             want = torch_dtype(tp.dtype, self.target)
             if t.dtype != want:
                 raise LaunchError(f"{self.name}: tensor '{tp.name}' has dtype {t.dtype}, expected {want}")
@@ -305,10 +317,16 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
 
     ``spec``: a path to a spec .yaml or a bundled spec's name.  ``target``: gfx942 or gfx950, default the
     current AMD GPU's architecture, else gfx942.  ``params`` override the spec's parameters."""
+    if not isinstance(spec, (str, os.PathLike)):
+        raise SpecError(f"isagen.build: spec must be a spec name or a path to a .yaml file, "
+                        f"got {type(spec).__name__} {spec!r:.60}")
+    if target is not None and not isinstance(target, (str, Target)):
+        raise SpecError(f"isagen.build: target must be a target name such as {DEFAULT_TARGET}, "
+                        f"got {type(target).__name__} {target!r:.60}")
     path = resolve_spec(spec)
     overrides = [f"{k}={_override_text(v)}" for k, v in params.items()]
     s = load_spec(path, overrides)
-    tgt = s.select_targets(get_target(target).name if target else gpu.default_target())[0]
+    tgt = s.select_targets(target if target else gpu.default_target())[0]
     tc = toolchain.find_toolchain(tgt.name)
     key = cache.cache_key(spec=path.read_text(), params=dict(s.params),
                           target=tgt.target_id, isagen=__version__, source=source_hash(),

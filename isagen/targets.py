@@ -300,11 +300,51 @@ def mfma_targets(mnemonic: str) -> tuple[str, ...]:
     return tuple(t.name for t in TARGETS.values() if t.has_mfma(mnemonic))
 
 
+# the target-ID features LLVM knows for these processors (AMDGPUUsage, "Target Features"): each may be
+# given once, as feature+ (on) or feature- (off); one left out means "any"
+TARGET_FEATURES = ("sramecc", "xnack")
+
+
+def parse_target_id(text: str) -> tuple[Target, dict[str, str]]:
+    """``'gfx942:sramecc+:xnack-'`` -> (the target, {"sramecc": "+", "xnack": "-"}), parsed as LLVM
+    does: a known processor, then known features with + or -, each at most once."""
+    if not isinstance(text, str):
+        raise TargetError(f"a target is a name such as {DEFAULT_TARGET}, got {type(text).__name__}")
+    proc, *features = text.strip().split(":")
+    base = proc.strip().lower()
+    if base not in TARGETS:
+        raise TargetError(f"unsupported target '{text}' (supported: {', '.join(TARGETS)})")
+    found: dict[str, str] = {}
+    for feature in features:
+        name, sign = feature[:-1], feature[-1:]
+        if name not in TARGET_FEATURES or sign not in ("+", "-"):
+            raise TargetError(f"target '{text}': unknown feature '{feature}' (a target ID takes "
+                              f"{', '.join(f'{f}+ or {f}-' for f in TARGET_FEATURES)})")
+        if name in found:
+            raise TargetError(f"target '{text}': feature {name} given twice")
+        found[name] = sign
+    return TARGETS[base], found
+
+
 def get_target(name: str | Target) -> Target:
-    """Look a target up by name; accepts a full target ID such as 'gfx942:sramecc+:xnack-'."""
+    """Look a target up by name; accepts a full target ID such as 'gfx942:sramecc+:xnack-' (its
+    features are checked, see ``parse_target_id``, and otherwise ignored: use ``build_target`` where
+    code is generated for the ID)."""
     if isinstance(name, Target):
         return name
-    base = str(name).split(":")[0].strip().lower()
-    if base not in TARGETS:
-        raise TargetError(f"unsupported target '{name}' (supported: {', '.join(TARGETS)})")
-    return TARGETS[base]
+    return parse_target_id(name)[0]
+
+
+def build_target(name: str | Target) -> Target:
+    """The target a kernel is built for.  isagen writes code objects for the ID production devices run,
+    ``<proc>:sramecc+:xnack-`` (``Target.target_id``); a target ID asking for other features (xnack+:
+    the page-migration mode; sramecc-) is refused rather than silently built as something else."""
+    if isinstance(name, Target):
+        return name
+    target, features = parse_target_id(name)
+    production = {f[:-1]: f[-1] for f in target.target_id.split(":")[1:]}
+    other = [f"{k}{v}" for k, v in features.items() if production.get(k) != v]
+    if other:
+        raise TargetError(f"target '{name}': isagen builds {target.target_id} code objects only; "
+                          f"{', '.join(other)} is not supported")
+    return target

@@ -165,7 +165,9 @@ def _scalars(p) -> list[ScalarParam]:
     op = NORMS[p.op]
     out = [ScalarParam("eps", "f32", op.eps)]
     if op.dropout:
-        out += [ScalarParam("p", "f32", 0.0), ScalarParam("seed", "u32", 0), ScalarParam("offset", "u32", 0)]
+        # p is a probability: torch's dropout refuses one outside [0, 1], and so does a launch
+        out += [ScalarParam("p", "f32", 0.0, (0.0, 1.0)), ScalarParam("seed", "u32", 0),
+                ScalarParam("offset", "u32", 0)]
     return out
 
 

@@ -25,6 +25,7 @@ under cancellation where a bound relative to ``|ref|`` alone cannot.
 from __future__ import annotations
 
 import math
+import os
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ import click
 
 import isagen
 from isagen.api import Kernel, build, resolve_spec, torch_dtype
-from isagen.builders.spec import load_spec
+from isagen.builders.spec import load_spec, printable
 from isagen.errors import LaunchError, SpecError
 from isagen.progress import SLOW_WORK_S, Progress
 from isagen.runtime import gpu
@@ -86,11 +87,11 @@ def parse_assignments(items, what: str, cast) -> dict:
             name, sep, text = part.partition("=")
             name = name.strip()
             if not sep or not name.isidentifier():
-                raise SpecError(f"{what} {part}: expected name=value (for example {what} n=4096)")
+                raise SpecError(f"{what} {printable(part)}: expected name=value (for example {what} n=4096)")
             try:
                 out[name] = cast(text.strip())
             except ValueError:
-                raise SpecError(f"{what} {part}: '{text.strip()}' is not a number") from None
+                raise SpecError(f"{what} {printable(part)}: {text.strip()!r} is not a number") from None
     return out
 
 
@@ -166,10 +167,25 @@ def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
                         f"{len(written)} output(s) ({', '.join(t.name for t in written)})")
     out = {}
     for t, v in zip(written, values):
-        v = torch.as_tensor(v, dtype=torch.float64)
         shape = tuple(inputs[t.name].shape)
-        out[t.name] = torch.broadcast_to(v, shape) if tuple(v.shape) != shape else v
+        where = f"{kernel.spec_path or kernel.name}: reference '{kernel.reference}'"
+        # a real tensor or number that broadcasts to the output's shape; anything else is the spec's mistake
+        if isinstance(v, bool) or not isinstance(v, (torch.Tensor, int, float)):
+            raise SpecError(f"{where} gives {_what(v)} for output '{t.name}', not a tensor or a number")
+        v = torch.as_tensor(v)
+        if v.is_complex() or v.dtype == torch.bool:
+            raise SpecError(f"{where} gives a {v.dtype} tensor for output '{t.name}', not a real one")
+        try:
+            v = torch.broadcast_to(v.to(torch.float64), shape)
+        except RuntimeError:
+            raise SpecError(f"{where} gives shape {tuple(v.shape)} for output '{t.name}' of shape {shape}") from None
+        out[t.name] = v
     return out
+
+
+def _what(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40] + '…' if len(text) > 40 else text}"
 
 
 def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, sizes: dict | None = None,
@@ -205,22 +221,21 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
              shapes: dict | None = None, scalars: dict | None = None, iters: int = 10, seed: int = 0) -> RunReport:
     """Build ``spec``, run it once on random inputs and check it; time it (see the module docstring)."""
     import torch
-    be = choose_backend(backend)
-    if be == "hip":                     # the inputs go to the GPU before the launch: say now if there is none
-        ok, why = gpu.rocm_gpu_available()
-        if not ok:
-            raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use --backend emu)")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise LaunchError(f"seed {seed!r}: expected an integer from 0 to 2**64-1 (torch's generator seed)")
+    be = require_device(choose_backend(backend))
     kernel = build(spec, target, **(params or {}))
     symbols = kernel.launch.size_symbols
     unknown = sorted(set(shapes or {}) - set(symbols))
     if unknown:
         raise LaunchError(f"{kernel.name}: unknown size(s) {', '.join(unknown)} (it takes: {', '.join(symbols)})")
-    negative = [f"{k}={v}" for k, v in (shapes or {}).items() if v < 0]
+    negative = [f"{k}={v}" for k, v in (shapes or {}).items() if isinstance(v, int) and v < 0]
     if negative:
         raise LaunchError(f"{kernel.name}: --shape {', '.join(negative)}: a size cannot be negative")
     sizes = {k: v for k, v in kernel.spec_shapes.items() if k in symbols}
     sizes.update(shapes or {})
     device = "cuda" if be == "hip" else "cpu"
+    check_sizes(kernel, sizes, device, reduction=bool(_spec_tolerance(kernel).get("reduction")))
     tensors = random_inputs(kernel, sizes, device, seed)
     inputs = {n: t.clone() for n, t in tensors.items()}
     values = random_scalars(kernel, scalars or {}, seed)
@@ -250,6 +265,57 @@ def run_spec(spec, *, target: str | None = None, backend: str | None = None, par
         report.time_ms = statistics.median(times[1:])     # the first launch warms up and is not counted
         torch.cuda.synchronize()
     return report
+
+
+MAX_SEED = 2 ** 64 - 1         # torch.Generator.manual_seed takes a 64-bit seed
+
+
+def require_device(be: str) -> str:
+    """``be``, after checking that hip has a GPU to run on: its inputs go to the device before the
+    launch, so say it now, as one line, rather than as torch's CUDA error."""
+    if be == "hip":
+        ok, why = gpu.rocm_gpu_available()
+        if not ok:
+            raise LaunchError(f"the hip backend needs a supported AMD GPU: {why} (use --backend emu)")
+    return be
+
+
+def check_sizes(kernel, sizes: dict, device: str = "cpu", reduction: bool = False) -> None:
+    """Refuse sizes a run cannot take before anything is allocated: first what the kernel can address
+    (the launch contract's ``requires``, e.g. 32-bit buffer offsets, and the dispatch's 32-bit grid,
+    through ``grid_for``), then the memory the run needs against what the machine has free.  The run
+    holds each tensor twice (the launch's and the pristine copy the reference reads), a float32
+    temporary while drawing it, and float64 arrays of its size for the reference (twice with a
+    reduction tolerance) and the comparison (four)."""
+    import torch
+    missing = [d for d in kernel.launch.size_symbols if d not in sizes]
+    if missing:
+        raise LaunchError(f"{kernel.name}: no size for {', '.join(missing)} (give --shape {missing[0]}=...)")
+    kernel.launch.grid_for(sizes, kernel.name)
+    need = 0
+    for t in kernel.launch.tensors:
+        numel = math.prod(sizes[d] if isinstance(d, str) else d for d in t.shape)
+        itemsize = torch.empty((), dtype=torch_dtype(t.dtype, kernel.target)).element_size()
+        need += numel * (2 * itemsize + 4) + (numel * 8 * (6 if reduction else 5) if t.written else 0)
+    free, where = _free_memory(device)
+    if free is not None and need > free:
+        shown = " ".join(f"{k}={v}" for k, v in sizes.items())
+        raise LaunchError(f"{kernel.name}: sizes {shown} need about {need / 2**30:.2f} GiB of {where} for the "
+                          f"run, more than the {free / 2**30:.2f} GiB free; give smaller --shape sizes")
+
+
+def _free_memory(device: str):
+    """(bytes free, what) on the device the tensors go to; (None, ...) when it cannot be known."""
+    if device == "cuda":
+        import torch
+        try:
+            return torch.cuda.mem_get_info()[0], "GPU memory"
+        except Exception:      # noqa: BLE001 -- no answer is not an error: the allocation will tell
+            return None, "GPU memory"
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "host memory"
+    except (ValueError, OSError, AttributeError):
+        return None, "host memory"
 
 
 def _spec_tolerance(kernel) -> dict:
@@ -303,8 +369,8 @@ def format_report(r: RunReport) -> list[str]:
               help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
 @click.option("--target", default=None, metavar="TARGET",
               help=f"{' or '.join(gpu.SUPPORTED_ARCHS)} (default: the GPU's, else {gpu.DEFAULT_TARGET})")
-@click.option("--iters", type=int, default=10, help="timed launches on hip (default 10)")
-@click.option("--seed", type=int, default=0, help="seed of the random inputs")
+@click.option("--iters", type=click.IntRange(min=0), default=10, help="timed launches on hip (default 10)")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, help="seed of the random inputs (0 to 2**64-1)")
 def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
     """Build SPEC (a spec file or the name of a bundled spec; cached), run it on random inputs of its
     shapes (hip on an AMD GPU, else the emulator), compare with the spec's reference, time it.  Exit

@@ -29,6 +29,9 @@ _NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.N
           ast.Call, ast.USub, ast.Not, ast.And, ast.Or, *_BINOPS, *_CMPOPS)
 
 
+MAX_GRID_ITEMS = 2 ** 32 - 1        # work-items per grid dimension in an HSA dispatch packet
+
+
 @functools.lru_cache(maxsize=512)
 def _parse(text: str, where: str) -> ast.Expression:
     try:
@@ -120,6 +123,18 @@ class ScalarParam:
     name: str
     dtype: str                       # a kernarg value type: f32, i32, u32, ...
     default: float | int | None = None
+    bounds: tuple | None = None      # (low, high), both allowed: the values the kernel's math is defined for
+
+    def problem(self, value) -> str | None:
+        """Why ``value`` is outside ``bounds`` (NaN always is), or None."""
+        if self.bounds is None:
+            return None
+        low, high = self.bounds
+        try:
+            inside = bool(low <= value <= high)
+        except TypeError:
+            return None                  # not a number at all: the kernel-argument packing says so
+        return None if inside else f"must be in [{low}, {high}], got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -179,6 +194,18 @@ class LaunchInfo:
     def grid_for(self, sizes: dict, what: str = "kernel") -> tuple[int, int, int]:
         """Workgroups per dimension for these sizes, after checking ``requires`` (LaunchError naming
         the sizes when one fails)."""
+        checked: dict[str, int] = {}
+        for name, value in sizes.items():
+            size = -1
+            if not isinstance(value, bool):
+                try:                              # an integer of any kind (numpy's too), never 1.5 or True
+                    size = operator.index(value)
+                except TypeError:
+                    pass
+            if size < 0:
+                raise LaunchError(f"{what}: size {name}={value!r} is not a size (an integer >= 0)")
+            checked[name] = size
+        sizes = checked
         env = {**self.constants, **sizes}
         for expr, message in self.requires:
             if not evaluate(expr, env, f"{what}: requires"):
@@ -187,6 +214,12 @@ class LaunchInfo:
         grid = tuple(evaluate(g, env, f"{what}: grid[{i}]") for i, g in enumerate(self.grid))
         if any(not isinstance(g, int) or isinstance(g, bool) or g < 0 for g in grid):
             raise LaunchError(f"{what}: the launch rule gives grid {grid} for sizes {sizes}")
+        # the dispatch packet holds the grid in work-items, 32 bits per dimension (hsa_kernel_dispatch_packet_t)
+        for i, (g, b) in enumerate(zip(grid, self.block)):
+            if g * b > MAX_GRID_ITEMS:
+                shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+                raise LaunchError(f"{what}: sizes {shown} need {g} workgroups of {b} in dimension {i}, more "
+                                  f"than a dispatch can address ({MAX_GRID_ITEMS} work-items)")
         return grid
 
     def to_json(self) -> dict:
@@ -198,7 +231,9 @@ class LaunchInfo:
     def from_json(cls, d: dict) -> LaunchInfo:
         return cls(tensors=tuple(TensorParam(t["name"], t["dtype"], tuple(t["shape"]), t["role"])
                                  for t in d["tensors"]),
-                   scalars=tuple(ScalarParam(s["name"], s["dtype"], s.get("default")) for s in d["scalars"]),
+                   scalars=tuple(ScalarParam(s["name"], s["dtype"], s.get("default"),
+                                             tuple(s["bounds"]) if s.get("bounds") is not None else None)
+                                 for s in d["scalars"]),
                    grid=tuple(d["grid"]), block=tuple(d["block"]), kernargs=dict(d["kernargs"]),
                    requires=tuple(tuple(r) for r in d["requires"]), constants=dict(d["constants"]),
                    shared_bytes=int(d.get("shared_bytes", 0)))

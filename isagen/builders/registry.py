@@ -292,7 +292,7 @@ class Generator:
         if missing:
             raise LaunchError(f"{params.name}: missing size(s) {', '.join(missing)} "
                               f"(the kernel takes: {', '.join(info.size_symbols)})")
-        grid = info.grid_for({k: int(v) for k, v in shapes.items()}, params.name)
+        grid = info.grid_for(dict(shapes), params.name)      # grid_for refuses a size that is not an int >= 0
         return Launch(grid, tuple(info.block), info.shared_bytes)
 
 

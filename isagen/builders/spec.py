@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +32,7 @@ import yaml
 from isagen.builders.program import KernelBuilder, Program
 from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
-from isagen.targets import TARGETS, Target, get_target
+from isagen.targets import TARGETS, Target, build_target, get_target
 
 FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference", "tolerance")
 TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate")
@@ -50,7 +51,21 @@ class Override:
     text: str          # the value as written after '='
 
     def __str__(self) -> str:
-        return f"-D {self.name}={self.text}"
+        return f"-D {self.name}={printable(self.text)}"
+
+
+def printable(text: str) -> str:
+    """``text`` as typed, or its repr when it holds a newline or another control character: an error
+    message quoting the user's text stays one line."""
+    return text if text.isprintable() else repr(text)
+
+
+def one_line(message: str) -> str:
+    """``message`` with every control character (a newline in a quoted key or value) escaped as Python
+    writes it, so that an error quoting the user's text is still one line."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def _as_overrides(items) -> list[Override]:
@@ -64,7 +79,7 @@ def parse_overrides(items) -> list[Override]:
         name, sep, text = str(item).partition("=")
         name = name.strip()
         if not sep or not name.isidentifier():
-            raise SpecError(f"-D {item}: expected name=value (for example -D block=128)")
+            raise SpecError(f"-D {printable(str(item))}: expected name=value (for example -D block=128)")
         out.append(Override(name, text))
     return out
 
@@ -96,14 +111,14 @@ class Spec:
         return f"{self.path}:{line}: {fieldname}" if line else f"{self.path}: {fieldname}"
 
     def error(self, fieldname: str, message: str) -> SpecError:
-        return SpecError(f"{self.where(fieldname)}: {message}")
+        return SpecError(one_line(f"{self.where(fieldname)}: {message}"))
 
     # ------------------------------------------------------------------ targets
     def select_targets(self, which: str | None = None) -> list[Target]:
         """``None``/``"all"``: every target the spec lists; otherwise that one (which the spec must list)."""
         if which in (None, "all"):
             return [get_target(t) for t in self.targets]
-        target = get_target(which)
+        target = build_target(which)
         if target.name not in self.targets:
             raise self.error("targets", f"the spec lists {', '.join(self.targets)}; "
                                         f"target {target.name} is not one of them")
@@ -209,8 +224,58 @@ def load_specs(paths, overrides=()) -> list[Spec]:
     return [load_spec(f, overrides) for f in files]
 
 
+# Limits of the YAML a spec may hold.  A spec is a few small mappings, so these are far above any real
+# one; they turn inputs that would otherwise end in a RecursionError (deep nesting: PyYAML composes and
+# constructs recursively) or a ValueError (Python refuses int() of more than 4300 digits) into one line.
+MAX_DEPTH = 32            # nesting of mappings/sequences
+MAX_INT_DIGITS = 40       # a 128-bit integer has 39 digits; no parameter or size comes near it
+NAME_MAX_CHARS = 128      # a kernel symbol: see _check_name
+
+
 class _Loader(yaml.SafeLoader):
-    """Safe YAML, with duplicate mapping keys reported instead of silently overwritten."""
+    """Safe YAML that refuses what a spec can never hold before constructing Python values from it:
+    nesting deeper than ``MAX_DEPTH`` (checked while composing, so the composer never recurses that
+    far), collections as mapping keys, integers of more than ``MAX_INT_DIGITS`` digits; and reports
+    duplicate mapping keys instead of silently overwriting them."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _check_nodes(root: yaml.Node) -> None:
+    """The schema walk over the composed node tree: every mapping key a scalar, every integer of a
+    sane length.  Iterative, and each node once (aliases may share or even contain nodes)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode):
+                    kind = "mapping" if isinstance(key, yaml.MappingNode) else "list"
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"a {kind} used as a mapping key (keys are names or plain values)",
+                        key.start_mark)
+                stack += (key, value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+        elif node.tag == "tag:yaml.org,2002:int":
+            digits = sum(c.isalnum() for c in node.value)
+            if digits > MAX_INT_DIGITS:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"an integer of {digits} digits is out of range", node.start_mark)
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -225,6 +290,27 @@ def _construct_mapping(loader, node, deep=False):
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _load_yaml(text: str, path: str):
+    """``(root node, data)`` of one YAML document, or a SpecError: the one guarded load every spec goes
+    through (the reader refuses control characters already in the loader's constructor)."""
+    loader = None
+    try:
+        loader = _Loader(text)          # one parse: the node tree (line numbers) and the data from it
+        root = loader.get_single_node()
+        if root is None:
+            return None, None
+        _check_nodes(root)
+        return root, loader.construct_document(root)
+    except yaml.reader.ReaderError as e:     # no mark: the line is where its character is
+        line = text.count("\n", 0, e.position) + 1
+        raise SpecError(f"{path}:{line}: malformed YAML: {str(e).splitlines()[0]}") from None
+    except yaml.YAMLError as e:
+        raise _yaml_error(path, e) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
 
 
 def _yaml_error(path: str, e: yaml.YAMLError) -> SpecError:
@@ -244,14 +330,9 @@ def _yaml_error(path: str, e: yaml.YAMLError) -> SpecError:
 
 def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     """Validate spec text (see the module docstring); ``path`` is used in messages."""
-    loader = _Loader(text)              # one parse: the node tree (line numbers) and the data from it
-    try:
-        root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
-    except yaml.YAMLError as e:
-        raise _yaml_error(path, e) from None
-    finally:
-        loader.dispose()
+    if not isinstance(text, str):
+        raise SpecError(f"{path}: spec text must be a string, got {type(text).__name__}")
+    root, data = _load_yaml(text, path)
     if root is None:
         raise SpecError(f"{path}: the spec is empty (needs at least: {', '.join(REQUIRED)})")
     if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
@@ -272,7 +353,9 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
 
     def err(fieldname: str, message: str) -> SpecError:
         line = lines.get(fieldname) or lines.get(fieldname.split(".")[0].split("[")[0])
-        return SpecError(f"{path}:{line}: {fieldname}: {message}" if line else f"{path}: {fieldname}: {message}")
+        # keys and values are quoted from the file as they are: one_line escapes a newline in them
+        return SpecError(one_line(f"{path}:{line}: {fieldname}: {message}" if line
+                                  else f"{path}: {fieldname}: {message}"))
 
     for key in data:
         if not isinstance(key, str):
@@ -294,8 +377,9 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     except SpecError as e:
         raise err("kernel", str(e)) from None
     name = data["name"]
-    if not isinstance(name, str) or not name.isidentifier():
-        raise err("name", f"must be a valid kernel symbol (letters, digits, _), got {_show(name)}")
+    problem = _check_name(name)
+    if problem:
+        raise err("name", problem)
     description = data.get("description", "")
     if description is None:
         description = ""
@@ -323,7 +407,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         seen.append(t)
 
     # params: file values, then -D overrides, validated against the schema
-    raw = data.get("params") or {}
+    raw = _mapping_field(data, "params")
     if not isinstance(raw, dict):
         raise err("params", f"expected a mapping of parameter: value, got {_kind(raw)}")
     values = gen.defaults()
@@ -352,7 +436,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         overridden[ov.name] = ov
 
     # shapes: default run-time shapes, named by the generator
-    shapes = data.get("shapes") or {}
+    shapes = _mapping_field(data, "shapes")
     if not isinstance(shapes, dict):
         raise err("shapes", f"expected a mapping of shape: size, got {_kind(shapes)}")
     for key, value in shapes.items():
@@ -375,7 +459,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         reference = reference.strip()
 
     # tolerance: rtol/atol (numbers >= 0) and the reduction model (a size symbol, an accumulation type)
-    tolerance = data.get("tolerance") or {}
+    tolerance = _mapping_field(data, "tolerance")
     if not isinstance(tolerance, dict):
         raise err("tolerance", f"expected a mapping (rtol, atol, reduction, accumulate), got {_kind(tolerance)}")
     tolerance = dict(tolerance)
@@ -391,10 +475,10 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         if key in ("rtol", "atol") and (isinstance(value, bool) or not isinstance(value, (int, float))
                                         or not value >= 0):
             raise err(fname, f"expected a number >= 0, got {_show(value)}")
-        if key == "reduction" and value not in gen.shapes:
+        if key == "reduction" and (not isinstance(value, str) or value not in gen.shapes):
             raise err(fname, f"expected the size symbol the output sums over (one of: {', '.join(gen.shapes)}), "
                              f"got {_show(value)}")
-        if key == "accumulate" and value not in ACCUMULATE:
+        if key == "accumulate" and (not isinstance(value, str) or value not in ACCUMULATE):
             raise err(fname, f"expected one of {', '.join(ACCUMULATE)}, got {_show(value)}")
     if "accumulate" in tolerance and "reduction" not in tolerance:
         raise err("tolerance.accumulate", "needs tolerance.reduction (the size the output sums over)")
@@ -404,6 +488,28 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
                 params=gen.make_params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
                 lines=lines, overridden=overridden, tolerance=tolerance)
     return spec
+
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_name(name) -> str | None:
+    """Why ``name`` cannot be a kernel's name, or None.  The name is the ELF symbol (LLVM takes an
+    unquoted ASCII identifier) and the stem of every file made from it: ``<name>.<target>.co.tmp`` in
+    the output directory and ``.<name>-<32 hex digits>.<8 random>`` in the cache, which must fit the
+    file system's 255 bytes per name; 128 characters leaves room for both."""
+    if not isinstance(name, str) or not _SYMBOL.fullmatch(name):
+        return f"must be a kernel symbol (ASCII letters, digits and _, not starting with a digit), got {_show(name)}"
+    if len(name) > NAME_MAX_CHARS:
+        return f"a kernel symbol of at most {NAME_MAX_CHARS} characters (it names files), got {len(name)}"
+    return None
+
+
+def _mapping_field(data: dict, fieldname: str):
+    """``params``/``shapes``/``tolerance`` absent or left empty (``params:``) is {}; any other value is
+    returned as it is, for the caller's check (``params: false`` is an error, not an empty mapping)."""
+    value = data.get(fieldname)
+    return {} if value is None else value
 
 
 def _kind(value) -> str:
