@@ -116,7 +116,7 @@ def test_overrides_and_explicit_backend(capsys):
     assert cli_main(["run", "add_bf16", "-D", "block=64", "-D", "unroll=2", "--target", "gfx942",
                      "--shape", "n=3001", "--backend", "emu", "--seed", "7"]) == 0
     out = capsys.readouterr().out
-    assert "add_bf16 [gfx942, emu] n=3001: grid (3, 1, 1) x block (64, 1, 1)" in out    # cdiv(3001, 64*8*2)
+    assert "add_bf16 [gfx942, emu] n=3001 (--shape): grid (3, 1, 1) x block (64, 1, 1)" in out    # cdiv(3001, 64*8*2)
 
 
 def test_a_wrong_reference_fails_with_exit_code_1(tmp_path, capsys):
