@@ -22,6 +22,7 @@ grid, packs the kernel arguments with the kernel's ``KernArgs`` and launches on 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import os
@@ -37,6 +38,7 @@ from isagen.builders.spec import bundled_specs_dir, load_spec
 from isagen.errors import IsagenError, LaunchError, SpecError
 from isagen.objects import cache, toolchain
 from isagen.objects.emit import render_assembly
+from isagen.progress import SLOW_WORK_S, Progress
 from isagen.runtime import gpu
 from isagen.runtime.backends import get_backend
 from isagen.targets import DEFAULT_TARGET, Target, get_target
@@ -241,9 +243,12 @@ class Kernel:
         return bound, values, sizes
 
     # ------------------------------------------------------------------ launching
-    def run(self, *tensors, backend: str | None = None, timing: bool = False, **scalars) -> RunResult:
+    def run(self, *tensors, backend: str | None = None, timing: bool = False, progress: bool = False,
+            **scalars) -> RunResult:
         """Launch on ``backend`` (default: ``ISAGEN_BACKEND``, else hip on a supported AMD GPU, else the
-        emulator) and report how it went."""
+        emulator) and report how it went.  ``progress=True``: an emulator launch that takes more than
+        two seconds shows its workgroups done, rate and ETA on stderr (a bar on a terminal, a line every
+        few seconds elsewhere); a hip launch is over before there is anything to show."""
         be = get_backend(backend)
         bound, values, sizes = self.bind(tensors, dict(scalars), be)
         grid = self.launch.grid_for(sizes, self.name)
@@ -251,8 +256,13 @@ class Kernel:
         outputs = tuple(bound[t.name] for t in self.launch.tensors if t.written)
         time_ms = stats = None
         if all(grid):                        # an empty problem launches nothing
-            time_ms = be.run(self, bound, values, grid, block, timing=timing,
-                             outputs=[t.name for t in self.launch.tensors if t.written])
+            # the emulator reports its workgroups to the innermost open Progress (isagen/progress.py);
+            # without the opt-in none is opened here, so that a caller's (the CLI's) still gets them
+            watch = (Progress(f"emulating {self.name}", delay=SLOW_WORK_S, clock=True, unit="workgroups",
+                              lines=True) if progress else contextlib.nullcontext())
+            with watch:
+                time_ms = be.run(self, bound, values, grid, block, timing=timing,
+                                 outputs=[t.name for t in self.launch.tensors if t.written])
             stats = getattr(be, "last_stats", None)
         return RunResult(outputs, be.name, grid, block, time_ms, stats)
 

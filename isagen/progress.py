@@ -1,22 +1,32 @@
-"""Progress bars for the command line's long work, drawn with click's bar on stderr.
+"""Progress bars for long work, drawn with click's bar on stderr.
 
 A bar is drawn only when stderr is a terminal: piped or captured output (files, CI logs, the tests)
-gets nothing extra, so what a script reads is the same with or without one.
+gets nothing extra, so what a script reads is the same with or without one.  The Python API's
+opt-in (``kernel.run(..., progress=True)``) asks for more: without a terminal (a notebook, a log) it
+prints a plain line every few seconds instead (``lines=True``), since the caller asked to be told.
 
 The CLI opens a :class:`Progress` around long work.  Work it drives itself reports to that object
 (``isagen gen`` advances it once per build); work deep inside a library loop that takes no UI
 argument reports through :func:`report_progress`, which goes to the innermost open ``Progress`` of
 the current context and does nothing when none is open (the emulator reports its batches of
-workgroups this way, so ``isagen run`` on the emulator shows how far a launch has got).
+workgroups this way, so ``isagen run`` on the emulator shows how far a launch has got).  Such work
+may also hand over an *estimate*, a function the bar's clock calls between reports for the units
+done so far (fractions included): the emulator runs most launches in one or a few large batches,
+and without it a bar would stand still for the whole of a batch.
+
+What follows a bar with a total: the rate (units per second since the work began) and the ETA
+(the units left at that rate), then the current step's name, then (``clock=True``) the time so far.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -27,6 +37,10 @@ if TYPE_CHECKING:
 # work that is often quick (an emulator run) shows its bar only once it has taken this long: a bar
 # that appears and fills at once tells nothing
 SLOW_WORK_S = 2.0
+
+# a progress line (``lines=True`` without a terminal) is printed at most this often: a log gets a few
+# lines per minute, not one per update
+LINE_EVERY_S = 5.0
 
 # the innermost open Progress; a ContextVar so that threads do not report into each other's bars
 _current: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("isagen_progress", default=None)
@@ -43,11 +57,35 @@ def bar_wanted(stream) -> bool:
         return False
 
 
-def report_progress(done: int, total: int) -> None:
-    """``done`` of ``total`` units of the current work are finished: tell the open Progress, if any."""
+def report_progress(done: int, total: int, estimate: Callable[[], float] | None = None) -> None:
+    """``done`` of ``total`` units of the current work are finished: tell the open Progress, if any.
+
+    ``estimate``, when given, is called by the bar's clock until the next report for the units done
+    by then (a float between ``done`` and ``total``; it runs on the clock's thread, so it must only
+    read)."""
     progress = _current.get()
     if progress is not None:
-        progress.update(done, total)
+        progress.update(done, total, estimate=estimate)
+
+
+def progress_wanted() -> bool:
+    """True when an open Progress would show reports (a terminal, or the API's ``lines``): work may
+    then spend a little to report better (the emulator runs a first workgroup alone to learn how
+    long one takes)."""
+    progress = _current.get()
+    return progress is not None and progress.wanted
+
+
+def format_duration(seconds: float) -> str:
+    """``7 s``, ``2:05``, ``1:02:05``: short enough to follow a bar."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}:{s:02d}"
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}"
 
 
 class Progress:
@@ -58,27 +96,40 @@ class Progress:
     given, else from the work's first report (an emulator launch is timed, not the build before it).
 
     ``clock=True`` is for work whose updates are far apart (an emulator launch is often a single batch
-    of workgroups): a thread then redraws the bar twice a second with the time so far, and opens it
-    once ``delay`` has passed even between updates.  ``enabled=False`` turns the bar off where the
-    caller knows it would tell nothing (a single build).  Use it as a context manager; without a
-    terminal on stderr every method is a no-op except :meth:`echo`, which prints.
+    of workgroups): a thread then redraws the bar twice a second with the time so far (and the work's
+    estimate, when it gave one), and opens it once ``delay`` has passed even between updates.
+    ``unit`` names what is counted in the rate (``workgroups`` -> ``12.5 workgroups/s``).
+    ``lines=True``: without a terminal, print a progress line at most every ``LINE_EVERY_S`` seconds
+    (and one when the work ends) instead of nothing.  ``enabled=False`` turns it all off where the
+    caller knows it would tell nothing (a single build).  Use it as a context manager; with nothing to
+    draw every method is a no-op except :meth:`echo`, which prints.
     """
 
     TICK_S = 0.5
+    RATE_WINDOW_S = 5.0
 
     def __init__(self, label: str, total: int | None = None, *, delay: float = 0.0, clock: bool = False,
-                 enabled: bool = True, stream=None):
+                 enabled: bool = True, stream=None, unit: str = "", lines: bool = False):
         self.label = label
         self.total = total
         self.delay = delay
         self.clock = clock
         self.enabled = enabled
+        self.unit = unit
+        self.lines = lines
         self._stream = stream
+        self._tty = False                      # set on entering: a bar (terminal) or lines
         self._bar: ProgressBar[int] | None = None
         self._bars = contextlib.ExitStack()
-        self._done = 0
+        self._done: float = 0                  # reported, or estimated since the last report
+        self._reported: float = 0              # the last report's count (a smaller one starts new work)
+        self._estimate: Callable[[], float] | None = None
+        self._pace: collections.deque[tuple[float, float]] = collections.deque()   # (time, done) of the window
+        self._rate: float | None = None
+        self._estimated = False                # whether an estimate came yet (see ``update``)
         self._status: str | None = None
         self._start: float | None = None     # when the work began: entering, or its first report
+        self._last_line: float | None = None  # when the last progress line was printed (lines mode)
         self._token: contextvars.Token[Progress | None] | None = None     # set on entering
         self._lock = threading.RLock()          # the clock's thread draws too
         self._stop = threading.Event()
@@ -88,13 +139,14 @@ class Progress:
     def __enter__(self) -> Progress:
         if self._stream is None:
             self._stream = sys.stderr           # looked up now: the tests swap sys.stderr per test
-        self.enabled = self.enabled and bar_wanted(self._stream)
+        self._tty = bar_wanted(self._stream)
+        self.enabled = self.enabled and (self._tty or self.lines)
         if self.total is not None:
             self._start = time.monotonic()
         self._token = _current.set(self)
-        if self.enabled and self.delay <= 0 and self.total:
+        if self.enabled and self._tty and self.delay <= 0 and self.total:
             self._open()
-        if self.enabled and self.clock:
+        if self.enabled and (self.clock or not self._tty):     # lines are printed by the clock
             self._clock_thread = threading.Thread(target=self._run_clock, name="isagen-progress", daemon=True)
             self._clock_thread.start()
         return self
@@ -106,8 +158,12 @@ class Progress:
         if self._clock_thread is not None:
             self._clock_thread.join()
         with self._lock:
+            if exc[0] is None:
+                self._done = self.total or self._done                 # a finished run ends full
             if self._bar is not None and exc[0] is None:
-                self._bar.update(max(0, (self.total or 0) - self._bar.pos))     # a finished run ends full
+                self._bar.update(max(0, (self.total or 0) - self._bar.pos))
+            if self._last_line is not None and exc[0] is None:
+                self._print_line(final=True)        # lines were printed: say that it ended
             self._close()
 
     @property
@@ -115,34 +171,50 @@ class Progress:
         """Whether a bar is on the screen now (callers print whole lines above it then)."""
         return self._bar is not None
 
+    @property
+    def wanted(self) -> bool:
+        """Whether reports will be shown (once due): a terminal, or lines asked for."""
+        return self.enabled
+
     # ------------------------------------------------------------------ updates
-    def update(self, done: int, total: int | None = None, status: str | None = None) -> None:
+    def update(self, done: float, total: int | None = None, status: str | None = None,
+               estimate: Callable[[], float] | None = None) -> None:
         """``done`` of ``total`` (default: the total so far) steps are finished; ``status`` names the
-        current one."""
+        current one; ``estimate`` gives the steps done between now and the next update (see
+        :func:`report_progress`)."""
         if not self.enabled:
             return
         with self._lock:
             if status is not None:
                 self._status = status
-            if self._bar is not None and done < self._bar.pos:     # the count started over: new work
+            if done < self._reported:           # the count started over: new work
                 self._close()
                 self._start = None
+                self._last_line = None
+                self._pace.clear()
+                self._rate = None
+                self._estimated = False
             if self._start is None:
                 self._start = time.monotonic()
             if total is not None:
                 self.total = total
-            self._done = done
+            self._done = self._reported = done
+            self._estimate = estimate
+            if estimate is not None and not self._estimated:
+                # the first report that brings an estimate starts the emulator's batches: their pace,
+                # not that of the lone first workgroup before them, is what the rest will go at
+                self._estimated = True
+                self._pace.clear()
+            self._sample()
+            if not self._tty:
+                return                          # lines: the clock prints them
             bar = self._bar
             if bar is None:
                 # without a total nothing is due (``_due`` says so too); a bar that opens full tells nothing
                 if self.total is None or not self._due() or done >= self.total:
                     return
                 bar = self._open()
-            bar.length = self.total
-            steps = done - bar.pos
-            bar.update(steps)
-            if steps == 0:
-                bar.render_progress()     # click redraws on steps only; a new status is worth one too
+            self._draw(bar)
 
     def advance(self, steps: int = 1, status: str | None = None) -> None:
         self.update(self._done + steps, status=status)
@@ -160,32 +232,102 @@ class Progress:
             self._bar._last_line = None     # click redraws only a line that changed; this one was erased
             self._bar.render_progress()
 
-    # ------------------------------------------------------------------ the click bar
+    # ------------------------------------------------------------------ what is shown
     def _due(self) -> bool:
         return bool(self.total) and self._start is not None and time.monotonic() - self._start >= self.delay
 
-    def _info(self, _item) -> str | None:
-        """What follows the bar: the current step's name, and with the clock the time so far."""
-        parts = [self._status] if self._status else []
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._start if self._start is not None else 0.0
+
+    def _refresh(self) -> None:
+        """Take the work's estimate of the steps done by now (never backwards, never past the total)."""
+        if self._estimate is None:
+            return
+        try:
+            guess = float(self._estimate())
+        except Exception:       # noqa: BLE001 -- an estimate is a nicety: one that fails is dropped
+            self._estimate = None
+            return
+        if guess > self._done:
+            self._done = min(guess, float(self.total)) if self.total else guess
+
+    def _sample(self) -> None:
+        """Note (now, done) for the rate; samples older than ``RATE_WINDOW_S`` are dropped, the last
+        of them kept as the window's start."""
+        now = time.monotonic()
+        self._pace.append((now, self._done))
+        while len(self._pace) > 2 and now - self._pace[1][0] >= self.RATE_WINDOW_S:
+            self._pace.popleft()
+
+    def _rate_eta(self) -> str | None:
+        """``12.5 workgroups/s, ETA 20 s``: the rate over the last ``RATE_WINDOW_S`` seconds and the
+        time left at it.  A recent window, not the whole run: an estimate that ran ahead early on (an
+        emulated kernel's cheap prologue) or a slow start stop counting once they are that old."""
+        if self._pace and self.total and self._done < self.total:     # once done, the rate stays as it was
+            t0, done0 = self._pace[0]
+            span = time.monotonic() - t0
+            if span >= self.TICK_S and self._done > done0:
+                self._rate = (self._done - done0) / span
+        rate = self._rate
+        if not self.total or not rate:
+            return None
+        unit = f" {self.unit}" if self.unit else ""
+        text = f"{rate:.3g}{unit}/s"
+        if self._done < self.total:
+            text += f", ETA {format_duration((self.total - self._done) / rate)}"
+        return text
+
+    def _info(self, _item=None) -> str | None:
+        """What follows the bar: rate and ETA, the current step's name, with the clock the time so far."""
+        parts = [p for p in (self._rate_eta(), self._status) if p]
         if self.clock and self._start is not None:
-            parts.append(f"{time.monotonic() - self._start:.0f} s")
+            parts.append(f"{format_duration(self._elapsed())} so far")
         return "  ".join(parts) or None
+
+    def _draw(self, bar: ProgressBar[int]) -> None:
+        assert self.total is not None, "a progress bar drawn without a total"
+        bar.length = self.total
+        steps = int(self._done) - bar.pos
+        if steps > 0:
+            bar.update(steps)
+        else:
+            bar.render_progress()     # click redraws on steps only; a new status or rate is worth one too
+
+    def _print_line(self, final: bool = False) -> None:
+        """One progress line (lines mode): ``emulating: 37/256 workgroups (14%), 9.8/s, ETA 22 s``."""
+        unit = f" {self.unit}" if self.unit else ""
+        if final:
+            text = f"{self.label}: {self.total}/{self.total}{unit} in {format_duration(self._elapsed())}"
+        else:
+            total = self.total or 0
+            pct = f" ({100 * self._done / total:.0f}%)" if total else ""
+            rest = ", ".join(p for p in (self._rate_eta(), self._status, f"{format_duration(self._elapsed())} so far")
+                             if p)
+            text = f"{self.label}: {int(self._done)}/{total}{unit}{pct}, {rest}"
+        print(text, file=self._stream, flush=True)
+        self._last_line = time.monotonic()
 
     def _run_clock(self) -> None:
         while not self._stop.wait(self.TICK_S):
             with self._lock:
-                if self._bar is None and self._due():
-                    self._open()
+                self._refresh()
+                self._sample()
+                if not self._tty:
+                    due_again = self._last_line is None or time.monotonic() - self._last_line >= LINE_EVERY_S
+                    if self._due() and due_again and self._done < (self.total or 0):
+                        self._print_line()
+                elif self._bar is None and self._due() and self._done < (self.total or 0):
+                    self._draw(self._open())
                 elif self._bar is not None:
-                    self._bar.render_progress()
+                    self._draw(self._bar)
 
     def _open(self) -> ProgressBar[int]:
         # every caller opens a bar only for work with a total: ``_due`` is False without one
         assert self.total is not None, "a progress bar opened before its work has a total"
         self._bar = bar = self._bars.enter_context(click.progressbar(
             length=self.total, label=self.label, file=self._stream, show_pos=True, show_percent=True,
-            show_eta=True, width=24, item_show_func=self._info))
-        bar.update(self._done)
+            show_eta=False, width=24, item_show_func=self._info))
+        bar.update(int(self._done))
         return bar
 
     def _close(self) -> None:

@@ -4,22 +4,36 @@ reference, and time it.
     isagen run axpy_f32 --shape n=100000                # emulator here; hip on an AMD GPU
     isagen run specs/add_bf16.yaml -D block=128 --backend emu --target gfx950
 
-Prints one line per output with the max abs/rel error against the reference and pass/fail, then the
-time: device time (hip events, median of ``--iters`` launches) on hip, the emulator's wall time and
-executed instruction count on emu.  Exit code 0 when every output matches, 1 on a mismatch (2, from
-the CLI, for a user error such as a bad spec or shape).
+The first line names the kernel, target, backend, the sizes and where they come from (``--shape``,
+the spec's ``shapes:``, or on the emulator its ``emulator_shapes:``, with the hardware sizes beside
+them), and the launch's grid; it is printed before the launch, so a long emulation says at once what
+it is doing (and on a terminal shows its progress: workgroups done, rate, ETA).  Then one line per
+output with the max abs/rel error against the reference and pass/fail, then the time: device time
+(hip events, median of ``--iters`` launches) on hip, the emulator's wall time and executed
+instruction count on emu.  Exit code 0 when every output matches, 1 on a mismatch (2, from the CLI,
+for a user error such as a bad spec or shape).
 
 The reference is the spec's ``reference:`` expression, evaluated by torch in float64 over the input
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
 (torch.nn.functional), ``math`` and ``isagen`` (for references such as
 ``isagen.prims.random.torch_dropout``) are in scope.  An output matches where
-``|out - ref| <= atol + rtol*|ref|`` with the tolerances of its element type (``TOLERANCES``) or the
-spec's ``tolerance: {rtol, atol}``.  A spec whose outputs are sums over one of its sizes declares it
-(``tolerance: {reduction: k, accumulate: f32}``) and the bound grows by ``k * u * mag``, ``u`` the unit
-round-off of the accumulation type and ``mag`` the reference evaluated on the absolute values of the
-inputs and scalars (for a matrix product, ``|A| @ |B|``): the componentwise error bound of a sum of k
-products in any order (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1), which holds
-under cancellation where a bound relative to ``|ref|`` alone cannot.
+``|out - ref| <= atol + rtol*|ref| + growth`` with the tolerances of its element type
+(``TOLERANCES``) or the spec's ``tolerance: {rtol, atol}``.
+
+``growth`` is for outputs that are sums over one of the sizes (a matrix product's k): the spec
+declares it (``tolerance: {reduction: k, accumulate: f32}``), and when it does not, a size that the
+inputs have and no output has is taken as one (accumulated in f32).  Then
+``growth = min(k, LAMBDA*sqrt(k)) * u * mag``, ``u`` the unit round-off of the accumulation type and
+``mag`` the reference evaluated on the absolute values of the inputs and scalars (for a matrix
+product, ``|A| @ |B|``, computed in float64).  ``k * u * mag`` is the worst-case componentwise bound
+of a k-term sum of products in any order (Higham, *Accuracy and Stability of Numerical Algorithms*,
+§3.1); rounding errors that are independent and of mean zero (round to nearest on random data) grow
+like a random walk instead, and ``LAMBDA*sqrt(k) * u * mag`` bounds the error with probability at
+least ``1 - 2k*exp(-LAMBDA**2 (1-u)**2 / 2)`` (Higham & Mary, *A new approach to probabilistic rounding
+error analysis*, SIAM J. Sci. Comput. 41(5), 2019, Thm. 3.1).  Both hold under cancellation, where a
+bound relative to ``|ref|`` cannot (an output whose exact value is ~1e-7 still carries the rounding
+of partial sums of size ~sqrt(k)); the sqrt(k) one keeps the bound tight enough at large k that a
+wrong kernel (a K-tile skipped, a tile stored in the wrong place) still fails.
 """
 
 from __future__ import annotations
@@ -46,6 +60,10 @@ TOLERANCES = {"f64": (1e-7, 1e-7), "f32": (1.3e-6, 1e-5), "f16": (1e-3, 1e-5), "
               "fp8": (1.25e-1, 1e-3), "bf8": (2.5e-1, 1e-3)}
 # accumulation type -> unit round-off (half an ulp of 1), for ``tolerance.reduction``
 UNIT_ROUNDOFF = {"f64": 2.0 ** -53, "f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+# lambda of the probabilistic bound (module docstring): a correct k-term sum exceeds LAMBDA*sqrt(k)*u*mag
+# with probability below 2k*exp(-50) ~ 4e-22*k per output, i.e. never in any run of any size here (1e9
+# outputs of k = 2^20 fail with probability ~4e-7); below k = LAMBDA**2 the worst case k*u*mag is smaller
+LAMBDA = 10.0
 
 
 @dataclass
@@ -57,11 +75,25 @@ class OutputCheck:
     numel: int
     rtol: float
     atol: float
-    reduction: str = ""          # how the bound grows with the reduction ("" when the spec declares none)
+    reduction: str = ""          # how the bound grows with the reduction ("" when there is none)
 
     @property
     def ok(self) -> bool:
         return self.mismatches == 0
+
+
+@dataclass
+class RunPlan:
+    """What a run will do, known before it starts: the kernel, backend, sizes (and where each came
+    from) and the launch's grid."""
+
+    kernel: Kernel
+    backend: str
+    sizes: dict
+    origin: str                  # where the sizes come from, for the first line (see ``size_origin``)
+    grid: tuple
+    block: tuple
+    tolerance: dict = field(default_factory=dict)      # the spec's tolerance:
 
 
 @dataclass
@@ -72,6 +104,7 @@ class RunReport:
     grid: tuple
     block: tuple
     checks: list = field(default_factory=list)
+    origin: str = ""
     time_ms: float | None = None          # hip: device time (median); emu: wall time of the launch
     instructions: int | None = None       # emu: instructions executed
 
@@ -188,10 +221,17 @@ def _what(value) -> str:
     return f"{type(value).__name__} {text[:40] + '…' if len(text) > 40 else text}"
 
 
+def reduction_growth(n: int, accumulate: str = "f32") -> float:
+    """The factor of ``mag`` by which the bound of an ``n``-term sum accumulated in ``accumulate``
+    grows: ``min(n, LAMBDA*sqrt(n)) * u`` (module docstring)."""
+    return min(n, LAMBDA * math.sqrt(n)) * UNIT_ROUNDOFF[accumulate]
+
+
 def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, sizes: dict | None = None,
             magnitude=None) -> OutputCheck:
     """``got`` vs ``want`` elementwise; ``tolerance`` is the spec's (rtol/atol override the dtype's;
-    ``reduction`` adds ``sizes[reduction] * u * magnitude``, see the module docstring)."""
+    ``reduction``, a size symbol or a tuple of them, adds ``reduction_growth(n) * magnitude`` with
+    ``n`` their product, see the module docstring)."""
     import torch
     tolerance = tolerance or {}
     rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
@@ -204,10 +244,14 @@ def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, siz
     bound = atol + rtol * w.abs()
     described = ""
     if tolerance.get("reduction"):
-        n = int((sizes or {})[tolerance["reduction"]])
+        symbols = tolerance["reduction"]
+        symbols = (symbols,) if isinstance(symbols, str) else tuple(symbols)
+        n = math.prod(int((sizes or {})[s]) for s in symbols)
         acc = tolerance.get("accumulate", "f32")
-        bound = bound + n * UNIT_ROUNDOFF[acc] * magnitude.detach().cpu().double().abs()
-        described = f"{tolerance['reduction']}={n} x u({acc}) x ref(|inputs|)"
+        bound = bound + reduction_growth(n, acc) * magnitude.detach().cpu().double().abs()
+        what = "*".join(symbols)
+        factor = f"{what}" if n <= LAMBDA ** 2 else f"{LAMBDA:g}*sqrt({what})"
+        described = f"{factor} x u({acc}) x ref(|inputs|), {what}={n}"
     bad = ~((diff <= bound) | nan_ok | same_inf)
     finite = ~(nan_ok | same_inf)
     d = diff[finite]
@@ -217,36 +261,96 @@ def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, siz
     return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol, described)
 
 
-def run_spec(spec, *, target: str | None = None, backend: str | None = None, params: dict | None = None,
-             shapes: dict | None = None, scalars: dict | None = None, iters: int = 10, seed: int = 0) -> RunReport:
-    """Build ``spec``, run it once on random inputs and check it; time it (see the module docstring)."""
-    import torch
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise LaunchError(f"seed {seed!r}: expected an integer from 0 to 2**64-1 (torch's generator seed)")
+def output_tolerance(kernel, spec_tolerance: dict) -> dict:
+    """The spec's tolerance, with the reduction taken from the launch contract when the spec names none:
+    the sizes the inputs have and no written tensor has are summed over (a GEMM's k), in f32."""
+    if spec_tolerance.get("reduction"):
+        return dict(spec_tolerance)
+    tensors = kernel.launch.tensors
+    written = {d for t in tensors if t.written for d in t.shape if isinstance(d, str)}
+    summed = []
+    for t in tensors:
+        for d in t.shape:
+            if isinstance(d, str) and d not in written and d not in summed:
+                summed.append(d)
+    if not summed:
+        return dict(spec_tolerance)
+    return {**spec_tolerance, "reduction": tuple(summed), "accumulate": "f32"}
+
+
+def size_origin(symbols, given: dict, emulated: dict, shapes: dict) -> str:
+    """Where each size came from, in words: ``--shape``, the spec's ``shapes:`` or (on the emulator) its
+    ``emulator_shapes:``; for the latter the hardware sizes are named too."""
+    def where(s):
+        if s in given:
+            return "--shape"
+        if s in emulated:
+            return "the spec's emulator_shapes"
+        return "the spec's shapes" if s in shapes else "nowhere"
+    groups: dict[str, list[str]] = {}
+    for s in symbols:
+        groups.setdefault(where(s), []).append(s)
+    if len(groups) == 1:
+        text = next(iter(groups))
+    else:
+        text = "; ".join(f"{' '.join(names)}: {origin}" for origin, names in groups.items())
+    if "the spec's emulator_shapes" in groups:
+        text += "; on hardware " + " ".join(f"{s}={shapes[s]}" for s in symbols if s in shapes)
+    return text
+
+
+def plan_run(spec, *, target: str | None = None, backend: str | None = None, params: dict | None = None,
+             shapes: dict | None = None) -> RunPlan:
+    """Build ``spec`` and settle the sizes and the grid of its run (nothing is allocated or launched).
+
+    Sizes: ``shapes`` (``--shape``), else on the emulator the spec's ``emulator_shapes:``, else its
+    ``shapes:``; the kernel's ``requires`` are checked on them here (``grid_for``)."""
     be = require_device(choose_backend(backend))
     kernel = build(spec, target, **(params or {}))
+    loaded = load_spec(kernel.spec_path) if kernel.spec_path else None
     symbols = kernel.launch.size_symbols
-    unknown = sorted(set(shapes or {}) - set(symbols))
+    given = dict(shapes or {})
+    unknown = sorted(set(given) - set(symbols))
     if unknown:
         raise LaunchError(f"{kernel.name}: unknown size(s) {', '.join(unknown)} (it takes: {', '.join(symbols)})")
-    negative = [f"{k}={v}" for k, v in (shapes or {}).items() if isinstance(v, int) and v < 0]
+    negative = [f"{k}={v}" for k, v in given.items() if isinstance(v, int) and v < 0]
     if negative:
         raise LaunchError(f"{kernel.name}: --shape {', '.join(negative)}: a size cannot be negative")
-    sizes = {k: v for k, v in kernel.spec_shapes.items() if k in symbols}
-    sizes.update(shapes or {})
+    on_hw = loaded.shapes if loaded else kernel.spec_shapes
+    emulated = loaded.emulator_shapes if loaded and be == "emu" else {}
+    symbols = [s for s in on_hw if s in symbols] + [s for s in symbols if s not in on_hw]   # the spec's order
+    sizes = {}
+    for s in symbols:
+        for source in (given, emulated, on_hw):
+            if s in source:
+                sizes[s] = int(source[s])
+                break
+    missing = [s for s in symbols if s not in sizes]
+    if missing:
+        raise LaunchError(f"{kernel.name}: no size for {', '.join(missing)} (give --shape {missing[0]}=...)")
+    grid = kernel.launch.grid_for(sizes, kernel.name)
+    origin = size_origin(symbols, given, emulated, on_hw)
+    return RunPlan(kernel, be, sizes, origin, grid, tuple(kernel.launch.block),
+                   dict(loaded.tolerance) if loaded else {})
+
+
+def execute(plan: RunPlan, *, scalars: dict | None = None, iters: int = 10, seed: int = 0) -> RunReport:
+    """Run ``plan`` once on random inputs and check it against the reference; time it (module docstring)."""
+    import torch
+    kernel, be, sizes = plan.kernel, plan.backend, plan.sizes
     device = "cuda" if be == "hip" else "cpu"
-    check_sizes(kernel, sizes, device, reduction=bool(_spec_tolerance(kernel).get("reduction")))
+    tolerance = output_tolerance(kernel, plan.tolerance)
+    check_sizes(kernel, sizes, device, reduction=bool(tolerance.get("reduction")))
     tensors = random_inputs(kernel, sizes, device, seed)
     inputs = {n: t.clone() for n, t in tensors.items()}
     values = random_scalars(kernel, scalars or {}, seed)
     result = kernel.run(**tensors, **values, backend=be, timing=(be == "emu"))
-    report = RunReport(kernel, be, sizes, result.grid, result.block)
+    report = RunReport(kernel, be, sizes, result.grid, result.block, origin=plan.origin)
     stats = result.stats
     if be == "emu":
         report.time_ms = result.time_ms
         report.instructions = _instruction_count(stats)
     want = reference(kernel, inputs, values, sizes)
-    tolerance = _spec_tolerance(kernel)
     mag = {}
     if tolerance.get("reduction"):
         mag = reference(kernel, {n: t.abs() for n, t in inputs.items()},
@@ -318,11 +422,13 @@ def _free_memory(device: str):
         return None, "host memory"
 
 
-def _spec_tolerance(kernel) -> dict:
-    """The ``tolerance:`` of the spec the kernel was built from ({} when it has none)."""
-    if not kernel.spec_path:
-        return {}
-    return load_spec(kernel.spec_path).tolerance
+def run_spec(spec, *, target: str | None = None, backend: str | None = None, params: dict | None = None,
+             shapes: dict | None = None, scalars: dict | None = None, iters: int = 10, seed: int = 0) -> RunReport:
+    """Build ``spec``, run it once on random inputs and check it; time it (see the module docstring)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise LaunchError(f"seed {seed!r}: expected an integer from 0 to 2**64-1 (torch's generator seed)")
+    plan = plan_run(spec, target=target, backend=backend, params=params, shapes=shapes)
+    return execute(plan, scalars=scalars, iters=iters, seed=seed)
 
 
 def _instruction_count(stats):
@@ -339,10 +445,16 @@ def _instruction_count(stats):
     return None
 
 
+def format_plan(p: RunPlan | RunReport) -> str:
+    """The first line: kernel, target, backend, the sizes and where they come from, the grid."""
+    k = p.kernel
+    sizes = " ".join(f"{n}={v}" for n, v in p.sizes.items())
+    origin = f" ({p.origin})" if p.origin else ""
+    return f"{k.name} [{k.target}, {p.backend}] {sizes}{origin}: grid {p.grid} x block {p.block}"
+
+
 def format_report(r: RunReport) -> list[str]:
-    k = r.kernel
-    sizes = " ".join(f"{n}={v}" for n, v in r.sizes.items())
-    lines = [f"{k.name} [{k.target}, {r.backend}] {sizes}: grid {r.grid} x block {r.block}"]
+    lines = [format_plan(r)]
     for c in r.checks:
         verdict = "PASS" if c.ok else f"FAIL ({c.mismatches} of {c.numel} elements outside tolerance)"
         growth = f" + {c.reduction}" if c.reduction else ""
@@ -363,7 +475,8 @@ def format_report(r: RunReport) -> list[str]:
 @click.argument("spec")
 @click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
 @click.option("--shape", multiple=True, metavar="NAME=SIZE",
-              help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:)")
+              help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:, on the emulator its "
+                   "emulator_shapes: where it has them)")
 @click.option("--scalar", multiple=True, metavar="NAME=VALUE", help="a scalar argument (default: random)")
 @click.option("--backend", type=click.Choice(tuple(BACKENDS)), default=None,
               help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
@@ -373,15 +486,18 @@ def format_report(r: RunReport) -> list[str]:
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, help="seed of the random inputs (0 to 2**64-1)")
 def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
     """Build SPEC (a spec file or the name of a bundled spec; cached), run it on random inputs of its
-    shapes (hip on an AMD GPU, else the emulator), compare with the spec's reference, time it.  Exit
-    code 1 on a mismatch.  An emulator run of more than a few seconds shows a progress bar on a
-    terminal.  See docs/runtime.md."""
+    shapes (hip on an AMD GPU, else the emulator, with the spec's emulator_shapes where it has them),
+    compare with the spec's reference, time it.  The first line says which sizes and why.  Exit code 1
+    on a mismatch.  An emulator run of more than a few seconds shows its progress (workgroups done,
+    rate, ETA) on a terminal.  See docs/runtime.md."""
     path = resolve_spec(spec)
     loaded = load_spec(path, defines)                          # -D parsed by the declared types
     params = {k: loaded.params[k] for k in {o.split("=", 1)[0].strip() for o in defines}}
-    with Progress("emulating", delay=SLOW_WORK_S, clock=True):             # the emulator reports its workgroups
-        report = run_spec(path, target=target, backend=backend, params=params,
-                          shapes=parse_assignments(shape, "--shape", _int),
-                          scalars=parse_assignments(scalar, "--scalar", _number), iters=iters, seed=seed)
-    print("\n".join(format_report(report)))
+    sizes = parse_assignments(shape, "--shape", _int)
+    values = parse_assignments(scalar, "--scalar", _number)
+    plan = plan_run(path, target=target, backend=backend, params=params, shapes=sizes)
+    print(format_plan(plan), flush=True)          # before the launch: a long emulation says what it runs
+    with Progress("emulating", delay=SLOW_WORK_S, clock=True, unit="workgroups"):   # the emulator reports
+        report = execute(plan, scalars=values, iters=iters, seed=seed)
+    print("\n".join(format_report(report)[1:]))
     return 0 if report.ok else 1

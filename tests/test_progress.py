@@ -1,5 +1,7 @@
 """Progress bars: drawn on a terminal only, nothing on pipes or captures; lines printed above a bar;
-the delay that keeps quick work bar-free; the emulator reporting its workgroups to an open bar."""
+the delay that keeps quick work bar-free; rate and ETA (a fake clock), the work's estimate between
+reports, progress lines for the API's opt-in; the emulator reporting its workgroups to an open bar,
+the API's ``progress=True`` and ``isagen run`` showing done/total, rate and ETA."""
 
 import io
 import os
@@ -149,3 +151,163 @@ def test_emulator_reports_its_workgroups(tmp_path, monkeypatch):
     out = stream.getvalue()
     assert "emulating" in out and out.index("0/2") < out.index("1/2") < out.index("2/2")
     assert bool((y == 2.0).all())
+
+
+class FakeClock:
+    def __init__(self, monkeypatch, now=100.0):
+        self.now = now
+        monkeypatch.setattr(progress_module.time, "monotonic", lambda: self.now)
+
+
+def test_rate_and_eta_over_a_recent_window(monkeypatch):
+    clock = FakeClock(monkeypatch)
+    stream = Terminal()
+    with Progress("emulating", unit="workgroups", stream=stream) as p:
+        report_progress(0, 100)
+        clock.now += 2
+        report_progress(20, 100)
+        assert p.shown and "20/100" in stream.getvalue()
+        assert stream.getvalue().rstrip().endswith("10 workgroups/s, ETA 8 s")
+        clock.now += 8                                       # 10 s in: only the last 5 s or so count
+        report_progress(30, 100)
+        assert stream.getvalue().rstrip().endswith("1.25 workgroups/s, ETA 56 s")     # (30-20) / (10-2)
+        clock.now += 120
+        report_progress(31, 100)
+        assert stream.getvalue().rstrip().endswith("0.00833 workgroups/s, ETA 2:18:00")
+
+
+def test_the_first_estimate_restarts_the_rate(monkeypatch):
+    """The emulator's lone first workgroup is slow per workgroup; the batches after it (the first report
+    with an estimate) set the pace, and later estimates (one per batch) keep the window."""
+    clock = FakeClock(monkeypatch)
+    stream = Terminal()
+    with Progress("emulating", unit="workgroups", stream=stream):
+        report_progress(0, 101)
+        clock.now += 10
+        report_progress(1, 101, estimate=lambda: 1.0)          # the lone workgroup took 10 s
+        clock.now += 2
+        report_progress(21, 101, estimate=lambda: 21.0)
+        assert stream.getvalue().rstrip().endswith("10 workgroups/s, ETA 8 s")     # (21-1) / 2, not 21 / 12
+        clock.now += 2
+        report_progress(41, 101)
+        assert stream.getvalue().rstrip().endswith("10 workgroups/s, ETA 6 s")     # (41-1) / 4
+
+
+def test_duration_format():
+    assert [progress_module.format_duration(s) for s in (0.4, 7, 59.6, 125, 3725)] == \
+        ["0 s", "7 s", "1:00", "2:05", "1:02:05"]
+
+
+def test_estimate_moves_the_bar_between_reports(monkeypatch):
+    monkeypatch.setattr(Progress, "TICK_S", 0.02)
+    stream = Terminal()
+    guess = [10.0]
+    with Progress("emulating", clock=True, unit="workgroups", stream=stream) as p:
+        report_progress(10, 100, estimate=lambda: guess[0])
+        guess[0] = 40.5
+        deadline = time.monotonic() + 10
+        while "40/100" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "40/100" in stream.getvalue() and p.shown
+        guess[0] = 30.0                                    # an estimate never moves the bar back
+        time.sleep(0.1)
+        assert "30/100" not in stream.getvalue()
+        report_progress(60, 100)                            # a report without one ends the estimate
+        guess[0] = 90.0
+        time.sleep(0.1)
+        assert "90/100" not in stream.getvalue() and "60/100" in stream.getvalue()
+
+
+def test_lines_without_a_terminal_when_asked(monkeypatch):
+    monkeypatch.setattr(Progress, "TICK_S", 0.02)
+    monkeypatch.setattr(progress_module, "LINE_EVERY_S", 0.0)
+    stream = io.StringIO()
+    with Progress("emulating axpy", clock=True, unit="workgroups", lines=True, stream=stream) as p:
+        assert p.wanted and not p.shown
+        report_progress(0, 10)
+        time.sleep(0.1)
+        report_progress(5, 10)
+        deadline = time.monotonic() + 10
+        while "5/10" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    lines = stream.getvalue().splitlines()
+    assert re.fullmatch(r"emulating axpy: 5/10 workgroups \(50%\), [\d.]+ workgroups/s, ETA \d+ s, \d+ s so far",
+                        next(line for line in lines if "5/10" in line))
+    assert re.fullmatch(r"emulating axpy: 10/10 workgroups in \d+ s", lines[-1])
+    assert "\r" not in stream.getvalue()                  # plain lines, no bar drawing
+
+
+def _axpy_workgroups(monkeypatch, tmp_path, wgs):
+    """axpy_f32 with one workgroup per emulator batch: ``wgs`` reports in one launch."""
+    torch = pytest.importorskip("torch")
+    import isagen
+    from isagen.runtime.emu import dispatch
+    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(dispatch, "MAX_BATCH_WAVES", 1)
+    kernel = isagen.build("axpy_f32", "gfx942")
+    n = 2048 * wgs - 5                                      # 256 lanes x 4 x 2 elements per workgroup
+    x, y = torch.randn(n), torch.randn(n)
+    return kernel, x, y, 2.0 * x + y
+
+
+def test_api_progress_opt_in(monkeypatch, tmp_path, capsys):
+    import isagen.api
+    kernel, x, y, want = _axpy_workgroups(monkeypatch, tmp_path, 6)
+    result = kernel.run(x, y, alpha=2.0, backend="emu")          # no opt-in: nothing on stderr
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(isagen.api, "SLOW_WORK_S", 0.0)
+    monkeypatch.setattr(Progress, "TICK_S", 0.005)
+    monkeypatch.setattr(progress_module, "LINE_EVERY_S", 0.0)
+    x, y = x.clone(), want.clone() - 2.0 * x
+    result = kernel.run(x, y, alpha=2.0, backend="emu", progress=True)
+    assert result.grid[0] == 6 and torch_close(y, want)
+    err = capsys.readouterr().err                              # captured: not a terminal, so lines
+    assert re.search(r"^emulating axpy_f32: [1-5]/6 workgroups \(\d+%\), [\d.]+ workgroups/s, ETA", err, re.M), err
+    assert err.splitlines()[-1].startswith("emulating axpy_f32: 6/6 workgroups in ")
+
+
+def torch_close(a, b):
+    import torch
+    return bool(torch.allclose(a, b, rtol=1.3e-6, atol=1e-5))
+
+
+def test_emulator_learns_a_wave_from_one_workgroup_when_watched(monkeypatch, tmp_path):
+    """Watched, a launch of many waves runs its first workgroup alone, then hands the bar an estimate
+    for the batch after it (instructions executed against the lone workgroup's); the result is the same."""
+    from isagen.runtime.emu import dispatch
+    kernel, x, y, want = _axpy_workgroups(monkeypatch, tmp_path, 5)
+    monkeypatch.setattr(dispatch, "MAX_BATCH_WAVES", 2048)     # all five in one batch but for the probe
+    monkeypatch.setattr(dispatch, "PROBE_MIN_WAVES", 1)
+    calls = []
+    monkeypatch.setattr(dispatch, "report_progress", lambda done, total, estimate=None: calls.append(
+        (done, total, estimate)))
+    monkeypatch.setattr(dispatch, "progress_wanted", lambda: True)
+    kernel.run(x, y, alpha=2.0, backend="emu")
+    assert torch_close(y, want)
+    assert [(d, t) for d, t, _ in calls] == [(0, 5), (1, 5), (1, 5), (5, 5)]
+    estimate = calls[2][2]
+    assert estimate is not None and 1 <= estimate() <= 1 + 0.99 * 4 and calls[3][2] is None
+    calls.clear()
+    monkeypatch.setattr(dispatch, "progress_wanted", lambda: False)     # nobody watching: one batch
+    kernel.run(x.clone(), y.clone(), alpha=2.0, backend="emu")
+    assert [(d, t, e) for d, t, e in calls] == [(0, 5, None), (5, 5, None)]
+
+
+def test_cli_run_shows_done_rate_and_eta(monkeypatch, tmp_path, capsys):
+    import sys
+
+    from isagen.cli import main as cli_main
+    from isagen.runtime import run
+    from isagen.runtime.emu import dispatch
+    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ISAGEN_BACKEND", raising=False)
+    monkeypatch.setattr(dispatch, "MAX_BATCH_WAVES", 1)          # one workgroup per batch
+    monkeypatch.setattr(run, "SLOW_WORK_S", 0.0)
+    monkeypatch.setattr(Progress, "TICK_S", 0.005)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert cli_main(["run", "axpy_f32", "--shape", "n=16000"]) == 0      # 8 workgroups
+    assert capsys.readouterr().out.splitlines()[-1] == "PASS"
+    drawn = terminal.getvalue()
+    assert re.search(r"emulating .* [1-7]/8 .* [\d.]+ workgroups/s, ETA \d+ s", drawn), drawn
+    assert "8/8" in drawn

@@ -8,6 +8,7 @@ A spec names its generator and fixes the parameters of one kernel::
     targets: [gfx942, gfx950]       # what `isagen gen --target all` builds
     params: {op: axpy, dtype: f32, block: 256, vec: 4}
     shapes: {n: 1000000}            # default run-time shapes (isagen run, benchmarks)
+    emulator_shapes: {n: 65536}     # optional: isagen run's defaults on the emulator, in place of shapes
     reference: alpha * x + y        # torch expression (or a reference-function name) for runtime checks
     tolerance: {rtol: 1e-5, reduction: k}   # optional: how far the output may be from the reference
 
@@ -34,7 +35,8 @@ from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
 from isagen.targets import TARGETS, Target, build_target, get_target
 
-FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "reference", "tolerance")
+FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "emulator_shapes", "reference",
+          "tolerance")
 TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate")
 ACCUMULATE = ("f32", "f64", "f16", "bf16")
 REQUIRED = ("kernel", "name", "targets")
@@ -98,6 +100,8 @@ class Spec:
     lines: dict = field(default_factory=dict)        # "params.block" -> line number in the file
     overridden: dict = field(default_factory=dict)   # param name -> Override
     tolerance: dict = field(default_factory=dict)    # rtol, atol, reduction, accumulate (docs/specs.md)
+    # isagen run's default sizes on the emulator, where they differ from ``shapes`` (docs/specs.md)
+    emulator_shapes: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ messages
     def where(self, fieldname: str) -> str:
@@ -435,17 +439,21 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         values[ov.name] = schema.coerce(value)
         overridden[ov.name] = ov
 
-    # shapes: default run-time shapes, named by the generator
-    shapes = _mapping_field(data, "shapes")
-    if not isinstance(shapes, dict):
-        raise err("shapes", f"expected a mapping of shape: size, got {_kind(shapes)}")
-    for key, value in shapes.items():
-        fname = f"shapes.{key}"
-        if key not in gen.shapes:
-            known = ", ".join(gen.shapes) or "none"
-            raise err(fname, f"unknown shape '{key}' for generator '{gen.name}' (it takes: {known})")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise err(fname, f"expected a size (integer >= 0), got {_show(value)}")
+    # shapes: default run-time shapes, named by the generator; emulator_shapes: the same for isagen run
+    # on the emulator (sizes it leaves out come from shapes)
+    size_fields: dict[str, dict] = {}
+    for which in ("shapes", "emulator_shapes"):
+        found = _mapping_field(data, which)
+        if not isinstance(found, dict):
+            raise err(which, f"expected a mapping of shape: size, got {_kind(found)}")
+        for key, value in found.items():
+            fname = f"{which}.{key}"
+            if key not in gen.shapes:
+                known = ", ".join(gen.shapes) or "none"
+                raise err(fname, f"unknown shape '{key}' for generator '{gen.name}' (it takes: {known})")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise err(fname, f"expected a size (integer >= 0), got {_show(value)}")
+        size_fields[which] = dict(found)
 
     # reference: a Python/torch expression or a reference-function name
     reference = data.get("reference")
@@ -485,8 +493,9 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     tolerance = {k: (float(v) if k in ("rtol", "atol") else v) for k, v in tolerance.items()}
 
     spec = Spec(path=path, name=name, kernel=kernel, description=description, targets=tuple(seen),
-                params=gen.make_params(values, name), shapes=dict(shapes), reference=reference, generator=gen,
-                lines=lines, overridden=overridden, tolerance=tolerance)
+                params=gen.make_params(values, name), shapes=size_fields["shapes"], reference=reference,
+                generator=gen, lines=lines, overridden=overridden, tolerance=tolerance,
+                emulator_shapes=size_fields["emulator_shapes"])
     return spec
 
 

@@ -1,10 +1,14 @@
-"""The spec's ``tolerance:`` field and how ``isagen run`` uses it: rtol/atol override the output type's
-one-rounding tolerance; ``reduction: k`` adds the componentwise bound of a k-term sum,
-``k * u * ref(|inputs|)`` (Higham §3.1).  Checked by hand-computed bounds, by the spec parser's errors,
-and end to end: the fp32-output GEMM passes at K=1024 (a K-long fp32 sum, which one rounding's
-tolerance cannot cover) while a reference with one product of the reduction missing fails (exit 1)."""
+"""How ``isagen run`` bounds an output that is a sum over one of the sizes: the spec's ``tolerance:``
+field (rtol/atol override the output type's one-rounding tolerance; ``reduction: k`` adds
+``min(k, 10 sqrt(k)) * u * ref(|inputs|)``), the reduction taken from the launch contract when the spec
+names none, and what that bound lets through: correct GEMMs at several shapes and seeds and a correct
+GEMM whose exact result cancels to 0 pass (the dtype's bound alone fails the latter), while a reference
+with one product, one K-tile or one output tile wrong fails.  The references are torch's float64
+products of the same inputs."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,20 +48,115 @@ def test_compare_bounds_by_hand():
     want = torch.tensor([10.0, -10.0, 0.0, 0.0], dtype=torch.float64)
     mag = torch.tensor([100.0, 100.0, 50.0, 50.0], dtype=torch.float64)     # ref(|inputs|)
     u = 2.0 ** -24
-    # bound = atol + rtol |want| + k u mag, with rtol 1e-6, atol 1e-6, k 1000
-    bound = 1e-6 + 1e-6 * want.abs() + 1000 * u * mag
+    # k = 1000 > 10^2: bound = atol + rtol |want| + 10 sqrt(k) u mag, with rtol 1e-6, atol 1e-6
+    bound = 1e-6 + 1e-6 * want.abs() + 10 * 1000 ** 0.5 * u * mag
     tol = {"rtol": 1e-6, "atol": 1e-6, "reduction": "k"}
     inside = run.compare("C", want + 0.99 * bound * torch.tensor([1, -1, 1, -1]), want, "f32", tol, {"k": 1000}, mag)
-    assert inside.ok and inside.reduction == "k=1000 x u(f32) x ref(|inputs|)"
+    assert inside.ok and inside.reduction == "10*sqrt(k) x u(f32) x ref(|inputs|), k=1000"
     outside = run.compare("C", want + 1.01 * bound * torch.tensor([1, 0, 0, -1]), want, "f32", tol, {"k": 1000}, mag)
     assert outside.mismatches == 2
+    # k = 64 <= 10^2: the worst case k u mag is the smaller, and the bound
+    small = 1e-6 + 1e-6 * want.abs() + 64 * u * mag
+    assert run.compare("C", want + 0.99 * small, want, "f32", tol, {"k": 64}, mag).ok
+    late = run.compare("C", want + 1.01 * small, want, "f32", tol, {"k": 64}, mag)
+    assert late.mismatches == 4 and late.reduction == "k x u(f32) x ref(|inputs|), k=64"
+    # several summed sizes multiply
+    two = run.compare("C", want + 0.99 * bound, want, "f32", {**tol, "reduction": ("a", "b")}, {"a": 10, "b": 100}, mag)
+    assert two.ok and two.reduction.endswith("a*b=1000")
     # without the reduction only rtol/atol remain: the same 0.99-bound errors fail where want = 0
     plain = run.compare("C", want + 0.99 * bound, want, "f32", {"rtol": 1e-6, "atol": 1e-6})
     assert plain.mismatches == 4 and (plain.rtol, plain.atol, plain.reduction) == (1e-6, 1e-6, "")
     # accumulate picks the unit round-off
-    half = run.compare("C", want + 0.99 * 1000 * 2.0 ** -11 * mag, want, "f32",
+    half = run.compare("C", want + 0.99 * 10 * 1000 ** 0.5 * 2.0 ** -11 * mag, want, "f32",
                        {"rtol": 0, "atol": 0, "reduction": "k", "accumulate": "f16"}, {"k": 1000}, mag)
     assert half.ok
+    assert run.reduction_growth(10 ** 6) == pytest.approx(10 * 1000 * u)
+
+
+def test_reduction_comes_from_the_launch_contract():
+    """Sizes the inputs have and no written tensor has are summed over: a GEMM's k, nothing of an axpy."""
+    from isagen.builders.contract import TensorParam
+
+    def kernel(*tensors):
+        return type("K", (), {"launch": type("L", (), {"tensors": tensors})()})()
+    gemm = kernel(TensorParam("A", "bf16", ("m", "k")), TensorParam("B", "bf16", ("n", "k")),
+                  TensorParam("C", "bf16", ("m", "n"), "out"))
+    assert run.output_tolerance(gemm, {}) == {"reduction": ("k",), "accumulate": "f32"}
+    assert run.output_tolerance(gemm, {"rtol": 0.1}) == {"rtol": 0.1, "reduction": ("k",), "accumulate": "f32"}
+    declared = {"reduction": "k", "accumulate": "f64"}
+    assert run.output_tolerance(gemm, declared) == declared                  # the spec's own wins
+    axpy = kernel(TensorParam("x", "f32", ("n",)), TensorParam("y", "f32", ("n",), "inout"))
+    assert run.output_tolerance(axpy, {"atol": 0.5}) == {"atol": 0.5}
+    norm = kernel(TensorParam("x", "bf16", ("rows", "hidden")), TensorParam("w", "bf16", ("hidden",)),
+                  TensorParam("out", "bf16", ("rows", "hidden"), "out"))
+    assert run.output_tolerance(norm, {}) == {}
+
+
+# --------------------------------------------------------------------------- correct and wrong GEMMs (emulator)
+def _gemm_run(spec, m, n, k, seed=0, A=None, B=None):
+    """Build ``spec``, run it on the emulator on random inputs (or ``A``/``B``), and return what ``isagen
+    run`` checks: the output, the float64 reference, ref(|inputs|), the tolerance and the sizes."""
+    import isagen
+    kernel = isagen.build(spec, "gfx942")
+    sizes = {"m": m, "n": n, "k": k}
+    tensors = run.random_inputs(kernel, sizes, "cpu", seed)
+    if A is not None:
+        tensors["A"], tensors["B"] = A, B
+    inputs = {name: t.clone() for name, t in tensors.items()}
+    kernel.run(**tensors, backend="emu")
+    want = run.reference(kernel, inputs, {}, sizes)["C"]
+    mag = run.reference(kernel, {name: t.abs() for name, t in inputs.items()}, {}, sizes)["C"]
+    tolerance = run.output_tolerance(kernel, parse_spec(Path(kernel.spec_path).read_text(), "s.yaml").tolerance)
+    return kernel, tensors["C"], want, mag, tolerance, sizes, inputs
+
+
+@pytest.mark.parametrize("spec, m, n, k, seed", [
+    ("gemm_bf16_128x128", 136, 128, 2048, 3),      # a long K and a partial tile row
+    ("gemm_bf16_f32out", 264, 256, 512, 1),        # fp32 output: the reduction term is all the headroom
+    ("gemm_bf16", 256, 264, 72, 2),                # a leading partial K-tile, a partial tile column
+])
+def test_correct_gemms_pass(spec, m, n, k, seed):
+    kernel, got, want, mag, tol, sizes, _ = _gemm_run(spec, m, n, k, seed)
+    check = run.compare("C", got, want, kernel.launch.tensors[2].dtype, tol, sizes, mag)
+    assert check.ok, check
+
+
+def test_a_gemm_that_cancels_to_zero_passes():
+    """A = [X, X], B = [Y, -Y] along K: every exact output is 0, while the kernel's fp32 sums of the
+    first half (size ~sqrt(k)) leave their rounding behind.  A bound relative to |ref| (the bf16 output's
+    rtol/atol) fails this correct kernel; the reduction's bound passes it."""
+    gen = torch.Generator().manual_seed(5)
+    X = torch.randn(128, 1024, generator=gen).bfloat16()
+    Y = torch.randn(128, 1024, generator=gen).bfloat16()
+    A, B = torch.cat([X, X], 1), torch.cat([Y, -Y], 1)
+    _, got, want, mag, tol, sizes, _ = _gemm_run("gemm_bf16_128x128", 128, 128, 2048, A=A, B=B)
+    assert float(want.abs().max()) == 0.0                     # exactly: each product cancels its twin
+    assert float(got.double().abs().max()) > 1e-5             # the kernel's rounding, above bf16's atol
+    assert not run.compare("C", got, want, "bf16").ok          # the old bound fails a correct kernel
+    assert run.compare("C", got, want, "bf16", tol, sizes, mag).ok
+
+
+def _tiles_swapped(C, rows):
+    """C with its first two output tile rows exchanged (a kernel storing each where the other belongs)."""
+    return torch.cat([C[rows:2 * rows], C[:rows], C[2 * rows:]])
+
+
+@pytest.mark.parametrize("spec, block_m, k_tile", [("gemm_bf16_128x128", 128, 64), ("gemm_bf16_f32out", 256, 32)])
+def test_planted_tile_errors_fail(spec, block_m, k_tile):
+    """What a wrong kernel would write, checked against the true reference: the output of a K loop one
+    iteration short (the last K-tile skipped), and the correct output with two tiles stored in each
+    other's place.  Both fail, nearly everywhere they differ, at k = 2048 where the reduction's bound
+    is widest; the correct output of the same run passes."""
+    kernel, got, want, mag, tol, sizes, inputs = _gemm_run(spec, 2 * block_m, 128, 2048, seed=4)
+    assert kernel.params["block_m"] == block_m
+    dtype = kernel.launch.tensors[2].dtype
+    assert run.compare("C", got, want, dtype, tol, sizes, mag).ok
+    A, B = inputs["A"].double(), inputs["B"].double()
+    short = (A[:, :-k_tile] @ B[:, :-k_tile].T).to(got.dtype)
+    skipped = run.compare("C", short, want, dtype, tol, sizes, mag)
+    assert skipped.mismatches > 0.8 * skipped.numel, skipped
+    swapped = run.compare("C", _tiles_swapped(got, block_m), want, dtype, tol, sizes, mag)
+    assert swapped.mismatches > 0.95 * swapped.numel, swapped
 
 
 def _spec_copy(tmp_path, name, **replace):
@@ -73,7 +172,7 @@ def _spec_copy(tmp_path, name, **replace):
 def test_fp32_gemm_passes_with_its_declared_reduction(capsys):
     assert cli_main(["run", "gemm_bf16_f32out", "--shape", "m=256", "--shape", "n=256", "--shape", "k=1024"]) == 0
     out = capsys.readouterr().out
-    assert "(rtol 1.3e-06, atol 1e-05 + k=1024 x u(f32) x ref(|inputs|)) PASS" in out
+    assert "(rtol 1.3e-06, atol 1e-05 + 10*sqrt(k) x u(f32) x ref(|inputs|), k=1024) PASS" in out
 
 
 def test_a_planted_mismatch_fails_with_exit_code_1(tmp_path, capsys):

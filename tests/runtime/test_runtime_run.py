@@ -1,6 +1,7 @@
-"""``isagen run``: every bundled spec passes in the emulator against its torch reference; a wrong
-reference fails with exit code 1; the comparison, reference evaluation and argument parsing on their
-own."""
+"""``isagen run``: every bundled spec passes in the emulator against its torch reference, typed with no
+arguments (its sizes, and where they come from, on the first line); a wrong reference fails with exit
+code 1; the comparison, reference evaluation, size origins, the spec's ``emulator_shapes:`` and argument
+parsing on their own."""
 
 from __future__ import annotations
 
@@ -52,35 +53,70 @@ def _bundled():
     return sorted(p.stem for p in bundled_specs_dir().glob("*.yaml"))
 
 
-# sizes that exercise a partial last workgroup and the odd-n tail; other specs run at their default
-# shapes with every size capped at 512 (kept small for the emulator).  GEMMs: two tile rows (the
-# second 8 rows tall) and a leading partial K-tile, enough for the spec and run path (the kernels'
-# own coverage is tests/kernels/test_gemm_emu.py); 512^3 cost ~4 s per spec, this ~2 s (mostly the build).
-SIZES = {"axpy_f32": ["n=5003"], "add_bf16": ["n=4099"], "scale_f16": ["n=2047"]}
-SIZES.update({name: ["m=264", "n=256", "k=72"] for name in _bundled() if name.startswith("gemm_bf16")})
-
-
 @pytest.mark.parametrize("spec", _bundled())
-def test_every_bundled_spec_passes(spec, capsys):
+def test_every_bundled_spec_passes_as_typed(spec, capsys):
+    """``isagen run SPEC`` with no arguments, as the README has it: the spec's own sizes (on the
+    emulator its emulator_shapes: where it has them), named with their origin on the first line."""
     from isagen.api import resolve_spec
     from isagen.builders.spec import load_spec
-    shapes = SIZES.get(spec) or [f"{k}={min(v, 512)}" for k, v in load_spec(resolve_spec(spec)).shapes.items()]
-    assert cli_main(["run", spec, *[a for s in shapes for a in ("--shape", s)]]) == 0
+    loaded = load_spec(resolve_spec(spec))
+    assert cli_main(["run", spec]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1] == "PASS" and f"{spec} [gfx942, emu]" in out
-    assert "max abs err" in out and "emulated in" in out
+    first = out.splitlines()[0]
+    sizes = {**loaded.shapes, **loaded.emulator_shapes}
+    assert first.startswith(f"{spec} [gfx942, emu] " + " ".join(f"{k}={v}" for k, v in sizes.items()))
+    if loaded.emulator_shapes:
+        hw = " ".join(f"{k}={v}" for k, v in loaded.shapes.items())
+        assert f"(the spec's emulator_shapes; on hardware {hw}): grid" in first
+    else:
+        assert "(the spec's shapes): grid" in first
+    assert out.splitlines()[-1] == "PASS" and "max abs err" in out and "emulated in" in out
+    if loaded.kernel == "gemm_bf16":            # its output sums k products: the bound says so
+        assert "x u(f32) x ref(|inputs|), k=" in out
 
 
-def test_default_shapes(capsys):
+def test_size_origins_on_the_first_line(capsys):
     assert cli_main(["run", "axpy_f32"]) == 0
-    assert "axpy_f32 [gfx942, emu] n=1048576: grid (512, 1, 1)" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith("axpy_f32 [gfx942, emu] n=1048576 (the spec's shapes): grid (512, 1, 1)")
+    assert cli_main(["run", "axpy_f32", "--shape", "n=5003"]) == 0
+    assert capsys.readouterr().out.startswith("axpy_f32 [gfx942, emu] n=5003 (--shape): grid (3, 1, 1)")
+    # a partial --shape: the rest from emulator_shapes, the hardware sizes named
+    assert cli_main(["run", "gemm_bf16_256x128", "--shape", "k=64"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "gemm_bf16_256x128 [gfx942, emu] m=512 n=256 k=64 (m n: the spec's emulator_shapes; k: --shape; "
+        "on hardware m=8192 n=4096 k=8192): grid (4, 1, 1) x block (512, 1, 1)")
+
+
+def test_size_origin_wording():
+    assert run.size_origin(["n"], {}, {}, {"n": 4}) == "the spec's shapes"
+    assert run.size_origin(["m", "k"], {"k": 8}, {"m": 2}, {"m": 64, "k": 64}) == \
+        "m: the spec's emulator_shapes; k: --shape; on hardware m=64 k=64"
+
+
+def test_emulator_shapes_field(tmp_path):
+    from isagen.builders.spec import parse_spec
+    base = "kernel: gemm_bf16\nname: g\ntargets: [gfx942]\nshapes: {m: 8192, n: 8192, k: 8192}\n"
+    spec = parse_spec(base + "emulator_shapes: {m: 256, k: 64}\n", "g.yaml")
+    assert spec.emulator_shapes == {"m": 256, "k": 64} and spec.shapes["m"] == 8192
+    assert parse_spec(base, "g.yaml").emulator_shapes == {}
+    for text, message in [
+        ("emulator_shapes: 5", r"g.yaml:5: emulator_shapes: expected a mapping of shape: size, got the number 5"),
+        ("emulator_shapes: {q: 1}", r"g.yaml:5: emulator_shapes.q: unknown shape 'q' for generator 'gemm_bf16'"),
+        ("emulator_shapes: {m: -1}", r"emulator_shapes.m: expected a size \(integer >= 0\), got the number -1"),
+        ("emulator_shapes: {m: true}", r"emulator_shapes.m: expected a size .* got the boolean true"),
+        ("emulatr_shapes: {m: 1}", r"emulatr_shapes: unknown field \(did you mean 'emulator_shapes'\?\)"),
+        ("shapes: false", r"shapes: expected a mapping of shape: size, got the boolean false"),
+    ]:
+        with pytest.raises(SpecError, match=message):
+            parse_spec(base.replace("shapes: {m: 8192, n: 8192, k: 8192}\n", "") + text + "\n"
+                       if text.startswith("shapes") else base + text + "\n", "g.yaml")
 
 
 def test_overrides_and_explicit_backend(capsys):
     assert cli_main(["run", "add_bf16", "-D", "block=64", "-D", "unroll=2", "--target", "gfx942",
                      "--shape", "n=3001", "--backend", "emu", "--seed", "7"]) == 0
     out = capsys.readouterr().out
-    assert "add_bf16 [gfx942, emu] n=3001: grid (3, 1, 1) x block (64, 1, 1)" in out    # cdiv(3001, 64*8*2)
+    assert "add_bf16 [gfx942, emu] n=3001 (--shape): grid (3, 1, 1) x block (64, 1, 1)" in out    # cdiv(3001, 64*8*2)
 
 
 def test_a_wrong_reference_fails_with_exit_code_1(tmp_path, capsys):
