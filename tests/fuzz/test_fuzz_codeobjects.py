@@ -12,9 +12,9 @@ and its text rendering) either works or raises ``CodeObjectError``; the command 
 FILE``, ``isagen report FILE``) either exits 0 or prints exactly one ``isagen: error:`` line and exits
 2 -- never a traceback -- and no example may take longer than ``EXAMPLE_TIMEOUT_S`` (a hang fails it).
 
-Examples and seed: ``FUZZ`` keeps ``make test`` short (~20 s here) and repeatable: derandomized,
-``ISAGEN_FUZZ_EXAMPLES`` examples per test (default 60).  A longer run: ``ISAGEN_FUZZ_EXAMPLES=1000``
-(this file's settings are to give way to the shared CI/long profiles of tests/fuzz/conftest.py).
+Examples and seed come from the suite's profiles (tests/fuzz/conftest.py): 60 derandomized examples
+per test in the ``ci`` profile that ``make test`` runs (~20 s here), 50 times as many, random, with
+``ISAGEN_FUZZ_PROFILE=long`` (docs/fuzzing.md).
 """
 
 from __future__ import annotations
@@ -30,21 +30,18 @@ import sys
 
 import msgpack
 import pytest
+from co_support import metadata_note, read_metadata, with_metadata
+from fuzz_support import examples
+from hypothesis import given
+from hypothesis import strategies as st
 
-hypothesis = pytest.importorskip("hypothesis", reason="the fuzz tests need hypothesis (pip install -e .[test])")
-from co_support import metadata_note, read_metadata, with_metadata  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from isagen.errors import CodeObjectError  # noqa: E402
-from isagen.objects.codeobject import read_code_object  # noqa: E402
-from isagen.objects.disasm import disassemble  # noqa: E402
-from isagen.report import render, report_code_object  # noqa: E402
+from isagen.errors import CodeObjectError
+from isagen.objects.codeobject import read_code_object
+from isagen.objects.disasm import disassemble
+from isagen.report import render, report_code_object
 
 EXAMPLE_TIMEOUT_S = 20
-FUZZ = settings(derandomize=True, max_examples=int(os.environ.get("ISAGEN_FUZZ_EXAMPLES", "60")), deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                       HealthCheck.data_too_large])
+FUZZ = examples(60)
 
 TRITON_ADD = r'''
 import sys, triton, triton.language as tl
