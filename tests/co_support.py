@@ -7,6 +7,7 @@ and the note section's header is pointed at it (a reader of sections, as isagen'
 
 from __future__ import annotations
 
+import copy
 import struct
 
 import msgpack
@@ -55,3 +56,20 @@ def with_metadata(data: bytes, doc=None, *, packed: bytes | None = None) -> byte
     struct.pack_into("<I", out, p + 4, len(raw))
     out[dp:dp + room] = raw + bytes(room - len(raw))
     return bytes(out)
+
+
+def edited(doc, path, value):
+    """A copy of ``doc`` (nested dicts and lists: code-object metadata, a cache entry's JSON) with the
+    field at ``path`` (keys and list indices) replaced by ``value``; ``...`` deletes it, and an empty
+    path replaces the whole document."""
+    if not path:
+        return value
+    doc = copy.deepcopy(doc)
+    node = doc
+    for k in path[:-1]:
+        node = node[k]
+    if value is ...:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return doc

@@ -8,13 +8,13 @@ later build with a KeyError."""
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import warnings
 from pathlib import Path
 
 import pytest
+from co_support import edited
 
 import isagen
 from isagen.objects import cache
@@ -67,22 +67,12 @@ def _altered(value):
     return [0] if value == [] else {"x": 0}
 
 
-def _set(doc, path, value):
-    doc = copy.deepcopy(doc)
-    node = doc
-    for k in path[:-1]:
-        node = node[k]
-    if value is ...:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return doc
 
 
 def _json_edits(doc):
     """name -> the edited document: every leaf altered, every top-level field removed, one added."""
-    edits = {f"change {'/'.join(map(str, p))}": _set(doc, p, _altered(v)) for p, v in _leaves(doc)}
-    edits |= {f"remove {k}": _set(doc, (k,), ...) for k in doc}
+    edits = {f"change {'/'.join(map(str, p))}": edited(doc, p, _altered(v)) for p, v in _leaves(doc)}
+    edits |= {f"remove {k}": edited(doc, (k,), ...) for k in doc}
     edits["add a field"] = {**doc, "extra": 1}
     return edits
 

@@ -10,11 +10,10 @@ tests (Triton's, clang's), still load.
 
 from __future__ import annotations
 
-import copy
 import re
 
 import pytest
-from co_support import read_metadata, with_metadata
+from co_support import edited, read_metadata, with_metadata
 
 from isagen.errors import CodeObjectError
 from isagen.objects.codeobject import read_code_object
@@ -26,19 +25,6 @@ def good() -> bytes:
     return isagen.build("axpy_f32", "gfx942", use_cache=False).code_object
 
 
-def _set(doc, path, value):
-    """A copy of ``doc`` with the field at ``path`` (keys and list indices) replaced; ``...`` deletes it."""
-    doc = copy.deepcopy(doc)
-    if not path:
-        return value
-    node = doc
-    for k in path[:-1]:
-        node = node[k]
-    if value is ...:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return doc
 
 
 K = ("amdhsa.kernels", 0)
@@ -84,7 +70,7 @@ def _ids(case):
 @pytest.mark.parametrize("case", CASES, ids=[_ids(c) for c in CASES])
 def test_wrong_shapes_name_the_field(good, tmp_path, case):
     path, value, field, says = case
-    bad = with_metadata(good, _set(read_metadata(good), path, value))
+    bad = with_metadata(good, edited(read_metadata(good), path, value))
     f = tmp_path / "bad.co"
     f.write_bytes(bad)
     with pytest.raises(CodeObjectError) as ei:
@@ -100,7 +86,7 @@ def test_wrong_shapes_through_the_cli_are_one_line_exit_2(good, tmp_path, capsys
     from isagen.cli import main
     for i, (path, value, field, _) in enumerate(CASES):
         f = tmp_path / f"bad{i}.co"
-        f.write_bytes(with_metadata(good, _set(read_metadata(good), path, value)))
+        f.write_bytes(with_metadata(good, edited(read_metadata(good), path, value)))
         assert main([command, str(f)]) == 2, (path, value)
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1, (path, value, err)
@@ -112,14 +98,14 @@ def test_the_original_and_extra_fields_still_load(good):
     of (producers add their own), a kernel without the optional fields, and a note without kernels."""
     md = read_metadata(good)
     assert read_code_object(good).kernel().metadata == md["amdhsa.kernels"][0]
-    extra = _set(md, (*K, ".vendor_field"), {"anything": [1, "x", None]})
-    extra = _set(extra, (*K, ".args", 0, ".is_const"), True)
+    extra = edited(md, (*K, ".vendor_field"), {"anything": [1, "x", None]})
+    extra = edited(extra, (*K, ".args", 0, ".is_const"), True)
     assert read_code_object(with_metadata(good, extra)).kernel().metadata[".vendor_field"]
     kmd = md["amdhsa.kernels"][0]
-    bare = _set(md, K, {k: kmd[k] for k in (".name", ".symbol")})
+    bare = edited(md, K, {k: kmd[k] for k in (".name", ".symbol")})
     k = read_code_object(with_metadata(good, bare)).kernel()
     assert k.args == [] and k.vgpr_count is None
-    none = read_code_object(with_metadata(good, _set(md, ("amdhsa.kernels",), ...)))
+    none = read_code_object(with_metadata(good, edited(md, ("amdhsa.kernels",), ...)))
     assert list(none.kernels) == ["axpy_f32"] and none.kernels["axpy_f32"].metadata == {}
 
 
@@ -145,7 +131,7 @@ def test_the_emulator_loader_refuses_them_too(good):
     """The emulator loads code objects through the same reader: the schema error, not a crash at launch."""
     from isagen.runtime.emu.device import Device
     md = read_metadata(good)
-    bad = with_metadata(good, _set(md, (*K, ".args", 0, ".size"), "8"))
+    bad = with_metadata(good, edited(md, (*K, ".args", 0, ".size"), "8"))
     with pytest.raises(CodeObjectError, match=r"AMDGPU metadata: amdhsa.kernels\[0\].args\[0\].size: expected a "
                                               r"non-negative integer"):
         Device("gfx942").load_module(bad)

@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import gen_opcodes as G  # noqa: E402
+from objdump_support import OBJDUMP, objdump_all  # noqa: E402
 
 from isagen.isa import decoder as D  # noqa: E402
 from isagen.objects.codeobject import read_code_object  # noqa: E402
@@ -39,17 +40,8 @@ pytestmark = pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not
 
 
 def objdump(path):
-    """{address: normalised text} of every instruction llvm-objdump-19 prints."""
-    out = subprocess.run(["llvm-objdump-19", "-d", path], capture_output=True, text=True,
-                         check=True).stdout
-    res = {}
-    for line in out.splitlines():
-        if not line.startswith("\t") or "//" not in line:
-            continue
-        text, rest = line.split("//", 1)
-        m = re.match(r"\s*([0-9A-Fa-f]+):", rest)
-        res[int(m.group(1), 16)] = " ".join(text.split())
-    return res
+    """{address: normalised text} of every instruction llvm-objdump-19 prints (objdump_support's parser)."""
+    return objdump_all(OBJDUMP["gfx942"], [path])[path]
 
 
 def compare(path):
