@@ -35,34 +35,41 @@ class Bf16Packer(Converter):
         self.native = not self.soft_bf16
 
 
-def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: Bf16Packer | None,
-               what: str) -> None:
-    """Store four accumulators (consecutive columns) at byte offset ``voff`` of ``rsrc``.
+def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: Converter | None,
+               what: str, scale: Reg | None = None) -> None:
+    """Store four accumulators (consecutive columns) at byte offset ``voff`` of ``rsrc``, each times
+    ``scale`` (a VGPR) first when given.
 
     ``tmp`` is 4 VGPRs (the values read out of the AGPRs)."""
     for i in range(4):
         k.v_accvgpr_read_b32(tmp[i], acc4[i], comment=f"{what}: column +{i}" if i == 0 else None)
+    if scale is not None:
+        for i in range(4):
+            k.v_mul_f32(tmp[i], tmp[i], scale, comment=f"{what}: times the row's scale" if i == 0 else None)
     if out_dtype == "f32":
         k.buffer_store_dwordx4(tmp, voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x fp32")
     else:
         if packer is None:
-            raise ValueError(f"{what}: {out_dtype} output needs a Bf16Packer (only f32 is stored unconverted)")
+            raise ValueError(f"{what}: {out_dtype} output needs a Converter (only f32 is stored unconverted)")
         packer.pack(tmp[0], tmp[0], tmp[1])
         packer.pack(tmp[1], tmp[2], tmp[3])
-        k.buffer_store_dwordx2(tmp[0:2], voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x bf16")
+        k.buffer_store_dwordx2(tmp[0:2], voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x {out_dtype}")
 
 
-OUT_BYTES = {"f32": 4, "bf16": 2}
+OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
 
 def store_accumulators(k, acc, rsrc, lane: Reg, *, frag_rows: int, row0: lx.Expr, col0: lx.Expr,
-                       row_elems: Reg, cols_left: lx.Expr, out_dtype: str, packer: Bf16Packer | None) -> None:
+                       row_elems: Reg, cols_left: lx.Expr, out_dtype: str, packer: Converter | None,
+                       row_scale: list[Reg] | None = None) -> None:
     """Store a wave's accumulator tiles (``tiles.registers.Accumulators`` of ``frag_rows``-row MFMA tiles,
     fed B as src0 as ``tiles.mma.mma_ops`` does) through the window ``rsrc`` of a matrix with
     ``row_elems`` elements per row (an SGPR).  Tile ``(fm, fn)`` covers rows ``row0 + fm*frag_rows``
     and columns ``col0 + fn*frag_rows`` onwards (lane expressions, within the window); lanes whose
     column is not below ``cols_left`` store nothing (a stride past the row would land in the next).
-    Two sets of store VGPRs alternate, so a store's data is never overwritten by the next group's."""
+    Two sets of store VGPRs alternate, so a store's data is never overwritten by the next group's.
+    ``row_scale[fm]`` (a VGPR per row fragment, e.g. attention's 1/l) multiplies tile row ``fm``'s values
+    before they are converted."""
     out_bytes = OUT_BYTES[out_dtype]
     tmp = k.vgpr(8, "store_data")
     voff = k.vgpr(2, "store_off")
@@ -84,7 +91,7 @@ def store_accumulators(k, acc, rsrc, lane: Reg, *, frag_rows: int, row0: lx.Expr
                 v = voff[i % 2]
                 em.emit(off, dst=v, comment=f"{what}: row m, 4 columns from n (past N: dropped)")
                 store_quad(k, rsrc, regs[4 * q:4 * q + 4], v, out_dtype, tmp[4 * (i % 2):4 * (i % 2) + 4],
-                           packer, what)
+                           packer, what, row_scale[fm] if row_scale is not None else None)
                 i += 1
     em.free()
     k.free(tmp, voff, pitch_reg)

@@ -7,7 +7,7 @@ A wave of a matrix kernel holds two kinds of register tiles (HipKittens' ``rt``)
   them until the epilogue).  Attention keeps two grids: S = Q·Kᵀ, which the softmax rescales, and the
   output O = P·V.
 * ``FragmentRegs``: MFMA operand fragments, ``frags`` fragments times ``slices`` k-slices of
-  ``regs_per_slice`` VGPRs (``slice(f, s)``; ``tiles.lds_to_reg.Fragment.regs`` gives the size), as
+  ``regs_per_slice`` VGPRs (``slice(f, s)``; ``tiles.lds_to_reg.Fragment.regs`` gives the size; VGPRs or AGPRs), as
   the LDS reads fill them and ``tiles.mma.mma_ops`` consumes them.
 
 Both are one allocation each, so a view is a register range the assembler prints as ``v[name+i:...]``
@@ -54,10 +54,13 @@ class FragmentRegs:
     """``frags`` operand fragments x ``slices`` k-slices, ``regs_per_slice`` VGPRs each, in one allocation
     (fragment-major: a fragment's slices are adjacent)."""
 
-    def __init__(self, k, name: str, frags: int, slices: int, regs_per_slice: int):
+    def __init__(self, k, name: str, frags: int, slices: int, regs_per_slice: int, *, agpr: bool = False):
         self.k = k
         self.frags, self.slices, self.regs_per_slice = frags, slices, regs_per_slice
-        self.regs: Reg = k.vgpr(frags * slices * regs_per_slice, name, kernel=True)
+        # AGPRs serve as MFMA operands and LDS/global load destinations too (gfx90a on): attention keeps
+        # its Q, K and V fragments there and its VGPRs for the softmax
+        alloc = k.agpr if agpr else k.vgpr
+        self.regs: Reg = alloc(frags * slices * regs_per_slice, name, kernel=True)
 
     def slice(self, f: int, s: int) -> Reg:
         """The VGPRs of fragment ``f``'s k-slice ``s``."""

@@ -1,0 +1,820 @@
+"""Attention forward, flash-attention style, as raw assembly for gfx950 and gfx942:
+``O = softmax(scale · Q·Kᵀ + mask) · V`` and ``LSE = logsumexp(scale · Q·Kᵀ + mask)`` (natural log, fp32).
+
+One workgroup of 4 waves takes ``BLOCK_Q = 128`` query rows of one (batch, head); each wave owns 32 of
+them (two 16-row MFMA fragments) for the whole key loop.  Keys and values stream through LDS in tiles of
+``BLOCK_KV = 64`` rows, double-buffered.  docs/attention.md has the design; this file reads as tile
+operations over named tiles:
+
+    load(reg.Q, gQ)          Q straight from memory into AGPRs, in MFMA operand layout (once)
+    load(lds.KV[s], gK, gV)  GlobalToLds / interleaved_copies: buffer_load ... lds (K and V key-major)
+    load(reg.K, lds.K)       ds_read_b128, MFMA operand layout
+    mma(S, reg.Q, reg.K)     S = Q·Kᵀ in VGPRs: a lane holds 4 consecutive keys of one query row
+    softmax(S) -> P          online softmax in exp2, lazy rescale, P packed to 16 bits in place
+    load(reg.V, lds.V)       ds_read_b64_tr_b16 (gfx950) / ds_read_u16 pairs joined by v_lshl_or_b32
+                             (gfx942, no transposing read), keys in the order the lane's P holds them
+    mma(O, P, reg.V)         O += P·V in AGPRs
+    store(gO, O / l), store(gLSE, m + log l)
+
+The schedule, per KV tile (4 waves, one per SIMD; one barrier per tile):
+
+    wait(own copies of tile t); barrier                 tile t in LDS; everyone is done with tile t-1
+    K reads (all k-slices)  ->  S MFMAs, slice by slice as the reads land, with the copies of
+                                tile t+1 (the other stage) spread between them
+    [masked tiles only: keys past the end / above the causal diagonal -> -inf]
+    row max: local, then two lane exchanges (ds_bpermute), V reads issued between them
+    lazy rescale (branch taken only when a row's max grew by more than 2^8)
+    P = exp2((S - m) · scale·log2 e), row sums, pack     ->  PV MFMAs
+
+Tiles that need a mask (the ragged last tile, the causal diagonal band) run in a second copy of the
+loop body; the hot loop (``kvloop``) has no checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from isagen.builders.contract import LaunchInfo, ScalarParam, TensorParam
+from isagen.builders.program import KernelBuilder, LdsRegion
+from isagen.builders.registry import Param, generator, params_from
+from isagen.errors import SpecError
+from isagen.isa.operands import VCC, Reg
+from isagen.prims.convert import Converter
+from isagen.targets import MfmaInfo, Target, get_target
+from isagen.tiles import lanexpr as lx
+from isagen.tiles.buffer import OOB_OFFSET, BufferResource
+from isagen.tiles.epilogue import store_accumulators
+from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
+from isagen.tiles.kloop import double_buffered_loop, loop_bodies
+from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
+from isagen.tiles.lds_to_reg import DsReads, Fragment, ReadInst, join_u16_pairs, kmajor_reads, u16_reads
+from isagen.tiles.order import udiv
+from isagen.tiles.registers import Accumulators, FragmentRegs
+from isagen.tiles.schedule import Op, emit, merge
+
+WAVES = 4
+ROWS_PER_WAVE = 32          # two 16-row MFMA fragments
+BLOCK_Q = WAVES * ROWS_PER_WAVE
+BLOCK_KV = 64
+LAZY_RESCALE_LOG2 = 8.0     # rescale O only when a row's max grew by more than this (log2 units: x256)
+NEG_FLT_MAX = 0xFF7FFFFF    # the running max starts here, not at -inf: exp2(-inf - (-inf)) would be NaN
+NEG_INF = 0xFF800000
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+MAX_SEQ = 1 << 24           # sequence lengths (and their starts) stay below this
+MAX_LGKM = 15               # s_waitcnt lgkmcnt's largest count (4 bits)
+
+PARAMS = {
+    "dtype": Param("str", "bf16", "element type of Q, K, V and O (fp32 accumulation; LSE is fp32)",
+                   choices=("bf16", "f16")),
+    "head_dim": Param("int", 128, "head dimension D of Q, K and V (64 or 128: what the register budget holds)",
+                      choices=(64, 128)),
+    "causal": Param("bool", False, "causal mask, aligned bottom-right as flash-attn: query i sees key j iff "
+                                   "j <= i + n_kv - n_q"),
+    "varlen": Param("bool", False, "variable-length batch packed as flash-attn's THD layout: sequence starts and "
+                                   "lengths from cu_seqlens_q / cu_seqlens_k"),
+}
+
+STRIDES = ("q_sb", "q_sh", "q_sn", "k_sb", "k_sh", "k_sn", "v_sb", "v_sh", "v_sn", "o_sb", "o_sh", "o_sn",
+           "lse_sb", "lse_sh")
+
+
+# ================================================================================== the plan
+@dataclass(frozen=True)
+class Plan:
+    """What the kernel is, independent of run-time sizes (pure; the bench model and the tests read it)."""
+
+    target: Target
+    dtype: str
+    head_dim: int
+    causal: bool
+    varlen: bool
+    mfma: MfmaInfo            # 16x16 MFMA of the element type (S = Q·Kᵀ and O += P·V)
+    qk: Fragment              # Q and K operand fragments: 8 d per lane per read (ds_read_b128)
+    pv: Fragment              # P and V operand fragments: one MFMA's keys per lane
+    v_read: str               # how V leaves LDS: tr16 (transposing reads) | u16 (one element per read)
+    dma_width: int            # bytes per lane of the K and V LDS-DMAs
+    layout_k: LdsLayout
+    layout_v: LdsLayout
+
+    @property
+    def d_frags(self) -> int:
+        return self.head_dim // 16
+
+    @property
+    def qk_slices(self) -> int:
+        return self.head_dim // self.qk.slice_k
+
+    @property
+    def key_frags(self) -> int:
+        return BLOCK_KV // 16
+
+    @property
+    def pv_slices(self) -> int:
+        return BLOCK_KV // self.pv.slice_k
+
+    @property
+    def lds_bytes(self) -> int:
+        return 2 * (self.layout_k.size + self.layout_v.size)
+
+    @property
+    def mfmas_per_tile(self) -> int:
+        """MFMAs per wave per KV tile: S (2 x 4 key fragments x D/k) and PV (2 x D/16 x 64/k)."""
+        k = self.mfma.k
+        return 2 * self.key_frags * (self.head_dim // k) + 2 * self.d_frags * (BLOCK_KV // k)
+
+    def k_reads(self, stages) -> list[ReadInst]:
+        return kmajor_reads("K", self.layout_k, stages, self.qk, [16 * f for f in range(self.key_frags)],
+                            range(self.qk_slices), lx.const(0))
+
+    def v_reads(self, stages) -> list[ReadInst]:
+        d0 = [16 * f for f in range(self.d_frags)]
+        if self.v_read == "u16":
+            return u16_reads("V", self.layout_v, stages, self.pv, d0, range(self.pv_slices), lx.const(0))
+        return pv_tr16_reads("V", self.layout_v, stages, d0, range(self.pv_slices))
+
+
+def pv_tr16_reads(name: str, layout: LdsLayout, stages, d_cols, slices) -> list[ReadInst]:
+    """V fragments for O += P·V read from a key-major tile with ``ds_read_b64_tr_b16``, keys in the order
+    the lane's P holds them.  A lane of lane group ``g`` holds, from S tile ``fn``, the keys
+    ``16 fn + 4 g + [0, 4)``; P slice ``s`` (32 keys, one gfx950 MFMA) is S tiles ``2s`` and ``2s + 1``, so
+    part ``h`` of the V slice must bring keys ``16 (2s + h) + 4 g + [0, 4)`` of the lane's column ``d``.
+    A transposing read gives destination lane ``i`` of a 16-lane block element ``e`` of source lane
+    ``4e + i/4`` (4 n-consecutive elements each): source lane ``src`` reads key row ``.. + src/4`` at
+    columns ``(src % 4) * 4 ..``, which lands column ``i`` with rows ``e = 0..3`` in lane ``i``."""
+    L = lx.lane()
+    g, src = L // 16, L % 16
+    out = []
+    for st, region in enumerate(stages):
+        for f, c in enumerate(d_cols):
+            for s in slices:
+                for h in range(2):
+                    krow = src // 4 + g * 4 + 16 * (2 * s + h)
+                    n = (src % 4) * 4 + c
+                    out.append(ReadInst((st, f, s, h), krow, n * 2, region.offset, layout, "ds_read_b64_tr_b16",
+                                        (region.offset, region.offset + region.size),
+                                        f"{name}[{f}] keys {32 * s + 16 * h}.. <- lds_{region.name} (transposed)"))
+    return out
+
+
+def _mfma(target: Target, dtype: str) -> MfmaInfo:
+    found = target.find_mfma(dtype, 16, 16)
+    if not found:
+        raise SpecError(f"params.dtype: {target.name} has no 16x16 {dtype} MFMA")
+    return found[0]
+
+
+def make_plan(p, target) -> Plan:
+    target = get_target(target)
+    return _make_plan(tuple(sorted(p.items())), target.name)
+
+
+@functools.lru_cache(maxsize=32)
+def _make_plan(items: tuple, target_name: str) -> Plan:
+    p = params_from(dict(items), "plan")
+    target = get_target(target_name)
+    mfma = _mfma(target, p.dtype)
+    kpm = 2 * mfma.a_regs
+    qk = Fragment(rows=16, k_per_mfma=kpm, k_per_read=8)
+    pv = Fragment(rows=16, k_per_mfma=kpm, k_per_read=kpm)
+    d = p.head_dim
+    tr16 = target.has_tr16_read
+    wide = 16 if 16 in target.lds_dma_widths else 4
+    plain = Plan(target=target, dtype=p.dtype, head_dim=d, causal=p.causal, varlen=p.varlen, mfma=mfma, qk=qk,
+                 pv=pv, v_read="tr16" if tr16 else "u16", dma_width=wide,
+                 layout_k=LdsLayout(BLOCK_KV, d * 2, 16), layout_v=LdsLayout(BLOCK_KV, d * 2, 16))
+    if plain.lds_bytes > target.lds_bytes:
+        raise SpecError(f"params.head_dim: two LDS stages of K and V ({plain.lds_bytes} bytes) exceed "
+                        f"{target.name}'s {target.lds_bytes}")
+    stage = [LdsRegion("tile", 0, 0)]
+    bank = target.lds_banks * 4
+
+    def coords(reads):
+        return [Coords(lx.evaluate(r.row, {}), lx.evaluate(r.byte, {}), 0, r.width, "read") for r in reads]
+
+    layout_k, bad_k = choose_swizzle(plain.layout_k, coords(plain.k_reads(stage)), target.name, bank)
+    layout_v, bad_v = choose_swizzle(plain.layout_v, coords(plain.v_reads(stage)), target.name, bank)
+    for what, bad in (("K", bad_k), ("V", bad_v)):
+        if bad:
+            raise SpecError(f"params.head_dim: no swizzle of the {what} tile makes its reads free of LDS bank "
+                            f"conflicts ({len(bad)} reads conflict)")
+    return Plan(**{**plain.__dict__, "layout_k": layout_k, "layout_v": layout_v})
+
+
+# ================================================================================== registry hooks
+def validate(p, target):
+    return []
+
+
+def check(p, target, program):
+    if program.occupancy()["waves_per_simd"] < 1:
+        return [("head_dim", "the kernel does not fit one wave per SIMD")]
+    return []
+
+
+def launch(p, target) -> LaunchInfo:
+    """The contract of ``isagen run`` and ``isagen.build``: contiguous (B, H, N, D) tensors (torch SDPA's
+    layout).  ``isagen.attention`` (runtime/attention.py) launches the same kernel on any strides, the
+    other layouts and packed variable-length batches with its own argument values."""
+    d = p.head_dim
+    lim = (1 << 31) - 1
+    tensors = [TensorParam("Q", p.dtype, ("b", "h", "n_q", d), "in"),
+               TensorParam("K", p.dtype, ("b", "h_kv", "n_kv", d), "in"),
+               TensorParam("V", p.dtype, ("b", "h_kv", "n_kv", d), "in"),
+               TensorParam("O", p.dtype, ("b", "h", "n_q", d), "out"),
+               TensorParam("LSE", "f32", ("b", "h", "n_q"), "out")]
+    if p.varlen:
+        tensors += [TensorParam("cu_seqlens_q", "i32", ("b1",), "in"),
+                    TensorParam("cu_seqlens_k", "i32", ("b1",), "in")]
+    kv = {"sb": f"h_kv * n_kv * {d}", "sh": f"n_kv * {d}", "sn": str(d)}
+    q = {"sb": f"h * n_q * {d}", "sh": f"n_q * {d}", "sn": str(d)}
+    kernargs = {"group": "h // max(h_kv, 1)",
+                **{f"q_{k}": v for k, v in q.items()}, **{f"o_{k}": v for k, v in q.items()},
+                **{f"k_{k}": v for k, v in kv.items()}, **{f"v_{k}": v for k, v in kv.items()},
+                "lse_sb": "h * n_q", "lse_sh": "n_q"}
+    return LaunchInfo(
+        tensors=tuple(tensors),
+        scalars=(ScalarParam("softmax_scale", "f32", 1.0 / math.sqrt(d), (1e-30, 1e30)),),
+        grid=(f"cdiv(n_q, {BLOCK_Q})", "h", "b"),
+        block=(64 * WAVES, 1, 1),
+        kernargs=kernargs,
+        requires=(("h_kv >= 1 and h % h_kv == 0", "the query heads must be a multiple of the key/value heads"),
+                  (f"n_q < {MAX_SEQ} and n_kv < {MAX_SEQ}", f"sequence lengths must stay below {MAX_SEQ}"),
+                  (f"n_q * {2 * d} <= {lim} and n_kv * {2 * d} <= {lim}",
+                   "one head's sequence must stay below 2 GiB (32-bit buffer offsets)")),
+    )
+
+
+# ================================================================================== the kernel
+@generator("attention", params=PARAMS,
+           shapes={"b": "batch", "h": "query heads", "h_kv": "key/value heads", "n_q": "query length",
+                   "n_kv": "key/value length"},
+           validate=validate, check=check, launch=launch,
+           doc="attention forward (flash-attention): O and LSE; bf16/f16, D 64/128, causal, GQA/MQA, varlen")
+def attention(p, target) -> KernelBuilder:
+    return AttentionKernel(make_plan(p, target), p.name).build()
+
+
+class AttentionKernel:
+    """Writes one attention forward kernel from a plan."""
+
+    def __init__(self, plan: Plan, name: str):
+        self.plan = plan
+        self.name = name
+
+    def build(self) -> KernelBuilder:
+        pl = self.plan
+        k = self.k = KernelBuilder(self.name, pl.target, workgroup_size=64 * WAVES, workgroup_ids="xyz")
+        k.header += self.describe()
+        self.done = k.label("done")
+        self.arguments()
+        self.sequence()
+        self.windows()
+        self.tiles()
+        self.registers()
+        self.load_q()
+        self.kv_loops()
+        self.epilogue()
+        k.place(self.done)
+        k.s_endpgm()
+        return k
+
+    def describe(self) -> list[str]:
+        pl = self.plan
+        return [f"attention forward: {pl.dtype} Q/K/V/O, fp32 LSE, D={pl.head_dim}, "
+                f"{'causal (bottom-right)' if pl.causal else 'non-causal'}{', varlen' if pl.varlen else ''}",
+                f"{WAVES} waves x {ROWS_PER_WAVE} query rows, KV tiles of {BLOCK_KV}, {pl.mfma.mnemonic}",
+                f"LDS: 2 stages x (K {pl.layout_k.size} + V {pl.layout_v.size}) = {pl.lds_bytes} bytes; K swizzle "
+                f"{pl.layout_k.swizzle.describe()}, V ({pl.v_read}) swizzle {pl.layout_v.swizzle.describe()}"]
+
+    # ------------------------------------------------------------------ arguments
+    def arguments(self):
+        k, pl = self.k, self.plan
+        for n in ("Q", "K", "V"):
+            k.args.pointer(n, pl.dtype, "read_only")
+        k.args.pointer("O", pl.dtype, "write_only")
+        k.args.pointer("LSE", "f32", "write_only")
+        if pl.varlen:
+            k.args.pointer("cu_seqlens_q", "i32", "read_only")
+            k.args.pointer("cu_seqlens_k", "i32", "read_only")
+        values = ("n_q", "n_kv", "group") + STRIDES
+        for n in values:
+            k.args.value(n, "u32")
+        k.args.value("softmax_scale", "f32")
+        self.rQ = BufferResource(k, "Q")
+        self.rK = BufferResource(k, "K", tracked=True)
+        self.rV = BufferResource(k, "V", tracked=True)
+        self.rO = BufferResource(k, "O")
+        self.rL = BufferResource(k, "LSE")
+        for r in (self.rQ, self.rK, self.rV, self.rO, self.rL):
+            r.load_pointer(k.args[r.name].offset)
+        self.s = {}
+        for n in values + ("softmax_scale",):
+            self.s[n] = k.sgpr(1, n, kernel=True)
+            k.s_load_dword(self.s[n], k.kernarg_ptr, k.args[n].offset, comment=f"{n}")
+        self.lane = k.vgpr(1, "lane", kernel=True)
+        k.v_and_b32(self.lane, 63, k.tid, comment="lane id within the wave")
+        self.wave = k.sgpr(1, "wave", kernel=True)
+        t = k.vgpr(1, "wave_tmp")
+        k.v_lshrrev_b32(t, 6, k.tid, comment="wave id within the workgroup")
+        k.v_readfirstlane_b32(self.wave, t)
+        k.free(t, k.tid)
+        k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
+
+    def sequence(self):
+        """This workgroup's (batch, head, query block): sequence starts and lengths, the KV tiles it visits
+        (``tiles``) and how many of them need no mask (``full``).  A block past its sequence exits."""
+        k, pl, s = self.k, self.plan, self.s
+        b, h, qblk = k.workgroup_id["z"], k.workgroup_id["y"], k.workgroup_id["x"]
+        self.h_kv = k.sgpr(1, "h_kv", kernel=True)
+        rem = k.sgpr(1, "rem")
+        udiv(k, self.h_kv, rem, h, s["group"], why="key/value head = head / group")
+        k.free(rem)
+        self.start_q, self.len_q = k.sgpr(1, "start_q", kernel=True), k.sgpr(1, "len_q", kernel=True)
+        self.start_k, self.len_k = k.sgpr(1, "start_k", kernel=True), k.sgpr(1, "len_k", kernel=True)
+        if pl.varlen:
+            ptr = k.sgpr(2, "cu_ptr", align=2)
+            pair = k.sgpr(2, "cu_pair", align=2)
+            off = k.sgpr(1, "cu_off")
+            k.s_lshl_b32(off, b, 2, comment="batch * 4: this sequence's entry of cu_seqlens")
+            for which, start, length in (("q", self.start_q, self.len_q), ("k", self.start_k, self.len_k)):
+                k.s_load_dwordx2(ptr, k.kernarg_ptr, k.args[f"cu_seqlens_{which}"].offset,
+                                 comment=f"cu_seqlens_{which}")
+                k.wait(lgkmcnt=0, why=f"cu_seqlens_{which} pointer")
+                k.s_add_u32(ptr[0], ptr[0], off)
+                k.s_addc_u32(ptr[1], ptr[1], 0)
+                k.s_load_dwordx2(pair, ptr, 0, comment=f"cu_seqlens_{which}[b], [b + 1]")
+                k.wait(lgkmcnt=0, why=f"this sequence's bounds ({which})")
+                k.s_mov_b32(start, pair[0], comment=f"first {which} token of this sequence")
+                k.s_sub_u32(length, pair[1], pair[0], comment=f"{which} length of this sequence")
+            k.free(ptr, pair, off)
+        else:
+            k.s_mov_b32(self.start_q, 0)
+            k.s_mov_b32(self.start_k, 0)
+            k.s_mov_b32(self.len_q, s["n_q"], comment="query length")
+            k.s_mov_b32(self.len_k, s["n_kv"], comment="key/value length")
+        self.q0 = k.sgpr(1, "q0", kernel=True)
+        k.s_mul_i32(self.q0, qblk, BLOCK_Q, comment="first query row of this workgroup")
+        k.s_cmp_ge_u32(self.q0, self.len_q, comment="a block past its sequence (varlen: shorter sequences)")
+        k.s_cbranch_scc1(self.done)
+        # keys visible to every row of the block (no mask) and to any row (the tiles visited)
+        self.tiles_all = k.sgpr(1, "kv_tiles", kernel=True)
+        self.tiles_full = k.sgpr(1, "kv_tiles_unmasked", kernel=True)
+        t = k.sgpr(2, "seq_tmp")
+        if pl.causal:
+            k.s_sub_i32(t[0], self.len_k, self.len_q, comment="causal offset n_kv - n_q (bottom-right)")
+            k.s_add_i32(t[1], t[0], self.q0)
+            k.s_add_i32(t[1], t[1], 1, comment="keys every row of the block sees: q0 + off + 1")
+            k.s_min_i32(t[1], t[1], self.len_k)
+            k.s_max_i32(t[1], t[1], 0)
+            k.s_lshr_b32(self.tiles_full, t[1], 6, comment="whole KV tiles every row sees")
+            k.s_add_i32(t[1], t[0], self.q0)
+            k.s_add_i32(t[1], t[1], BLOCK_Q, comment="keys the block's last row sees: q0 + 127 + off + 1")
+            k.s_min_i32(t[1], t[1], self.len_k)
+            k.s_max_i32(t[1], t[1], 0)
+        else:
+            k.s_lshr_b32(self.tiles_full, self.len_k, 6, comment="whole KV tiles")
+            k.s_mov_b32(t[1], self.len_k)
+        k.s_add_u32(t[1], t[1], BLOCK_KV - 1)
+        k.s_lshr_b32(self.tiles_all, t[1], 6, comment="KV tiles this block visits")
+        k.free(t)
+        self.wave_row0 = k.sgpr(1, "wave_row0", kernel=True)
+        k.s_mul_i32(self.wave_row0, self.wave, ROWS_PER_WAVE, comment="this wave's first row within the block")
+
+    # ------------------------------------------------------------------ buffer windows
+    def _aim(self, rsrc: BufferResource, elem_bytes: int, terms, rows_left: Reg, row_stride: Reg, why: str):
+        """Aim ``rsrc`` at ``sum(a * b for a, b in terms)`` elements from its pointer (64-bit) with
+        ``rows_left * row_stride`` elements of records."""
+        k = self.k
+        acc = k.sgpr(2, "off64", align=2)
+        t = k.sgpr(2, "prod64", align=2)
+        k.s_mov_b64(acc, 0)
+        for a, b in terms:
+            k.s_mul_i32(t[0], a, b)
+            k.s_mul_hi_u32(t[1], a, b)
+            k.s_add_u32(acc[0], acc[0], t[0])
+            k.s_addc_u32(acc[1], acc[1], t[1])
+        k.s_lshl_b64(acc, acc, elem_bytes.bit_length() - 1, comment=f"{why}: elements -> bytes")
+        k.s_add_u32(rsrc.regs[0], rsrc.regs[0], acc[0], comment=f"{why}: base")
+        k.s_addc_u32(rsrc.regs[1], rsrc.regs[1], acc[1])
+        k.s_mul_i32(t[0], rows_left, row_stride)
+        k.s_lshl_b32(t[0], t[0], elem_bytes.bit_length() - 1, comment=f"{why}: bytes of the rows from here")
+        rsrc.finish(t[0])
+        k.free(acc, t)
+
+    def windows(self):
+        k, s = self.k, self.s
+        b, h = self.k.workgroup_id["z"], self.k.workgroup_id["y"]
+        t = k.sgpr(2, "win_tmp")
+        k.s_add_u32(t[0], self.start_q, self.q0, comment="first query row (token) of the block")
+        k.s_sub_u32(t[1], self.len_q, self.q0, comment="query rows left from there")
+        self._aim(self.rQ, 2, ((b, s["q_sb"]), (h, s["q_sh"]), (t[0], s["q_sn"])), t[1], s["q_sn"], "Q window")
+        self._aim(self.rO, 2, ((b, s["o_sb"]), (h, s["o_sh"]), (t[0], s["o_sn"])), t[1], s["o_sn"], "O window")
+        one = k.sgpr(1, "one")
+        k.s_mov_b32(one, 1)
+        self._aim(self.rL, 4, ((b, s["lse_sb"]), (h, s["lse_sh"]), (t[0], one)), t[1], one, "LSE window")
+        k.free(one)
+        for r, x in ((self.rK, "k"), (self.rV, "v")):
+            self._aim(r, 2, ((b, s[f"{x}_sb"]), (self.h_kv, s[f"{x}_sh"]), (self.start_k, s[f"{x}_sn"])),
+                      self.len_k, s[f"{x}_sn"], f"{x.upper()} window")
+        k.free(t)
+        self.row_bytes = {}
+        for x in ("q", "k", "v", "o"):
+            self.row_bytes[x] = k.sgpr(1, f"{x}_row_bytes", kernel=True)
+            k.s_lshl_b32(self.row_bytes[x], s[f"{x}_sn"], 1, comment=f"{x.upper()}: bytes between tokens")
+        self.kv_step = {}
+        for x in ("k", "v"):
+            self.kv_step[x] = k.sgpr(1, f"{x}_tile_bytes", kernel=True)
+            k.s_lshl_b32(self.kv_step[x], self.row_bytes[x], 6, comment=f"{x.upper()}: one KV tile in bytes")
+
+    # ------------------------------------------------------------------ tiles
+    def tiles(self):
+        k, pl = self.k, self.plan
+        self.lds_k = [k.lds(pl.layout_k.size, f"K{st}") for st in range(2)]
+        self.lds_v = [k.lds(pl.layout_v.size, f"V{st}") for st in range(2)]
+        wave = lx.uniform("wave", WAVES - 1, self.wave)
+        krow = lx.uniform("k_row_bytes", 1 << 31, self.row_bytes["k"])
+        vrow = lx.uniform("v_row_bytes", 1 << 31, self.row_bytes["v"])
+        self.gK = GlobalToLds(k, "K", pl.layout_k, self.lds_k, self.rK, pl.dma_width, WAVES, wave,
+                              global_offset=lambda row, byte: row * krow + byte)
+        self.gV = GlobalToLds(k, "V", pl.layout_v, self.lds_v, self.rV, pl.dma_width, WAVES, wave,
+                              global_offset=lambda row, byte: row * vrow + byte)
+        self.rdK = DsReads(k, "K", pl.k_reads(self.lds_k), [{}])
+        self.rdV = DsReads(k, "V", pl.v_reads(self.lds_v), [{}])
+        k.comment("per-lane addresses: global offsets of the K/V copies (the swizzles live here), LDS read addresses")
+        for prim in (self.gK, self.gV, self.rdK, self.rdV):
+            em = lx.Emitter(k, self.lane)
+            prim.setup(em)
+            em.free()
+
+    def registers(self):
+        k, pl = self.k, self.plan
+        self.O = Accumulators(k, "O_acc", 2, pl.d_frags, 4)                       # AGPRs
+        self.O.zero()
+        self.S = Accumulators(k, "S", 2, pl.key_frags, 4, agpr=False)             # VGPRs: the softmax works on it
+        self.Q = FragmentRegs(k, "Q_frag", 2, pl.qk_slices, pl.qk.regs, agpr=True)
+        self.Kf = FragmentRegs(k, "K_frag", pl.key_frags, pl.qk_slices, pl.qk.regs, agpr=True)
+        # u16 reads are joined by VALU: their fragments live in VGPRs (the odd keys land in V_hi16 first)
+        u16 = pl.v_read == "u16"
+        self.Vf = FragmentRegs(k, "V_frag", pl.d_frags, pl.pv_slices, pl.pv.regs, agpr=not u16)
+        self.Vhi = FragmentRegs(k, "V_hi16", pl.d_frags, pl.pv_slices, pl.pv.regs) if u16 else None
+        self.P = FragmentRegs(k, "P", 2, pl.pv_slices, pl.pv.regs)
+        # row statistics per query-row fragment: running max (raw logits), row-sum pair, -max pair
+        self.m = k.vgpr(2, "row_max", kernel=True)
+        self.lsum = k.vgpr(4, "row_sum", align=2, kernel=True)
+        self.negm = k.vgpr(4, "neg_max", align=2, kernel=True)
+        self.c2 = k.vgpr(2, "scale_log2e", align=2, kernel=True)
+        self.thr = k.sgpr(1, "rescale_threshold", kernel=True)
+        self.xor_addr = k.vgpr(2, "xor_lane_addr", kernel=True)
+        self.packer = Converter(k, pl.dtype)          # P and O to 16 bits (round to nearest even)
+        self.kv_index = k.sgpr(1, "kv_index", kernel=True)
+        k.s_mov_b32(self.kv_index, 0, comment="index of the KV tile in hand (the masks need it)")
+        for i in range(2):
+            k.v_mov_b32(self.m[i], NEG_FLT_MAX, comment=f"row max (fragment {i}): -FLT_MAX, finite on purpose")
+        for i in range(4):
+            k.v_mov_b32(self.lsum[i], 0, comment="row sums (two partial sums per fragment)")
+        k.v_mov_b32(self.c2[0], LOG2E, comment="log2(e)")
+        k.v_mul_f32(self.c2[0], self.s["softmax_scale"], self.c2[0], comment="c = softmax_scale * log2(e)")
+        k.v_mov_b32(self.c2[1], self.c2[0])
+        t = k.vgpr(1, "thr_tmp")
+        k.v_rcp_f32(t, self.c2[0], comment="1/c")
+        k.v_mul_f32(t, LAZY_RESCALE_LOG2, t, comment=f"lazy-rescale threshold in logits: {LAZY_RESCALE_LOG2:g}/c")
+        k.v_readfirstlane_b32(self.thr, t)
+        k.free(t)
+        em = lx.Emitter(k, self.lane)
+        L = lx.lane()
+        em.emit((L ^ 16) * 4, dst=self.xor_addr[0], comment="ds_bpermute address of lane ^ 16")
+        em.emit((L ^ 32) * 4, dst=self.xor_addr[1], comment="ds_bpermute address of lane ^ 32")
+        em.free()
+
+    # ------------------------------------------------------------------ Q
+    def load_q(self):
+        """Q (this wave's 32 rows, every d) straight into AGPRs in MFMA operand layout: lane ``L`` holds row
+        ``L % 16`` and d ``32 s + 8 (L / 16) ..`` of slice ``s``; rows past the sequence load zeros."""
+        k, pl = self.k, self.plan
+        L = lx.lane()
+        row0 = lx.uniform("wave_row0", BLOCK_Q, self.wave_row0)
+        pitch = lx.uniform("q_row_bytes", 1 << 31, self.row_bytes["q"])
+        voff = k.vgpr(2, "q_off")
+        em = lx.Emitter(k, self.lane)
+        for fm in range(2):
+            em.emit((row0 + 16 * fm + L % 16) * pitch + (L // 16) * 16, dst=voff[fm],
+                    comment=f"Q fragment {fm}: this lane's row, its 8 d of slice 0")
+        em.free()
+        for fm in range(2):
+            for s in range(pl.qk_slices):
+                k.buffer_load_dwordx4(self.Q.slice(fm, s), voff[fm], self.rQ.regs, 0, offen=True,
+                                      offset=s * pl.qk.slice_k * 2, comment=f"Q[{fm}] slice {s}")
+        k.wait(vmcnt=0, why="Q is in registers (before the copies start counting)")
+        k.free(voff)
+
+    # ------------------------------------------------------------------ the KV loops
+    def copies(self, stage: int) -> list[Op]:
+        return interleaved_copies(stage, [(self.gK, self.kv_step["k"]), (self.gV, self.kv_step["v"])],
+                                  unit="KV tile")
+
+    def kv_loops(self):
+        """Unmasked tiles in ``kvloop`` (the hot loop), then the masked ones (the ragged end, the causal
+        band) in ``kvmask``, continuing on the LDS stage the first loop stopped at."""
+        k = self.k
+        k.comment("KV tile 0 -> LDS stage 0")
+        emit(merge([], self.copies(0)))
+        skip_full, masked, odd = k.label("no_unmasked_tiles"), k.label("masked_tiles"), k.label("masked_from_stage1")
+        k.s_cmp_eq_u32(self.tiles_full, 0)
+        k.s_cbranch_scc1(skip_full)
+        double_buffered_loop(k, self.tiles_full, lambda st: self.body(st, masked=False), label="kvloop",
+                             counter="kv_left", unit="KV tile")
+        k.place(skip_full)
+        left = k.sgpr(1, "masked_left", kernel=True)
+        k.s_sub_u32(left, self.tiles_all, self.tiles_full, comment="tiles that need a mask")
+        k.s_cmp_eq_u32(left, 0)
+        k.s_cbranch_scc1(self.after_loops_label())
+        k.s_bitcmp1_b32(self.tiles_full, 0, comment="an odd number of unmasked tiles: continue on stage 1")
+        k.s_cbranch_scc1(odd)
+        k.place(masked)
+        double_buffered_loop(k, left, lambda st: self.body(st, masked=True), label="kvmask",
+                             counter="mask_left", unit="masked KV tile")
+        k.s_branch(self.after_loops_label())
+        k.place(odd)
+        double_buffered_loop(k, left, lambda st: self.body(1 - st, masked=True), label="kvmask_odd",
+                             counter="mask_left", unit="masked KV tile")
+        k.place(self.after_loops_label())
+        k.free(left)
+
+    def after_loops_label(self):
+        if not hasattr(self, "_after"):
+            self._after = self.k.label("kv_done")
+        return self._after
+
+    def body(self, stage: int, masked: bool):
+        k, pl = self.k, self.plan
+        k.wait(vmcnt=0, why="this wave's copies of KV tile t have landed")
+        k.barrier(why="KV tile t is in LDS for every wave; every wave is done with tile t-1 (the other stage)")
+        # ---- S = Q·Kᵀ: every K read issued, MFMAs slice by slice as the reads land; copies of tile t+1
+        reads = []
+        for s in range(pl.qk_slices):
+            for fn in range(pl.key_frags):
+                reads += self.rdK.fragment_ops(stage, fn, s, self.Kf.slice(fn, s))
+        k.comment("S = Q·Kᵀ (K fragments of tile t -> registers; the copies of tile t+1 between the MFMAs)")
+        emit(reads)
+        main: list[Op] = []
+        per_slice = pl.key_frags
+        for s in range(pl.qk_slices):
+            left = (pl.qk_slices - 1 - s) * per_slice
+            main.append(Op("wait", functools.partial(k.wait, lgkmcnt=left, why=f"K slice {s} is in registers")))
+            main += self.s_mfmas(s)
+        emit(merge(main, self.copies(1 - stage)))
+        if masked:
+            self.mask()
+        self.softmax(stage)
+        k.comment("O += P·V")
+        k.wait(lgkmcnt=0, why="V fragments are in registers")
+        if self.Vhi is not None:
+            for s in range(pl.pv_slices):
+                for fd in range(pl.d_frags):
+                    join_u16_pairs(k, self.Vf.slice(fd, s), self.Vhi.slice(fd, s), pl.pv.regs, f"V[{fd}] slice {s}")
+        emit(self.pv_mfmas())
+        k.s_add_u32(self.kv_index, self.kv_index, 1, comment="next KV tile")
+
+    def s_mfmas(self, s: int) -> list[Op]:
+        k, pl = self.k, self.plan
+        mfma = getattr(k, pl.mfma.mnemonic)
+        r = pl.mfma.a_regs
+        ops = []
+        for h in range(pl.qk.mfmas_per_slice):
+            for fm in range(2):
+                for fn in range(pl.key_frags):
+                    c, a, b = self.S.tile(fm, fn), self.Q.slice(fm, s), self.Kf.slice(fn, s)
+                    first = s == 0 and h == 0
+
+                    def f(c=c, a=a, b=b, fm=fm, fn=fn, first=first, h=h):
+                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], 0 if first else c,
+                             comment=f"S[{fm}][{fn}] {'=' if first else '+='} Q[{fm}]·K[{fn}]ᵀ (d-slice {s}.{h})")
+                    ops.append(Op("mfma", f, f"S[{fm}][{fn}] s{s}h{h}"))
+        return ops
+
+    def pv_mfmas(self) -> list[Op]:
+        k, pl = self.k, self.plan
+        mfma = getattr(k, pl.mfma.mnemonic)
+        ops = []
+        for s in range(pl.pv_slices):
+            for fm in range(2):
+                for fd in range(pl.d_frags):
+                    c, a, b = self.O.tile(fm, fd), self.P.slice(fm, s), self.Vf.slice(fd, s)
+
+                    def f(c=c, a=a, b=b, fm=fm, fd=fd, s=s):
+                        mfma(c, b, a, c, comment=f"O[{fm}][{fd}] += P[{fm}]·V[{fd}] (keys {s * pl.pv.slice_k}..)")
+                    ops.append(Op("mfma", f, f"O[{fm}][{fd}] s{s}"))
+        return ops
+
+    # ------------------------------------------------------------------ mask
+    def mask(self):
+        """Logits of keys the row may not see -> -inf: past the sequence's end, and (causal) above the
+        diagonal.  Lane ``L`` holds keys ``kv0 + 16 fn + 4 (L / 16) + r`` of row ``q0 + wave_row0 + 16 fm +
+        L % 16``; it compares ``16 fn + r`` with its limit minus ``kv0 + 4 (L / 16)``."""
+        k, pl = self.k, self.plan
+        k.comment("mask: keys past the end" + (" or above the causal diagonal" if pl.causal else "") + " -> -inf")
+        kv0 = k.sgpr(1, "kv0")
+        lim_s = k.sgpr(1, "key_limit")
+        k.s_lshl_b32(kv0, self.kv_index, 6, comment="first key of this tile")
+        k.s_sub_u32(lim_s, self.len_k, kv0, comment="keys of the sequence from this tile on")
+        lim = k.vgpr(2, "key_limit_lane")
+        ninf = k.vgpr(1, "neg_inf")
+        k.v_mov_b32(ninf, NEG_INF)
+        em = lx.Emitter(k, self.lane)
+        L = lx.lane()
+        g4 = em.emit((L // 16) * 4, comment="this lane's first key within a 16-key fragment")
+        if pl.causal:
+            # row i sees keys j < i + 1 + n_kv - n_q: relative to kv0 and this wave's first row
+            diag = k.sgpr(1, "diag")
+            k.s_add_u32(diag, self.q0, self.wave_row0)
+            k.s_add_u32(diag, diag, 1)
+            k.s_add_u32(diag, diag, lim_s)
+            k.s_sub_u32(diag, diag, self.len_q, comment="q0 + wave_row0 + 1 + (n_kv - kv0) - n_q")
+        for fm in range(2):
+            k.v_sub_u32(lim[fm], lim_s, g4, comment=f"row fragment {fm}: keys left minus this lane's first key")
+            if pl.causal:
+                t = em.emit((L % 16) + 16 * fm, comment=f"row within the wave (fragment {fm})")
+                k.v_add_u32(t, diag, t)
+                k.v_sub_u32(t, t, g4, comment="causal: the row's limit minus this lane's first key")
+                k.v_min_i32(lim[fm], lim[fm], t)
+        em.free()
+        for fm in range(2):
+            for fn in range(pl.key_frags):
+                tile = self.S.tile(fm, fn)
+                for r in range(4):
+                    k.v_cmp_gt_i32(VCC, lim[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: key visible?")
+                    k.v_cndmask_b32(tile[r], ninf, tile[r], VCC)
+        k.free(lim, ninf, kv0, lim_s)
+        if pl.causal:
+            k.free(diag)
+
+    # ------------------------------------------------------------------ softmax
+    def softmax(self, stage: int):
+        k, pl = self.k, self.plan
+        k.comment("online softmax: row max (two lane exchanges; the V reads of this tile go out between them)")
+        mx = k.vgpr(2, "tile_max")
+        part = k.vgpr(2, "max_partner")
+        for fm in range(2):
+            regs = [self.S.tile(fm, fn)[r] for fn in range(pl.key_frags) for r in range(4)]
+            k.v_max3_f32(mx[fm], regs[0], regs[1], regs[2], comment=f"row fragment {fm}: max of this lane's keys")
+            i = 3
+            while i < len(regs):
+                if i + 1 < len(regs):
+                    k.v_max3_f32(mx[fm], mx[fm], regs[i], regs[i + 1])
+                    i += 2
+                else:
+                    k.v_max_f32(mx[fm], mx[fm], regs[i])
+                    i += 1
+        vreads = []
+        for s in range(pl.pv_slices):
+            for fd in range(pl.d_frags):
+                hi = self.Vhi.slice(fd, s) if self.Vhi is not None else None
+                vreads += self.rdV.fragment_ops(stage, fd, s, self.Vf.slice(fd, s), hi)
+        # lgkmcnt counts to 15: at most 15 reads go out behind each exchange, the rest after the second
+        chunks = (vreads[:MAX_LGKM], vreads[MAX_LGKM:2 * MAX_LGKM])
+        for step, (addr, chunk) in enumerate(zip((self.xor_addr[0], self.xor_addr[1]), chunks)):
+            for fm in range(2):
+                k.ds_bpermute_b32(part[fm], addr, mx[fm], comment=f"row max: partner lane ^ {16 << step}")
+            emit(chunk)
+            k.wait(lgkmcnt=len(chunk), why="the partners' maxima are here (V reads may still fly)")
+            for fm in range(2):
+                k.v_max_f32(mx[fm], mx[fm], part[fm])
+        k.free(part)
+        emit(vreads[2 * MAX_LGKM:])
+        # ---- lazy rescale: only rows whose max grew by more than the threshold move their reference
+        k.comment(f"lazy rescale: a row's reference max moves only when the max grew by > {LAZY_RESCALE_LOG2:g} "
+                  "in log2 (p stays <= 256)")
+        grow = k.sgpr(2, "grow_mask", align=2)
+        both = k.sgpr(2, "grow_any", align=2)
+        d = k.vgpr(2, "max_growth")
+        for fm in range(2):
+            k.v_max_f32(mx[fm], mx[fm], self.m[fm], comment=f"row fragment {fm}: new max")
+            k.v_sub_f32(d[fm], mx[fm], self.m[fm], comment="growth of the max")
+        k.v_cmp_lt_f32(grow, self.thr, d[0], comment="fragment 0: rows past the threshold")
+        k.v_cmp_lt_f32(VCC, self.thr, d[1], comment="fragment 1: rows past the threshold")
+        k.s_or_b64(both, grow, VCC, comment="any row of the wave?")
+        skip = k.label("no_rescale")
+        k.s_cbranch_scc0(skip)
+        self.rescale(mx, d, (grow, VCC))
+        k.place(skip)
+        k.free(mx, d, grow, both)
+        # ---- P = exp2((S - m) c), row sums, pack to 16 bits
+        k.comment("P = exp2((S - m) * c); row sums; P packed to 16 bits as the PV MFMA operand")
+        for fm in range(2):
+            k.v_xor_b32(self.negm[2 * fm], 0x80000000, self.m[fm], comment=f"-m (row fragment {fm})")
+            k.v_mov_b32(self.negm[2 * fm + 1], self.negm[2 * fm])
+        for fm in range(2):
+            negm = self.negm[2 * fm:2 * fm + 2]
+            lsum = self.lsum[2 * fm:2 * fm + 2]
+            for fn in range(pl.key_frags):
+                tile = self.S.tile(fm, fn)
+                for pair in (tile[0:2], tile[2:4]):
+                    k.v_pk_add_f32(pair, pair, negm, comment=f"S[{fm}][{fn}] - m")
+                    k.v_pk_mul_f32(pair, pair, self.c2, comment="* c")
+                for r in range(4):
+                    k.v_exp_f32(tile[r], tile[r])
+                for pair in (tile[0:2], tile[2:4]):
+                    k.v_pk_add_f32(lsum, lsum, pair, comment="row sum")
+        for fm in range(2):
+            for fn in range(pl.key_frags):
+                tile = self.S.tile(fm, fn)
+                dst = self._p_regs(fm, fn)
+                self.packer.pack(dst[0], tile[0], tile[1])
+                self.packer.pack(dst[1], tile[2], tile[3])
+
+    def _p_regs(self, fm: int, fn: int) -> Reg:
+        """The two P registers that hold S tile ``(fm, fn)``'s 4 keys packed (see ``pv_tr16_reads``)."""
+        per = self.plan.pv.slice_k // 16            # S tiles per P slice: 2 on gfx950, 1 on gfx942
+        sl = self.P.slice(fm, fn // per)
+        j = (fn % per) * 2
+        return sl[j:j + 2]
+
+    def rescale(self, mx: Reg, d: Reg, masks):
+        """Rows in ``masks`` take the new max: alpha = exp2((m_old - m_new) c), O and the sums times alpha."""
+        k, pl = self.k, self.plan
+        alpha = k.vgpr(2, "alpha")
+        tmp = k.vgpr(4, "rescale_tmp")
+        for fm in range(2):
+            k.v_cndmask_b32(mx[fm], self.m[fm], mx[fm], masks[fm], comment=f"fragment {fm}: new reference max")
+            k.v_sub_f32(alpha[fm], self.m[fm], mx[fm])
+            k.v_mul_f32(alpha[fm], alpha[fm], self.c2[0])
+            k.v_exp_f32(alpha[fm], alpha[fm], comment="alpha = exp2((m_old - m_new) * c): 1 for other rows")
+            k.v_mov_b32(self.m[fm], mx[fm])
+            k.v_mul_f32(self.lsum[2 * fm], self.lsum[2 * fm], alpha[fm])
+            k.v_mul_f32(self.lsum[2 * fm + 1], self.lsum[2 * fm + 1], alpha[fm])
+        for fm in range(2):
+            regs = [self.O.tile(fm, fd)[r] for fd in range(pl.d_frags) for r in range(4)]
+            for i in range(0, len(regs), 4):
+                for j in range(4):
+                    k.v_accvgpr_read_b32(tmp[j], regs[i + j])
+                for j in range(4):
+                    k.v_mul_f32(tmp[j], tmp[j], alpha[fm])
+                for j in range(4):
+                    k.v_accvgpr_write_b32(regs[i + j], tmp[j])
+        k.free(alpha, tmp)
+
+    # ------------------------------------------------------------------ epilogue
+    def epilogue(self):
+        k, pl = self.k, self.plan
+        k.wait(vmcnt=0, lgkmcnt=0, why="copies past the last tile (zeros) are done before the stores")
+        self.gK.release()
+        self.gV.release()
+        self.rdK.release()
+        self.rdV.release()
+        k.free(self.Kf.regs, self.Vf.regs, self.Q.regs, self.P.regs, self.S.regs)
+        if self.Vhi is not None:
+            self.Vhi.free()
+        k.comment("row sums across the row's four lanes; O / l, LSE = (m c + log2 l) ln 2; rows that saw no "
+                  "key (l = 0): O = 0, LSE = -inf")
+        part = k.vgpr(2, "sum_partner")
+        l = k.vgpr(2, "row_l")
+        for fm in range(2):
+            k.v_add_f32(l[fm], self.lsum[2 * fm], self.lsum[2 * fm + 1], comment=f"fragment {fm}: this lane's sum")
+        for addr in (self.xor_addr[0], self.xor_addr[1]):
+            for fm in range(2):
+                k.ds_bpermute_b32(part[fm], addr, l[fm], comment="partner lane's sum")
+            k.wait(lgkmcnt=0, why="partner sums")
+            for fm in range(2):
+                k.v_add_f32(l[fm], l[fm], part[fm])
+        inv = k.vgpr(2, "inv_l")
+        lse = k.vgpr(2, "lse")
+        ninf = k.vgpr(1, "neg_inf")
+        k.v_mov_b32(ninf, NEG_INF)
+        for fm in range(2):
+            k.v_rcp_f32(inv[fm], l[fm], comment="1 / l")
+            k.v_log_f32(lse[fm], l[fm], comment="log2 l")
+            k.v_fma_f32(lse[fm], self.m[fm], self.c2[0], lse[fm], comment="m c + log2 l")
+            k.v_mul_f32(lse[fm], LN2, lse[fm], comment="natural log")
+            k.v_cmp_lt_f32(VCC, 0, l[fm], comment="did the row see a key?")
+            k.v_cndmask_b32(inv[fm], 0, inv[fm], VCC, comment="no: O = 0")
+            k.v_cndmask_b32(lse[fm], ninf, lse[fm], VCC, comment="no: LSE = -inf")
+        k.free(part, l, ninf)
+        self.store_lse(lse)
+        k.free(lse)
+        row0 = lx.uniform("wave_row0", BLOCK_Q, self.wave_row0)
+        store_accumulators(k, self.O, self.rO, self.lane, frag_rows=16, row0=row0, col0=lx.const(0),
+                           row_elems=self.s["o_sn"], cols_left=lx.const(pl.head_dim), out_dtype=pl.dtype,
+                           packer=self.packer, row_scale=[inv[0], inv[1]])
+        k.free(inv)
+        self.packer.release()
+
+    def store_lse(self, lse: Reg):
+        k = self.k
+        L = lx.lane()
+        row0 = lx.uniform("wave_row0", BLOCK_Q, self.wave_row0)
+        off = k.vgpr(1, "lse_off")
+        em = lx.Emitter(k, self.lane)
+        for fm in range(2):
+            em.emit(lx.where_lt(L // 16, 1, (row0 + 16 * fm + L % 16) * 4, OOB_OFFSET), dst=off,
+                    comment=f"LSE of row fragment {fm}: lanes 0-15 store (the other three hold the same)")
+            k.buffer_store_dword(lse[fm], off, self.rL.regs, 0, offen=True, comment="LSE (fp32)")
+        em.free()
+        k.free(off)
+
+
+def hot_loops(program) -> list[list]:
+    """The instructions of the unmasked KV loop (``kvloop``): two KV tiles per trip."""
+    return loop_bodies(program, "kvloop")
