@@ -215,42 +215,61 @@ def check(p, target, program):
 
 
 def launch(p, target) -> LaunchInfo:
-    """The contract of ``isagen run`` and ``isagen.build``: contiguous (B, H, N, D) tensors (torch SDPA's
-    layout).  ``isagen.attention`` (runtime/attention.py) launches the same kernel on any strides, the
-    other layouts and packed variable-length batches with its own argument values."""
+    """The contract of ``isagen run`` and ``isagen.build``: contiguous tensors, torch SDPA's (B, H, N, D)
+    layout, or with ``varlen`` flash-attn's packed THD layout (Q (total_q, H, D), LSE (H, total_q)) with
+    ``cu_seqlens_q/_k`` (the kernel reads each sequence's bounds from them; ``n_q``/``n_kv`` are unused).  ``isagen.attention`` (runtime/attention.py)
+    launches the same kernels on any strides and on flash-attn's (B, N, H, D) layout with its own
+    argument values."""
     d = p.head_dim
     lim = (1 << 31) - 1
-    tensors = [TensorParam("Q", p.dtype, ("b", "h", "n_q", d), "in"),
-               TensorParam("K", p.dtype, ("b", "h_kv", "n_kv", d), "in"),
-               TensorParam("V", p.dtype, ("b", "h_kv", "n_kv", d), "in"),
-               TensorParam("O", p.dtype, ("b", "h", "n_q", d), "out"),
-               TensorParam("LSE", "f32", ("b", "h", "n_q"), "out")]
+    scale = ScalarParam("softmax_scale", "f32", 1.0 / math.sqrt(d), (1e-30, 1e30))
+    heads = ("h_kv >= 1 and h % h_kv == 0", "the query heads must be a multiple of the key/value heads")
     if p.varlen:
-        tensors += [TensorParam("cu_seqlens_q", "i32", ("b1",), "in"),
-                    TensorParam("cu_seqlens_k", "i32", ("b1",), "in")]
-    kv = {"sb": f"h_kv * n_kv * {d}", "sh": f"n_kv * {d}", "sn": str(d)}
-    q = {"sb": f"h * n_q * {d}", "sh": f"n_q * {d}", "sn": str(d)}
-    kernargs = {"group": "h // max(h_kv, 1)",
+        tensors = (TensorParam("Q", p.dtype, ("total_q", "h", d), "in"),
+                   TensorParam("K", p.dtype, ("total_kv", "h_kv", d), "in"),
+                   TensorParam("V", p.dtype, ("total_kv", "h_kv", d), "in"),
+                   TensorParam("O", p.dtype, ("total_q", "h", d), "out"),
+                   TensorParam("LSE", "f32", ("h", "total_q"), "out"),
+                   TensorParam("cu_seqlens_q", "i32", ("b1",), "in"),
+                   TensorParam("cu_seqlens_k", "i32", ("b1",), "in"))
+        q = {"sb": "0", "sh": str(d), "sn": f"h * {d}"}
+        kv = {"sb": "0", "sh": str(d), "sn": f"h_kv * {d}"}
+        lse = {"lse_sb": "0", "lse_sh": "total_q"}
+        scalars = (scale,)
+        # no sequence is longer than the whole batch: blocks past their own sequence exit at once
+        # (isagen.attention launches cdiv(longest, 128) blocks instead)
+        grid = (f"cdiv(total_q, {BLOCK_Q})", "h", "max(b1 - 1, 0)")
+        sizes = {"n_q": "total_q", "n_kv": "total_kv"}
+        requires = (heads, ("b1 >= 1", "cu_seqlens has one entry more than the batch"),
+                    (f"total_q * h * {2 * d} <= {lim} and total_kv * h_kv * {2 * d} <= {lim}",
+                     "Q, K, V and O must stay below 2 GiB (32-bit buffer offsets)"))
+    else:
+        tensors = (TensorParam("Q", p.dtype, ("b", "h", "n_q", d), "in"),
+                   TensorParam("K", p.dtype, ("b", "h_kv", "n_kv", d), "in"),
+                   TensorParam("V", p.dtype, ("b", "h_kv", "n_kv", d), "in"),
+                   TensorParam("O", p.dtype, ("b", "h", "n_q", d), "out"),
+                   TensorParam("LSE", "f32", ("b", "h", "n_q"), "out"))
+        q = {"sb": f"h * n_q * {d}", "sh": f"n_q * {d}", "sn": str(d)}
+        kv = {"sb": f"h_kv * n_kv * {d}", "sh": f"n_kv * {d}", "sn": str(d)}
+        lse = {"lse_sb": "h * n_q", "lse_sh": "n_q"}
+        scalars = (scale,)
+        grid = (f"cdiv(n_q, {BLOCK_Q})", "h", "b")
+        sizes = {}
+        requires = (heads, (f"n_q < {MAX_SEQ} and n_kv < {MAX_SEQ}", f"sequence lengths must stay below {MAX_SEQ}"),
+                    (f"n_q * {2 * d} <= {lim} and n_kv * {2 * d} <= {lim}",
+                     "one head's sequence must stay below 2 GiB (32-bit buffer offsets)"))
+    kernargs = {"group": "h // max(h_kv, 1)", **sizes,
                 **{f"q_{k}": v for k, v in q.items()}, **{f"o_{k}": v for k, v in q.items()},
-                **{f"k_{k}": v for k, v in kv.items()}, **{f"v_{k}": v for k, v in kv.items()},
-                "lse_sb": "h * n_q", "lse_sh": "n_q"}
-    return LaunchInfo(
-        tensors=tuple(tensors),
-        scalars=(ScalarParam("softmax_scale", "f32", 1.0 / math.sqrt(d), (1e-30, 1e30)),),
-        grid=(f"cdiv(n_q, {BLOCK_Q})", "h", "b"),
-        block=(64 * WAVES, 1, 1),
-        kernargs=kernargs,
-        requires=(("h_kv >= 1 and h % h_kv == 0", "the query heads must be a multiple of the key/value heads"),
-                  (f"n_q < {MAX_SEQ} and n_kv < {MAX_SEQ}", f"sequence lengths must stay below {MAX_SEQ}"),
-                  (f"n_q * {2 * d} <= {lim} and n_kv * {2 * d} <= {lim}",
-                   "one head's sequence must stay below 2 GiB (32-bit buffer offsets)")),
-    )
+                **{f"k_{k}": v for k, v in kv.items()}, **{f"v_{k}": v for k, v in kv.items()}, **lse}
+    return LaunchInfo(tensors=tensors, scalars=scalars, grid=grid, block=(64 * WAVES, 1, 1), kernargs=kernargs,
+                      requires=requires)
 
 
 # ================================================================================== the kernel
 @generator("attention", params=PARAMS,
            shapes={"b": "batch", "h": "query heads", "h_kv": "key/value heads", "n_q": "query length",
-                   "n_kv": "key/value length"},
+                   "n_kv": "key/value length", "total_q": "query tokens of a packed batch (varlen)",
+                   "total_kv": "key/value tokens of a packed batch (varlen)", "b1": "batch + 1 (varlen)"},
            validate=validate, check=check, launch=launch,
            doc="attention forward (flash-attention): O and LSE; bf16/f16, D 64/128, causal, GQA/MQA, varlen")
 def attention(p, target) -> KernelBuilder:
