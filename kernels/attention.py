@@ -217,9 +217,9 @@ def check(p, target, program):
 def launch(p, target) -> LaunchInfo:
     """The contract of ``isagen run`` and ``isagen.build``: contiguous tensors, torch SDPA's (B, H, N, D)
     layout, or with ``varlen`` flash-attn's packed THD layout (Q (total_q, H, D), LSE (H, total_q)) with
-    ``cu_seqlens_q/_k`` (the kernel reads each sequence's bounds from them; ``n_q``/``n_kv`` are unused).  ``isagen.attention`` (runtime/attention.py)
-    launches the same kernels on any strides and on flash-attn's (B, N, H, D) layout with its own
-    argument values."""
+    ``cu_seqlens_q/_k`` (the kernel reads each sequence's bounds from them; ``n_q``/``n_kv`` are unused).
+    ``isagen.attention`` (runtime/attention.py) launches the same kernels on any strides and on
+    flash-attn's (B, N, H, D) layout with its own argument values."""
     d = p.head_dim
     lim = (1 << 31) - 1
     scale = ScalarParam("softmax_scale", "f32", 1.0 / math.sqrt(d), (1e-30, 1e30))
@@ -717,6 +717,7 @@ class AttentionKernel:
         k.s_or_b64(both, grow, VCC, comment="any row of the wave?")
         skip = k.label("no_rescale")
         k.s_cbranch_scc0(skip)
+        k.place(k.label("rescale"))        # the lazily taken block (bench/attention_model.py counts it apart)
         self.rescale(mx, d, (grow, VCC))
         k.place(skip)
         k.free(mx, d, grow, both)
