@@ -474,10 +474,13 @@ class AttentionKernel:
         self.O.zero()
         self.S = Accumulators(k, "S", 2, pl.key_frags, 4, agpr=False)             # VGPRs: the softmax works on it
         self.Q = FragmentRegs(k, "Q_frag", 2, pl.qk_slices, pl.qk.regs, agpr=True)
-        self.Kf = FragmentRegs(k, "K_frag", pl.key_frags, pl.qk_slices, pl.qk.regs, agpr=True)
+        self.Kf = FragmentRegs(k, "KV_frag", pl.key_frags, pl.qk_slices, pl.qk.regs, agpr=True)
         # u16 reads are joined by VALU: their fragments live in VGPRs (the odd keys land in V_hi16 first)
         u16 = pl.v_read == "u16"
-        self.Vf = FragmentRegs(k, "V_frag", pl.d_frags, pl.pv_slices, pl.pv.regs, agpr=not u16)
+        # with transposing reads V lands in AGPRs too, in K's registers: K's fragments are dead once the
+        # S MFMAs have read them, before the first V read (that keeps gfx950's D=128 at 2 waves per SIMD)
+        self.Vf = FragmentRegs(k, "V_frag", pl.d_frags, pl.pv_slices, pl.pv.regs, agpr=not u16,
+                               over=None if u16 else self.Kf.regs)
         self.Vhi = FragmentRegs(k, "V_hi16", pl.d_frags, pl.pv_slices, pl.pv.regs) if u16 else None
         self.P = FragmentRegs(k, "P", 2, pl.pv_slices, pl.pv.regs)
         # row statistics per query-row fragment: running max (raw logits), row-sum pair, -max pair
@@ -784,9 +787,9 @@ class AttentionKernel:
         self.gV.release()
         self.rdK.release()
         self.rdV.release()
-        k.free(self.Kf.regs, self.Vf.regs, self.Q.regs, self.P.regs, self.S.regs)
-        if self.Vhi is not None:
-            self.Vhi.free()
+        for tile in (self.Kf, self.Vf, self.Q, self.P) + ((self.Vhi,) if self.Vhi is not None else ()):
+            tile.free()
+        k.free(self.S.regs)
         k.comment("row sums across the row's four lanes; O / l, LSE = (m c + log2 l) ln 2; rows that saw no "
                   "key (l = 0): O = 0, LSE = -inf")
         part = k.vgpr(2, "sum_partner")

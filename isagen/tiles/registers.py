@@ -54,13 +54,23 @@ class FragmentRegs:
     """``frags`` operand fragments x ``slices`` k-slices, ``regs_per_slice`` VGPRs each, in one allocation
     (fragment-major: a fragment's slices are adjacent)."""
 
-    def __init__(self, k, name: str, frags: int, slices: int, regs_per_slice: int, *, agpr: bool = False):
+    def __init__(self, k, name: str, frags: int, slices: int, regs_per_slice: int, *, agpr: bool = False,
+                 over: Reg | None = None):
         self.k = k
         self.frags, self.slices, self.regs_per_slice = frags, slices, regs_per_slice
+        size = frags * slices * regs_per_slice
+        if over is not None:
+            # a view over registers another tile owns (two tiles whose live ranges do not overlap)
+            if len(over) < size:
+                raise ValueError(f"{name}: {size} registers do not fit in {over} ({len(over)})")
+            self.regs: Reg = over[0:size]
+            self.owned = False
+            return
         # AGPRs serve as MFMA operands and LDS/global load destinations too (gfx90a on): attention keeps
         # its Q, K and V fragments there and its VGPRs for the softmax
         alloc = k.agpr if agpr else k.vgpr
-        self.regs: Reg = alloc(frags * slices * regs_per_slice, name, kernel=True)
+        self.regs = alloc(size, name, kernel=True)
+        self.owned = True
 
     def slice(self, f: int, s: int) -> Reg:
         """The VGPRs of fragment ``f``'s k-slice ``s``."""
@@ -68,4 +78,5 @@ class FragmentRegs:
         return self.regs[i:i + self.regs_per_slice]
 
     def free(self) -> None:
-        self.k.free(self.regs)
+        if self.owned:
+            self.k.free(self.regs)
