@@ -1,0 +1,93 @@
+"""The attention forward kernel, built for every target, element type, head dimension and mode: it passes
+the project's checks (hazards, waits, registers, LDS banks; run by ``finish()``), LLVM assembles it, no
+scratch, the registers and occupancy docs/attention.md states, the hot loop holds exactly the MFMA work
+of its two KV tiles, one barrier per tile and no ``s_nop`` and no mask, every LDS instruction carries its
+lane addresses and is conflict-free, and impossible parameters are refused."""
+
+import itertools
+
+import pytest
+
+from isagen.builders.spec import bundled_specs_dir, load_specs
+from isagen.errors import SpecError
+from isagen.isa.operands import Label
+from isagen.kernels.attention import BLOCK_KV, hot_loops, make_plan
+from isagen.objects.emit import render_assembly
+from isagen.objects.toolchain import assemble
+
+SPEC = bundled_specs_dir() / "attention_bf16.yaml"
+MODES = [dict(zip(("dtype", "head_dim", "causal", "varlen"), v))
+         for v in itertools.product(("bf16", "f16"), (64, 128), (False, True), (False, True))]
+CASES = [(t, m) for t in ("gfx942", "gfx950") for m in MODES]
+
+
+def _spec(**params):
+    return load_specs([SPEC], overrides=[f"{k}={str(v).lower()}" for k, v in params.items()])[0]
+
+
+@pytest.fixture(scope="module")
+def programs():
+    out = {}
+    for target, mode in CASES:
+        key = (target, tuple(sorted(mode.items())))
+        out[key] = _spec(**mode).build(target)
+    return out
+
+
+def _ids():
+    return [f"{t}-{m['dtype']}-d{m['head_dim']}{'-causal' if m['causal'] else ''}{'-varlen' if m['varlen'] else ''}"
+            for t, m in CASES]
+
+
+@pytest.mark.parametrize("target,mode", CASES, ids=_ids())
+def test_builds_checks_and_budget(programs, target, mode):
+    program = programs[(target, tuple(sorted(mode.items())))]
+    spec = _spec(**mode)
+    plan = make_plan(spec.params, target)
+    assert program.rejected is None
+    assert program.lds_bytes == plan.lds_bytes <= program.target.lds_bytes
+    assert program.vgprs <= program.target.max_arch_vgprs and program.agprs <= program.target.max_agprs
+    assert ".amdhsa_private_segment_fixed_size 0" in render_assembly(program)      # no scratch, no spills
+    occ = program.occupancy()["waves_per_simd"]
+    # docs/attention.md: gfx950 D=128 keeps two workgroups per CU (V reuses K's AGPRs); D=64 more
+    want = {("gfx950", 128): 2, ("gfx950", 64): 3, ("gfx942", 128): 1, ("gfx942", 64): 2}[(target, mode["head_dim"])]
+    assert occ == want, (program.vgprs, program.agprs, program.occupancy())
+
+
+@pytest.mark.parametrize("target,mode", CASES, ids=_ids())
+def test_hot_loop_shape(programs, target, mode):
+    """The unmasked loop body holds two KV tiles: their MFMAs exactly, one barrier each, no s_nop, and no
+    mask (no compare against a key limit); the masked loop exists (twice: starting on either stage)."""
+    program = programs[(target, tuple(sorted(mode.items())))]
+    plan = make_plan(_spec(**mode).params, target)
+    loops = hot_loops(program)
+    assert len(loops) == 1
+    body = loops[0]
+    assert sum(i.unit == "mfma" for i in body) == 2 * plan.mfmas_per_tile
+    assert not [i for i in body if i.name == "s_nop"]
+    assert sum(i.name == "s_barrier" for i in body) == 2
+    assert not [i for i in body if i.name == "v_cmp_gt_i32"], "the hot loop must not mask"
+    names = [it.name for it in program.items if isinstance(it, Label)]
+    assert sum(n.endswith(("_kvmask", "_kvmask_odd")) for n in names) == 2
+    # every copy of a tile: K and V, 64 keys x D, issued once per tile by the 4 waves
+    dmas = sum("lds_dma" in i.desc.flags for i in body)
+    assert dmas * 4 * 64 * plan.dma_width == 2 * 2 * BLOCK_KV * plan.head_dim * 2
+
+
+@pytest.mark.parametrize("target,mode", CASES[:: len(MODES) // 2], ids=_ids()[:: len(MODES) // 2])
+def test_assembles_and_banks(programs, target, mode):
+    program = programs[(target, tuple(sorted(mode.items())))]
+    co = assemble(render_assembly(program), target, name="attention_bf16")
+    assert co[:4] == b"\x7fELF"
+    # every instruction that touches LDS memory (ds_bpermute only crosses lanes)
+    lds = [it for it in program.items
+           if {"lds_read", "lds_write", "lds_dma"} & set(getattr(getattr(it, "desc", None), "flags", ()))]
+    assert lds and all(it.lanes for it in lds), [it.render() for it in lds if not it.lanes][:2]
+    assert program.lds_banks and all(r.conflict_free for r in program.lds_banks)
+
+
+@pytest.mark.parametrize("override,field", [("head_dim=96", "head_dim"), ("dtype=f32", "dtype"),
+                                            ("head_dim=256", "head_dim")])
+def test_refusals(override, field):
+    with pytest.raises(SpecError, match=field):
+        load_specs([SPEC], overrides=[override])[0].build("gfx950")
