@@ -40,7 +40,7 @@ from isagen.builders.contract import LaunchInfo, ScalarParam, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
-from isagen.isa.operands import VCC, Reg
+from isagen.isa.operands import Reg
 from isagen.prims.convert import Converter
 from isagen.targets import MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
@@ -49,22 +49,28 @@ from isagen.tiles.epilogue import store_accumulators
 from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
-from isagen.tiles.lds_to_reg import DsReads, Fragment, ReadInst, join_u16_pairs, kmajor_reads, u16_reads
+from isagen.tiles.lds_to_reg import (
+    DsReads,
+    Fragment,
+    ReadInst,
+    join_u16_pairs,
+    key_order_tr16_reads,
+    kmajor_reads,
+    u16_reads,
+)
+from isagen.tiles.mma import mma_ops
+from isagen.tiles.online_softmax import RowSoftmax, mask_columns
 from isagen.tiles.order import udiv
 from isagen.tiles.registers import Accumulators, FragmentRegs
 from isagen.tiles.schedule import Op, emit, merge
+from isagen.tiles.window import strided_window
 
 WAVES = 4
 ROWS_PER_WAVE = 32          # two 16-row MFMA fragments
 BLOCK_Q = WAVES * ROWS_PER_WAVE
 BLOCK_KV = 64
 LAZY_RESCALE_LOG2 = 8.0     # rescale O only when a row's max grew by more than this (log2 units: x256)
-NEG_FLT_MAX = 0xFF7FFFFF    # the running max starts here, not at -inf: exp2(-inf - (-inf)) would be NaN
-NEG_INF = 0xFF800000
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
 MAX_SEQ = 1 << 24           # sequence lengths (and their starts) stay below this
-MAX_LGKM = 15               # s_waitcnt lgkmcnt's largest count (4 bits)
 
 PARAMS = {
     "dtype": Param("str", "bf16", "element type of Q, K, V and O (fp32 accumulation; LSE is fp32)",
@@ -133,30 +139,7 @@ class Plan:
         d0 = [16 * f for f in range(self.d_frags)]
         if self.v_read == "u16":
             return u16_reads("V", self.layout_v, stages, self.pv, d0, range(self.pv_slices), lx.const(0))
-        return pv_tr16_reads("V", self.layout_v, stages, d0, range(self.pv_slices))
-
-
-def pv_tr16_reads(name: str, layout: LdsLayout, stages, d_cols, slices) -> list[ReadInst]:
-    """V fragments for O += P·V read from a key-major tile with ``ds_read_b64_tr_b16``, keys in the order
-    the lane's P holds them.  A lane of lane group ``g`` holds, from S tile ``fn``, the keys
-    ``16 fn + 4 g + [0, 4)``; P slice ``s`` (32 keys, one gfx950 MFMA) is S tiles ``2s`` and ``2s + 1``, so
-    part ``h`` of the V slice must bring keys ``16 (2s + h) + 4 g + [0, 4)`` of the lane's column ``d``.
-    A transposing read gives destination lane ``i`` of a 16-lane block element ``e`` of source lane
-    ``4e + i/4`` (4 n-consecutive elements each): source lane ``src`` reads key row ``.. + src/4`` at
-    columns ``(src % 4) * 4 ..``, which lands column ``i`` with rows ``e = 0..3`` in lane ``i``."""
-    L = lx.lane()
-    g, src = L // 16, L % 16
-    out = []
-    for st, region in enumerate(stages):
-        for f, c in enumerate(d_cols):
-            for s in slices:
-                for h in range(2):
-                    krow = src // 4 + g * 4 + 16 * (2 * s + h)
-                    n = (src % 4) * 4 + c
-                    out.append(ReadInst((st, f, s, h), krow, n * 2, region.offset, layout, "ds_read_b64_tr_b16",
-                                        (region.offset, region.offset + region.size),
-                                        f"{name}[{f}] keys {32 * s + 16 * h}.. <- lds_{region.name} (transposed)"))
-    return out
+        return key_order_tr16_reads("V", self.layout_v, stages, d0, range(self.pv_slices))
 
 
 def _mfma(target: Target, dtype: str) -> MfmaInfo:
@@ -224,6 +207,7 @@ def launch(p, target) -> LaunchInfo:
     lim = (1 << 31) - 1
     scale = ScalarParam("softmax_scale", "f32", 1.0 / math.sqrt(d), (1e-30, 1e30))
     heads = ("h_kv >= 1 and h % h_kv == 0", "the query heads must be a multiple of the key/value heads")
+    tensors: tuple[TensorParam, ...]
     if p.varlen:
         tensors = (TensorParam("Q", p.dtype, ("total_q", "h", d), "in"),
                    TensorParam("K", p.dtype, ("total_kv", "h_kv", d), "in"),
@@ -403,41 +387,23 @@ class AttentionKernel:
         k.s_mul_i32(self.wave_row0, self.wave, ROWS_PER_WAVE, comment="this wave's first row within the block")
 
     # ------------------------------------------------------------------ buffer windows
-    def _aim(self, rsrc: BufferResource, elem_bytes: int, terms, rows_left: Reg, row_stride: Reg, why: str):
-        """Aim ``rsrc`` at ``sum(a * b for a, b in terms)`` elements from its pointer (64-bit) with
-        ``rows_left * row_stride`` elements of records."""
-        k = self.k
-        acc = k.sgpr(2, "off64", align=2)
-        t = k.sgpr(2, "prod64", align=2)
-        k.s_mov_b64(acc, 0)
-        for a, b in terms:
-            k.s_mul_i32(t[0], a, b)
-            k.s_mul_hi_u32(t[1], a, b)
-            k.s_add_u32(acc[0], acc[0], t[0])
-            k.s_addc_u32(acc[1], acc[1], t[1])
-        k.s_lshl_b64(acc, acc, elem_bytes.bit_length() - 1, comment=f"{why}: elements -> bytes")
-        k.s_add_u32(rsrc.regs[0], rsrc.regs[0], acc[0], comment=f"{why}: base")
-        k.s_addc_u32(rsrc.regs[1], rsrc.regs[1], acc[1])
-        k.s_mul_i32(t[0], rows_left, row_stride)
-        k.s_lshl_b32(t[0], t[0], elem_bytes.bit_length() - 1, comment=f"{why}: bytes of the rows from here")
-        rsrc.finish(t[0])
-        k.free(acc, t)
-
     def windows(self):
         k, s = self.k, self.s
         b, h = self.k.workgroup_id["z"], self.k.workgroup_id["y"]
         t = k.sgpr(2, "win_tmp")
         k.s_add_u32(t[0], self.start_q, self.q0, comment="first query row (token) of the block")
         k.s_sub_u32(t[1], self.len_q, self.q0, comment="query rows left from there")
-        self._aim(self.rQ, 2, ((b, s["q_sb"]), (h, s["q_sh"]), (t[0], s["q_sn"])), t[1], s["q_sn"], "Q window")
-        self._aim(self.rO, 2, ((b, s["o_sb"]), (h, s["o_sh"]), (t[0], s["o_sn"])), t[1], s["o_sn"], "O window")
+        for r, x in ((self.rQ, "q"), (self.rO, "o")):
+            strided_window(k, r, ((b, s[f"{x}_sb"]), (h, s[f"{x}_sh"]), (t[0], s[f"{x}_sn"])), rows_left=t[1],
+                           row_stride=s[f"{x}_sn"], elem_bytes=2, why=f"{x.upper()} window")
         one = k.sgpr(1, "one")
         k.s_mov_b32(one, 1)
-        self._aim(self.rL, 4, ((b, s["lse_sb"]), (h, s["lse_sh"]), (t[0], one)), t[1], one, "LSE window")
+        strided_window(k, self.rL, ((b, s["lse_sb"]), (h, s["lse_sh"]), (t[0], one)), rows_left=t[1],
+                       row_stride=one, elem_bytes=4, why="LSE window")
         k.free(one)
         for r, x in ((self.rK, "k"), (self.rV, "v")):
-            self._aim(r, 2, ((b, s[f"{x}_sb"]), (self.h_kv, s[f"{x}_sh"]), (self.start_k, s[f"{x}_sn"])),
-                      self.len_k, s[f"{x}_sn"], f"{x.upper()} window")
+            strided_window(k, r, ((b, s[f"{x}_sb"]), (self.h_kv, s[f"{x}_sh"]), (self.start_k, s[f"{x}_sn"])),
+                           rows_left=self.len_k, row_stride=s[f"{x}_sn"], elem_bytes=2, why=f"{x.upper()} window")
         k.free(t)
         self.row_bytes = {}
         for x in ("q", "k", "v", "o"):
@@ -483,33 +449,10 @@ class AttentionKernel:
                                over=None if u16 else self.Kf.regs)
         self.Vhi = FragmentRegs(k, "V_hi16", pl.d_frags, pl.pv_slices, pl.pv.regs) if u16 else None
         self.P = FragmentRegs(k, "P", 2, pl.pv_slices, pl.pv.regs)
-        # row statistics per query-row fragment: running max (raw logits), row-sum pair, -max pair
-        self.m = k.vgpr(2, "row_max", kernel=True)
-        self.lsum = k.vgpr(4, "row_sum", align=2, kernel=True)
-        self.negm = k.vgpr(4, "neg_max", align=2, kernel=True)
-        self.c2 = k.vgpr(2, "scale_log2e", align=2, kernel=True)
-        self.thr = k.sgpr(1, "rescale_threshold", kernel=True)
-        self.xor_addr = k.vgpr(2, "xor_lane_addr", kernel=True)
+        self.rows = RowSoftmax(k, self.lane, 2, self.s["softmax_scale"], LAZY_RESCALE_LOG2)   # m, l of 32 rows
         self.packer = Converter(k, pl.dtype)          # P and O to 16 bits (round to nearest even)
         self.kv_index = k.sgpr(1, "kv_index", kernel=True)
         k.s_mov_b32(self.kv_index, 0, comment="index of the KV tile in hand (the masks need it)")
-        for i in range(2):
-            k.v_mov_b32(self.m[i], NEG_FLT_MAX, comment=f"row max (fragment {i}): -FLT_MAX, finite on purpose")
-        for i in range(4):
-            k.v_mov_b32(self.lsum[i], 0, comment="row sums (two partial sums per fragment)")
-        k.v_mov_b32(self.c2[0], LOG2E, comment="log2(e)")
-        k.v_mul_f32(self.c2[0], self.s["softmax_scale"], self.c2[0], comment="c = softmax_scale * log2(e)")
-        k.v_mov_b32(self.c2[1], self.c2[0])
-        t = k.vgpr(1, "thr_tmp")
-        k.v_rcp_f32(t, self.c2[0], comment="1/c")
-        k.v_mul_f32(t, LAZY_RESCALE_LOG2, t, comment=f"lazy-rescale threshold in logits: {LAZY_RESCALE_LOG2:g}/c")
-        k.v_readfirstlane_b32(self.thr, t)
-        k.free(t)
-        em = lx.Emitter(k, self.lane)
-        L = lx.lane()
-        em.emit((L ^ 16) * 4, dst=self.xor_addr[0], comment="ds_bpermute address of lane ^ 16")
-        em.emit((L ^ 32) * 4, dst=self.xor_addr[1], comment="ds_bpermute address of lane ^ 32")
-        em.free()
 
     # ------------------------------------------------------------------ Q
     def load_q(self):
@@ -601,35 +544,14 @@ class AttentionKernel:
         k.s_add_u32(self.kv_index, self.kv_index, 1, comment="next KV tile")
 
     def s_mfmas(self, s: int) -> list[Op]:
-        k, pl = self.k, self.plan
-        mfma = getattr(k, pl.mfma.mnemonic)
-        r = pl.mfma.a_regs
-        ops = []
-        for h in range(pl.qk.mfmas_per_slice):
-            for fm in range(2):
-                for fn in range(pl.key_frags):
-                    c, a, b = self.S.tile(fm, fn), self.Q.slice(fm, s), self.Kf.slice(fn, s)
-                    first = s == 0 and h == 0
-
-                    def f(c=c, a=a, b=b, fm=fm, fn=fn, first=first, h=h):
-                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], 0 if first else c,
-                             comment=f"S[{fm}][{fn}] {'=' if first else '+='} Q[{fm}]·K[{fn}]ᵀ (d-slice {s}.{h})")
-                    ops.append(Op("mfma", f, f"S[{fm}][{fn}] s{s}h{h}"))
-        return ops
+        pl = self.plan
+        return mma_ops(self.k, pl.mfma, pl.qk, self.S.tile, self.Q.slice, self.Kf.slice, range(2),
+                       range(pl.key_frags), [s], zero_first=s == 0, names=("S", "Q", "Kᵀ"))
 
     def pv_mfmas(self) -> list[Op]:
-        k, pl = self.k, self.plan
-        mfma = getattr(k, pl.mfma.mnemonic)
-        ops = []
-        for s in range(pl.pv_slices):
-            for fm in range(2):
-                for fd in range(pl.d_frags):
-                    c, a, b = self.O.tile(fm, fd), self.P.slice(fm, s), self.Vf.slice(fd, s)
-
-                    def f(c=c, a=a, b=b, fm=fm, fd=fd, s=s):
-                        mfma(c, b, a, c, comment=f"O[{fm}][{fd}] += P[{fm}]·V[{fd}] (keys {s * pl.pv.slice_k}..)")
-                    ops.append(Op("mfma", f, f"O[{fm}][{fd}] s{s}"))
-        return ops
+        pl = self.plan
+        return mma_ops(self.k, pl.mfma, pl.pv, self.O.tile, self.P.slice, self.Vf.slice, range(2),
+                       range(pl.d_frags), range(pl.pv_slices), names=("O", "P", "V"))
 
     # ------------------------------------------------------------------ mask
     def mask(self):
@@ -643,8 +565,6 @@ class AttentionKernel:
         k.s_lshl_b32(kv0, self.kv_index, 6, comment="first key of this tile")
         k.s_sub_u32(lim_s, self.len_k, kv0, comment="keys of the sequence from this tile on")
         lim = k.vgpr(2, "key_limit_lane")
-        ninf = k.vgpr(1, "neg_inf")
-        k.v_mov_b32(ninf, NEG_INF)
         em = lx.Emitter(k, self.lane)
         L = lx.lane()
         g4 = em.emit((L // 16) * 4, comment="this lane's first key within a 16-key fragment")
@@ -663,84 +583,27 @@ class AttentionKernel:
                 k.v_sub_u32(t, t, g4, comment="causal: the row's limit minus this lane's first key")
                 k.v_min_i32(lim[fm], lim[fm], t)
         em.free()
-        for fm in range(2):
-            for fn in range(pl.key_frags):
-                tile = self.S.tile(fm, fn)
-                for r in range(4):
-                    k.v_cmp_gt_i32(VCC, lim[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: key visible?")
-                    k.v_cndmask_b32(tile[r], ninf, tile[r], VCC)
-        k.free(lim, ninf, kv0, lim_s)
+        mask_columns(k, self.S, lim)
+        k.free(lim, kv0, lim_s)
         if pl.causal:
             k.free(diag)
 
     # ------------------------------------------------------------------ softmax
     def softmax(self, stage: int):
+        """Online softmax of S into P (16-bit, as the PV MFMA's operand); this tile's V reads go out
+        between the row-max exchanges."""
         k, pl = self.k, self.plan
-        k.comment("online softmax: row max (two lane exchanges; the V reads of this tile go out between them)")
-        mx = k.vgpr(2, "tile_max")
-        part = k.vgpr(2, "max_partner")
-        for fm in range(2):
-            regs = [self.S.tile(fm, fn)[r] for fn in range(pl.key_frags) for r in range(4)]
-            k.v_max3_f32(mx[fm], regs[0], regs[1], regs[2], comment=f"row fragment {fm}: max of this lane's keys")
-            i = 3
-            while i < len(regs):
-                if i + 1 < len(regs):
-                    k.v_max3_f32(mx[fm], mx[fm], regs[i], regs[i + 1])
-                    i += 2
-                else:
-                    k.v_max_f32(mx[fm], mx[fm], regs[i])
-                    i += 1
+        k.comment("online softmax: row max (two lane exchanges; this tile's V reads go out between them)")
         vreads = []
         for s in range(pl.pv_slices):
             for fd in range(pl.d_frags):
                 hi = self.Vhi.slice(fd, s) if self.Vhi is not None else None
                 vreads += self.rdV.fragment_ops(stage, fd, s, self.Vf.slice(fd, s), hi)
-        # lgkmcnt counts to 15: at most 15 reads go out behind each exchange, the rest after the second
-        chunks = (vreads[:MAX_LGKM], vreads[MAX_LGKM:2 * MAX_LGKM])
-        for step, (addr, chunk) in enumerate(zip((self.xor_addr[0], self.xor_addr[1]), chunks)):
-            for fm in range(2):
-                k.ds_bpermute_b32(part[fm], addr, mx[fm], comment=f"row max: partner lane ^ {16 << step}")
-            emit(chunk)
-            k.wait(lgkmcnt=len(chunk), why="the partners' maxima are here (V reads may still fly)")
-            for fm in range(2):
-                k.v_max_f32(mx[fm], mx[fm], part[fm])
-        k.free(part)
-        emit(vreads[2 * MAX_LGKM:])
-        # ---- lazy rescale: only rows whose max grew by more than the threshold move their reference
-        k.comment(f"lazy rescale: a row's reference max moves only when the max grew by > {LAZY_RESCALE_LOG2:g} "
-                  "in log2 (p stays <= 256)")
-        grow = k.sgpr(2, "grow_mask", align=2)
-        both = k.sgpr(2, "grow_any", align=2)
-        d = k.vgpr(2, "max_growth")
-        for fm in range(2):
-            k.v_max_f32(mx[fm], mx[fm], self.m[fm], comment=f"row fragment {fm}: new max")
-            k.v_sub_f32(d[fm], mx[fm], self.m[fm], comment="growth of the max")
-        k.v_cmp_lt_f32(grow, self.thr, d[0], comment="fragment 0: rows past the threshold")
-        k.v_cmp_lt_f32(VCC, self.thr, d[1], comment="fragment 1: rows past the threshold")
-        k.s_or_b64(both, grow, VCC, comment="any row of the wave?")
-        skip = k.label("no_rescale")
-        k.s_cbranch_scc0(skip)
-        k.place(k.label("rescale"))        # the lazily taken block (bench/attention_model.py counts it apart)
-        self.rescale(mx, d, (grow, VCC))
-        k.place(skip)
-        k.free(mx, d, grow, both)
-        # ---- P = exp2((S - m) c), row sums, pack to 16 bits
-        k.comment("P = exp2((S - m) * c); row sums; P packed to 16 bits as the PV MFMA operand")
-        for fm in range(2):
-            k.v_xor_b32(self.negm[2 * fm], 0x80000000, self.m[fm], comment=f"-m (row fragment {fm})")
-            k.v_mov_b32(self.negm[2 * fm + 1], self.negm[2 * fm])
-        for fm in range(2):
-            negm = self.negm[2 * fm:2 * fm + 2]
-            lsum = self.lsum[2 * fm:2 * fm + 2]
-            for fn in range(pl.key_frags):
-                tile = self.S.tile(fm, fn)
-                for pair in (tile[0:2], tile[2:4]):
-                    k.v_pk_add_f32(pair, pair, negm, comment=f"S[{fm}][{fn}] - m")
-                    k.v_pk_mul_f32(pair, pair, self.c2, comment="* c")
-                for r in range(4):
-                    k.v_exp_f32(tile[r], tile[r])
-                for pair in (tile[0:2], tile[2:4]):
-                    k.v_pk_add_f32(lsum, lsum, pair, comment="row sum")
+        mx = self.rows.row_max(self.S, vreads)
+        self.rows.lazy_rescale(mx, self.O)
+        k.free(mx)
+        self.rows.exponentiate(self.S)
+        k.comment("P packed to 16 bits as the PV MFMA operand")
         for fm in range(2):
             for fn in range(pl.key_frags):
                 tile = self.S.tile(fm, fn)
@@ -749,35 +612,12 @@ class AttentionKernel:
                 self.packer.pack(dst[1], tile[2], tile[3])
 
     def _p_regs(self, fm: int, fn: int) -> Reg:
-        """The two P registers that hold S tile ``(fm, fn)``'s 4 keys packed (see ``pv_tr16_reads``)."""
+        """The two P registers that hold S tile ``(fm, fn)``'s 4 keys packed (the key order of
+        ``tiles.lds_to_reg.key_order_tr16_reads``)."""
         per = self.plan.pv.slice_k // 16            # S tiles per P slice: 2 on gfx950, 1 on gfx942
         sl = self.P.slice(fm, fn // per)
         j = (fn % per) * 2
         return sl[j:j + 2]
-
-    def rescale(self, mx: Reg, d: Reg, masks):
-        """Rows in ``masks`` take the new max: alpha = exp2((m_old - m_new) c), O and the sums times alpha."""
-        k, pl = self.k, self.plan
-        alpha = k.vgpr(2, "alpha")
-        tmp = k.vgpr(4, "rescale_tmp")
-        for fm in range(2):
-            k.v_cndmask_b32(mx[fm], self.m[fm], mx[fm], masks[fm], comment=f"fragment {fm}: new reference max")
-            k.v_sub_f32(alpha[fm], self.m[fm], mx[fm])
-            k.v_mul_f32(alpha[fm], alpha[fm], self.c2[0])
-            k.v_exp_f32(alpha[fm], alpha[fm], comment="alpha = exp2((m_old - m_new) * c): 1 for other rows")
-            k.v_mov_b32(self.m[fm], mx[fm])
-            k.v_mul_f32(self.lsum[2 * fm], self.lsum[2 * fm], alpha[fm])
-            k.v_mul_f32(self.lsum[2 * fm + 1], self.lsum[2 * fm + 1], alpha[fm])
-        for fm in range(2):
-            regs = [self.O.tile(fm, fd)[r] for fd in range(pl.d_frags) for r in range(4)]
-            for i in range(0, len(regs), 4):
-                for j in range(4):
-                    k.v_accvgpr_read_b32(tmp[j], regs[i + j])
-                for j in range(4):
-                    k.v_mul_f32(tmp[j], tmp[j], alpha[fm])
-                for j in range(4):
-                    k.v_accvgpr_write_b32(regs[i + j], tmp[j])
-        k.free(alpha, tmp)
 
     # ------------------------------------------------------------------ epilogue
     def epilogue(self):
@@ -790,31 +630,8 @@ class AttentionKernel:
         for tile in (self.Kf, self.Vf, self.Q, self.P) + ((self.Vhi,) if self.Vhi is not None else ()):
             tile.free()
         k.free(self.S.regs)
-        k.comment("row sums across the row's four lanes; O / l, LSE = (m c + log2 l) ln 2; rows that saw no "
-                  "key (l = 0): O = 0, LSE = -inf")
-        part = k.vgpr(2, "sum_partner")
-        l = k.vgpr(2, "row_l")
-        for fm in range(2):
-            k.v_add_f32(l[fm], self.lsum[2 * fm], self.lsum[2 * fm + 1], comment=f"fragment {fm}: this lane's sum")
-        for addr in (self.xor_addr[0], self.xor_addr[1]):
-            for fm in range(2):
-                k.ds_bpermute_b32(part[fm], addr, l[fm], comment="partner lane's sum")
-            k.wait(lgkmcnt=0, why="partner sums")
-            for fm in range(2):
-                k.v_add_f32(l[fm], l[fm], part[fm])
-        inv = k.vgpr(2, "inv_l")
-        lse = k.vgpr(2, "lse")
-        ninf = k.vgpr(1, "neg_inf")
-        k.v_mov_b32(ninf, NEG_INF)
-        for fm in range(2):
-            k.v_rcp_f32(inv[fm], l[fm], comment="1 / l")
-            k.v_log_f32(lse[fm], l[fm], comment="log2 l")
-            k.v_fma_f32(lse[fm], self.m[fm], self.c2[0], lse[fm], comment="m c + log2 l")
-            k.v_mul_f32(lse[fm], LN2, lse[fm], comment="natural log")
-            k.v_cmp_lt_f32(VCC, 0, l[fm], comment="did the row see a key?")
-            k.v_cndmask_b32(inv[fm], 0, inv[fm], VCC, comment="no: O = 0")
-            k.v_cndmask_b32(lse[fm], ninf, lse[fm], VCC, comment="no: LSE = -inf")
-        k.free(part, l, ninf)
+        inv, lse = self.rows.finish()
+        self.rows.release()
         self.store_lse(lse)
         k.free(lse)
         row0 = lx.uniform("wave_row0", BLOCK_Q, self.wave_row0)

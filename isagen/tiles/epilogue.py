@@ -50,7 +50,8 @@ def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: 
         k.buffer_store_dwordx4(tmp, voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x fp32")
     else:
         if packer is None:
-            raise ValueError(f"{what}: {out_dtype} output needs a Converter (only f32 is stored unconverted)")
+            raise ValueError(f"{what}: {out_dtype} output needs a Bf16Packer or another Converter (only f32 is "
+                             "stored unconverted)")
         packer.pack(tmp[0], tmp[0], tmp[1])
         packer.pack(tmp[1], tmp[2], tmp[3])
         k.buffer_store_dwordx2(tmp[0:2], voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x {out_dtype}")

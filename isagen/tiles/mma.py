@@ -33,24 +33,32 @@ def fragment_for(info: MfmaInfo, read_k: int) -> Fragment:
     return Fragment(rows=info.m, k_per_mfma=2 * info.a_regs, k_per_read=read_k)
 
 
-def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, slices) -> list[Op]:
+def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, slices, *, zero_first: bool = False,
+            names: tuple[str, str, str] = ("C", "A", "B")) -> list[Op]:
     """MFMA ops for ``C[fm][fn] += A[fm] · B[fn]`` over ``slices``.
 
     ``acc(fm, fn)``, ``a_regs(fm, s)``, ``b_regs(fn, s)`` give the registers (a fragment slice is
-    ``frag.regs`` VGPRs; MFMA ``h`` of a slice uses its registers ``[h*k_per_mfma/2, (h+1)*k_per_mfma/2)``)."""
+    ``frag.regs`` VGPRs or AGPRs; MFMA ``h`` of a slice uses its registers ``[h*k_per_mfma/2,
+    (h+1)*k_per_mfma/2)``).  ``zero_first``: the first MFMA of each accumulator adds to 0 instead (C =
+    A·B: no zeroing before a product that starts over, as attention's S = Q·Kᵀ does every tile).
+    ``names`` name C, A and B in the comments."""
     mfma = getattr(k, info.mnemonic)
     r = info.a_regs
+    cn, an, bn = names
     ops = []
+    slices = list(slices)
     for s in slices:
         for h in range(frag.mfmas_per_slice):
             for fm in fms:
                 for fn in fns:
                     c, a, b = acc(fm, fn), a_regs(fm, s), b_regs(fn, s)
+                    first = zero_first and s == slices[0] and h == 0
 
-                    def f(c=c, a=a, b=b, fm=fm, fn=fn, s=s, h=h):
-                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], c,
-                             comment=f"C[{fm}][{fn}] += A[{fm}]·B[{fn}] (k-slice {s}, part {h})")
-                    ops.append(Op("mfma", f, f"mfma C[{fm}][{fn}] s{s}h{h}"))
+                    def f(c=c, a=a, b=b, fm=fm, fn=fn, s=s, h=h, first=first):
+                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], 0 if first else c,
+                             comment=f"{cn}[{fm}][{fn}] {'=' if first else '+='} {an}[{fm}]·{bn}[{fn}] "
+                                     f"(k-slice {s}, part {h})")
+                    ops.append(Op("mfma", f, f"mfma {cn}[{fm}][{fn}] s{s}h{h}"))
     return ops
 
 

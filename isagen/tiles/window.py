@@ -11,7 +11,9 @@ Three shapes cover the GEMM, and the kernels after it:
 * ``row_window``: rows ``first_row..`` of an R x W matrix, whole rows (A and B of C = A·Bᵀ; attention's
   Q, K and V, whose loops walk rows; FP8 GEMM's A and B with 1-byte elements).
 * ``column_window``: columns ``first_col..`` of a matrix whose rows the loop walks (B of C = A·B, K x N).
-* ``tile_window``: the element ``(first_row, first_col)`` onwards (C; attention's O).
+* ``tile_window``: the element ``(first_row, first_col)`` onwards (C).
+* ``strided_window``: a tensor of any strides (attention's Q, K, V, O and LSE of one (batch, head)):
+  the base moves by a sum of index x stride products in 64 bits, the records cover the rows left.
 
 A window of a loop over the reduction dimension may start ``pad`` elements (``row_window``) or rows
 (``column_window``) early: the leading partial K-tile, whose lanes before the matrix load zeros
@@ -105,3 +107,27 @@ def tile_window(k, rsrc: BufferResource, tmp: Reg, *, first_row: Reg, first_col:
     k.s_sub_u32(t[0], t[0], first_col)
     k.s_lshl_b32(t[0], t[0], shift, comment=f"bytes of {rsrc.name} from this tile's first element")
     rsrc.finish(t[0])
+
+
+def strided_window(k, rsrc: BufferResource, terms, *, rows_left: Reg, row_stride: Reg, elem_bytes: int,
+                   why: str) -> None:
+    """Aim ``rsrc`` at element ``sum(index * stride for index, stride in terms)`` of its tensor (SGPR
+    pairs; the sum in 64 bits, so a tensor may pass 4 GiB) and ``finish`` it with ``rows_left *
+    row_stride`` elements of records (below 2 GiB: the caller's contract checks it).  ``why`` names the
+    window in the comments."""
+    shift = _log2(elem_bytes)
+    acc = k.sgpr(2, "offset64", align=2)
+    t = k.sgpr(2, "product64", align=2)
+    k.s_mov_b64(acc, 0)
+    for index, stride in terms:
+        k.s_mul_i32(t[0], index, stride)
+        k.s_mul_hi_u32(t[1], index, stride)
+        k.s_add_u32(acc[0], acc[0], t[0])
+        k.s_addc_u32(acc[1], acc[1], t[1])
+    k.s_lshl_b64(acc, acc, shift, comment=f"{why}: elements -> bytes")
+    k.s_add_u32(rsrc.regs[0], rsrc.regs[0], acc[0], comment=f"{why}: base")
+    k.s_addc_u32(rsrc.regs[1], rsrc.regs[1], acc[1])
+    k.s_mul_i32(t[0], rows_left, row_stride)
+    k.s_lshl_b32(t[0], t[0], shift, comment=f"{why}: bytes of the rows from here")
+    rsrc.finish(t[0])
+    k.free(acc, t)
