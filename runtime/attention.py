@@ -48,7 +48,7 @@ import torch
 from isagen.api import Kernel, build
 from isagen.errors import LaunchError, TargetError
 from isagen.runtime import gpu
-from isagen.runtime.backends import choose_backend
+from isagen.runtime.backends import choose_backend, get_backend
 from isagen.targets import build_target
 
 SPEC = "attention_bf16"
@@ -353,6 +353,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         return o, lse
     if p.total_k == 0:                     # no key anywhere: every row sees none
         return o.zero_(), lse.fill_(-math.inf)
+    be = get_backend(backend_name)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        try:
+            be.check_device(name, t)
+        except LaunchError as e:
+            raise LaunchError(f"attention: {e}") from None
 
     o_op = _operand("o", o, p.layout, p.varlen)
     lse_strides = (0, _stride(lse, 0)) if p.varlen else (_stride(lse, 0), _stride(lse, 1))

@@ -151,6 +151,14 @@ def test_sizes_the_kernel_cannot_address():
         attention(k[:, :1].expand(1, 512, -1, -1), k[:, :1, :1], k[:, :1, :1])
 
 
+def test_tensors_the_backend_cannot_reach():
+    """Meta tensors (as good as a GPU's on the emulator) are refused by name before anything is built."""
+    q = torch.empty(1, 2, 8, 64, dtype=BF16, device="meta")
+    with pytest.raises(LaunchError, match=r"^attention: tensor 'q' is on meta; the emulator backend takes CPU "
+                                          r"tensors"):
+        attention(q, q, q, backend="emu")
+
+
 def test_fake_tensors_are_checked_too():
     with FakeTensorMode():
         q = torch.empty(2, 4, 8, 64, dtype=BF16)
@@ -448,6 +456,24 @@ def test_interface_model_through_the_op_and_targets(model):
     _check(o, lse, q, k, v, True)
     attention(q, k, v, target="gfx950")
     assert model.built[-1][0] == "gfx950"
+
+
+def test_interface_model_through_compile_and_opcheck(model):
+    """torch.compile(fullgraph=True) runs the op in the compiled graph; opcheck finds the fake outputs
+    like the real ones (shapes, dtypes, strides) and no input written or aliased, varlen too."""
+    q, k, v = _qkv(1, 2, 1, 40, 33, 64, seed=12)
+    compiled = torch.compile(lambda q, k, v: torch.ops.isagen.attention(q, k, v, True), backend="eager",
+                             fullgraph=True)
+    o, lse = compiled(q, k, v)
+    _check(o, lse, q, k, v, True)
+    launches = len(model.launches)
+    assert launches == 1
+    utils = ("test_schema", "test_faketensor")
+    torch.library.opcheck(torch.ops.isagen.attention.default, (q, k, v, True), test_utils=utils)
+    thd = [x[0].transpose(0, 1) for x in (q, k, v)]
+    torch.library.opcheck(torch.ops.isagen.attention.default, (*thd, False, 0.5, _cu(10, 30), _cu(3, 30)),
+                          test_utils=utils)
+    assert len(model.launches) > launches + 1
 
 
 # --------------------------------------------------------------------------- the kernel, in the emulator
