@@ -496,6 +496,19 @@ SLOW_CASES = [
 ]
 
 
+@pytest.mark.parametrize("dtype, causal, varlen", [("bf16", False, False), ("bf16", True, True)])
+def test_kernel_arguments_are_the_interface(dtype, causal, varlen):
+    """The built kernel takes the arguments this front end packs (names, order, types, access) and runs
+    256 work-items per workgroup."""
+    kernel = isagen.build("attention_bf16", "gfx942", dtype=dtype, head_dim=64, causal=causal, varlen=varlen)
+
+    def described(args):
+        return [(a.name, a.kind, a.dtype, a.access) for a in args]
+    assert described(kernel.args) == described(interface_args(dtype, varlen))
+    assert tuple(kernel.launch.block) == (256, 1, 1)
+    assert attn.attention_kernel("gfx942", dtype, 64, causal, varlen).code_object == kernel.code_object
+
+
 def _kernel_case(target, dtype, dims, causal, varlen, layout, seed=0):
     b, hq, hkv, nq, nk, d = dims
     if varlen:
