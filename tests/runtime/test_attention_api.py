@@ -509,6 +509,19 @@ def test_kernel_arguments_are_the_interface(dtype, causal, varlen):
     assert attn.attention_kernel("gfx942", dtype, 64, causal, varlen).code_object == kernel.code_object
 
 
+def _case_id(value):
+    """Readable test ids: bf16, 1x8x2x64x100x128, causal, varlen lengths."""
+    if isinstance(value, torch.dtype):
+        return {BF16: "bf16", F16: "f16"}[value]
+    if isinstance(value, tuple) and value and isinstance(value[0], list):
+        return "varlen" + "/".join(",".join(map(str, lens)) for lens in value)
+    if isinstance(value, tuple):
+        return "x".join("-" if x is None else str(x) for x in value)
+    if isinstance(value, bool):
+        return "causal" if value else "full"
+    return None if value is not None else "dense"
+
+
 def _kernel_case(target, dtype, dims, causal, varlen, layout, seed=0):
     b, hq, hkv, nq, nk, d = dims
     if varlen:
@@ -525,13 +538,13 @@ def _kernel_case(target, dtype, dims, causal, varlen, layout, seed=0):
     attention_tolerance_check(o, lse, *args)
 
 
-@pytest.mark.parametrize("target, dtype, dims, causal, varlen, layout", KERNEL_CASES)
+@pytest.mark.parametrize("target, dtype, dims, causal, varlen, layout", KERNEL_CASES, ids=_case_id)
 def test_kernel(target, dtype, dims, causal, varlen, layout):
     _kernel_case(target, dtype, dims, causal, varlen, layout)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target, dtype, dims, causal, varlen, layout", SLOW_CASES)
+@pytest.mark.parametrize("target, dtype, dims, causal, varlen, layout", SLOW_CASES, ids=_case_id)
 def test_kernel_more_shapes(target, dtype, dims, causal, varlen, layout):
     _kernel_case(target, dtype, dims, causal, varlen, layout, seed=1)
 
