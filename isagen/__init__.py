@@ -10,8 +10,10 @@ from importlib import import_module as _import_module
 
 __version__ = "0.1.0"
 
-# ``isagen.build`` / ``isagen.Kernel`` load on first use, so ``import isagen`` stays light (no torch, no yaml)
-_LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel")}
+# ``isagen.build``, ``isagen.Kernel`` and ``isagen.attention`` load on first use, so ``import isagen`` stays
+# light (no torch, no yaml)
+_LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel"),
+         "attention": ("isagen.runtime.attention", "attention")}
 
 
 def __getattr__(name):

@@ -252,8 +252,31 @@ class Kernel:
         be = get_backend(backend)
         bound, values, sizes = self.bind(tensors, dict(scalars), be)
         grid = self.launch.grid_for(sizes, self.name)
+        return self._launch(be, bound, values, grid, [t.name for t in self.launch.tensors if t.written],
+                            timing=timing, progress=progress)
+
+    def launch_with(self, tensors: dict, values: dict, grid, outputs, *, backend: str | None = None,
+                    timing: bool = False, progress: bool = False) -> RunResult:
+        """Launch with kernel argument values the caller computed, for front ends that take more than
+        the launch contract describes (``isagen.runtime.attention``: strided views, varlen batches).
+
+        ``tensors``: name -> tensor, each contiguous (the emulator copies its bytes); ``values``: every
+        kernel argument by name, a tensor of ``tensors`` for a pointer; ``outputs``: the names of the
+        tensors the kernel writes.  The contract's shapes and grid rule are not consulted: the caller
+        answers for them.  The tensors' devices and the values' types and ranges are checked here, as
+        ``run`` checks its own."""
+        be = get_backend(backend)
+        for name, t in tensors.items():
+            be.check_device(name, t)
+        try:
+            self.args.pack(**{k: (0 if hasattr(v, "data_ptr") else v) for k, v in values.items()})
+        except LaunchError as e:
+            raise LaunchError(f"{self.name}: {e}") from None
+        return self._launch(be, tensors, values, tuple(grid), list(outputs), timing=timing, progress=progress)
+
+    def _launch(self, be, tensors: dict, values: dict, grid: tuple, outputs: list, *, timing: bool,
+                progress: bool) -> RunResult:
         block = self.launch.block
-        outputs = tuple(bound[t.name] for t in self.launch.tensors if t.written)
         time_ms = stats = None
         if all(grid):                        # an empty problem launches nothing
             # the emulator reports its workgroups to the innermost open Progress (isagen/progress.py);
@@ -261,10 +284,9 @@ class Kernel:
             watch = (Progress(f"emulating {self.name}", delay=SLOW_WORK_S, clock=True, unit="workgroups",
                               lines=True) if progress else contextlib.nullcontext())
             with watch:
-                time_ms = be.run(self, bound, values, grid, block, timing=timing,
-                                 outputs=[t.name for t in self.launch.tensors if t.written])
+                time_ms = be.run(self, tensors, values, grid, block, timing=timing, outputs=outputs)
             stats = getattr(be, "last_stats", None)
-        return RunResult(outputs, be.name, grid, block, time_ms, stats)
+        return RunResult(tuple(tensors[n] for n in outputs), be.name, grid, block, time_ms, stats)
 
     def __call__(self, *tensors, **scalars):
         """Launch on the default backend; returns the output tensor (or a tuple of them), written in place."""

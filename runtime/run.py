@@ -20,6 +20,12 @@ tensors (their values before the launch), the scalars and the sizes; ``torch``, 
 ``|out - ref| <= atol + rtol*|ref| + growth`` with the tolerances of its element type
 (``TOLERANCES``) or the spec's ``tolerance: {rtol, atol}``.
 
+A spec can instead give each output's allowed error itself: ``tolerance: {bound: <expression>}``, an
+expression in the reference's scope evaluated on the inputs in their own dtype (so it can run torch's
+own low-precision computation), one value per written output (a number or a tensor that broadcasts to
+it); the output matches where ``|out - ref| <= bound``.  The attention spec's is flash-attn's rule,
+``isagen.runtime.attention.attention_error_bounds``: O's error at most twice torch's own bf16/fp16 SDPA's.
+
 ``growth`` is for outputs that are sums over one of the sizes (a matrix product's k): the spec
 declares it (``tolerance: {reduction: k, accumulate: f32}``), and when it does not, a size that the
 inputs have and no output has is taken as one (accumulated in f32).  Then
@@ -46,7 +52,6 @@ from dataclasses import dataclass, field
 
 import click
 
-import isagen
 from isagen.api import Kernel, build, resolve_spec, torch_dtype
 from isagen.builders.spec import load_spec, printable
 from isagen.errors import LaunchError, SpecError
@@ -76,6 +81,7 @@ class OutputCheck:
     rtol: float
     atol: float
     reduction: str = ""          # how the bound grows with the reduction ("" when there is none)
+    bound: str = ""              # the spec's tolerance.bound expression, when it gives the bound
 
     @property
     def ok(self) -> bool:
@@ -181,27 +187,42 @@ def random_scalars(kernel, given: dict, seed: int = 0) -> dict:
 
 def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
     """The spec's reference for each written tensor (float64), from the inputs before the launch."""
-    import torch
     if not kernel.reference:
         raise SpecError(f"{kernel.spec_path or kernel.name}: the spec has no 'reference:' to check against")
-    env = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
-    env.update(scalars)
-    env.update(sizes)
-    scope = {"torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen, "__builtins__": {}}
+    doubled = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
+    return _per_output(kernel, "reference", kernel.reference, inputs, doubled, scalars, sizes)
+
+
+def error_bounds(kernel, expression: str, inputs: dict, scalars: dict, sizes: dict) -> dict:
+    """The spec's ``tolerance.bound`` for each written tensor (float64): ``expression`` evaluated like the
+    reference, but on the inputs in their own dtype."""
+    return _per_output(kernel, "tolerance.bound", expression, inputs, dict(inputs), scalars, sizes)
+
+
+def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, scalars: dict, sizes: dict) -> dict:
+    """``expression`` evaluated over ``env`` (the input tensors), the scalars, the sizes and the kernel's
+    parameters (``causal``), with ``torch``, ``F``, ``math`` and ``isagen`` in scope: one float64 tensor
+    per written tensor, broadcast to its shape."""
+    import torch
+
+    import isagen.runtime.attention  # noqa: F401 -- so that isagen.runtime.attention.* resolves in the scope
+    env = {**env, **scalars, **sizes}
+    scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
+             "__builtins__": {}}
     try:
-        value = eval(compile(kernel.reference, "<reference>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
+        value = eval(compile(expression, f"<{what}>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
     except Exception as e:   # noqa: BLE001 -- any failure of the user's expression is reported as one line
-        raise SpecError(f"{kernel.spec_path or kernel.name}: reference '{kernel.reference}' failed: "
+        raise SpecError(f"{kernel.spec_path or kernel.name}: {what} '{expression}' failed: "
                         f"{type(e).__name__}: {e}") from None
     written = [t for t in kernel.launch.tensors if t.written]
     values = list(value) if isinstance(value, (tuple, list)) else [value]
     if len(values) != len(written):
-        raise SpecError(f"{kernel.spec_path or kernel.name}: reference gives {len(values)} value(s) for "
+        raise SpecError(f"{kernel.spec_path or kernel.name}: {what} gives {len(values)} value(s) for "
                         f"{len(written)} output(s) ({', '.join(t.name for t in written)})")
     out = {}
     for t, v in zip(written, values):
         shape = tuple(inputs[t.name].shape)
-        where = f"{kernel.spec_path or kernel.name}: reference '{kernel.reference}'"
+        where = f"{kernel.spec_path or kernel.name}: {what} '{expression}'"
         # a real tensor or number that broadcasts to the output's shape; anything else is the spec's mistake
         if isinstance(v, bool) or not isinstance(v, (torch.Tensor, int, float)):
             raise SpecError(f"{where} gives {_what(v)} for output '{t.name}', not a tensor or a number")
@@ -228,10 +249,11 @@ def reduction_growth(n: int, accumulate: str = "f32") -> float:
 
 
 def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, sizes: dict | None = None,
-            magnitude=None) -> OutputCheck:
+            magnitude=None, bound=None) -> OutputCheck:
     """``got`` vs ``want`` elementwise; ``tolerance`` is the spec's (rtol/atol override the dtype's;
     ``reduction``, a size symbol or a tuple of them, adds ``reduction_growth(n) * magnitude`` with
-    ``n`` their product, see the module docstring)."""
+    ``n`` their product, see the module docstring).  ``bound`` (the spec's ``tolerance.bound``, evaluated)
+    replaces all of them: ``|got - want| <= bound``."""
     import torch
     tolerance = tolerance or {}
     rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
@@ -241,9 +263,14 @@ def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, siz
     diff = (g - w).abs()
     nan_ok = torch.isnan(g) & torch.isnan(w)
     same_inf = torch.isinf(w) & (g == w)
-    bound = atol + rtol * w.abs()
+    given = "" if bound is None else str(tolerance.get("bound", "given"))
+    if bound is not None:
+        rtol = atol = 0.0
+        bound = bound.detach().cpu().double()
+    else:
+        bound = atol + rtol * w.abs()
     described = ""
-    if tolerance.get("reduction"):
+    if tolerance.get("reduction") and not given:
         symbols = tolerance["reduction"]
         symbols = (symbols,) if isinstance(symbols, str) else tuple(symbols)
         n = math.prod(int((sizes or {})[s]) for s in symbols)
@@ -258,13 +285,13 @@ def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, siz
     max_abs = float(d.max()) if d.numel() else 0.0
     rel = d / w[finite].abs().clamp_min(torch.finfo(torch.float32).tiny)
     max_rel = float(rel.max()) if rel.numel() else 0.0
-    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol, described)
+    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol, described, given)
 
 
 def output_tolerance(kernel, spec_tolerance: dict) -> dict:
     """The spec's tolerance, with the reduction taken from the launch contract when the spec names none:
     the sizes the inputs have and no written tensor has are summed over (a GEMM's k), in f32."""
-    if spec_tolerance.get("reduction"):
+    if spec_tolerance.get("reduction") or spec_tolerance.get("bound"):
         return dict(spec_tolerance)
     tensors = kernel.launch.tensors
     written = {d for t in tensors if t.written for d in t.shape if isinstance(d, str)}
@@ -351,14 +378,16 @@ def execute(plan: RunPlan, *, scalars: dict | None = None, iters: int = 10, seed
         report.time_ms = result.time_ms
         report.instructions = _instruction_count(stats)
     want = reference(kernel, inputs, values, sizes)
-    mag = {}
+    mag = bounds = {}
     if tolerance.get("reduction"):
         mag = reference(kernel, {n: t.abs() for n, t in inputs.items()},
                         {n: abs(v) for n, v in values.items()}, sizes)
+    if tolerance.get("bound"):
+        bounds = error_bounds(kernel, tolerance["bound"], inputs, values, sizes)
     for t in kernel.launch.tensors:
         if t.written:
             report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype, tolerance, sizes,
-                                         mag.get(t.name)))
+                                         mag.get(t.name), bounds.get(t.name)))
     if be == "hip" and all(result.grid) and iters > 0:
         times: list[float] = []
         for _ in range(iters + 1):
@@ -458,8 +487,8 @@ def format_report(r: RunReport) -> list[str]:
     for c in r.checks:
         verdict = "PASS" if c.ok else f"FAIL ({c.mismatches} of {c.numel} elements outside tolerance)"
         growth = f" + {c.reduction}" if c.reduction else ""
-        lines.append(f"  {c.name}: max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g} "
-                     f"(rtol {c.rtol:g}, atol {c.atol:g}{growth}) {verdict}")
+        within = f"bound: {c.bound}" if c.bound else f"rtol {c.rtol:g}, atol {c.atol:g}{growth}"
+        lines.append(f"  {c.name}: max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g} ({within}) {verdict}")
     if r.backend == "hip" and r.time_ms is not None:
         lines.append(f"  time: {r.time_ms * 1e3:.1f} us on the device (median of hip events)")
     elif r.backend == "emu":

@@ -3,6 +3,7 @@
     import isagen.runtime.torch_ops            # registers one op per bundled spec, plus the generic ones
     z = torch.ops.isagen.add_bf16(x, y)        # a new tensor; inputs are never modified
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
+    o, lse = torch.ops.isagen.attention(q, k, v, True)   # isagen.runtime.attention.attention as an op
 
 The op's schema comes from the kernel's launch contract (``isagen.builders.contract.LaunchInfo``), so a kernel
 needs no torch code of its own: its input tensors (roles ``in`` and ``inout``) in order, then its
@@ -291,8 +292,45 @@ def register_bundled_ops() -> list[str]:
     return names
 
 
+# --------------------------------------------------------------------------- attention
+# torch.ops.isagen.attention: isagen.runtime.attention.attention as an op (its own schema: optional tensors,
+# a layout, a variable number of sequences, which no launch contract describes)
+ATTENTION_SCHEMA = ('(Tensor q, Tensor k, Tensor v, bool causal=False, float? softmax_scale=None, '
+                    'Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, str layout="bhnd") -> (Tensor, Tensor)')
+_EXTRA_OPS: dict[str, str] = {}
+
+
+def register_attention_op() -> str:
+    """Register ``torch.ops.isagen.attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k,
+    layout) -> (o, lse)``: CPU tensors run in the emulator, GPU tensors through hip (the device decides);
+    the fake implementation gives the outputs' shapes and dtypes from the inputs' metadata."""
+    from isagen.runtime import attention as attn
+    with _lock:
+        if "attention" in _EXTRA_OPS:
+            return f"{NAMESPACE}::attention"
+
+        def run_on(backend: str):
+            def impl(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                     layout="bhnd"):
+                return attn.attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout,
+                                      backend=backend)
+            impl.__name__ = f"isagen_attention_{backend}"
+            return impl
+
+        def fake(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd"):
+            return attn.output_like(q, k, v, cu_seqlens_q, cu_seqlens_k, layout)
+
+        _lib.define("attention" + ATTENTION_SCHEMA)
+        _lib.impl("attention", run_on("emu"), "CPU")
+        _lib.impl("attention", run_on("hip"), "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::attention", fake, lib=_lib)
+        _EXTRA_OPS["attention"] = ATTENTION_SCHEMA
+        return f"{NAMESPACE}::attention"
+
+
 def registered_ops() -> dict:
-    return {name: e.schema for name, e in _OPS.items()}
+    return {**{name: e.schema for name, e in _OPS.items()}, **_EXTRA_OPS}
 
 
 register_bundled_ops()
+register_attention_op()

@@ -37,7 +37,7 @@ from isagen.targets import TARGETS, Target, build_target, get_target
 
 FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "emulator_shapes", "reference",
           "tolerance")
-TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate")
+TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate", "bound")
 ACCUMULATE = ("f32", "f64", "f16", "bf16")
 REQUIRED = ("kernel", "name", "targets")
 
@@ -99,7 +99,7 @@ class Spec:
     generator: Generator
     lines: dict = field(default_factory=dict)        # "params.block" -> line number in the file
     overridden: dict = field(default_factory=dict)   # param name -> Override
-    tolerance: dict = field(default_factory=dict)    # rtol, atol, reduction, accumulate (docs/specs.md)
+    tolerance: dict = field(default_factory=dict)    # rtol, atol, reduction, accumulate; or bound (docs/specs.md)
     # isagen run's default sizes on the emulator, where they differ from ``shapes`` (docs/specs.md)
     emulator_shapes: dict = field(default_factory=dict)
 
@@ -488,6 +488,18 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
                              f"got {_show(value)}")
         if key == "accumulate" and (not isinstance(value, str) or value not in ACCUMULATE):
             raise err(fname, f"expected one of {', '.join(ACCUMULATE)}, got {_show(value)}")
+        if key == "bound":
+            if not isinstance(value, str) or not value.strip():
+                raise err(fname, f"expected a torch expression giving each output's allowed error, got {_show(value)}")
+            try:
+                ast.parse(value.strip(), mode="eval")
+            except SyntaxError as e:
+                raise err(fname, f"not a valid expression ({e.msg}): {value.strip()}") from None
+            tolerance[key] = value.strip()
+    if "bound" in tolerance and len(tolerance) > 1:
+        others = ", ".join(k for k in tolerance if k != "bound")
+        raise err("tolerance.bound", f"replaces rtol, atol, reduction and accumulate; give it alone (not with "
+                                     f"{others})")
     if "accumulate" in tolerance and "reduction" not in tolerance:
         raise err("tolerance.accumulate", "needs tolerance.reduction (the size the output sums over)")
     tolerance = {k: (float(v) if k in ("rtol", "atol") else v) for k, v in tolerance.items()}
