@@ -19,8 +19,9 @@ torch tensors of any of three layouts into its kernel arguments:
 
 Inputs are never copied when their head dim is contiguous (stride 1): any strides along batch, heads and
 sequence are passed to the kernel as they are (q, k, v sliced out of one packed qkv projection, a
-transposed view, an expanded KV head).  A tensor whose head dim is strided is copied with
-``.contiguous()`` first.  The kernel addresses each tensor with 32-bit offsets, so each must span less
+transposed view, an expanded KV head).  A tensor whose head dim is strided, or whose tokens are less
+than D elements apart (a broadcast sequence), is copied with ``.contiguous()``
+first.  The kernel addresses each tensor with 32-bit offsets, so each must span less
 than 2 GiB from its first to its last element.
 
 Semantics (flash-attn's): ``softmax_scale`` defaults to 1/sqrt(D); query head h reads KV head
@@ -75,7 +76,8 @@ def _fail(message: str):
 @dataclass
 class Operand:
     """One of q, k, v as the kernel sees it: B (None for THD, where the offsets give it), H, N, D, and
-    the element strides along batch, heads and sequence (0 along a dimension of size 1)."""
+    the element strides along batch, heads and sequence (0 along a batch or head dimension of size 1; D
+    along a sequence of one token: the kernel's row window spans ``rows x sequence stride`` elements)."""
 
     name: str
     tensor: torch.Tensor
@@ -90,6 +92,17 @@ def _stride(t: torch.Tensor, dim: int) -> int:
     return t.stride(dim) if t.shape[dim] > 1 else 0
 
 
+def _seq_stride(t: torch.Tensor, dim: int) -> int:
+    """The stride between tokens; one token is one row of D elements whatever torch reports."""
+    return t.stride(dim) if t.shape[dim] > 1 else t.shape[-1]
+
+
+def _in_place(op: Operand) -> bool:
+    """Whether the kernel reads ``op`` where it is: head dim contiguous, tokens at least D apart (the
+    kernel's buffer window spans whole rows: overlapping or broadcast tokens are copied)."""
+    return op.tensor.stride(-1) == 1 and op.strides[2] >= op.d
+
+
 def _operand(name: str, t, layout: str, varlen: bool) -> Operand:
     if not isinstance(t, torch.Tensor):
         _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -101,15 +114,15 @@ def _operand(name: str, t, layout: str, varlen: bool) -> Operand:
         if t.dim() != 3:
             _fail(f"{name} has shape {tuple(t.shape)}; with cu_seqlens it must be (total_tokens, H, D), "
                   f"3 dimensions")
-        return Operand(name, t, None, t.shape[1], t.shape[0], t.shape[2], (0, _stride(t, 1), _stride(t, 0)))
+        return Operand(name, t, None, t.shape[1], t.shape[0], t.shape[2], (0, _stride(t, 1), _seq_stride(t, 0)))
     if t.dim() != 4:
         order = "(B, H, N, D)" if layout == "bhnd" else "(B, N, H, D)"
         _fail(f"{name} has shape {tuple(t.shape)}; layout '{layout}' takes 4 dimensions {order}")
     if layout == "bhnd":
         b, h, n, d = t.shape
-        return Operand(name, t, b, h, n, d, (_stride(t, 0), _stride(t, 1), _stride(t, 2)))
+        return Operand(name, t, b, h, n, d, (_stride(t, 0), _stride(t, 1), _seq_stride(t, 2)))
     b, n, h, d = t.shape
-    return Operand(name, t, b, h, n, d, (_stride(t, 0), _stride(t, 2), _stride(t, 1)))
+    return Operand(name, t, b, h, n, d, (_stride(t, 0), _stride(t, 2), _seq_stride(t, 1)))
 
 
 @dataclass
@@ -323,7 +336,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     (H_q, total_q) for varlen).  A row that sees no key gives o = 0 and lse = -inf.
 
     Strides along batch, heads and sequence are used as they are (nothing is copied); a head dim of
-    stride != 1 is copied with ``.contiguous()``.  ``target``: gfx942 or gfx950, default the GPU's
+    stride != 1, or tokens less than D elements apart, is copied with ``.contiguous()``.
+    ``target``: gfx942 or gfx950, default the GPU's
     architecture on hip, else gfx942 (the emulator runs either).  ``backend``: hip or emu, default as for
     ``Kernel.run`` (``ISAGEN_BACKEND``, else hip on a supported AMD GPU, else emu).
 
@@ -341,9 +355,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     except LaunchError as e:
         raise LaunchError(f"attention: {e}") from None
     tgt = _target(target, backend_name, device)
-    # a head dim of stride != 1 is the one layout the kernel cannot read in place: copied
-    p.q, p.k, p.v = (op if op.tensor.stride(-1) == 1 else _operand(op.name, op.tensor.contiguous(), p.layout,
-                                                                  p.varlen) for op in (p.q, p.k, p.v))
+    # a head dim of stride != 1, or tokens closer than D elements, the kernel cannot read in place: copied
+    p.q, p.k, p.v = (op if _in_place(op) else _operand(op.name, op.tensor.contiguous(), p.layout, p.varlen)
+                     for op in (p.q, p.k, p.v))
     _check_kernel_limits(p)
 
     o_shape, lse_shape = p.output_shapes()
