@@ -5,7 +5,8 @@ dword into two fp32 registers and packs two fp32 results back into one dword, ro
 
 * bf16 -> fp32 is exact: the low element shifted up 16 bits, the high one masked;
 * f16 -> fp32 is ``v_cvt_f32_f16`` (exact), the high half shifted down first;
-* fp32 -> f16 is ``v_cvt_f16_f32`` (round to nearest even) and ``v_pack_b32_f16``;
+* fp32 -> f16 is ``v_cvt_f16_f32`` (round to nearest even) and ``v_pack_b32_f16``; gfx950 has
+  ``v_cvt_pk_f16_f32`` (both halves in one instruction, also nearest even);
 * fp32 -> bf16 on gfx950 is ``v_cvt_pk_bf16_f32`` (RNE, both halves in one instruction).  gfx942 has no
   such instruction, so the high half of ``r + 0x7fff + lsb`` is taken (``lsb`` = the lowest bit the bf16
   keeps: ties go to even; overflow carries into the exponent and gives inf, as it should), except that a
@@ -87,7 +88,9 @@ class Converter:
     def pack(self, dst: Reg, lo: Reg, hi: Reg) -> None:
         """``dst`` = (hi, lo) rounded to nearest even and packed.  ``lo``/``hi`` are clobbered."""
         k = self.k
-        if self.dtype == "f16":
+        if self.dtype == "f16" and "v_cvt_pk_f16_f32" in k.isa:
+            k.v_cvt_pk_f16_f32(dst, lo, hi, comment="round both to f16 (nearest even) and pack")
+        elif self.dtype == "f16":
             k.v_cvt_f16_f32(lo, lo, comment="round to f16 (nearest even)")
             k.v_cvt_f16_f32(hi, hi, comment="round to f16 (nearest even)")
             k.v_pack_b32_f16(dst, lo, hi, comment="two f16 -> one dword")
