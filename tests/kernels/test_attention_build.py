@@ -91,3 +91,18 @@ def test_assembles_and_banks(programs, target, mode):
 def test_refusals(override, field):
     with pytest.raises(SpecError, match=field):
         load_specs([SPEC], overrides=[override])[0].build("gfx950")
+
+
+@pytest.mark.parametrize("generator", ["attention", "attention_bwd"])
+def test_contract_modes_cover_the_declared_sizes(generator):
+    """The fixed-length and varlen contracts together use every size the generator declares, each one
+    only declared sizes (tests/builders/test_spec.py checks the bundled specs' subset)."""
+    from isagen.builders.registry import load_generators
+    gen = load_generators()[generator]
+    spec = next(s for s in load_specs([bundled_specs_dir()]) if s.kernel == generator)
+    used = set()
+    for varlen in (False, True):
+        info = load_specs([spec.path], overrides=[f"varlen={str(varlen).lower()}"])[0].launch_info("gfx950")
+        assert set(info.size_symbols) <= set(gen.shapes)
+        used |= set(info.size_symbols)
+    assert used == set(gen.shapes)
