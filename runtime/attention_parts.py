@@ -19,7 +19,6 @@ import math
 
 import torch
 
-
 OPERAND_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
