@@ -183,6 +183,9 @@ def launch(p, target) -> LaunchInfo:
     d = p.head_dim
     lim = (1 << 31) - 1
     dq = p.part == "dq"
+    qs: tuple
+    ks: tuple
+    rs: tuple
     if p.varlen:
         qs, ks, rs = ("total_q", "h", d), ("total_kv", "h_kv", d), ("h", "total_q")
         q = {"sb": "0", "sh": str(d), "sn": f"h * {d}"}
@@ -207,7 +210,7 @@ def launch(p, target) -> LaunchInfo:
     kernargs = {"group": "h // max(h_kv, 1)", **sizes, **lse}
     for name, strides in (("q", q), ("k", kv), ("v", kv), ("do", q)) + tuple((n.lower(), st) for n, st in outs.items()):
         kernargs.update({f"{name}_{k}": v for k, v in strides.items()})
-    requires = (("h_kv >= 1 and h % h_kv == 0", "the query heads must be a multiple of the key/value heads"),)
+    requires: tuple = (("h_kv >= 1 and h % h_kv == 0", "the query heads must be a multiple of the key/value heads"),)
     if not p.varlen:
         requires += ((f"n_q < {MAX_SEQ} and n_kv < {MAX_SEQ}", f"sequence lengths must stay below {MAX_SEQ}"),
                      (f"n_q * {2 * d} <= {lim} and n_kv * {2 * d} <= {lim}",
