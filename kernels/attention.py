@@ -587,7 +587,7 @@ class AttentionKernel:
             k.v_sub_u32(lim[fm], lim_s, g4, comment=f"row fragment {fm}: keys left minus this lane's first key")
             if pl.causal:
                 t = em.emit((L % 16) + 16 * fm, comment=f"row within the wave (fragment {fm})")
-                k.v_add_u32(t, diag, t)
+                k.v_add_u32(t, diag, t, comment="causal: the row's limit")
                 k.v_sub_u32(t, t, g4, comment="causal: the row's limit minus this lane's first key")
                 k.v_min_i32(lim[fm], lim[fm], t)
         em.free()

@@ -649,7 +649,7 @@ class BackwardKernel:
         L = lx.lane()
         rowpart = em.emit(L % 16, comment="the lane's resident row")
         g4 = em.emit((L // 16) * 4, comment="the lane's first column within a fragment")
-        k.v_add_u32(lim, lim_s, rowpart)
+        k.v_add_u32(lim, lim_s, rowpart, comment="plus the lane's resident row")
         k.v_sub_u32(lim, lim, g4, comment="the row's limit relative to the lane's first column")
         em.free()
         mask_columns(k, self.S, lim, keep="below" if self.dq else "from")
