@@ -565,3 +565,35 @@ def test_kernel_through_the_op_and_torch_compile():
     attention_tolerance_check(o, lse, q, k, v, True)
     torch.library.opcheck(torch.ops.isagen.attention.default, (q, k, v, True),
                           test_utils=("test_schema", "test_faketensor"))
+
+
+# the issue's remaining lengths (255, 256, 1000 for N_q and N_kv), both targets, causal and not
+LONG_CASES = [(target, BF16, dims, causal, None, layout)
+              for target in ("gfx942", "gfx950") for causal in (False, True)
+              for dims, layout in [((1, 2, 1, 1000, 255, 128), "bhnd"), ((1, 2, 2, 256, 1000, 64), "bnhd")]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, dtype, dims, causal, varlen, layout", LONG_CASES, ids=_case_id)
+def test_kernel_long_sequences(target, dtype, dims, causal, varlen, layout):
+    _kernel_case(target, dtype, dims, causal, varlen, layout, seed=2)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+@pytest.mark.parametrize("q_scale, softmax_scale, causal", [
+    (12.0, None, False),       # |q.k| ~ 5e3: the row max far from 0, a near one-hot softmax
+    (12.0, 1.0, True),         # the same unscaled (logits ~ 5e3) with keyless causal rows
+    (1.0, 1e-30, False),       # the smallest scale: every logit ~ 0, a uniform softmax
+    (30.0, 1e30, True),        # the largest: exp2 saturates to one-hot, LSE ~ 1e31
+])
+def test_kernel_extreme_logits_and_scales(target, q_scale, softmax_scale, causal):
+    """What torch computes, and no NaN where the float64 reference has none, at the edges of the scale
+    and logit range (issue 14); rows that see no key are O = 0, LSE = -inf."""
+    q, k, v = _qkv(1, 2, 1, 70, 50, 64, BF16, 5)
+    q = (q.float() * q_scale).bfloat16()
+    k = (k.float() * q_scale).bfloat16()
+    o, lse = attention(q, k, v, causal, softmax_scale, target=target, backend="emu")
+    ref_o, ref_lse = attention_reference(q, k, v, causal, softmax_scale)
+    assert not torch.isnan(o).any() and not torch.isnan(lse).any()
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+    attention_tolerance_check(o, lse, q, k, v, causal, softmax_scale)
