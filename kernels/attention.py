@@ -42,6 +42,7 @@ from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
 from isagen.isa.operands import Reg
 from isagen.prims.convert import Converter
+from isagen.prims.rows import lane_and_wave
 from isagen.targets import MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import OOB_OFFSET, BufferResource
@@ -250,6 +251,15 @@ def launch(p, target) -> LaunchInfo:
 
 
 # ================================================================================== shared pieces
+def load_values(k, names) -> dict[str, Reg]:
+    """An SGPR per value argument of ``names``, loaded from the kernel arguments (waited for later)."""
+    out = {}
+    for n in names:
+        out[n] = k.sgpr(1, n, kernel=True)
+        k.s_load_dword(out[n], k.kernarg_ptr, k.args[n].offset, comment=n)
+    return out
+
+
 def sequence_bounds(k, varlen: bool, b: Reg, s: dict) -> tuple[Reg, Reg, Reg, Reg]:
     """SGPRs ``(start_q, len_q, start_k, len_k)`` of batch ``b``'s sequence: from ``cu_seqlens_q/_k``
     (varlen) or 0 and the ``n_q``/``n_kv`` arguments (``s``: their SGPRs).  Shared with the backward
@@ -343,17 +353,8 @@ class AttentionKernel:
         self.rL = BufferResource(k, "LSE")
         for r in (self.rQ, self.rK, self.rV, self.rO, self.rL):
             r.load_pointer(k.args[r.name].offset)
-        self.s = {}
-        for n in values + ("softmax_scale",):
-            self.s[n] = k.sgpr(1, n, kernel=True)
-            k.s_load_dword(self.s[n], k.kernarg_ptr, k.args[n].offset, comment=f"{n}")
-        self.lane = k.vgpr(1, "lane", kernel=True)
-        k.v_and_b32(self.lane, 63, k.tid, comment="lane id within the wave")
-        self.wave = k.sgpr(1, "wave", kernel=True)
-        t = k.vgpr(1, "wave_tmp")
-        k.v_lshrrev_b32(t, 6, k.tid, comment="wave id within the workgroup")
-        k.v_readfirstlane_b32(self.wave, t)
-        k.free(t, k.tid)
+        self.s = load_values(k, values + ("softmax_scale",))
+        self.lane, self.wave = lane_and_wave(k)
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
 
     def sequence(self):

@@ -40,8 +40,9 @@ from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
 from isagen.isa.operands import Reg
-from isagen.kernels.attention import MAX_SEQ, sequence_bounds
+from isagen.kernels.attention import MAX_SEQ, load_values, sequence_bounds
 from isagen.prims.convert import Converter
+from isagen.prims.rows import lane_and_wave
 from isagen.targets import MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import BufferResource
@@ -291,17 +292,8 @@ class BackwardKernel:
         self.rsrc = {n: BufferResource(k, n, tracked=n in walk) for n in ("Q", "K", "V", "dO", "DELTA", "LSE2") + outs}
         for n, r in self.rsrc.items():
             r.load_pointer(k.args[n].offset)
-        self.s = {}
-        for n in values + ["softmax_scale"]:
-            self.s[n] = k.sgpr(1, n, kernel=True)
-            k.s_load_dword(self.s[n], k.kernarg_ptr, k.args[n].offset, comment=n)
-        self.lane = k.vgpr(1, "lane", kernel=True)
-        k.v_and_b32(self.lane, 63, k.tid, comment="lane id within the wave")
-        self.wave = k.sgpr(1, "wave", kernel=True)
-        t = k.vgpr(1, "wave_tmp")
-        k.v_lshrrev_b32(t, 6, k.tid, comment="wave id within the workgroup")
-        k.v_readfirstlane_b32(self.wave, t)
-        k.free(t, k.tid)
+        self.s = load_values(k, values + ["softmax_scale"])
+        self.lane, self.wave = lane_and_wave(k)
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
 
     def geometry(self):
