@@ -81,6 +81,8 @@ PARAMS = {
     "part": Param("str", "dkdv", "dkdv: dK and dV per KV block (loops over the query tiles of every head of "
                                  "the GQA group); dq: dQ per query block (loops over the KV tiles)",
                   choices=PARTS),
+    "dq_atomic": Param("bool", False, "part dkdv also adds each tile's dQ into an fp32 buffer with "
+                                      "buffer_atomic_add_f32 (no dq pass; the order of the sums varies on a GPU)"),
 }
 
 # per part: (resident A operands, streamed B operands, outputs), by kernel argument name
@@ -102,6 +104,9 @@ class Plan:
     dma_width: int
     layout: LdsLayout         # a streamed tile: 64 rows x D
     t_chunk: int              # d-fragments per batch of transposed reads (register budget)
+    dq_atomic: bool = False   # dkdv: dQ by atomics through an LDS transpose of dS
+    layout_ds: LdsLayout | None = None    # dq_atomic: dS of a tile, [key][query] (64 x 64)
+    layout_kb: LdsLayout | None = None    # dq_atomic: the block's 64 keys of K, [key][d]
 
     @property
     def d_frags(self) -> int:
@@ -121,7 +126,8 @@ class Plan:
 
     @property
     def lds_bytes(self) -> int:
-        return 2 * 2 * self.layout.size
+        extra = self.layout_ds.size + self.layout_kb.size if self.layout_ds and self.layout_kb else 0
+        return 2 * 2 * self.layout.size + extra
 
     @property
     def mfmas_per_tile(self) -> int:
@@ -130,7 +136,26 @@ class Plan:
         k = self.mfma.k
         along_d = self.tile_frags * (self.head_dim // k)
         along_t = self.d_frags * (TILE // k)
-        return 2 * along_d + (1 if self.part == "dq" else 2) * along_t
+        return 2 * along_d + (1 if self.part == "dq" else 2 + self.dq_atomic) * along_t
+
+    def dq_reads(self, ds_stage, kb_stage, col0) -> tuple[list[ReadInst], list[ReadInst]]:
+        """dq_atomic: the A operand dS (rows = this wave's 16 queries, ``col0``; k = the block's keys) read
+        transposed from the [key][query] dS tile, and Kᵀ (rows = d, k = keys) from the K block."""
+        assert self.layout_ds is not None and self.layout_kb is not None
+        d0 = [16 * f for f in range(self.d_frags)]
+        if self.t_read == "u16":
+            return (u16_reads("dS", self.layout_ds, ds_stage, self.acc_op, [0], range(self.t_slices), col0),
+                    u16_reads("Kb", self.layout_kb, kb_stage, self.acc_op, d0, range(self.t_slices), lx.const(0)))
+        return (key_order_tr16_reads("dS", self.layout_ds, ds_stage, [0], range(self.t_slices), col0),
+                key_order_tr16_reads("Kb", self.layout_kb, kb_stage, d0, range(self.t_slices)))
+
+    def ds_writes(self, region, wave_row0) -> list:
+        """dq_atomic: (fragment, byte address expression) of each ds_write_b64 of a lane's dSᵀ values: key
+        row ``wave_row0 + L % 16``, queries ``16 f + 4 (L / 16) ..`` (4 bf16)."""
+        assert self.layout_ds is not None
+        L = lx.lane()
+        return [(f, self.layout_ds.offset(wave_row0 + L % 16, (16 * f + (L // 16) * 4) * 2) + region.offset)
+                for f in range(self.tile_frags)]
 
     def kmajor_reads(self, name, stages) -> list[ReadInst]:
         return kmajor_reads(name, self.layout, stages, self.kmajor, [16 * f for f in range(self.tile_frags)],
@@ -174,7 +199,29 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     layout, bad = choose_swizzle(plain.layout, coords, target.name, target.lds_banks * 4)
     if bad:
         raise SpecError(f"params.head_dim: no swizzle makes the tile reads free of LDS bank conflicts ({len(bad)})")
-    return Plan(**{**plain.__dict__, "layout": layout})
+    plan = Plan(**{**plain.__dict__, "layout": layout})
+    if not p.dq_atomic:
+        return plan
+    if p.part != "dkdv":
+        raise SpecError("params.dq_atomic: only part dkdv adds dQ atomically (part dq computes it on its own)")
+    plan = Plan(**{**plan.__dict__, "dq_atomic": True, "layout_ds": LdsLayout(TILE, TILE * 2, 8),
+                   "layout_kb": LdsLayout(BLOCK, p.head_dim * 2, 16)})
+    if plan.lds_bytes > target.lds_bytes:
+        raise SpecError(f"params.dq_atomic: the dS tile and the key block need {plan.lds_bytes} bytes of LDS with "
+                        f"the Q/dO stages; {target.name} has {target.lds_bytes} (use the dq pass: dq_atomic false)")
+    ds_reads, kb_reads = plan.dq_reads(stage, stage, lx.uniform("wave_row0", BLOCK))
+    env = [{"wave_row0": ROWS * w} for w in range(WAVES)]
+    wr = [Coords(lx.evaluate(lx.lane() % 16 + ROWS * w, {}), lx.evaluate((16 * f + (lx.lane() // 16) * 4) * 2, {}),
+                 0, 8, "write") for w in range(WAVES) for f in range(plan.tile_frags)]
+    ds_coords = [Coords(lx.evaluate(r.row, e), lx.evaluate(r.byte, e), 0, r.width, "read") for e in env
+                 for r in ds_reads] + wr
+    layout_ds, bad = choose_swizzle(LdsLayout(TILE, TILE * 2, 8), ds_coords, target.name, target.lds_banks * 4)
+    kb_coords = [Coords(lx.evaluate(r.row, {}), lx.evaluate(r.byte, {}), 0, r.width, "read") for r in kb_reads]
+    layout_kb, bad_kb = choose_swizzle(LdsLayout(BLOCK, p.head_dim * 2, 16), kb_coords, target.name,
+                                       target.lds_banks * 4)
+    if bad or bad_kb:
+        raise SpecError("params.dq_atomic: no swizzle makes the dS / key-block accesses free of bank conflicts")
+    return Plan(**{**plan.__dict__, "layout_ds": layout_ds, "layout_kb": layout_kb})
 
 
 # ================================================================================== registry hooks
@@ -206,6 +253,9 @@ def launch(p, target) -> LaunchInfo:
                TensorParam("dO", p.dtype, qs), TensorParam("DELTA", "f32", rs), TensorParam("LSE2", "f32", rs)]
     outs = {"dQ": q} if dq else {"dK": kv, "dV": kv}
     tensors += [TensorParam(n, p.dtype, qs if n == "dQ" else ks, "out") for n in outs]
+    if p.dq_atomic:
+        tensors.append(TensorParam("dQacc", "f32", qs, "inout"))      # zeroed by the caller; += scale dS·K
+        outs = {**outs, "dQacc": q}
     if p.varlen:
         tensors += [TensorParam("cu_seqlens_q", "i32", ("b1",)), TensorParam("cu_seqlens_k", "i32", ("b1",))]
     kernargs = {"group": "h // max(h_kv, 1)", **sizes, **lse}
@@ -278,6 +328,9 @@ class BackwardKernel:
         outs = ROLES[pl.part][2]
         for n in outs:
             k.args.pointer(n, pl.dtype, "write_only")
+        if pl.dq_atomic:
+            k.args.pointer("dQacc", "f32", "read_write")
+            outs = outs + ("dQacc",)
         if pl.varlen:
             k.args.pointer("cu_seqlens_q", "i32", "read_only")
             k.args.pointer("cu_seqlens_k", "i32", "read_only")
@@ -289,6 +342,7 @@ class BackwardKernel:
         k.args.value("softmax_scale", "f32")
         # the streamed operands' windows walk the tiles (and dkdv's DELTA/LSE2 with them): tracked
         walk = ROLES[pl.part][1] + (() if self.dq else ("DELTA", "LSE2"))
+        walk += ("dQacc",) if pl.dq_atomic else ()
         self.rsrc = {n: BufferResource(k, n, tracked=n in walk) for n in ("Q", "K", "V", "dO", "DELTA", "LSE2") + outs}
         for n, r in self.rsrc.items():
             r.load_pointer(k.args[n].offset)
@@ -407,6 +461,11 @@ class BackwardKernel:
             k.buffer_load_dword(self.row_stats[0], voff, self.rsrc["LSE2"].regs, 0, offen=True, comment="LSE2")
             k.buffer_load_dword(self.row_stats[1], voff, self.rsrc["DELTA"].regs, 0, offen=True, comment="DELTA")
         k.wait(vmcnt=0, why="the resident rows are in registers (before the copies start counting)")
+        # strides no longer needed: the resident operands' (the atomic dQ's key block still reads k_sn) and
+        # the outputs' batch and head strides (their stores need only the token stride)
+        done = [f"{n.lower()}_{x}" for n in names for x in ("sb", "sh", "sn")]
+        done += [f"{n.lower()}_{x}" for n in outs for x in ("sb", "sh")]
+        k.free(*(s[n] for n in done if not (n == "k_sn" and pl.dq_atomic)))
         if self.dq:
             for i in range(2):
                 k.v_xor_b32(self.row_stats[i], 0x80000000, self.row_stats[i], comment="negated: -LSE2, -DELTA")
@@ -439,6 +498,60 @@ class BackwardKernel:
             em = lx.Emitter(k, self.lane)
             prim.setup(em)
             em.free()
+        if pl.dq_atomic:
+            self.atomic_setup(wave)
+
+    def atomic_setup(self, wave):
+        """dq_atomic: the dS tile and the key block in LDS (the block copied once, now), the per-lane
+        addresses of the dS writes, of the dS-row and Kᵀ reads, and of the atomic adds."""
+        k, pl, s = self.k, self.plan, self.s
+        assert pl.layout_ds is not None and pl.layout_kb is not None
+        self.lds_ds = k.lds(pl.layout_ds.size, "dS_tile")
+        self.lds_kb = k.lds(pl.layout_kb.size, "K_block")
+        kpitch_reg = k.sgpr(1, "K_row_bytes")
+        k.s_lshl_b32(kpitch_reg, s["k_sn"], 1)
+        kpitch = lx.uniform("K_row_bytes", 1 << 31, kpitch_reg)
+        gkb = GlobalToLds(k, "Kblk", pl.layout_kb, [self.lds_kb], self.rsrc["K"], pl.dma_width, WAVES, wave,
+                          global_offset=lambda row, byte: row * kpitch + byte)
+        em = lx.Emitter(k, self.lane)
+        gkb.setup(em)
+        em.free()
+        k.comment("the block's keys -> LDS once (Kᵀ of dQ += dS·K); waited for by the first tile's barrier")
+        emit(merge([], gkb.ops(0)))
+        gkb.release()
+        k.free(kpitch_reg)
+        row0 = lx.uniform("wave_row0", BLOCK, self.wave_row0)
+        ds_reads, kb_reads = pl.dq_reads([self.lds_ds], [self.lds_kb], row0)
+        envs = [{"wave_row0": ROWS * w} for w in range(WAVES)]
+        for r in ds_reads:
+            r.bind({"wave_row0": self.wave_row0})
+        self.rd_ds = DsReads(k, "dS_rows", ds_reads, envs)
+        self.rd_kb = DsReads(k, "K_t", kb_reads, [{}])
+        writes = pl.ds_writes(self.lds_ds, row0)
+        self.ds_waddr = k.vgpr(len(writes), "dS_write_addr", kernel=True)
+        self.ds_wlanes = []
+        em = lx.Emitter(k, self.lane)
+        for i, (f, addr) in enumerate(writes):
+            em.emit(lx.bind(addr, {"wave_row0": self.wave_row0}), dst=self.ds_waddr[i],
+                    comment=f"LDS address of this lane's dS values of fragment {f} (4 queries of its key)")
+            self.ds_wlanes.append([lx.evaluate(addr, e) for e in envs])
+        em.free()
+        for prim in (self.rd_ds, self.rd_kb):
+            em = lx.Emitter(k, self.lane)
+            prim.setup(em)
+            em.free()
+        # the atomic adds: row wave_row0 + L%16 of the tile, 4 consecutive d from 16 fd + 4 (L / 16)
+        self.dq_off = k.vgpr(1, "dQacc_off", kernel=True)
+        pitch_reg = k.sgpr(1, "dQacc_row_bytes")
+        k.s_lshl_b32(pitch_reg, s["dqacc_sn"], 2)
+        em = lx.Emitter(k, self.lane)
+        L = lx.lane()
+        em.emit((row0 + L % 16) * lx.uniform("dQacc_row_bytes", 1 << 31, pitch_reg) + (L // 16) * 16,
+                dst=self.dq_off, comment="dQacc: this lane's row, its first d of a fragment (bytes)")
+        em.free()
+        self.dq_step = k.sgpr(1, "dQacc_tile_bytes", kernel=True)
+        k.s_lshl_b32(self.dq_step, pitch_reg, 6, comment="dQacc: one tile of rows in bytes")
+        k.free(pitch_reg)
 
     def registers(self):
         k, pl = self.k, self.plan
@@ -470,6 +583,10 @@ class BackwardKernel:
             k.v_mov_b32(self.minus1[1], -1.0)
         self.packer = Converter(k, pl.dtype)
         self.t_index = k.sgpr(1, "tile_index", kernel=True)
+        if pl.dq_atomic:
+            self.dS_rows = FragmentRegs(k, "dS_rows", 1, pl.t_slices, pl.acc_op.regs)
+            self.dS_rows_hi = FragmentRegs(k, "dS_rows_hi16", 1, pl.t_slices, pl.acc_op.regs) if u16 else None
+            self.dq_part = Accumulators(k, "dQ_part", 1, pl.d_frags, 4)
 
     # ------------------------------------------------------------------ windows of the streamed operands
     def stream_windows(self, head: Reg):
@@ -478,7 +595,7 @@ class BackwardKernel:
         k, pl, s = self.k, self.plan, self.s
         b = k.workgroup_id["z"]
         start, length = (self.start_k, self.len_k) if self.dq else (self.start_q, self.len_q)
-        names = ROLES[pl.part][1] + (() if self.dq else ("DELTA", "LSE2"))
+        names = ROLES[pl.part][1] + (() if self.dq else ("DELTA", "LSE2")) + (("dQacc",) if pl.dq_atomic else ())
         if not self.dq:
             # each head's pass starts from the tensors' pointers again (the last pass moved the bases)
             for n in names:
@@ -499,6 +616,10 @@ class BackwardKernel:
                 strided_window(k, self.rsrc[n], ((b, s["lse_sb"]), (head, s["lse_sh"]), (t[0], one)),
                                rows_left=t[1], row_stride=one, elem_bytes=4, why=f"{n} window")
             k.free(one)
+        if pl.dq_atomic:
+            strided_window(k, self.rsrc["dQacc"], ((b, s["dqacc_sb"]), (head, s["dqacc_sh"]),
+                                                   (t[0], s["dqacc_sn"])),
+                           rows_left=t[1], row_stride=s["dqacc_sn"], elem_bytes=4, why="dQacc window")
         k.free(t)
         k.s_mov_b32(self.t_index, self.t_first, comment="index of the streamed tile in hand")
 
@@ -598,6 +719,8 @@ class BackwardKernel:
         else:
             self.transposed_product("dV", second, stage, self.P, "P")
             self.transposed_product("dK", first, stage, self.dS, "dS")
+            if pl.dq_atomic:
+                self.atomic_dq()
         k.s_add_u32(self.t_index, self.t_index, 1, comment="next streamed tile")
 
     def load_colstats(self):
@@ -613,9 +736,13 @@ class BackwardKernel:
                 regs = self.colstats[(i * pl.tile_frags + f) * 4:(i * pl.tile_frags + f) * 4 + 4]
                 k.buffer_load_dwordx4(regs, voff, self.rsrc[n].regs, 0, offen=True, offset=f * 64,
                                       comment=f"{n} of fragment {f}'s queries")
+        if not pl.dq_atomic:          # dq_atomic: later, where its SALU fills an MFMA -> AGPR-read gap
+            self.advance_colstats()
+        k.free(voff)
+
+    def advance_colstats(self):
         for n in ("LSE2", "DELTA"):
             self.rsrc[n].advance(TILE * 4, f"{n}: window to the next tile")
-        k.free(voff)
 
     def mask(self):
         """Causal: logits of (query, key) pairs with key > query + n_kv - n_q -> -inf (P = 0 there)."""
@@ -688,6 +815,61 @@ class BackwardKernel:
             self.packer.pack(d[0], dp_t[0], dp_t[1])
             self.packer.pack(d[1], dp_t[2], dp_t[3])
 
+    def atomic_dq(self):
+        """dq_atomic: dSᵀ of every wave -> the LDS dS tile; each wave then computes its 16 queries' dQ over
+        the block's 64 keys (dS rows and Kᵀ read transposed) and adds scale · dQ into dQacc with
+        ``buffer_atomic_add_f32`` (the next tile's barrier keeps the next dS write behind these reads)."""
+        k, pl = self.k, self.plan
+        per = pl.acc_op.slice_k // 16
+        k.comment("dQ += scale dS·K, atomically: dSᵀ -> LDS, transposed back per wave")
+        for i in range(pl.tile_frags):
+            sl, j = i // per, (i % per) * 2
+            inst = k.ds_write_b64(self.ds_waddr[i], self.dS.slice(0, sl)[j:j + 2], lanes=self.ds_wlanes[i],
+                                  comment=f"dS of this lane's key, queries of fragment {i}")
+            inst.lds = (self.lds_ds.offset, self.lds_ds.offset + self.lds_ds.size)
+        k.wait(lgkmcnt=0, why="this wave's dS is in LDS")
+        k.barrier(why="every wave's dS of the tile is in LDS")
+        ops = []
+        for sl in range(pl.t_slices):
+            hi = self.dS_rows_hi.slice(0, sl) if self.dS_rows_hi is not None else None
+            ops += self.rd_ds.fragment_ops(0, 0, sl, self.dS_rows.slice(0, sl), hi)
+        emit(ops)
+        for c0 in range(0, pl.d_frags, pl.t_chunk):
+            ops = []
+            for sl in range(pl.t_slices):
+                for j in range(pl.t_chunk):
+                    hi = self.Thi.slice(j, sl) if self.Thi is not None else None
+                    ops += self.rd_kb.fragment_ops(0, c0 + j, sl, self.T.slice(j, sl), hi)
+            emit(ops)
+            k.wait(lgkmcnt=0, why=f"dS rows and Kᵀ (d-fragments {c0}..) are in registers")
+            if self.Thi is not None:
+                for sl in range(pl.t_slices):
+                    if c0 == 0 and self.dS_rows_hi is not None:
+                        join_u16_pairs(k, self.dS_rows.slice(0, sl), self.dS_rows_hi.slice(0, sl), pl.acc_op.regs,
+                                       f"dS rows slice {sl}")
+                    for j in range(pl.t_chunk):
+                        join_u16_pairs(k, self.T.slice(j, sl), self.Thi.slice(j, sl), pl.acc_op.regs,
+                                       f"Kᵀ[{c0 + j}] slice {sl}")
+            emit(mma_ops(k, pl.mfma, pl.acc_op, lambda fm, fd, c0=c0: self.dq_part.tile(fm, c0 + fd),
+                         self.dS_rows.slice, self.T.slice, [0], range(pl.t_chunk), range(pl.t_slices),
+                         zero_first=True, names=("dQ_part", "dS", "K")))
+        # the DELTA/LSE2 windows move on here: 8 SALU between the last MFMA and the first AGPR read of its
+        # accumulators (a 4-pass MFMA's result needs 8 wait states), instead of an s_nop
+        self.advance_colstats()
+        tmp = k.vgpr(4, "dq_vals")
+        scale = self.s["softmax_scale"]
+        for fd in range(pl.d_frags):
+            tile = self.dq_part.tile(0, fd)
+            for r in range(4):
+                k.v_accvgpr_read_b32(tmp[r], tile[r])
+            for r in range(4):
+                k.v_mul_f32(tmp[r], scale, tmp[r], comment="times softmax_scale" if r == 0 else None)
+            for r in range(4):
+                k.buffer_atomic_add_f32(tmp[r], self.dq_off, self.rsrc["dQacc"].regs, 0, offen=True,
+                                        offset=fd * 64 + r * 4, comment=f"dQacc[row][{16 * fd} + 4g + {r}] +=")
+        k.free(tmp)
+        self.rsrc["dQacc"].advance(self.dq_step, "dQacc: window to the next tile")
+
     def dma_per_tile(self) -> int:
         return sum(g.blocks_per_wave for g in self.g.values())
 
@@ -718,6 +900,10 @@ class BackwardKernel:
         k.wait(vmcnt=0, lgkmcnt=0, why="all copies and reads are done before the stores")
         for prim in list(self.g.values()) + list(self.rd_k.values()) + list(self.rd_t.values()):
             prim.release()
+        if pl.dq_atomic:
+            self.rd_ds.release()
+            self.rd_kb.release()
+            k.free(self.ds_waddr, self.dq_off)
         scale = k.vgpr(1, "softmax_scale_v")
         k.v_mov_b32(scale, self.s["softmax_scale"])
         row0 = lx.uniform("wave_row0", BLOCK, self.wave_row0)

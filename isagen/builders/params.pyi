@@ -54,6 +54,9 @@ class AttentionBwdParams(Params):
     #: dkdv: dK and dV per KV block (loops over the query tiles of every head of the GQA group); dq: dQ per query block
     #: (loops over the KV tiles)
     part: str = 'dkdv'
+    #: part dkdv also adds each tile's dQ into an fp32 buffer with buffer_atomic_add_f32 (no dq pass; the order of the
+    #: sums varies on a GPU)
+    dq_atomic: bool = False
 
 @dataclass(frozen=True)
 class ElementwiseParams(Params):

@@ -147,7 +147,8 @@ def tr16_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_cols, 
     return out
 
 
-def key_order_tr16_reads(name: str, layout: LdsLayout, stages, d_cols, slices) -> list[ReadInst]:
+def key_order_tr16_reads(name: str, layout: LdsLayout, stages, d_cols, slices, col0: lx.Expr | None = None
+                         ) -> list[ReadInst]:
     """The B operand of ``O += P·V`` (rows = d, k = keys) from a key-major tile with ``ds_read_b64_tr_b16``,
     the keys in the order the lane's P holds them when P is a 16x16 MFMA accumulator turned operand.
 
@@ -156,16 +157,18 @@ def key_order_tr16_reads(name: str, layout: LdsLayout, stages, d_cols, slices) -
     MFMA) is tiles ``2s`` and ``2s + 1``, so part ``h`` of the V slice brings keys ``16 (2s + h) + 4 g +
     [0, 4)`` of the lane's column ``d``.  A transposing read gives destination lane ``i`` of a 16-lane
     block element ``e`` of source lane ``4e + i/4``: source lane ``src`` reads key row ``.. + src/4`` at
-    columns ``(src % 4) * 4 ..``, which lands column ``i``, keys ``e = 0..3``, in lane ``i``."""
+    columns ``(src % 4) * 4 ..``, which lands column ``i``, keys ``e = 0..3``, in lane ``i``.  ``col0``: a
+    wave-uniform first column added to ``d_cols`` (a lane expression; 0 by default)."""
     L = lx.lane()
     g, src = L // 16, L % 16
+
     out = []
     for st, region in enumerate(stages):
         for f, c in enumerate(d_cols):
             for s in slices:
                 for h in range(2):
                     krow = src // 4 + g * 4 + 16 * (2 * s + h)
-                    n = (src % 4) * 4 + c
+                    n = (src % 4) * 4 + c if col0 is None else (src % 4) * 4 + c + col0
                     out.append(ReadInst((st, f, s, h), krow, n * 2, region.offset, layout, "ds_read_b64_tr_b16",
                                         (region.offset, region.offset + region.size),
                                         f"{name}[{f}] keys {32 * s + 16 * h}.. <- lds_{region.name} (transposed)"))

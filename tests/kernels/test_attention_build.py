@@ -114,13 +114,14 @@ BWD_SPEC = bundled_specs_dir() / "attention_bwd_bf16.yaml"
 BWD_MODES = ([dict(part=p, dtype="bf16", head_dim=d, causal=c, varlen=False)
               for p, d, c in itertools.product(("dkdv", "dq"), (64, 128), (False, True))]
              + [dict(part=p, dtype="f16", head_dim=128, causal=False, varlen=False) for p in ("dkdv", "dq")]
-             + [dict(part=p, dtype="bf16", head_dim=64, causal=True, varlen=True) for p in ("dkdv", "dq")])
+             + [dict(part=p, dtype="bf16", head_dim=64, causal=True, varlen=True) for p in ("dkdv", "dq")]
+             + [dict(part="dkdv", dtype="bf16", head_dim=64, causal=True, varlen=False, dq_atomic=True)])
 BWD_CASES = [(t, m) for t in ("gfx942", "gfx950") for m in BWD_MODES]
 
 
 def _bwd_id(t, m):
     return (f"{t}-{m['part']}-{m['dtype']}-d{m['head_dim']}{'-causal' if m['causal'] else ''}"
-            f"{'-varlen' if m['varlen'] else ''}")
+            f"{'-varlen' if m['varlen'] else ''}{'-atomic' if m.get('dq_atomic') else ''}")
 
 
 @pytest.mark.parametrize("target,mode", BWD_CASES, ids=[_bwd_id(t, m) for t, m in BWD_CASES])
@@ -141,7 +142,7 @@ def test_backward_builds_with_a_clean_hot_loop(target, mode):
     for body in loops:
         assert sum(i.unit == "mfma" for i in body) == 2 * plan.mfmas_per_tile
         assert not [i for i in body if i.name == "s_nop"]
-        assert sum(i.name == "s_barrier" for i in body) == 2
+        assert sum(i.name == "s_barrier" for i in body) == 2 * (1 + bool(mode.get("dq_atomic")))   # + the dS tile's
         assert not [i for i in body if i.name in ("v_cmp_gt_i32", "v_cmp_le_i32")], "the hot loop must not mask"
     lds = [it for it in program.items
            if {"lds_read", "lds_write", "lds_dma"} & set(getattr(getattr(it, "desc", None), "flags", ()))]

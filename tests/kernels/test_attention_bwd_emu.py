@@ -53,3 +53,32 @@ def test_backward_parts_match_their_formula(target, b, h, h_kv, n_q, n_kv, d, ca
             # fp32 sums of products of bf16 operands, one bf16 rounding of the result
             bound = 2 ** -8 * ref.abs() + 2 ** -7 * ref.abs().amax() / 8 + 1e-6
             assert (err <= bound).all(), (part, float(err.max()), float(ref.abs().max()))
+
+
+ATOMIC_CASES = [c for c in CASES if not (c[0] == "gfx942" and c[6] == 128)]     # LDS: gfx942 fits D=64 only
+
+
+@pytest.mark.parametrize("target,b,h,h_kv,n_q,n_kv,d,causal", ATOMIC_CASES,
+                         ids=[f"{c[0]}-{c[2]}x{c[3]}-{c[4]}x{c[5]}-d{c[6]}{'-causal' if c[7] else ''}"
+                              for c in ATOMIC_CASES])
+def test_atomic_dq_matches_the_dq_formula(target, b, h, h_kv, n_q, n_kv, d, causal):
+    """dq_atomic: the dkdv kernel adds scale dS·K into a zeroed fp32 buffer with buffer_atomic_add_f32,
+    every (key block, query tile, head) once; dK and dV are unchanged."""
+    q, k, v, do, delta, lse2, scale = _inputs(b, h, h_kv, n_q, n_kv, d, causal, seed=3)
+    kern = isagen.build("attention_bwd_bf16", target, head_dim=d, causal=causal, part="dkdv", dq_atomic=True)
+    dk, dv, dq_acc = torch.full_like(k, math.nan), torch.full_like(v, math.nan), torch.zeros(q.shape)
+    kern.run(q, k, v, do, delta, lse2, dk, dv, dq_acc, softmax_scale=scale, backend="emu")
+    want_dq = backward_part_reference(q, k, v, do, delta, lse2, causal, scale, "dq", "bf16")
+    # fp32 sums of bf16 products, no output rounding: far inside one bf16 ulp
+    assert ((dq_acc.double() - want_dq).abs() <= 1e-5 * want_dq.abs().amax() + 1e-6).all()
+    want_dk, want_dv = backward_part_reference(q, k, v, do, delta, lse2, causal, scale, "dkdv", "bf16")
+    for got, ref in ((dk, want_dk), (dv, want_dv)):
+        assert ((got.double() - ref).abs() <= 2 ** -8 * ref.abs() + 2 ** -7 * ref.abs().amax() / 8 + 1e-6).all()
+
+
+def test_atomic_dq_is_refused_where_lds_is_short():
+    from isagen.errors import SpecError
+    with pytest.raises(SpecError, match="dq_atomic.*65536"):
+        isagen.build("attention_bwd_bf16", "gfx942", part="dkdv", dq_atomic=True, head_dim=128)
+    with pytest.raises(SpecError, match="dq_atomic: only part dkdv"):
+        isagen.build("attention_bwd_bf16", "gfx950", part="dq", dq_atomic=True)
