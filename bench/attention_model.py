@@ -287,12 +287,12 @@ BWD_SPEC = ROOT / "specs" / "attention_bwd_bf16.yaml"
 BWD_TARGET = {"gfx950": 0.75}          # issue 15: modelled MFMA share at D=128 on gfx950 (issue's metric)
 
 
-def model_backward(target: str, head_dim: int, dtype: str, part: str) -> dict:
+def model_backward(target: str, head_dim: int, dtype: str, part: str, dq_atomic: bool = False) -> dict:
     """One backward kernel (``part`` dkdv or dq, non-causal): its hot loop ``bwdloop`` per SIMD per
     streamed tile of 64 rows, with the forward's metrics; no lazy block here."""
     from isagen.kernels import attention_bwd as bwd
     spec = load_specs([str(BWD_SPEC)], overrides=[f"head_dim={head_dim}", f"dtype={dtype}", f"part={part}",
-                                                  "causal=false"])[0]
+                                                  "causal=false", f"dq_atomic={str(dq_atomic).lower()}"])[0]
     program = spec.build(target)
     plan = bwd.make_plan(spec.params, target)
     loops = bwd.hot_loops(program)
@@ -302,9 +302,10 @@ def model_backward(target: str, head_dim: int, dtype: str, part: str) -> dict:
     waves_per_simd = program.occupancy()["waves_per_simd"]
     m = metrics(body, waves_per_simd)
     # FLOPs per streamed tile per workgroup: 64 resident x 64 streamed rows, 2·D each, per product
-    products = 4 if part == "dkdv" else 3
+    products = (4 + dq_atomic) if part == "dkdv" else 3
     flops = products * 2 * bwd.BLOCK * bwd.TILE * head_dim
-    return {"spec": spec.name, "target": target, "part": part, "dtype": dtype, "head_dim": head_dim,
+    return {"spec": spec.name, "target": target, "part": part + ("+atomic dQ" if dq_atomic else ""),
+            "dtype": dtype, "head_dim": head_dim,
             "mfma": plan.mfma.mnemonic, "t_read": plan.t_read, "waves_per_simd": waves_per_simd,
             "vgprs": program.vgprs, "agprs": program.agprs, "lds_bytes_per_workgroup": program.lds_bytes,
             "hot_loop_nops": sum(i.name == "s_nop" for i in body), "mfmas_per_tile_plan": plan.mfmas_per_tile,
@@ -319,7 +320,8 @@ def markdown_backward(rows: list[dict]) -> str:
            "allows).  Non-causal (the causal band runs a masked copy of the same body).  The deterministic "
            "backward runs two kernels: dkdv computes S, dP, dV and dK (4 products per tile), dq recomputes S "
            "and dP and computes dQ (3): 14·N_q·N_kv·D MFMA FLOPs for the 10·N_q·N_kv·D (2.5x the forward's) "
-           "the backward needs, so the useful share of MFMA time is 10/14 of the figures below.", "",
+           "the backward needs, so the useful share of MFMA time is 10/14 of the figures below; with `dq_atomic` "
+           "the dkdv kernel does all five products (10·N_q·N_kv·D) and no dq pass runs.", "",
            "| target | kernel | D | dtype | waves/SIMD | VGPR + AGPR | MFMA busy | other issue | issue's metric: "
            "serial / overlapped | VALU-bound | throughput: overlapped | s_nop | target (serial, D=128) |",
            "|---|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|---|"]
@@ -438,6 +440,8 @@ def main(argv=None) -> int:
             for part in ("dkdv", "dq"):
                 r = model_backward(target, d, "bf16", part)
                 brows.append(r)
+                if part == "dkdv" and (target, d) != ("gfx942", 128):       # LDS: see docs/attention.md
+                    brows.append(model_backward(target, d, "bf16", part, dq_atomic=True))
                 s = r["steady"]
                 print(f"backward {target} {part} D={d:3d}: MFMA share {s['mfma_share_serial']:.2f} serial / "
                       f"{s['mfma_share_overlapped']:.2f} overlapped; "
