@@ -210,13 +210,18 @@ def mask_columns(k, S, limits: Reg, keep: str = "below") -> None:
         raise ValueError(f"keep must be 'below' or 'from', not {keep!r}")
     ninf = k.vgpr(1, "neg_inf")
     k.v_mov_b32(ninf, NEG_INF)
-    for fm in range(S.frags_m):
-        for fn in range(S.frags_n):
-            tile = S.tile(fm, fn)
-            for r in range(4):
-                if keep == "below":
-                    k.v_cmp_gt_i32(VCC, limits[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: column visible?")
-                else:
-                    k.v_cmp_le_i32(VCC, limits[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: column visible?")
-                k.v_cndmask_b32(tile[r], ninf, tile[r], VCC)
-    k.free(ninf)
+    # three masks in rotation, each compare two steps ahead of its select: a VALU-written mask read by
+    # v_cndmask needs 2 wait states, which the other values' compares and selects fill (no s_nop)
+    pairs = k.sgpr(4, "mask_pairs", align=2)
+    masks = (VCC, pairs[0:2], pairs[2:4])
+    cells = [(fm, fn, r) for fm in range(S.frags_m) for fn in range(S.frags_n) for r in range(4)]
+    for i in range(len(cells) + 2):
+        if i < len(cells):
+            fm, fn, r = cells[i]
+            cmp = k.v_cmp_gt_i32 if keep == "below" else k.v_cmp_le_i32
+            cmp(masks[i % 3], limits[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: column visible?")
+        if i >= 2:
+            fm, fn, r = cells[i - 2]
+            reg = S.tile(fm, fn)[r]
+            k.v_cndmask_b32(reg, ninf, reg, masks[(i - 2) % 3], comment=f"S[{fm}][{fn}].{r}: -inf where hidden")
+    k.free(ninf, pairs)
