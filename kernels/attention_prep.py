@@ -11,8 +11,9 @@ probabilities as ``P = exp2(S·c − LSE2)`` (``c = softmax_scale·log2 e``) and
   a row that saw no key then gets ``P = exp2(S·c − inf) = 0`` instead of ``exp2(inf − inf) = NaN``.
 
 **Layout.**  A row of D 16-bit elements is ``D/8`` lanes of 16 bytes (``buffer_load_dwordx4``); a
-wave holds ``64 / (D/8)`` rows at a time and a workgroup of 4 waves takes ``ROWS = 64`` consecutive
-rows of one (batch, head) in ``D/32`` passes (all loads issued before the first use).  The lane
+wave holds ``64 / (D/8)`` rows at a time and a workgroup of 4 waves takes ``ROWS = 128`` consecutive
+rows of one (batch, head) in ``D/16`` passes (all loads issued before the first use; at least 4 passes
+so that the DPP steps of one pass's sum fill the wait states of the others').  The lane
 group's sums meet by DPP within the wave (``isagen.prims.reduce.group_reduce``); the group's first
 lane stores the row's two results.
 
@@ -37,7 +38,7 @@ from isagen.tiles.window import strided_window
 
 WAVES = 4
 LANES = 64
-ROWS = 64                         # query rows per workgroup (the launch grid's block)
+ROWS = 128                        # query rows per workgroup (the launch grid's block)
 LANE_BYTES = 16                   # one buffer_load_dwordx4 per lane per row and tensor
 MAX_SEQ = 1 << 24
 NEG_INF_CLASS = 1 << 2            # v_cmp_class_f32 mask bit of -inf
@@ -150,10 +151,10 @@ class _PrepKernel:
             self.s[n] = k.sgpr(1, n, kernel=True)
             k.s_load_dword(self.s[n], k.kernarg_ptr, k.args[n].offset, comment=n)
         self.lane = k.vgpr(1, "lane", kernel=True)
-        k.v_and_b32(self.lane, LANES - 1, k.tid, comment="lane within the wave")
         self.wave = k.sgpr(1, "wave", kernel=True)
         t = k.vgpr(1, "wave_tmp")
         k.v_lshrrev_b32(t, 6, k.tid, comment="wave within the workgroup")
+        k.v_and_b32(self.lane, LANES - 1, k.tid, comment="lane within the wave (fills the wait state before the read)")
         k.v_readfirstlane_b32(self.wave, t)
         k.free(t, k.tid)
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
@@ -272,12 +273,16 @@ class _PrepKernel:
         conv.release()
         group_reduce(k, acc, "add", self.group, [f"DELTA {i}" for i in range(n)])
         inf = k.vgpr(1, "plus_inf")
+        keyless = [k.sgpr(2, f"keyless{i}", align=2) for i in range(n)]
+        for i in range(n):      # all compares first: no mask is read right after it is written
+            k.v_cmp_class_f32(keyless[i], lse[i], NEG_INF_CLASS, comment=f"pass {i}: rows whose LSE is -inf (no key)")
         k.v_mov_b32(inf, POS_INF, comment="+inf: LSE2 of a row that saw no key")
         for i in range(n):
-            k.v_cmp_class_f32(VCC, lse[i], NEG_INF_CLASS, comment=f"vcc: pass {i}'s LSE is -inf (no key)")
             k.v_mul_f32(lse[i], LOG2E, lse[i], comment="LSE2 = LSE * log2(e)")
-            k.v_cndmask_b32(lse[i], lse[i], inf, VCC, comment="... +inf where LSE is -inf: P = exp2(S c - inf) = 0")
-        k.free(inf)
+        for i in range(n):
+            k.v_cndmask_b32(lse[i], lse[i], inf, keyless[i],
+                            comment=f"pass {i}: +inf where LSE is -inf, so that P = exp2(S c - inf) = 0")
+        k.free(inf, *keyless)
         for i in range(n):
             k.buffer_store_dword(acc[i], self.store_off[i], self.r["DELTA"].regs, 0, offen=True,
                                  comment=f"DELTA, pass {i}")

@@ -556,7 +556,7 @@ def attention_tolerance_check(o, lse, q, k, v, causal=False, softmax_scale=None,
 # written by exactly one workgroup in a fixed order: two runs give the same bits.
 BWD_SPEC = "attention_bwd_bf16"
 PREP_SPEC = "attention_bwd_prep_bf16"
-PREP_ROWS = 64                      # query rows per workgroup of the prep kernel (its interface)
+PREP_ROWS = 128                     # query rows per workgroup of the prep kernel (its interface)
 BWD_BLOCK = 128                     # rows per workgroup of the main kernels: keys (dkdv), queries (dq)
 GRAD_FACTOR = 2.0                   # dq, dk, dv error <= GRAD_FACTOR x torch's own low-precision backward's ...
 GRAD_ATOL = 1e-4                    # ... + this (fp32 sums whose exact value torch may hit by luck)
