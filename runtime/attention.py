@@ -31,6 +31,12 @@ logsumexp of the scaled scores in float32.  A query row that sees no key (causal
 N_kv = 0) gives ``o = 0`` (torch SDPA's safe softmax since PyTorch 2.5) and ``lse = -inf``
 (``torch.logsumexp`` of nothing).
 
+Backward (issue 15): ``attention`` is differentiable (``o.backward(do)`` fills q, k and v's ``.grad``;
+``lse`` is a non-differentiable output), and ``attention_backward(do, q, k, v, o, lse, ...) -> (dq, dk,
+dv)`` runs the prep kernel (``attention_bwd_prep``: DELTA = rowsum(dO * O), LSE2 = LSE * log2 e, +inf for
+-inf) and the two deterministic main kernels (``attention_bwd`` parts dkdv and dq); see the section
+"backward" below and docs/attention.md, "Backward: Python API".
+
 ``attention_reference`` is the same function in float64 from explicit masks (the tests' reference);
 ``torch_attention`` is torch's own SDPA in the inputs' precision; ``attention_error_bounds`` and
 ``attention_tolerance_check`` hold the tolerance of flash-attn's tests (the kernel's error at most twice
