@@ -332,6 +332,26 @@ def test_prep_kernel_contract(target, dtype, d, dims):
     assert torch.equal(lse2[fin], (lse * torch.tensor(1 / math.log(2), dtype=torch.float32))[fin])
 
 
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_prep_kernel_varlen_contract(target):
+    """The varlen contract (O (total_q, H, D), LSE (H, total_q)): empty sequences, a one-token one and one
+    of two row blocks; rows of -inf LSE."""
+    lens = [3, 0, 1, 0, 130]
+    total, h, d = sum(lens), 2, 64
+    o, do = _randn(total, h, d, dtype=F16, seed=1), _randn(total, h, d, dtype=F16, seed=2)
+    lse = _randn(h, total, dtype=torch.float32, seed=3)
+    lse[:, 1::5] = -math.inf
+    kernel = isagen.build("attention_bwd_prep_bf16", target, dtype="f16", head_dim=d, varlen=True)
+    delta, lse2 = torch.full((h, total), math.nan), torch.full((h, total), math.nan)
+    kernel.run(O=o, dO=do, LSE=lse, DELTA=delta, LSE2=lse2, cu_seqlens_q=_cu(*lens), backend="emu")
+    want_delta, want_lse2 = attention_bwd_prep_reference(o, do, lse, "thd")
+    bound_delta, _ = attn.attention_bwd_prep_error_bounds(o, do, lse, "thd")
+    assert ((delta.double() - want_delta).abs() <= bound_delta).all()
+    fin = torch.isfinite(want_lse2)
+    assert torch.equal(torch.isposinf(lse2), ~fin)
+    assert torch.equal(lse2[fin], (lse * torch.tensor(1 / math.log(2), dtype=torch.float32))[fin])
+
+
 def test_prep_error_bounds_fail_planted_errors():
     o, do = _randn(1, 2, 9, 64, seed=1), _randn(1, 2, 9, 64, seed=2)
     lse = _randn(1, 2, 9, dtype=torch.float32, seed=3)
@@ -688,14 +708,17 @@ KERNEL_CASES = [
     ("gfx950", F16, (1, 2, 1, 1, 1, 64), False, None, "bhnd"),                           # N = 1
     ("gfx942", BF16, (None, 2, 1, None, None, 64), True, ([5, 0, 1, 20], [7, 3, 1, 17]), "bhnd"),
 ]
+# every (target, dtype, head dim, causal) once, the shapes and layouts alternating; varlen per target and D
+_SHAPES = [(2, 4, 1, 100, 64, "bnhd"), (1, 4, 4, 64, 130, "bhnd"), (1, 4, 2, 17, 17, "bhnd")]
 SLOW_CASES = [
     (target, dtype, (b, hq, hkv, n, n2, d), causal, None, layout)
-    for target in ("gfx942", "gfx950") for dtype in (BF16, F16) for d in (64, 128) for causal in (False, True)
-    for (b, hq, hkv, n, n2, layout) in [(2, 4, 1, 100, 64, "bnhd"), (1, 4, 4, 64, 130, "bhnd"),
-                                        (1, 4, 2, 17, 17, "bhnd")]
+    for i, (target, dtype, d, causal) in enumerate(itertools.product(("gfx942", "gfx950"), (BF16, F16), (64, 128),
+                                                                      (False, True)))
+    for (b, hq, hkv, n, n2, layout) in [_SHAPES[i % 3]]
 ] + [
-    (target, dtype, (None, 4, 2, None, None, d), causal, ([100, 1, 0, 64], [64, 17, 5, 100]), "bhnd")
-    for target in ("gfx942", "gfx950") for dtype in (BF16, F16) for d in (64, 128) for causal in (False, True)
+    (target, (BF16, F16)[i % 2], (None, 4, 2, None, None, d), bool(i // 2 % 2), ([100, 1, 0, 64], [64, 17, 5, 100]),
+     "bhnd")
+    for i, (target, d) in enumerate(itertools.product(("gfx942", "gfx950"), (64, 128)))
 ]
 
 
