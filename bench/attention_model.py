@@ -282,6 +282,63 @@ def model(target: str, head_dim: int, dtype: str) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------------- backward
+BWD_SPEC = ROOT / "specs" / "attention_bwd_bf16.yaml"
+BWD_TARGET = {"gfx950": 0.75}          # issue 15: modelled MFMA share at D=128 on gfx950 (issue's metric)
+
+
+def model_backward(target: str, head_dim: int, dtype: str, part: str) -> dict:
+    """One backward kernel (``part`` dkdv or dq, non-causal): its hot loop ``bwdloop`` per SIMD per
+    streamed tile of 64 rows, with the forward's metrics; no lazy block here."""
+    from isagen.kernels import attention_bwd as bwd
+    spec = load_specs([str(BWD_SPEC)], overrides=[f"head_dim={head_dim}", f"dtype={dtype}", f"part={part}",
+                                                  "causal=false"])[0]
+    program = spec.build(target)
+    plan = bwd.make_plan(spec.params, target)
+    loops = bwd.hot_loops(program)
+    if len(loops) != 1:
+        raise ValueError(f"{program.name}: expected one bwdloop, found {len(loops)}")
+    body = loops[0]
+    waves_per_simd = program.occupancy()["waves_per_simd"]
+    m = metrics(body, waves_per_simd)
+    # FLOPs per streamed tile per workgroup: 64 resident x 64 streamed rows, 2·D each, per product
+    products = 4 if part == "dkdv" else 3
+    flops = products * 2 * bwd.BLOCK * bwd.TILE * head_dim
+    return {"spec": spec.name, "target": target, "part": part, "dtype": dtype, "head_dim": head_dim,
+            "mfma": plan.mfma.mnemonic, "t_read": plan.t_read, "waves_per_simd": waves_per_simd,
+            "vgprs": program.vgprs, "agprs": program.agprs, "lds_bytes_per_workgroup": program.lds_bytes,
+            "hot_loop_nops": sum(i.name == "s_nop" for i in body), "mfmas_per_tile_plan": plan.mfmas_per_tile,
+            "steady": m, "flops_per_tile_per_workgroup": flops,
+            "target_share": BWD_TARGET.get(target) if head_dim == 128 else None}
+
+
+def markdown_backward(rows: list[dict]) -> str:
+    out = ["# Attention backward: modelled MFMA share (`bench/attention_model.py`)", "",
+           "Static model, no hardware: every figure is a prediction of this model.  Per SIMD per streamed tile "
+           "of 64 rows (4 waves per workgroup, one per SIMD; a second workgroup's wave where the occupancy "
+           "allows).  Non-causal (the causal band runs a masked copy of the same body).  The deterministic "
+           "backward runs two kernels: dkdv computes S, dP, dV and dK (4 products per tile), dq recomputes S "
+           "and dP and computes dQ (3): 14·N_q·N_kv·D MFMA FLOPs for the 10·N_q·N_kv·D (2.5x the forward's) "
+           "the backward needs, so the useful share of MFMA time is 10/14 of the figures below.", "",
+           "| target | kernel | D | dtype | waves/SIMD | VGPR + AGPR | MFMA busy | other issue | issue's metric: "
+           "serial / overlapped | VALU-bound | throughput: overlapped | s_nop | target (serial, D=128) |",
+           "|---|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|---|"]
+    for r in rows:
+        st = r["steady"]
+        tgt = r["target_share"]
+        verdict = "" if tgt is None else f"{tgt:.2f}: {'met' if st['mfma_share_serial'] >= tgt else 'NOT met'}"
+        out.append(f"| {r['target']} | {r['part']} | {r['head_dim']} | {r['dtype']} | {r['waves_per_simd']} | "
+                   f"{r['vgprs']} + {r['agprs']} | {st['mfma_busy_cycles']:g} | {st['other_issue_cycles']:g} | "
+                   f"{st['mfma_share_serial']:.2f} / {st['mfma_share_overlapped']:.2f} | "
+                   f"{st['mfma_share_valu_bound']:.2f} | {st['mfma_share_throughput_overlapped']:.2f} | "
+                   f"{r['hot_loop_nops']} | {verdict} |")
+    out += ["", "Instruction mix per SIMD per tile (MFMA / DS read / DS other / VMEM / SALU / VALU / s_nop / "
+            "waitcnt / barrier / other SOPP):", ""]
+    for r in rows:
+        out.append(f"- {r['target']} {r['part']} D={r['head_dim']} {r['dtype']}: {_mix_str(r['steady']['mix'])}")
+    return "\n".join(out) + "\n"
+
+
 def _mix_str(p: dict) -> str:
     return " / ".join(f"{p[k]:g}" for k in ("mfma", "ds_read", "ds_other", "vmem", "salu", "valu", "s_nop",
                                             "s_waitcnt", "s_barrier", "sopp_other"))
@@ -375,6 +432,20 @@ def main(argv=None) -> int:
     (out / "attention_model.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out / "attention_model.md").write_text(markdown(rows))
     print(f"wrote {out / 'attention_model.json'} and {out / 'attention_model.md'}")
+    brows = []
+    for target in ("gfx942", "gfx950"):
+        for d in (128, 64):
+            for part in ("dkdv", "dq"):
+                r = model_backward(target, d, "bf16", part)
+                brows.append(r)
+                s = r["steady"]
+                print(f"backward {target} {part} D={d:3d}: MFMA share {s['mfma_share_serial']:.2f} serial / "
+                      f"{s['mfma_share_overlapped']:.2f} overlapped; "
+                      f"throughput {s['mfma_share_throughput_overlapped']:.2f}; "
+                      f"waves/SIMD {r['waves_per_simd']}; nops {r['hot_loop_nops']}")
+    (out / "attention_bwd_model.json").write_text(json.dumps(brows, indent=1) + "\n")
+    (out / "attention_bwd_model.md").write_text(markdown_backward(brows))
+    print(f"wrote {out / 'attention_bwd_model.json'} and {out / 'attention_bwd_model.md'}")
     return 0
 
 

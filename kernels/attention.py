@@ -249,6 +249,36 @@ def launch(p, target) -> LaunchInfo:
                       requires=requires)
 
 
+# ================================================================================== shared pieces
+def sequence_bounds(k, varlen: bool, b: Reg, s: dict) -> tuple[Reg, Reg, Reg, Reg]:
+    """SGPRs ``(start_q, len_q, start_k, len_k)`` of batch ``b``'s sequence: from ``cu_seqlens_q/_k``
+    (varlen) or 0 and the ``n_q``/``n_kv`` arguments (``s``: their SGPRs).  Shared with the backward
+    kernels (kernels/attention_bwd.py)."""
+    start_q, len_q = k.sgpr(1, "start_q", kernel=True), k.sgpr(1, "len_q", kernel=True)
+    start_k, len_k = k.sgpr(1, "start_k", kernel=True), k.sgpr(1, "len_k", kernel=True)
+    if varlen:
+        ptr = k.sgpr(2, "cu_ptr", align=2)
+        pair = k.sgpr(2, "cu_pair", align=2)
+        off = k.sgpr(1, "cu_off")
+        k.s_lshl_b32(off, b, 2, comment="batch * 4: this sequence's entry of cu_seqlens")
+        for which, start, length in (("q", start_q, len_q), ("k", start_k, len_k)):
+            k.s_load_dwordx2(ptr, k.kernarg_ptr, k.args[f"cu_seqlens_{which}"].offset, comment=f"cu_seqlens_{which}")
+            k.wait(lgkmcnt=0, why=f"cu_seqlens_{which} pointer")
+            k.s_add_u32(ptr[0], ptr[0], off)
+            k.s_addc_u32(ptr[1], ptr[1], 0)
+            k.s_load_dwordx2(pair, ptr, 0, comment=f"cu_seqlens_{which}[b], [b + 1]")
+            k.wait(lgkmcnt=0, why=f"this sequence's bounds ({which})")
+            k.s_mov_b32(start, pair[0], comment=f"first {which} token of this sequence")
+            k.s_sub_u32(length, pair[1], pair[0], comment=f"{which} length of this sequence")
+        k.free(ptr, pair, off)
+    else:
+        k.s_mov_b32(start_q, 0)
+        k.s_mov_b32(start_k, 0)
+        k.s_mov_b32(len_q, s["n_q"], comment="query length")
+        k.s_mov_b32(len_k, s["n_kv"], comment="key/value length")
+    return start_q, len_q, start_k, len_k
+
+
 # ================================================================================== the kernel
 @generator("attention", params=PARAMS,
            shapes={"b": "batch", "h": "query heads", "h_kv": "key/value heads", "n_q": "query length",
@@ -335,29 +365,7 @@ class AttentionKernel:
         rem = k.sgpr(1, "rem")
         udiv(k, self.h_kv, rem, h, s["group"], why="key/value head = head / group")
         k.free(rem)
-        self.start_q, self.len_q = k.sgpr(1, "start_q", kernel=True), k.sgpr(1, "len_q", kernel=True)
-        self.start_k, self.len_k = k.sgpr(1, "start_k", kernel=True), k.sgpr(1, "len_k", kernel=True)
-        if pl.varlen:
-            ptr = k.sgpr(2, "cu_ptr", align=2)
-            pair = k.sgpr(2, "cu_pair", align=2)
-            off = k.sgpr(1, "cu_off")
-            k.s_lshl_b32(off, b, 2, comment="batch * 4: this sequence's entry of cu_seqlens")
-            for which, start, length in (("q", self.start_q, self.len_q), ("k", self.start_k, self.len_k)):
-                k.s_load_dwordx2(ptr, k.kernarg_ptr, k.args[f"cu_seqlens_{which}"].offset,
-                                 comment=f"cu_seqlens_{which}")
-                k.wait(lgkmcnt=0, why=f"cu_seqlens_{which} pointer")
-                k.s_add_u32(ptr[0], ptr[0], off)
-                k.s_addc_u32(ptr[1], ptr[1], 0)
-                k.s_load_dwordx2(pair, ptr, 0, comment=f"cu_seqlens_{which}[b], [b + 1]")
-                k.wait(lgkmcnt=0, why=f"this sequence's bounds ({which})")
-                k.s_mov_b32(start, pair[0], comment=f"first {which} token of this sequence")
-                k.s_sub_u32(length, pair[1], pair[0], comment=f"{which} length of this sequence")
-            k.free(ptr, pair, off)
-        else:
-            k.s_mov_b32(self.start_q, 0)
-            k.s_mov_b32(self.start_k, 0)
-            k.s_mov_b32(self.len_q, s["n_q"], comment="query length")
-            k.s_mov_b32(self.len_k, s["n_kv"], comment="key/value length")
+        self.start_q, self.len_q, self.start_k, self.len_k = sequence_bounds(k, pl.varlen, b, s)
         self.q0 = k.sgpr(1, "q0", kernel=True)
         k.s_mul_i32(self.q0, qblk, BLOCK_Q, comment="first query row of this workgroup")
         k.s_cmp_ge_u32(self.q0, self.len_q, comment="a block past its sequence (varlen: shorter sequences)")
@@ -579,7 +587,7 @@ class AttentionKernel:
             k.v_sub_u32(lim[fm], lim_s, g4, comment=f"row fragment {fm}: keys left minus this lane's first key")
             if pl.causal:
                 t = em.emit((L % 16) + 16 * fm, comment=f"row within the wave (fragment {fm})")
-                k.v_add_u32(t, diag, t)
+                k.v_add_u32(t, diag, t, comment="causal: the row's limit")
                 k.v_sub_u32(t, t, g4, comment="causal: the row's limit minus this lane's first key")
                 k.v_min_i32(lim[fm], lim[fm], t)
         em.free()

@@ -206,6 +206,7 @@ def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, sca
     import torch
 
     import isagen.runtime.attention  # noqa: F401 -- so that isagen.runtime.attention.* resolves in the scope
+    import isagen.runtime.attention_parts  # noqa: F401 -- the backward kernels' references, likewise
     env = {**env, **scalars, **sizes}
     scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
              "__builtins__": {}}

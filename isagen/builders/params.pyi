@@ -24,6 +24,38 @@ class ActivationParams(Params):
     min_occupancy: int = 1
 
 @dataclass(frozen=True)
+class AttentionParams(Params):
+    """The 'attention' generator's parameters (isagen/kernels/attention.py)."""
+
+    name: str
+    #: element type of Q, K, V and O (fp32 accumulation; LSE is fp32)
+    dtype: str = 'bf16'
+    #: head dimension D of Q, K and V (64 or 128: what the register budget holds)
+    head_dim: int = 128
+    #: causal mask, aligned bottom-right as flash-attn: query i sees key j iff j <= i + n_kv - n_q
+    causal: bool = False
+    #: variable-length batch packed as flash-attn's THD layout: sequence starts and lengths from cu_seqlens_q /
+    #: cu_seqlens_k
+    varlen: bool = False
+
+@dataclass(frozen=True)
+class AttentionBwdParams(Params):
+    """The 'attention_bwd' generator's parameters (isagen/kernels/attention_bwd.py)."""
+
+    name: str
+    #: element type of Q, K, V, dO and the gradients (fp32 accumulation)
+    dtype: str = 'bf16'
+    #: head dimension D (64 or 128)
+    head_dim: int = 128
+    #: causal mask, bottom-right aligned as the forward's
+    causal: bool = False
+    #: packed variable-length batch (cu_seqlens), as the forward's
+    varlen: bool = False
+    #: dkdv: dK and dV per KV block (loops over the query tiles of every head of the GQA group); dq: dQ per query block
+    #: (loops over the KV tiles)
+    part: str = 'dkdv'
+
+@dataclass(frozen=True)
 class ElementwiseParams(Params):
     """The 'elementwise' generator's parameters (isagen/kernels/elementwise.py)."""
 

@@ -201,15 +201,22 @@ class RowSoftmax:
         return inv, lse
 
 
-def mask_columns(k, S, limits: Reg) -> None:
-    """Logits whose column offset ``16 fn + r`` (within the lane's run, see the module docstring) is not
-    below ``limits[fm]`` (a signed per-lane VGPR per row fragment) become -inf."""
+def mask_columns(k, S, limits: Reg, keep: str = "below") -> None:
+    """Logits become -inf where the column offset ``16 fn + r`` (within the lane's run, see the module
+    docstring) is not below ``limits[fm]`` (``keep="below"``: a signed per-lane VGPR per row fragment;
+    attention's keys past a causal diagonal) or is below it (``keep="from"``: the backward's transposed
+    scores, queries before the diagonal)."""
+    if keep not in ("below", "from"):
+        raise ValueError(f"keep must be 'below' or 'from', not {keep!r}")
     ninf = k.vgpr(1, "neg_inf")
     k.v_mov_b32(ninf, NEG_INF)
     for fm in range(S.frags_m):
         for fn in range(S.frags_n):
             tile = S.tile(fm, fn)
             for r in range(4):
-                k.v_cmp_gt_i32(VCC, limits[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: column visible?")
+                if keep == "below":
+                    k.v_cmp_gt_i32(VCC, limits[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: column visible?")
+                else:
+                    k.v_cmp_le_i32(VCC, limits[fm], 16 * fn + r, comment=f"S[{fm}][{fn}].{r}: column visible?")
                 k.v_cndmask_b32(tile[r], ninf, tile[r], VCC)
     k.free(ninf)

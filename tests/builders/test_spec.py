@@ -262,7 +262,11 @@ def test_generator_launch_contract_matches_declared_sizes_and_grid():
         gen = gens[spec.kernel]
         for t in spec.targets:
             info = spec.launch_info(t)
-            assert sorted(info.size_symbols) == sorted(gen.shapes), spec.name
+            # a contract may depend on the parameters (attention's varlen takes THD sizes): the spec's uses
+            # declared sizes only; tests/kernels/test_attention_build.py checks its modes cover them all
+            assert set(info.size_symbols) <= set(gen.shapes), spec.name
+            if spec.kernel not in ("attention", "attention_bwd", "attention_bwd_prep"):
+                assert sorted(info.size_symbols) == sorted(gen.shapes), spec.name
     spec = next(s for s in load_specs([bundled_specs_dir()]) if s.name == "axpy_f32")
     p = spec.params
     per_wg = p.block * p.vec * p.unroll

@@ -91,3 +91,62 @@ def test_assembles_and_banks(programs, target, mode):
 def test_refusals(override, field):
     with pytest.raises(SpecError, match=field):
         load_specs([SPEC], overrides=[override])[0].build("gfx950")
+
+
+@pytest.mark.parametrize("generator", ["attention", "attention_bwd"])
+def test_contract_modes_cover_the_declared_sizes(generator):
+    """The fixed-length and varlen contracts together use every size the generator declares, each one
+    only declared sizes (tests/builders/test_spec.py checks the bundled specs' subset)."""
+    from isagen.builders.registry import load_generators
+    gen = load_generators()[generator]
+    spec = next(s for s in load_specs([bundled_specs_dir()]) if s.kernel == generator)
+    used = set()
+    for varlen in (False, True):
+        info = load_specs([spec.path], overrides=[f"varlen={str(varlen).lower()}"])[0].launch_info("gfx950")
+        assert set(info.size_symbols) <= set(gen.shapes)
+        used |= set(info.size_symbols)
+    assert used == set(gen.shapes)
+
+
+# ---------------------------------------------------------------------------------------- backward
+BWD_SPEC = bundled_specs_dir() / "attention_bwd_bf16.yaml"
+# every part x head_dim x causal in bf16; f16 and varlen change only the packing and the sequence bounds
+BWD_MODES = ([dict(part=p, dtype="bf16", head_dim=d, causal=c, varlen=False)
+              for p, d, c in itertools.product(("dkdv", "dq"), (64, 128), (False, True))]
+             + [dict(part=p, dtype="f16", head_dim=128, causal=False, varlen=False) for p in ("dkdv", "dq")]
+             + [dict(part=p, dtype="bf16", head_dim=64, causal=True, varlen=True) for p in ("dkdv", "dq")])
+BWD_CASES = [(t, m) for t in ("gfx942", "gfx950") for m in BWD_MODES]
+
+
+def _bwd_id(t, m):
+    return (f"{t}-{m['part']}-{m['dtype']}-d{m['head_dim']}{'-causal' if m['causal'] else ''}"
+            f"{'-varlen' if m['varlen'] else ''}")
+
+
+@pytest.mark.parametrize("target,mode", BWD_CASES, ids=[_bwd_id(t, m) for t, m in BWD_CASES])
+def test_backward_builds_with_a_clean_hot_loop(target, mode):
+    """Every backward variant passes the checks, has no scratch, and its unmasked loop holds exactly the
+    MFMAs of two tiles, one barrier per tile, no s_nop and no mask; every LDS access has lanes and is
+    conflict-free."""
+    from isagen.kernels.attention_bwd import hot_loops as bwd_loops
+    from isagen.kernels.attention_bwd import make_plan as bwd_plan
+    spec = load_specs([BWD_SPEC], overrides=[f"{k}={str(v).lower()}" for k, v in mode.items()])[0]
+    program = spec.build(target)
+    plan = bwd_plan(spec.params, target)
+    assert program.rejected is None
+    assert ".amdhsa_private_segment_fixed_size 0" in render_assembly(program)
+    assert program.lds_bytes == plan.lds_bytes <= program.target.lds_bytes
+    loops = bwd_loops(program)
+    assert len(loops) == 1          # dkdv causal: bwdloop and bwdloop_odd, the latter named apart
+    for body in loops:
+        assert sum(i.unit == "mfma" for i in body) == 2 * plan.mfmas_per_tile
+        assert not [i for i in body if i.name == "s_nop"]
+        assert sum(i.name == "s_barrier" for i in body) == 2
+        assert not [i for i in body if i.name in ("v_cmp_gt_i32", "v_cmp_le_i32")], "the hot loop must not mask"
+    lds = [it for it in program.items
+           if {"lds_read", "lds_write", "lds_dma"} & set(getattr(getattr(it, "desc", None), "flags", ()))]
+    assert lds and all(it.lanes for it in lds)
+    assert program.lds_banks and all(r.conflict_free for r in program.lds_banks)
+    if (target, mode["head_dim"], mode["part"], mode["dtype"]) == ("gfx950", 128, "dkdv", "bf16"):
+        co = assemble(render_assembly(program), target, name="attention_bwd_bf16")
+        assert co[:4] == b"\x7fELF"

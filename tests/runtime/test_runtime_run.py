@@ -37,6 +37,7 @@ def test_reference_and_arguments_errors():
     class K:
         name, spec_path = "k", "specs/k.yaml"
         reference = "alpha * x + w"
+        params: dict = {}          # a Kernel's resolved parameters (the reference's scope names them)
         launch = type("L", (), {"tensors": ()})()
     with pytest.raises(SpecError, match=r"specs/k.yaml: reference 'alpha \* x \+ w' failed: NameError"):
         run.reference(K, {"x": torch.ones(2)}, {"alpha": 1.0}, {"n": 2})
