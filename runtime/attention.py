@@ -56,6 +56,8 @@ import torch
 
 from isagen.api import Kernel, build
 from isagen.errors import LaunchError, TargetError
+from isagen.kernels.attention_bwd import BLOCK as BWD_BLOCK
+from isagen.kernels.attention_prep import ROWS as PREP_ROWS
 from isagen.runtime import gpu
 from isagen.runtime.backends import choose_backend, get_backend
 from isagen.targets import build_target
@@ -554,16 +556,16 @@ def attention_tolerance_check(o, lse, q, k, v, causal=False, softmax_scale=None,
 # ``attention_backward(do, q, k, v, o, lse, ...) -> (dq, dk, dv)``: three kernels, no atomics.
 #   1. ``attention_bwd_prep`` (kernels/attention_prep.py): DELTA = rowsum(dO * O) and LSE2 = LSE * log2(e)
 #      (+inf where LSE is -inf) per query row, fp32, in fresh tensors of lse's shape;
-#   2. ``attention_bwd`` part dkdv: one workgroup per 128 keys of one (batch, KV head) loops over the
-#      query tiles and over every query head of its GQA group, dK and dV accumulated in registers;
-#   3. ``attention_bwd`` part dq: one workgroup per 128 queries of one (batch, query head) loops over
+#   2. ``attention_bwd`` part dkdv: one workgroup per BWD_BLOCK (64) keys of one (batch, KV head) loops
+#      over the query tiles and over every query head of its GQA group, dK and dV accumulated in registers;
+#   3. ``attention_bwd`` part dq: one workgroup per BWD_BLOCK queries of one (batch, query head) loops over
 #      the KV tiles.
 # Both recompute P = exp2(S * scale * log2(e) - LSE2) from Q, K and LSE2.  Every output element is
 # written by exactly one workgroup in a fixed order: two runs give the same bits.
 BWD_SPEC = "attention_bwd_bf16"
 PREP_SPEC = "attention_bwd_prep_bf16"
-PREP_ROWS = 128                     # query rows per workgroup of the prep kernel (its interface)
-BWD_BLOCK = 128                     # rows per workgroup of the main kernels: keys (dkdv), queries (dq)
+# rows per workgroup (the kernels' interface): PREP_ROWS query rows of the prep kernel, BWD_BLOCK resident
+# keys (dkdv) or queries (dq) of the main kernels
 GRAD_FACTOR = 2.0                   # dq, dk, dv error <= GRAD_FACTOR x torch's own low-precision backward's ...
 GRAD_ATOL = 1e-4                    # ... + this (fp32 sums whose exact value torch may hit by luck)
 

@@ -426,8 +426,8 @@ def model_kernel(target, dtype, head_dim, causal, varlen, part) -> Kernel:
 class BackwardModel:
     """A backend that runs the real prep kernel in the emulator and does for the main kernels what their
     interface says, from what a backend is handed (1-D buffers, packed argument values, the grid):
-    workgroup (x, y, z) of part dkdv computes dK, dV of keys 128x.. of KV head y of sequence z over the
-    query heads y*group.., part dq computes dQ of queries 128x.. of query head y, P recomputed as
+    workgroup (x, y, z) of part dkdv computes dK, dV of keys 64x.. of KV head y of sequence z over the
+    query heads y*group.., part dq computes dQ of queries 64x.. of query head y, P recomputed as
     exp2(S * scale * log2 e - LSE2) from the prep kernel's LSE2, dS = P (dP - DELTA).  Outputs start as
     NaN (an element nobody writes shows); every access is checked to fall inside its buffer."""
 
@@ -476,9 +476,10 @@ class BackwardModel:
             len_q = int(cu_q[z + 1]) - start_q if cu_q is not None else arg["n_q"]
             len_k = int(cu_k[z + 1]) - start_k if cu_k is not None else arg["n_kv"]
             own = len_k if part == "dkdv" else len_q
-            if 128 * x >= own:
+            blk = attn.BWD_BLOCK
+            if blk * x >= own:
                 continue
-            mine = torch.arange(128 * x, min(128 * x + 128, own))
+            mine = torch.arange(blk * x, min(blk * x + blk, own))
 
             def rows(name, p, head, tokens, z=z):
                 index = (z * arg[f"{p}_sb"] + head * arg[f"{p}_sh"] + tokens[:, None] * arg[f"{p}_sn"] + cols[None])
@@ -563,8 +564,8 @@ def test_model_contiguous(model, b, hq, hkv, nq, nk, d, causal, dtype):
     assert [x["name"] for x in (prep, dkdv, dq)] == ["attention_bwd_prep_bf16", "attention_bwd_bf16",
                                                      "attention_bwd_bf16"]
     _check_prep(prep, o, do, lse)
-    assert prep["grid"] == (-(-nq // 128), hq, b)
-    assert dkdv["grid"] == (-(-nk // 128), hkv, b) and dq["grid"] == (-(-nq // 128), hq, b)
+    assert prep["grid"] == (-(-nq // 128), hq, b) and attn.PREP_ROWS == 128
+    assert dkdv["grid"] == (-(-nk // 64), hkv, b) and dq["grid"] == (-(-nq // 64), hq, b) and attn.BWD_BLOCK == 64
     assert dkdv["args"]["group"] == hq // hkv and dq["args"]["softmax_scale"] == pytest.approx(d ** -0.5)
     assert dkdv["tensors"]["Q"].data_ptr() == q.data_ptr()             # the caller's memory, not a copy
     dt = "bf16" if dtype == BF16 else "f16"
@@ -627,7 +628,7 @@ def test_model_varlen(model):
         assert (dq[146:] == 0).all()                                     # the sequence without keys
         assert (dk[7:10] == 0).all() and (dv[7:10] == 0).all()           # the one without queries
     prep, dkdv, dql = model.launches[-3:]
-    assert prep["grid"] == (2, 4, 5) and dkdv["grid"] == (1, 2, 5) and dql["grid"] == (2, 4, 5)
+    assert prep["grid"] == (2, 4, 5) and dkdv["grid"] == (2, 2, 5) and dql["grid"] == (3, 4, 5)
     args = dkdv["args"]
     assert (args["n_q"], args["n_kv"], args["q_sb"], args["k_sn"], args["lse_sb"], args["lse_sh"]) == (
         140, 100, 0, 2 * 2 * 64, 0, 149)
