@@ -796,3 +796,20 @@ def test_prep_kernel_builds_checks_and_assembles(target):
         assert ".amdhsa_private_segment_fixed_size 0" in text and "s_nop" not in text
         if d == 128 and not varlen:
             assert assemble(text, target, name=program.name)
+
+
+def test_kernel_on_strided_inputs():
+    """The real kernels on q, k, v out of one packed qkv projection (bnhd views, read in place) and the
+    expanded gradient of ``o.sum()`` (copied), through autograd; ``isagen.attention_backward`` is the
+    same function."""
+    assert isagen.attention_backward is attention_backward and "attention_backward" in dir(isagen)
+    qkv = _randn(1, 33, 3, 4, 64, seed=16).requires_grad_()
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1, :2], qkv[:, :, 2, :2]
+    o, lse = attention(q, k, v, True, 0.3, layout="bnhd", backend="emu")
+    o.float().sum().backward()
+    do = torch.ones_like(o)
+    got = qkv.grad
+    qd, kd, vd = (x.detach() for x in (q, k, v))
+    attention_backward_tolerance_check(got[:, :, 0], got[:, :, 1, :2], got[:, :, 2, :2], do, qd, kd, vd, True, 0.3,
+                                       layout="bnhd")
+    assert (got[:, :, 1:, 2:] == 0).all()                    # the KV heads attention never read
