@@ -10,7 +10,8 @@ from importlib import import_module as _import_module
 
 __version__ = "0.1.0"
 
-# ``isagen.build``, ``isagen.Kernel``, ``isagen.attention`` and ``isagen.attention_backward`` load on first use, so ``import isagen`` stays
+# ``isagen.build``, ``isagen.Kernel``, ``isagen.attention`` and ``isagen.attention_backward`` load on first
+# use, so ``import isagen`` stays
 # light (no torch, no yaml)
 _LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel"),
          "attention": ("isagen.runtime.attention", "attention"),
