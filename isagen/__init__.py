@@ -10,10 +10,11 @@ from importlib import import_module as _import_module
 
 __version__ = "0.1.0"
 
-# ``isagen.build``, ``isagen.Kernel`` and ``isagen.attention`` load on first use, so ``import isagen`` stays
-# light (no torch, no yaml)
+# ``isagen.build``, ``isagen.Kernel``, ``isagen.attention`` and ``isagen.attention_backward`` load on first
+# use, so ``import isagen`` stays light (no torch, no yaml)
 _LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel"),
-         "attention": ("isagen.runtime.attention", "attention")}
+         "attention": ("isagen.runtime.attention", "attention"),
+         "attention_backward": ("isagen.runtime.attention", "attention_backward")}
 
 
 def __getattr__(name):

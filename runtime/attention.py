@@ -31,6 +31,12 @@ logsumexp of the scaled scores in float32.  A query row that sees no key (causal
 N_kv = 0) gives ``o = 0`` (torch SDPA's safe softmax since PyTorch 2.5) and ``lse = -inf``
 (``torch.logsumexp`` of nothing).
 
+Backward (issue 15): ``attention`` is differentiable (``o.backward(do)`` fills q, k and v's ``.grad``;
+``lse`` is a non-differentiable output), and ``attention_backward(do, q, k, v, o, lse, ...) -> (dq, dk,
+dv)`` runs the prep kernel (``attention_bwd_prep``: DELTA = rowsum(dO * O), LSE2 = LSE * log2 e, +inf for
+-inf) and the two deterministic main kernels (``attention_bwd`` parts dkdv and dq); see the section
+"backward" below and docs/attention.md, "Backward: Python API".
+
 ``attention_reference`` is the same function in float64 from explicit masks (the tests' reference);
 ``torch_attention`` is torch's own SDPA in the inputs' precision; ``attention_error_bounds`` and
 ``attention_tolerance_check`` hold the tolerance of flash-attn's tests (the kernel's error at most twice
@@ -39,6 +45,8 @@ torch's own, see there).
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import numbers
 import threading
@@ -48,6 +56,8 @@ import torch
 
 from isagen.api import Kernel, build
 from isagen.errors import LaunchError, TargetError
+from isagen.kernels.attention_bwd import BLOCK as BWD_BLOCK
+from isagen.kernels.attention_prep import ROWS as PREP_ROWS
 from isagen.runtime import gpu
 from isagen.runtime.backends import choose_backend, get_backend
 from isagen.targets import build_target
@@ -324,6 +334,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention forward: ``(o, lse)`` with ``o = softmax(q k^T * softmax_scale + mask) v``.
 
+    Differentiable: when q, k or v requires grad (and grad mode is on), ``o.backward(do)`` runs
+    ``attention_backward`` (same target and backend) and fills their ``.grad``.  ``lse`` is returned
+    as a non-differentiable output: a loss that reaches it contributes no gradient through it
+    (flash-attn's convention).
+
     ``q`` (B, H_q, N_q, D), ``k``/``v`` (B, H_kv, N_kv, D) in ``layout="bhnd"`` (torch SDPA's), or
     (B, N, H, D) in ``"bnhd"`` (flash-attn's); with ``cu_seqlens_q``/``cu_seqlens_k`` (int32, batch + 1
     offsets each, flash-attn's varlen) q is (total_q, H_q, D) and k/v (total_k, H_kv, D) whatever ``layout``
@@ -345,6 +360,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     counts, batch sizes, layout, cu_seqlens (int32, 1-D, from 0, non-decreasing, ending at the token
     count, as many for q as for k), softmax_scale, a sequence of 2**24 tokens or more, a tensor spanning
     2 GiB or more.  See docs/attention.md."""
+    args = (q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout, target, backend)
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        return _AttentionFunction.apply(*args)
+    return _attention(*args)
+
+
+def _attention(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd",
+               target=None, backend=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``attention`` without autograd (the torch op's implementation and the autograd forward)."""
     if not isinstance(causal, bool):
         _fail(f"causal must be True or False, got {type(causal).__name__} {causal!r:.40}")
     p = check_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, layout)
@@ -526,3 +550,369 @@ def attention_tolerance_check(o, lse, q, k, v, causal=False, softmax_scale=None,
                              f"{int(bad.sum())} of {bad.numel()} elements")
     return {"o_err": float(o_err.max()) if o_err.numel() else 0.0, "o_bound": float(o_bound),
             "lse_err": float(lse_err.max()) if lse_err.numel() else 0.0}
+
+
+# =========================================================================== backward
+# ``attention_backward(do, q, k, v, o, lse, ...) -> (dq, dk, dv)``: three kernels, no atomics.
+#   1. ``attention_bwd_prep`` (kernels/attention_prep.py): DELTA = rowsum(dO * O) and LSE2 = LSE * log2(e)
+#      (+inf where LSE is -inf) per query row, fp32, in fresh tensors of lse's shape;
+#   2. ``attention_bwd`` part dkdv: one workgroup per BWD_BLOCK (64) keys of one (batch, KV head) loops
+#      over the query tiles and over every query head of its GQA group, dK and dV accumulated in registers;
+#   3. ``attention_bwd`` part dq: one workgroup per BWD_BLOCK queries of one (batch, query head) loops over
+#      the KV tiles.
+# Both recompute P = exp2(S * scale * log2(e) - LSE2) from Q, K and LSE2.  Every output element is
+# written by exactly one workgroup in a fixed order: two runs give the same bits.
+BWD_SPEC = "attention_bwd_bf16"
+PREP_SPEC = "attention_bwd_prep_bf16"
+# rows per workgroup (the kernels' interface): PREP_ROWS query rows of the prep kernel, BWD_BLOCK resident
+# keys (dkdv) or queries (dq) of the main kernels
+GRAD_FACTOR = 2.0                   # dq, dk, dv error <= GRAD_FACTOR x torch's own low-precision backward's ...
+GRAD_ATOL = 1e-4                    # ... + this (fp32 sums whose exact value torch may hit by luck)
+
+
+def _fail_bwd(message: str):
+    raise LaunchError(f"attention_backward: {message}")
+
+
+@contextlib.contextmanager
+def _renamed(name: str):
+    """The forward's checks, reporting as ``name:`` instead of ``attention:`` (one line, no traceback)."""
+    try:
+        yield
+    except (LaunchError, TargetError) as e:
+        text = str(e)
+        text = text[len("attention: "):] if text.startswith("attention: ") else text
+        raise type(e)(f"{name}: {text}") from None
+
+
+def prep_kernel(target: str, dtype: str, head_dim: int, varlen: bool) -> Kernel:
+    """The built prep kernel (DELTA, LSE2) for these parameters (built once per process)."""
+    return _cached(PREP_SPEC, target, dtype=dtype, head_dim=head_dim, varlen=varlen)
+
+
+def backward_kernel(target: str, dtype: str, head_dim: int, causal: bool, varlen: bool, part: str) -> Kernel:
+    """The built backward kernel ``part`` (dkdv or dq) for these parameters (built once per process)."""
+    return _cached(BWD_SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal, varlen=varlen, part=part)
+
+
+def _cached(spec: str, target: str, **params) -> Kernel:
+    key = (spec, target, tuple(sorted(params.items())))
+    with _lock:
+        kernel = _KERNELS.get(key)
+        if kernel is None:
+            kernel = _KERNELS[key] = build(spec, target, **params)
+        return kernel
+
+
+@dataclass
+class BackwardProblem:
+    """The checked shapes of one backward call: the forward's problem and o, do, lse."""
+
+    p: Problem
+    o: Operand
+    do: Operand
+    lse: torch.Tensor
+
+
+def _like_q(p: Problem, name: str, t, what: str, ref_name: str, ref) -> Operand:
+    """``t`` (o or do): a tensor of ``ref``'s shape, dtype and device."""
+    if t is None:
+        _fail_bwd(f"{name} is None; pass {what}")
+    with _renamed("attention_backward"):
+        op = _operand(name, t, p.layout, p.varlen)
+    if tuple(t.shape) != tuple(ref.shape):
+        _fail_bwd(f"{name} has shape {tuple(t.shape)} but {ref_name} has {tuple(ref.shape)}; {name} is {what}, "
+                  f"shaped like {ref_name}")
+    if t.dtype != ref.dtype:
+        _fail_bwd(f"{name} has dtype {t.dtype} but {ref_name} has {ref.dtype}")
+    if t.device != ref.device:
+        _fail_bwd(f"{name} is on {t.device} but {ref_name} is on {ref.device}")
+    return op
+
+
+def check_backward(do, q, k, v, o, lse, cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd", *,
+                   read_offsets: bool = True) -> BackwardProblem:
+    """Check one backward call (``LaunchError`` naming the argument, ``attention_backward:``): everything
+    ``check_problem`` checks, then o shaped like q (dtype, device), do like o, lse float32 of the
+    forward's lse shape on q's device."""
+    with _renamed("attention_backward"):
+        p = check_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, layout, read_offsets=read_offsets)
+    o_op = _like_q(p, "o", o, "attention's output", "q", q)
+    do_op = _like_q(p, "do", do, "the gradient of attention's output", "o", o)
+    lse_shape = p.output_shapes()[1]
+    if lse is None:
+        _fail_bwd("lse is None; pass the lse that isagen.attention returned with o (the backward recomputes "
+                  "the probabilities from it)")
+    if not isinstance(lse, torch.Tensor):
+        _fail_bwd(f"lse must be a torch.Tensor, got {type(lse).__name__}")
+    if lse.layout != torch.strided or lse.is_nested:
+        _fail_bwd("lse must be a dense tensor")
+    if lse.dtype != torch.float32:
+        _fail_bwd(f"lse has dtype {lse.dtype}; it must be torch.float32 (attention's lse)")
+    if tuple(lse.shape) != lse_shape:
+        form = "(H_q, total_q)" if p.varlen else "(B, H_q, N_q)"
+        _fail_bwd(f"lse has shape {tuple(lse.shape)}; attention's lse for these inputs is {lse_shape} {form}")
+    if lse.device != q.device:
+        _fail_bwd(f"lse is on {lse.device} but q is on {q.device}")
+    return BackwardProblem(p, o_op, do_op, lse)
+
+
+def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                       lse: torch.Tensor, causal: bool = False, softmax_scale: float | None = None,
+                       cu_seqlens_q: torch.Tensor | None = None, cu_seqlens_k: torch.Tensor | None = None,
+                       layout: str = "bhnd", target: str | None = None,
+                       backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention backward: ``(dq, dk, dv)``, the gradients of ``attention``'s ``o`` against ``do``.
+
+    ``o`` and ``lse`` are what ``attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k,
+    layout)`` returned; every argument means what it means there (layouts, varlen, strides, GQA, causal,
+    softmax_scale, target, backend).  ``do`` is shaped like ``o`` (same dtype and device).  Returns new
+    tensors: ``dq`` shaped like q, ``dk``/``dv`` like k/v, contiguous, in q's dtype.  A query row that saw no
+    key (lse = -inf) contributes nothing: its dq row is 0.  No key anywhere: dq = 0; no query: dk = dv = 0.
+
+    Tensors are read where they are when their head dim is contiguous (any other strides); one whose
+    head dim is strided (an expanded gradient, ``o.sum().backward()``'s do) or whose tokens are closer
+    than D elements is copied first, as are an lse that is not contiguous.  Deterministic: no atomics,
+    the same bits every run.  Mistakes are one ``LaunchError`` line starting ``attention_backward:``."""
+    if not isinstance(causal, bool):
+        _fail_bwd(f"causal must be True or False, got {type(causal).__name__} {causal!r:.40}")
+    bp = check_backward(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, layout)
+    p = bp.p
+    with _renamed("attention_backward"):
+        scale = check_scale(softmax_scale, p.head_dim)
+        try:
+            backend_name = choose_backend(backend)
+        except LaunchError as e:
+            raise LaunchError(f"attention_backward: {e}") from None
+        tgt = _target(target, backend_name, p.q.tensor.device)
+    p.q, p.k, p.v, bp.o, bp.do = (op if _in_place(op) else _operand(op.name, op.tensor.contiguous(), p.layout, p.varlen)
+                                  for op in (p.q, p.k, p.v, bp.o, bp.do))
+    lse = bp.lse if bp.lse.is_contiguous() else bp.lse.contiguous()
+    with _renamed("attention_backward"):
+        _check_kernel_limits(p)
+    itemsize = p.q.tensor.element_size()
+    for op in (bp.o, bp.do):
+        if _span(op.tensor) * itemsize >= MAX_SPAN_BYTES:
+            _fail_bwd(f"{op.name} spans {_span(op.tensor) * itemsize / 2**30:.2f} GiB from its first to its last "
+                      f"element; the kernels' 32-bit offsets reach less than 2 GiB (split the batch or the heads)")
+
+    device, dtype = p.q.tensor.device, p.q.tensor.dtype
+    dq = torch.empty(tuple(q.shape), dtype=dtype, device=device)
+    dk = torch.empty(tuple(k.shape), dtype=dtype, device=device)
+    dv = torch.empty(tuple(v.shape), dtype=dtype, device=device)
+    if p.total_q == 0 or p.total_k == 0 or p.heads == 0 or p.batch == 0:
+        # nothing to compute: no query (dk = dv = 0), no key (dq = 0: every row sees none), or empty
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    be = get_backend(backend_name)
+    for name, t in (("do", do), ("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        try:
+            be.check_device(name, t)
+        except LaunchError as e:
+            raise LaunchError(f"attention_backward: {e}") from None
+
+    # 1. DELTA and LSE2, fresh fp32 tensors of lse's shape (and strides)
+    delta = torch.empty(tuple(lse.shape), dtype=torch.float32, device=device)
+    lse2 = torch.empty_like(delta)
+    lse_strides = (0, _stride(delta, 0)) if p.varlen else (_stride(delta, 0), _stride(delta, 1))
+    dtype_name = DTYPES[dtype]
+    cu: dict = {}
+    if p.cu_q is not None and p.cu_k is not None:
+        cu = {"cu_seqlens_q": p.cu_q.contiguous(), "cu_seqlens_k": p.cu_k.contiguous()}
+    prep = prep_kernel(tgt, dtype_name, p.head_dim, p.varlen)
+    tensors = {"O": _flat(bp.o.tensor), "dO": _flat(bp.do.tensor), "LSE": _flat(lse), "DELTA": _flat(delta),
+               "LSE2": _flat(lse2)}
+    if cu:
+        tensors["cu_seqlens_q"] = cu["cu_seqlens_q"]
+    values: dict = dict(tensors)
+    values.update(n_q=p.max_q, lse_sb=lse_strides[0], lse_sh=lse_strides[1])
+    for prefix, op in (("o", bp.o), ("do", bp.do)):
+        values.update(zip((f"{prefix}_sb", f"{prefix}_sh", f"{prefix}_sn"), op.strides))
+    prep.launch_with(tensors, values, (-(-p.max_q // PREP_ROWS), p.heads, p.batch), ["DELTA", "LSE2"],
+                     backend=backend_name)
+
+    # 2. and 3. dK, dV per KV block; dQ per query block
+    common = {"Q": _flat(p.q.tensor), "K": _flat(p.k.tensor), "V": _flat(p.v.tensor), "dO": _flat(bp.do.tensor),
+              "DELTA": _flat(delta), "LSE2": _flat(lse2), **cu}
+    scalars: dict = {"n_q": p.max_q, "n_kv": p.max_k, "group": p.heads // p.kv_heads, "softmax_scale": scale,
+                     "lse_sb": lse_strides[0], "lse_sh": lse_strides[1]}
+    for prefix, op in (("q", p.q), ("k", p.k), ("v", p.v), ("do", bp.do)):
+        scalars.update(zip((f"{prefix}_sb", f"{prefix}_sh", f"{prefix}_sn"), op.strides))
+    parts = (("dkdv", {"dK": dk, "dV": dv}, (-(-p.max_k // BWD_BLOCK), p.kv_heads, p.batch)),
+             ("dq", {"dQ": dq}, (-(-p.max_q // BWD_BLOCK), p.heads, p.batch)))
+    for part, outs, grid in parts:
+        kernel = backward_kernel(tgt, dtype_name, p.head_dim, causal, p.varlen, part)
+        tensors = {**common, **{n: _flat(t) for n, t in outs.items()}}
+        values = {**tensors, **scalars}
+        for name, t in outs.items():
+            strides = _operand(name, t, p.layout, p.varlen).strides
+            values.update(zip((f"{name.lower()}_sb", f"{name.lower()}_sh", f"{name.lower()}_sn"), strides))
+        kernel.launch_with(tensors, values, grid, list(outs), backend=backend_name)
+    if p.varlen:        # sequences with no query (no key): their dk, dv (dq) rows are 0 whatever a kernel did
+        cq, ck = [0, *itertools.accumulate(p.lens_q)], [0, *itertools.accumulate(p.lens_k)]
+        for b, (nq, nk) in enumerate(zip(p.lens_q, p.lens_k)):
+            if nq == 0 and nk:
+                dk[ck[b]:ck[b + 1]] = 0
+                dv[ck[b]:ck[b + 1]] = 0
+            if nk == 0 and nq:
+                dq[cq[b]:cq[b + 1]] = 0
+    return dq, dk, dv
+
+
+def gradients_like(do, q, k, v, o, lse, cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd"):
+    """Empty ``(dq, dk, dv)`` of the shapes and dtypes ``attention_backward`` returns, from the inputs'
+    metadata only (the torch op's fake implementation)."""
+    check_backward(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, layout, read_offsets=False)
+    return q.new_empty(tuple(q.shape)), k.new_empty(tuple(k.shape)), v.new_empty(tuple(v.shape))
+
+
+class _AttentionFunction(torch.autograd.Function):
+    """``attention`` with ``attention_backward`` as its gradient (lse: non-differentiable)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout, target, backend):
+        o, lse = _attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout, target, backend)
+        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.extra = (causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout, target, backend)
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, dlse):
+        q, k, v, o, lse = ctx.saved_tensors
+        causal, scale, cu_q, cu_k, layout, target, backend = ctx.extra
+        dq, dk, dv = attention_backward(do, q, k, v, o, lse, causal, scale, cu_q, cu_k, layout, target, backend)
+        return dq, dk, dv, None, None, None, None, None, None, None
+
+
+# --------------------------------------------------------------------------- backward references
+def _rows_back(p: Problem, blocks: list[torch.Tensor], which: str) -> torch.Tensor:
+    """Per-sequence (B', H, N, D) gradient blocks back to the layout of q (``which`` = "q") or k."""
+    shape = tuple((p.q if which == "q" else p.k).tensor.shape)
+    if not p.varlen:
+        g = blocks[0] if p.layout == "bhnd" else blocks[0].transpose(1, 2)
+        return g.contiguous()
+    if not blocks:
+        return torch.zeros(shape, dtype=torch.float64, device=p.q.tensor.device)
+    return torch.cat([b[0].transpose(0, 1) for b in blocks], 0)
+
+
+def attention_backward_reference(do, q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None,
+                                 cu_seqlens_k=None, layout="bhnd"):
+    """``(dq, dk, dv)`` in float64 from the formulas (no autograd): per (sequence, query head) with
+    P = softmax(scale q k^T + mask) (rows that see no key: P = 0), dV = P^T dO, dP = dO V^T,
+    DELTA = rowsum(P * dP), dS = P * (dP - DELTA), dQ = scale dS K, dK = scale dS^T Q; K/V heads repeated
+    for GQA and their gradients summed over each group.  Same arguments and layouts as
+    ``attention_backward`` (no o or lse: they are recomputed); any floating dtype and head dim."""
+    with _renamed("attention_backward"):
+        p = check_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, layout, kernel=False)
+        scale = check_scale(softmax_scale, p.head_dim)
+    if not isinstance(do, torch.Tensor) or tuple(do.shape) != tuple(q.shape):
+        _fail_bwd(f"do has shape {tuple(getattr(do, 'shape', ()))} but q has {tuple(q.shape)}")
+    group = p.heads // p.kv_heads if p.kv_heads else 1
+    dqs, dks, dvs = [], [], []
+    seqs = [_sequences(p, t.double(), w) for t, w in ((q, "q"), (k, "k"), (v, "k"), (do, "q"))]
+    for qb, kb, vb, dob in zip(*seqs):
+        kr, vr = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
+        s = (qb @ kr.transpose(-1, -2)) * scale
+        if causal:
+            s = s.masked_fill(~causal_mask(s.shape[-2], s.shape[-1], s.device), -math.inf)
+        lse = torch.logsumexp(s, dim=-1, keepdim=True)
+        w = torch.exp(s - lse)
+        w = torch.where(torch.isinf(lse), torch.zeros_like(w), w)          # no key: P = 0
+        dp = dob @ vr.transpose(-1, -2)
+        ds = w * (dp - (w * dp).sum(-1, keepdim=True))
+        dqs.append(ds @ kr * scale)
+        b, h, n, d = kb.shape
+        dks.append((ds.transpose(-1, -2) @ qb * scale).reshape(b, h, group, n, d).sum(2))
+        dvs.append((w.transpose(-1, -2) @ dob).reshape(b, h, group, n, d).sum(2))
+    return _rows_back(p, dqs, "q"), _rows_back(p, dks, "k"), _rows_back(p, dvs, "k")
+
+
+def torch_attention_backward(do, q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None,
+                             cu_seqlens_k=None, layout="bhnd"):
+    """``(dq, dk, dv)`` of torch's own autograd through ``scaled_dot_product_attention`` in the inputs'
+    dtype (the same explicit mask, K/V heads repeated for GQA, per sequence with varlen): the baseline
+    of the backward's tolerance.  Sequences without queries or keys get zero gradients."""
+    with _renamed("attention_backward"):
+        p = check_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, layout, kernel=False)
+        scale = check_scale(softmax_scale, p.head_dim)
+    group = p.heads // p.kv_heads if p.kv_heads else 1
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    outs, grads = [], []
+    with torch.enable_grad():
+        seqs = [_sequences(p, t, w) for t, w in ((leaves[0], "q"), (leaves[1], "k"), (leaves[2], "k"))]
+        for qb, kb, vb, dob in zip(*seqs, _sequences(p, do.detach(), "q")):
+            if qb.shape[-2] == 0 or kb.shape[-2] == 0 or qb.numel() == 0:
+                continue
+            kr, vr = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
+            mask = causal_mask(qb.shape[-2], kb.shape[-2], qb.device) if causal else None
+            outs.append(torch.nn.functional.scaled_dot_product_attention(qb, kr, vr, attn_mask=mask, scale=scale))
+            grads.append(dob)
+        if outs:
+            torch.autograd.backward(outs, grads)
+    return tuple(t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves)
+
+
+def attention_backward_error_bounds(do, q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None,
+                                    cu_seqlens_k=None, layout="bhnd", *, factor: float = GRAD_FACTOR,
+                                    atol: float = GRAD_ATOL):
+    """(dq bound, dk bound, dv bound): flash-attn's test rule for the backward.  Each gradient's largest
+    error against ``attention_backward_reference`` may be ``factor`` (2) times the largest error of torch's
+    own autograd through SDPA in the inputs' dtype (``torch_attention_backward``) plus ``atol``."""
+    args = (do, q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout)
+    refs = attention_backward_reference(*args)
+    lows = torch_attention_backward(*args)
+    bounds = []
+    for low, ref in zip(lows, refs):
+        err = (low.detach().cpu().double() - ref.cpu()).abs()
+        bounds.append(factor * (err.max() if err.numel() else err.new_zeros(())) + atol)
+    return tuple(bounds)
+
+
+def attention_backward_tolerance_check(dq, dk, dv, do, q, k, v, causal=False, softmax_scale=None,
+                                       cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd", **bounds) -> dict:
+    """Assert that ``(dq, dk, dv)`` (``attention_backward``'s outputs for these arguments) are within
+    ``attention_backward_error_bounds`` of ``attention_backward_reference`` (shapes and dtypes as the
+    inputs'; NaN fails).  Returns the errors and bounds found; raises AssertionError naming the first
+    element out of bounds."""
+    args = (do, q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout)
+    refs = attention_backward_reference(*args)
+    limits = attention_backward_error_bounds(*args, **bounds)
+    found: dict = {}
+    for name, got, ref, limit, like in zip(("dq", "dk", "dv"), (dq, dk, dv), refs, limits, (q, k, v)):
+        if tuple(got.shape) != tuple(like.shape) or got.dtype != like.dtype:
+            raise AssertionError(f"{name}: shape {tuple(got.shape)} {got.dtype}, expected {tuple(like.shape)} "
+                                 f"{like.dtype}")
+        err = (got.detach().cpu().double() - ref.cpu()).abs()
+        bad = ~(err <= limit)                                      # NaN is bad too
+        if bad.any():
+            at = tuple(int(i) for i in bad.nonzero()[0])
+            raise AssertionError(f"{name}{list(at)} = {float(got[at]):.6g}, reference {float(ref[at]):.6g}: error "
+                                 f"{float(err[at]):.3g} > bound {float(limit):.3g} (2 x torch's own {q.dtype} "
+                                 f"error + {GRAD_ATOL:g}); {int(bad.sum())} of {bad.numel()} elements")
+        found[f"{name}_err"] = float(err.max()) if err.numel() else 0.0
+        found[f"{name}_bound"] = float(limit)
+    return found
+
+
+def attention_bwd_prep_reference(o, do, lse, layout="bhnd"):
+    """``(DELTA, LSE2)`` of the prep kernel in float64: ``DELTA = sum_d dO * O`` per row, ``LSE2 = LSE *
+    log2(e)`` (+inf where LSE is -inf).  ``layout``: "bhnd" (O (B, H, N, D), LSE (B, H, N)), "bnhd"
+    (O (B, N, H, D)) or "thd" (varlen: O (total, H, D), LSE (H, total))."""
+    delta = (do.double() * o.double()).sum(-1)
+    if layout in ("bnhd", "thd"):
+        delta = delta.transpose(-1, -2)
+    lse2 = lse.double() * (1.0 / math.log(2.0))
+    lse2 = torch.where(torch.isneginf(lse.double()), torch.full_like(lse2, math.inf), lse2)
+    return delta, lse2
+
+
+def attention_bwd_prep_error_bounds(o, do, lse, layout="bhnd"):
+    """(DELTA bound, LSE2 bound): a D-term fp32 sum of exact products, D·u·sum|dO·O| (Higham's worst
+    case); LSE2 one fp32 product with the rounded log2(e), 2u·|LSE2| (0 where it is infinite)."""
+    u = 2.0 ** -24
+    mag = (do.double().abs() * o.double().abs()).sum(-1)
+    if layout in ("bnhd", "thd"):
+        mag = mag.transpose(-1, -2)
+    lse2 = (lse.double() / math.log(2.0)).abs()
+    return o.shape[-1] * u * mag, torch.where(torch.isinf(lse2), torch.zeros_like(lse2), 2 * u * lse2)

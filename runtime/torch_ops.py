@@ -4,6 +4,7 @@
     z = torch.ops.isagen.add_bf16(x, y)        # a new tensor; inputs are never modified
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
     o, lse = torch.ops.isagen.attention(q, k, v, True)   # isagen.runtime.attention.attention as an op
+    dq, dk, dv = torch.ops.isagen.attention_backward(do, q, k, v, o, lse, True)   # ... and its backward
 
 The op's schema comes from the kernel's launch contract (``isagen.builders.contract.LaunchInfo``), so a kernel
 needs no torch code of its own: its input tensors (roles ``in`` and ``inout``) in order, then its
@@ -312,8 +313,8 @@ def register_attention_op() -> str:
         def run_on(backend: str):
             def impl(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
                      layout="bhnd"):
-                return attn.attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout,
-                                      backend=backend)
+                return attn._attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k, layout,
+                                       backend=backend)
             impl.__name__ = f"isagen_attention_{backend}"
             return impl
 
@@ -328,9 +329,61 @@ def register_attention_op() -> str:
         return f"{NAMESPACE}::attention"
 
 
+ATTENTION_BACKWARD_SCHEMA = ('(Tensor do, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, bool causal=False, '
+                             'float? softmax_scale=None, Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_k=None, '
+                             'str layout="bhnd") -> (Tensor, Tensor, Tensor)')
+
+
+def register_attention_backward_op() -> str:
+    """Register ``torch.ops.isagen.attention_backward(do, q, k, v, o, lse, causal, softmax_scale,
+    cu_seqlens_q, cu_seqlens_k, layout) -> (dq, dk, dv)`` (``isagen.runtime.attention.attention_backward``,
+    with a fake implementation) and make ``torch.ops.isagen.attention`` differentiable through it: its
+    gradient for q, k and v; lse's incoming gradient is ignored (flash-attn's convention)."""
+    from isagen.runtime import attention as attn
+    register_attention_op()
+    with _lock:
+        if "attention_backward" in _EXTRA_OPS:
+            return f"{NAMESPACE}::attention_backward"
+
+        def run_on(backend: str):
+            def impl(do, q, k, v, o, lse, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                     layout="bhnd"):
+                return attn.attention_backward(do, q, k, v, o, lse, causal, softmax_scale, cu_seqlens_q,
+                                               cu_seqlens_k, layout, backend=backend)
+            impl.__name__ = f"isagen_attention_backward_{backend}"
+            return impl
+
+        def fake(do, q, k, v, o, lse, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                 layout="bhnd"):
+            return attn.gradients_like(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, layout)
+
+        _lib.define("attention_backward" + ATTENTION_BACKWARD_SCHEMA)
+        _lib.impl("attention_backward", run_on("emu"), "CPU")
+        _lib.impl("attention_backward", run_on("hip"), "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::attention_backward", fake, lib=_lib)
+
+        def setup_context(ctx, inputs, output):
+            q, k, v, causal, softmax_scale, cu_q, cu_k, layout = inputs
+            o, lse = output
+            ctx.save_for_backward(q, k, v, o, lse)
+            ctx.extra = (causal, softmax_scale, cu_q, cu_k, layout)
+
+        def backward(ctx, do, dlse):
+            q, k, v, o, lse = ctx.saved_tensors
+            causal, softmax_scale, cu_q, cu_k, layout = ctx.extra
+            dq, dk, dv = torch.ops.isagen.attention_backward(do, q, k, v, o, lse, causal, softmax_scale, cu_q, cu_k,
+                                                             layout)
+            return dq, dk, dv, None, None, None, None, None
+
+        torch.library.register_autograd(f"{NAMESPACE}::attention", backward, setup_context=setup_context, lib=_lib)
+        _EXTRA_OPS["attention_backward"] = ATTENTION_BACKWARD_SCHEMA
+        return f"{NAMESPACE}::attention_backward"
+
+
 def registered_ops() -> dict:
     return {**{name: e.schema for name, e in _OPS.items()}, **_EXTRA_OPS}
 
 
 register_bundled_ops()
 register_attention_op()
+register_attention_backward_op()

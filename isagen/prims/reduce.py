@@ -66,6 +66,22 @@ def wave_reduce(k, values: list[Reg], op: str, out: list[Reg], what: list[str] |
         k.v_readlane_b32(s, v, LAST_LANE, comment=f"{name}: the wave's {op} (lane {LAST_LANE})")
 
 
+def group_reduce(k, values: list[Reg], op: str, lanes: int, what: list[str] | None = None) -> None:
+    """Every lane of each aligned group of ``lanes`` lanes (2, 4, 8 or 16: the first DPP steps of
+    ``wave_reduce``) ends with the ``op`` (add, max) of ``values[i]`` over its group, in place.
+
+    A row of data spread over a lane group (a 256-byte row of 16-bit elements: 16 lanes of 16 bytes)
+    gets its sum without leaving VGPRs; the same fixed tree in every group.  All lanes must be active."""
+    steps = {2: 1, 4: 2, 8: 3, 16: 4}.get(lanes)
+    if steps is None:
+        raise ValueError(f"a lane group has 2, 4, 8 or 16 lanes, not {lanes}")
+    combine = _combine(k, op)
+    what = what or [f"value {i}" for i in range(len(values))]
+    for mods, row_mask, reach in _DPP_STEPS[:steps]:
+        for v, name in zip(values, what):
+            combine(v, v, v, row_mask=row_mask, bank_mask=0xF, **mods, comment=f"{name}: {op} over {reach}")
+
+
 class CrossWave:
     """Combine per-wave values of the ``waves_per_row`` waves that share a row, through LDS.
 
