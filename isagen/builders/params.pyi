@@ -59,6 +59,18 @@ class AttentionBwdParams(Params):
     dq_atomic: bool = False
 
 @dataclass(frozen=True)
+class AttentionBwdPrepParams(Params):
+    """The 'attention_bwd_prep' generator's parameters (isagen/kernels/attention_prep.py)."""
+
+    name: str
+    #: element type of O and dO (DELTA, LSE and LSE2 are fp32)
+    dtype: str = 'bf16'
+    #: head dimension D of O and dO
+    head_dim: int = 128
+    #: variable-length batch packed as flash-attn's THD layout: sequence starts and lengths from cu_seqlens_q
+    varlen: bool = False
+
+@dataclass(frozen=True)
 class ElementwiseParams(Params):
     """The 'elementwise' generator's parameters (isagen/kernels/elementwise.py)."""
 
