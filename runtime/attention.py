@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 import torch
 
 from isagen.api import Kernel, build
-from isagen.errors import LaunchError, TargetError
+from isagen.errors import LaunchError, SpecError, TargetError
 from isagen.kernels.attention_bwd import BLOCK as BWD_BLOCK
 from isagen.kernels.attention_prep import ROWS as PREP_ROWS
 from isagen.runtime import gpu
@@ -590,9 +590,12 @@ def prep_kernel(target: str, dtype: str, head_dim: int, varlen: bool) -> Kernel:
     return _cached(PREP_SPEC, target, dtype=dtype, head_dim=head_dim, varlen=varlen)
 
 
-def backward_kernel(target: str, dtype: str, head_dim: int, causal: bool, varlen: bool, part: str) -> Kernel:
-    """The built backward kernel ``part`` (dkdv or dq) for these parameters (built once per process)."""
-    return _cached(BWD_SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal, varlen=varlen, part=part)
+def backward_kernel(target: str, dtype: str, head_dim: int, causal: bool, varlen: bool, part: str,
+                    dq_atomic: bool = False) -> Kernel:
+    """The built backward kernel ``part`` (dkdv or dq; dkdv with ``dq_atomic`` adds dQ by atomics) for these
+    parameters (built once per process)."""
+    return _cached(BWD_SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal, varlen=varlen, part=part,
+                   dq_atomic=dq_atomic)
 
 
 def _cached(spec: str, target: str, **params) -> Kernel:
@@ -660,8 +663,8 @@ def check_backward(do, q, k, v, o, lse, cu_seqlens_q=None, cu_seqlens_k=None, la
 def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
                        lse: torch.Tensor, causal: bool = False, softmax_scale: float | None = None,
                        cu_seqlens_q: torch.Tensor | None = None, cu_seqlens_k: torch.Tensor | None = None,
-                       layout: str = "bhnd", target: str | None = None,
-                       backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       layout: str = "bhnd", target: str | None = None, backend: str | None = None,
+                       deterministic: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention backward: ``(dq, dk, dv)``, the gradients of ``attention``'s ``o`` against ``do``.
 
     ``o`` and ``lse`` are what ``attention(q, k, v, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k,
@@ -672,10 +675,15 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
 
     Tensors are read where they are when their head dim is contiguous (any other strides); one whose
     head dim is strided (an expanded gradient, ``o.sum().backward()``'s do) or whose tokens are closer
-    than D elements is copied first, as are an lse that is not contiguous.  Deterministic: no atomics,
-    the same bits every run.  Mistakes are one ``LaunchError`` line starting ``attention_backward:``."""
+    than D elements is copied first, as are an lse that is not contiguous.  ``deterministic=True`` (the
+    default): no atomics, a separate dq kernel, the same bits every run.  ``deterministic=False``: the dkdv
+    kernel adds dQ into an fp32 buffer with ``buffer_atomic_add_f32`` (no dq kernel; the order of the sums,
+    so the last bits, depends on the GPU's scheduling); it needs LDS that gfx942 has only for D=64.
+    Mistakes are one ``LaunchError`` line starting ``attention_backward:``."""
     if not isinstance(causal, bool):
         _fail_bwd(f"causal must be True or False, got {type(causal).__name__} {causal!r:.40}")
+    if not isinstance(deterministic, bool):
+        _fail_bwd(f"deterministic must be True or False, got {type(deterministic).__name__} {deterministic!r:.40}")
     bp = check_backward(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, layout)
     p = bp.p
     with _renamed("attention_backward"):
@@ -737,16 +745,27 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
                      "lse_sb": lse_strides[0], "lse_sh": lse_strides[1]}
     for prefix, op in (("q", p.q), ("k", p.k), ("v", p.v), ("do", bp.do)):
         scalars.update(zip((f"{prefix}_sb", f"{prefix}_sh", f"{prefix}_sn"), op.strides))
-    parts = (("dkdv", {"dK": dk, "dV": dv}, (-(-p.max_k // BWD_BLOCK), p.kv_heads, p.batch)),
-             ("dq", {"dQ": dq}, (-(-p.max_q // BWD_BLOCK), p.heads, p.batch)))
+    dkdv_grid = (-(-p.max_k // BWD_BLOCK), p.kv_heads, p.batch)
+    if deterministic:
+        parts = (("dkdv", {"dK": dk, "dV": dv}, dkdv_grid),
+                 ("dq", {"dQ": dq}, (-(-p.max_q // BWD_BLOCK), p.heads, p.batch)))
+    else:
+        dq_acc = torch.zeros(tuple(q.shape), dtype=torch.float32, device=device)   # the atomics add into it
+        parts = (("dkdv", {"dK": dk, "dV": dv, "dQacc": dq_acc}, dkdv_grid),)
     for part, outs, grid in parts:
-        kernel = backward_kernel(tgt, dtype_name, p.head_dim, causal, p.varlen, part)
+        try:
+            kernel = backward_kernel(tgt, dtype_name, p.head_dim, causal, p.varlen, part,
+                                     dq_atomic=not deterministic)
+        except SpecError as e:
+            raise LaunchError(f"attention_backward: deterministic=False: {str(e).split(': ', 2)[-1]}") from None
         tensors = {**common, **{n: _flat(t) for n, t in outs.items()}}
         values = {**tensors, **scalars}
         for name, t in outs.items():
             strides = _operand(name, t, p.layout, p.varlen).strides
             values.update(zip((f"{name.lower()}_sb", f"{name.lower()}_sh", f"{name.lower()}_sn"), strides))
         kernel.launch_with(tensors, values, grid, list(outs), backend=backend_name)
+    if not deterministic:
+        dq.copy_(dq_acc)              # fp32 sums -> q's dtype, rounded to nearest even
     if p.varlen:        # sequences with no query (no key): their dk, dv (dq) rows are 0 whatever a kernel did
         cq, ck = [0, *itertools.accumulate(p.lens_q)], [0, *itertools.accumulate(p.lens_k)]
         for b, (nq, nk) in enumerate(zip(p.lens_q, p.lens_k)):

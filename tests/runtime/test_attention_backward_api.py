@@ -813,3 +813,24 @@ def test_kernel_on_strided_inputs():
     attention_backward_tolerance_check(got[:, :, 0], got[:, :, 1, :2], got[:, :, 2, :2], do, qd, kd, vd, True, 0.3,
                                        layout="bnhd")
     assert (got[:, :, 1:, 2:] == 0).all()                    # the KV heads attention never read
+
+
+@pytest.mark.parametrize("target, dtype, dims, causal, varlen, layout", [
+    ("gfx950", BF16, (1, 4, 2, 40, 70, 128), True, None, "bnhd"),
+    ("gfx942", F16, (2, 2, 1, 100, 17, 64), False, None, "bhnd"),
+    ("gfx950", BF16, (None, 2, 1, None, None, 64), True, ([5, 0, 40], [9, 3, 60]), "bhnd"),
+], ids=_case_id)
+def test_kernel_atomic_dq(target, dtype, dims, causal, varlen, layout):
+    """deterministic=False: dQ by buffer_atomic_add_f32 from the dkdv kernel (no dq kernel), within the same
+    tolerance against the float64 reference."""
+    args = _kernel_inputs(dtype, dims, causal, varlen, layout, seed=4)
+    _grads(*args, seed=9, target=target, backend="emu", deterministic=False)
+
+
+def test_atomic_dq_where_lds_is_short_is_one_line():
+    q, k, v = _qkv(1, 2, 1, 20, 20, 128, BF16, seed=3)
+    o, lse = attention(q, k, v, backend="emu", target="gfx942")
+    with pytest.raises(LaunchError, match=r"^attention_backward: deterministic=False: .*gfx942 has 65536") as e:
+        attention_backward(torch.ones_like(o), q, k, v, o, lse, target="gfx942", backend="emu",
+                           deterministic=False)
+    assert "\n" not in str(e.value)
