@@ -215,8 +215,8 @@ def launch(p, target) -> LaunchInfo:
                    TensorParam("V", p.dtype, ("total_kv", "h_kv", d), "in"),
                    TensorParam("O", p.dtype, ("total_q", "h", d), "out"),
                    TensorParam("LSE", "f32", ("h", "total_q"), "out"),
-                   TensorParam("cu_seqlens_q", "i32", ("b1",), "in"),
-                   TensorParam("cu_seqlens_k", "i32", ("b1",), "in"))
+                   TensorParam("cu_seqlens_q", "i32", ("b1",), "in", "offsets:total_q"),
+                   TensorParam("cu_seqlens_k", "i32", ("b1",), "in", "offsets:total_kv"))
         q = {"sb": "0", "sh": str(d), "sn": f"h * {d}"}
         kv = {"sb": "0", "sh": str(d), "sn": f"h_kv * {d}"}
         lse = {"lse_sb": "0", "lse_sh": "total_q"}

@@ -257,7 +257,8 @@ def launch(p, target) -> LaunchInfo:
         tensors.append(TensorParam("dQacc", "f32", qs, "inout"))      # zeroed by the caller; += scale dS·K
         outs = {**outs, "dQacc": q}
     if p.varlen:
-        tensors += [TensorParam("cu_seqlens_q", "i32", ("b1",)), TensorParam("cu_seqlens_k", "i32", ("b1",))]
+        tensors += [TensorParam("cu_seqlens_q", "i32", ("b1",), "in", "offsets:total_q"),
+                    TensorParam("cu_seqlens_k", "i32", ("b1",), "in", "offsets:total_kv")]
     kernargs = {"group": "h // max(h_kv, 1)", **sizes, **lse}
     for name, strides in (("q", q), ("k", kv), ("v", kv), ("do", q)) + tuple((n.lower(), st) for n, st in outs.items()):
         kernargs.update({f"{name}_{k}": v for k, v in strides.items()})

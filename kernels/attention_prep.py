@@ -76,7 +76,8 @@ def launch(p, target) -> LaunchInfo:
         vec = ("h", "total_q")
         tensors = (TensorParam("O", p.dtype, row, "in"), TensorParam("dO", p.dtype, row, "in"),
                    TensorParam("LSE", "f32", vec, "in"), TensorParam("DELTA", "f32", vec, "out"),
-                   TensorParam("LSE2", "f32", vec, "out"), TensorParam("cu_seqlens_q", "i32", ("b1",), "in"))
+                   TensorParam("LSE2", "f32", vec, "out"),
+                   TensorParam("cu_seqlens_q", "i32", ("b1",), "in", "offsets:total_q"))
         strides = {"sb": "0", "sh": str(d), "sn": f"h * {d}"}
         kernargs = {"n_q": "total_q", "lse_sb": "0", "lse_sh": "total_q"}
         grid = (f"cdiv(total_q, {ROWS})", "h", "max(b1 - 1, 0)")

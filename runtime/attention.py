@@ -746,6 +746,7 @@ def attention_backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: to
     for prefix, op in (("q", p.q), ("k", p.k), ("v", p.v), ("do", bp.do)):
         scalars.update(zip((f"{prefix}_sb", f"{prefix}_sh", f"{prefix}_sn"), op.strides))
     dkdv_grid = (-(-p.max_k // BWD_BLOCK), p.kv_heads, p.batch)
+    parts: tuple[tuple[str, dict, tuple[int, int, int]], ...]
     if deterministic:
         parts = (("dkdv", {"dK": dk, "dV": dv}, dkdv_grid),
                  ("dq", {"dQ": dq}, (-(-p.max_q // BWD_BLOCK), p.heads, p.batch)))

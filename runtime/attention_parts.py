@@ -22,10 +22,31 @@ import torch
 OPERAND_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
-def backward_part_reference(Q, K, V, dO, DELTA, LSE2, causal, softmax_scale, part, dtype="bf16"):
+def backward_part_reference(Q, K, V, dO, DELTA, LSE2, causal, softmax_scale, part, dtype="bf16", cu_seqlens_q=None,
+                            cu_seqlens_k=None):
     """``(dK, dV)`` for ``part == "dkdv"``, ``dQ`` for ``"dq"`` (float64), GQA by head groups; ``dtype`` is
-    the kernel's element type (the precision P and dS are multiplied in)."""
-    operand_dtype = OPERAND_DTYPES[dtype]
+    the kernel's element type (the precision P and dS are multiplied in).  With ``cu_seqlens_q/_k`` the
+    tensors are flash-attn's THD packing (Q (total_q, H, D), DELTA/LSE2 (H, total_q)), per sequence."""
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        return _part(Q, K, V, dO, DELTA, LSE2, causal, softmax_scale, part, OPERAND_DTYPES[dtype])
+    cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
+    outs = ([torch.zeros(Q.shape, dtype=torch.float64)] if part == "dq"
+            else [torch.zeros(K.shape, dtype=torch.float64), torch.zeros(V.shape, dtype=torch.float64)])
+    for b in range(len(cq) - 1):
+        (q0, q1), (k0, k1) = (cq[b], cq[b + 1]), (ck[b], ck[b + 1])
+        if q1 == q0 or k1 == k0:
+            continue                                    # no query or no key: zero gradients
+        seq = (x.transpose(0, 1)[None] for x in (Q[q0:q1], K[k0:k1], V[k0:k1], dO[q0:q1]))
+        got = _part(*seq, DELTA[:, q0:q1][None], LSE2[:, q0:q1][None], causal, softmax_scale, part,
+                    OPERAND_DTYPES[dtype])
+        got = (got,) if part == "dq" else got
+        rows = (q0, q1) if part == "dq" else (k0, k1)
+        for out, g in zip(outs, got):
+            out[rows[0]:rows[1]] = g[0].transpose(0, 1)
+    return outs[0] if part == "dq" else tuple(outs)
+
+
+def _part(Q, K, V, dO, DELTA, LSE2, causal, softmax_scale, part, operand_dtype):
     q, k, v, do = (x.double() for x in (Q, K, V, dO))
     group = q.shape[1] // k.shape[1]
     kk, vv = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)

@@ -156,6 +156,13 @@ def random_inputs(kernel, sizes: dict, device: str = "cpu", seed: int = 0) -> di
             raise LaunchError(f"{kernel.name}: no size for {', '.join(missing)} (give --shape {missing[0]}=...)")
         shape = [sizes[d] if isinstance(d, str) else d for d in t.shape]
         dtype = torch_dtype(t.dtype, kernel.target)
+        if t.fill.startswith("offsets:"):
+            # cumulative offsets 0 = o[0] <= ... <= o[-1] = the size named (random lengths, empty ones too)
+            total = sizes[t.fill.split(":", 1)[1]]
+            cuts = torch.randint(0, total + 1, (max(shape[0] - 2, 0),), generator=gen).sort().values
+            x = torch.cat([torch.zeros(1, dtype=torch.int64), cuts, torch.tensor([total])])[:shape[0]]
+            out[t.name] = x.to(dtype).to(device)
+            continue
         if dtype.is_floating_point:
             x = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
         else:

@@ -110,6 +110,9 @@ class TensorParam:
     dtype: str                       # isagen element type: f32, bf16, f16, fp8, ...
     shape: tuple                     # e.g. ("n",) or ("m", 128)
     role: str = "in"                 # in | out | inout
+    # what random inputs (isagen run) must look like when not any numbers: "offsets:<size>" = cumulative
+    # offsets from 0 to that size, non-decreasing (flash-attn's cu_seqlens); "" = random numbers
+    fill: str = ""
 
     @property
     def written(self) -> bool:
@@ -229,7 +232,7 @@ class LaunchInfo:
 
     @classmethod
     def from_json(cls, d: dict) -> LaunchInfo:
-        return cls(tensors=tuple(TensorParam(t["name"], t["dtype"], tuple(t["shape"]), t["role"])
+        return cls(tensors=tuple(TensorParam(t["name"], t["dtype"], tuple(t["shape"]), t["role"], t.get("fill", ""))
                                  for t in d["tensors"]),
                    scalars=tuple(ScalarParam(s["name"], s["dtype"], s.get("default"),
                                              tuple(s["bounds"]) if s.get("bounds") is not None else None)

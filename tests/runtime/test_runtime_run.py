@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import isagen
 from isagen.cli import main as cli_main
 from isagen.errors import SpecError
 from isagen.runtime import run
@@ -150,3 +151,21 @@ def test_hip_backend_without_a_gpu_is_one_line(capsys):
     assert cli_main(["run", "axpy_f32", "--shape", "n=100", "--backend", "hip"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"isagen: error: the hip backend needs a supported AMD GPU: {why} (use --backend emu)"
+
+
+@pytest.mark.parametrize("spec,shapes", [
+    ("attention_bf16", ["total_q=150", "total_kv=90", "b1=4"]),
+    ("attention_bwd_bf16", ["total_q=150", "total_kv=90", "b1=4"]),
+    ("attention_bwd_prep_bf16", ["total_q=150", "b1=4"]),
+])
+def test_varlen_specs_run_on_drawn_offsets(spec, shapes):
+    """cu_seqlens inputs are drawn as offsets (0, non-decreasing, ending at the packed total: the
+    contract's ``fill``), not as random integers, so ``isagen run -D varlen=true`` passes."""
+    args = ["run", spec, "-D", "varlen=true", "--backend", "emu", "--target", "gfx950"]
+    for s in shapes:
+        args += ["--shape", s]
+    assert cli_main(args) == 0
+    kernel = isagen.build(spec, "gfx950", varlen=True)
+    inputs = run.random_inputs(kernel, {"h": 2, "h_kv": 1, "total_q": 150, "total_kv": 90, "b1": 6}, seed=3)
+    cu = inputs["cu_seqlens_q"]
+    assert cu[0] == 0 and cu[-1] == 150 and bool((cu[1:] >= cu[:-1]).all()) and len(cu) == 6
