@@ -11,6 +11,7 @@ waves, preloaded kernel arguments), and runs the workgroups in batches.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -77,6 +78,26 @@ class LoadedKernel:
     @property
     def hidden_args(self) -> list[dict]:
         return [a for a in self.meta.get(".args", []) if str(a.get(".value_kind", "")).startswith("hidden_")]
+
+
+def workgroup_order(total: int) -> np.ndarray:
+    """The order the emulator runs a launch's workgroups in (linear ids), from ``ISAGEN_EMU_WG_ORDER``:
+    ``forward`` (default), ``reverse`` or ``shuffle:<seed>`` (a seeded permutation).  A GPU runs
+    workgroups in no promised order; a kernel whose result depends on it (a race between workgroups, an
+    order-sensitive atomic sum) shows it when run in another order."""
+    text = os.environ.get("ISAGEN_EMU_WG_ORDER", "forward").strip().lower() or "forward"
+    if text == "forward":
+        return np.arange(total)
+    if text == "reverse":
+        return np.arange(total)[::-1].copy()
+    if text.startswith("shuffle:"):
+        try:
+            seed = int(text.split(":", 1)[1])
+        except ValueError:
+            seed = -1
+        if seed >= 0:
+            return np.random.default_rng(seed).permutation(total)
+    raise LaunchError(f"ISAGEN_EMU_WG_ORDER={text!r}: use forward, reverse or shuffle:<seed> (a seed >= 0)")
 
 
 class Module:
@@ -174,6 +195,7 @@ class Module:
             t0 = time.perf_counter()
             nwaves_wg = (threads + 63) // 64
             total_wg = grid[0] * grid[1] * grid[2]
+            self._order = workgroup_order(total_wg)
             per_wave = max(prog.ctx.nregs, 1) * 64 * 4
             wg_per_batch = max(1, min(total_wg, BATCH_VGPR_BYTES // (per_wave * nwaves_wg),
                                       max(1, MAX_BATCH_WAVES // nwaves_wg),
@@ -301,7 +323,7 @@ class Module:
         nw = (threads + 63) // 64
         W = n * nw
         st = Batch(prog.ctx.nregs, W, n, lds_total)
-        lin = first + np.arange(n)
+        lin = self._order[first:first + n]          # which workgroups run in this batch (ISAGEN_EMU_WG_ORDER)
         gx, gy = grid[0], grid[1]
         st.wg_id[:, 0] = lin % gx
         st.wg_id[:, 1] = (lin // gx) % gy
