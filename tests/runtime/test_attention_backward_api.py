@@ -521,7 +521,8 @@ def model(monkeypatch):
     m = BackwardModel(backends.get_backend("emu"))
     built = []
 
-    def kernel_for(target, dtype, head_dim, causal, varlen, part):
+    def kernel_for(target, dtype, head_dim, causal, varlen, part, dq_atomic=False):
+        assert not dq_atomic, "the interface model is the deterministic backward's"
         built.append((target, dtype, head_dim, causal, varlen, part))
         return model_kernel(target, dtype, head_dim, causal, varlen, part)
     monkeypatch.setattr(attn, "backward_kernel", kernel_for)
