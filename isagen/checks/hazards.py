@@ -195,8 +195,9 @@ class _Event:
 
     def copy(self) -> _Event:
         e = _Event.__new__(_Event)
-        for slot in _Event.__slots__:
-            setattr(e, slot, getattr(self, slot))
+        e.kind, e.origin, e.keys, e.age = self.kind, self.origin, self.keys, self.age
+        e.passes, e.xdl, e.name, e.dst = self.passes, self.xdl, self.name, self.dst
+        e.need, e.trans, e.dst_sel, e.dot = self.need, self.trans, self.dst_sel, self.dot
         return e
 
 
@@ -268,24 +269,31 @@ _SUPERSEDED_BY = {"mfma_write": "mfma", "valu_write": "valu", "salu_write_m0": "
 class _Facts:
     """What the pass needs to know of one instruction, computed once."""
 
-    __slots__ = ("inst", "name", "unit", "mfma", "uses", "defs", "ops", "dpp", "flags", "mods", "ws")
+    __slots__ = ("inst", "name", "unit", "mfma", "uses", "defs", "touch", "_ops", "dpp", "flags", "mods", "ws",
+                 "xclass", "events")
 
     def __init__(self, inst: Instruction):
         self.inst = inst
         self.name: str = inst.name
         self.unit: str = inst.unit
         self.mfma: MfmaInfo | None = inst.desc.mfma
-        self.uses = frozenset(inst.uses())
-        self.defs = frozenset(inst.defs())
-        self.ops: dict[str, tuple[Key, ...]] = {spec.name: tuple(_keys_of(value))
-                                                for spec, value in zip(inst.desc.operands, inst.ops)}
+        self.uses = frozenset(inst.use_keys())
+        self.defs = frozenset(inst.def_keys())
+        self.touch = self.uses | self.defs        # every rule needs a register the event shares with these
+        self._ops: dict[str, tuple[Key, ...]] | None = None
         self.dpp: bool = inst.desc.is_dpp(inst.mods)
         self.flags: frozenset[str] = inst.desc.flags
         self.mods: dict[str, Any] = inst.mods
         self.ws = nop_wait_states(inst)
+        # the kind of writer this is, for ending older hazards of the same kind (_SUPERSEDED_BY)
+        self.xclass = "mfma" if self.mfma is not None else ("valu" if self.unit in ("valu", "trans") else self.unit)
+        self.events: list[_Event] | None = None   # what it leaves behind (the pass fills it in once)
 
     def op(self, name: str) -> tuple[Key, ...]:
-        return self.ops.get(name, ())
+        if self._ops is None:
+            self._ops = {spec.name: tuple(_keys_of(value)) for spec, value in zip(self.inst.desc.operands,
+                                                                                   self.inst.ops)}
+        return self._ops.get(name, ())
 
 
 #: pending events at a point of the program, by (origin position, kind)
@@ -419,42 +427,78 @@ class _Pass:
         return out
 
     # ------------------------------------------------------------------ one block
-    def _run_block(self, b: Block, state: _State, record: bool) -> _State:
+    def _run_block(self, b: Block, state: _State) -> _State:
         """Walk block ``b`` with the pending events ``state`` at its top; return the events at its end.
-        With ``record`` the nops each instruction needs are stored (the last walk decides)."""
-        state = {k: e.copy() for k, e in state.items()}
+        The nops each instruction needs are stored (the block's last walk decides).
+
+        Inside the walk an event's ``age`` field holds a time stamp: the clock (wait states since the
+        block's top) it would have had age 0 at, so nothing is touched per event as time passes (its
+        age is ``clock - stamp``).  An event that shares no register with an instruction costs one set
+        test; fewer than the window's worth of instructions' events are ever pending."""
+        window = self.window
+        live: _State = {}
+        for k, e in state.items():
+            e = e.copy()
+            e.age = -e.age                          # age a at the top: stamped a wait states before 0
+            live[k] = e
+        clock = 0
         for pos in b.instrs:
             f = self.facts[pos]
-            x = f.inst
+            touch = f.touch
             need, why = 0, ""
-            for ev in state.values():
-                if not (ev.keys & f.uses or ev.keys & f.defs):
-                    continue                                  # every rule needs a shared register
+            hits: list[tuple[tuple[int, str], _Event]] = []
+            expired: list[tuple[int, str]] = []
+            for key, ev in live.items():
+                age = clock - ev.age
+                if age >= window:
+                    expired.append(key)
+                    continue
+                if ev.keys.isdisjoint(touch):
+                    continue                          # every rule needs a shared register
+                hits.append((key, ev))
                 req, rule, regs = self._need(ev, f)
-                if req - ev.age > need:
-                    need = req - ev.age
-                    src = self.facts[ev.origin].inst         # events originate at instructions
+                if req - age > need:
+                    need = req - age
+                    src = self.facts[ev.origin].inst          # events originate at instructions
                     passes = f" ({ev.passes} passes)" if ev.passes else ""
-                    already = f", {ev.age} already between" if ev.age else ""
+                    already = f", {age} already between" if age else ""
                     why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
-                           f"{x.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
-            if record:
-                self.nops[pos] = need
-                self.why[pos] = why
-            ws = need + f.ws
+                           f"{f.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
+            for key in expired:
+                del live[key]
+            self.nops[pos] = need
+            self.why[pos] = why
+            clock += need + f.ws
             defs = f.defs
-            xclass = "mfma" if f.mfma is not None else ("valu" if f.unit in ("valu", "trans") else f.unit)
-            for key in list(state):
-                ev = state[key]
-                if defs and ev.keys & defs and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
-                    ev.keys = ev.keys - defs          # a newer write of the same kind ends the older hazard
-                ev.age += ws
-                if not ev.keys or ev.age >= self.window:
-                    del state[key]
-            for ev in self._events_of(pos, x):
-                if ev.keys:
-                    state[(ev.origin, ev.kind)] = ev
-        return state
+            if defs:
+                xclass = f.xclass
+                for key, ev in hits:
+                    if not ev.keys.isdisjoint(defs) and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
+                        ev.keys = ev.keys - defs      # a newer write of the same kind ends the older hazard
+                        if not ev.keys:
+                            del live[key]
+            for template in self._events(pos):
+                key = (template.origin, template.kind)
+                old = live.get(key)
+                if old is not None and clock - old.age >= window:
+                    del live[key]                     # expired before this one is left behind: a new entry
+                ev = template.copy()
+                ev.age = clock
+                live[key] = ev
+        out: _State = {}
+        for key, ev in live.items():
+            age = clock - ev.age
+            if age < window:
+                ev.age = age
+                out[key] = ev
+        return out
+
+    def _events(self, pos: int) -> list[_Event]:
+        """The events the instruction at ``pos`` leaves behind (worked out once; walks copy them)."""
+        f = self.facts[pos]
+        if f.events is None:
+            f.events = [ev for ev in self._events_of(pos, f.inst) if ev.keys]
+        return f.events
 
     @staticmethod
     def _verb(ev: _Event) -> str:
@@ -501,7 +545,8 @@ class _Pass:
             if bi in in_state and self._same(in_state[bi], new_in) and bi in out_state:
                 continue
             in_state[bi] = new_in
-            new_out = self._run_block(blocks[bi], new_in, record=False)
+            # every walk records its nops: a block's last walk is the one with its final in-state
+            new_out = self._run_block(blocks[bi], new_in)
             if bi in out_state and self._same(out_state[bi], new_out):
                 continue
             out_state[bi] = new_out
@@ -510,8 +555,6 @@ class _Pass:
                     pending.add(s)
                     work.append(s)
                     work.sort(key=lambda block: rank[block])
-        for bi in order:
-            self._run_block(blocks[bi], in_state.get(bi, {}), record=True)
 
     def output(self) -> list[object]:
         s_nop = isa_table(self.target)["s_nop"]
@@ -551,24 +594,31 @@ def _regs(value: object) -> set[Key]:
     return set(k()) if k else set()
 
 
+# Registers of the consumer still exposed to an older producer on the path searched, per kind of
+# producer: a newer MFMA write hides older MFMA writes of a register, a newer VALU write older VALU
+# writes, a newer SALU write older SALU writes, any write hides older writes for DPP; reads (SrcC,
+# store data) are hazards whatever was written since.
+_MFMA, _VALU, _SALU, _ANY, _READS = range(5)
+
+
 class _Profile:
-    """What one instruction reads and writes, by role."""
+    """What one instruction reads and writes, by role (computed once per instruction)."""
 
     __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "src", "srcc", "dst", "ws", "wide",
-                 "wide_need", "dpp", "op_sel_hi", "flags")
+                 "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
         self.inst = inst
         self.name: str = inst.name
         self.unit: str = inst.unit
         self.flags: frozenset[str] = inst.desc.flags
-        self.reads = set(inst.uses())
-        self.writes = set(inst.defs())
+        self.reads = frozenset(inst.use_keys())
+        self.writes = frozenset(inst.def_keys())
         self.mfma: MfmaInfo | None = inst.desc.mfma
         self.src: dict[str, tuple[Key, ...]] = {}     # operand name -> key tuple
         for spec, value in zip(inst.desc.operands, inst.ops):
             self.src[spec.name] = tuple(sorted(_regs(value)))
-        self.srcc = set(self.src.get("src2", ())) if self.mfma else set()
+        self.srcc = frozenset(self.src.get("src2", ())) if self.mfma else frozenset()
         self.dst: tuple[Key, ...] = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
         self.ws = int(inst.ops[0]) + 1 if inst.name == "s_nop" else 1
         self.dpp: bool = inst.desc.is_dpp(inst.mods)
@@ -576,33 +626,30 @@ class _Profile:
         if inst.desc.fmt == "VOP3" and inst.mods.get("op_sel"):
             n_src = len([name for name in self.src if name.startswith("src")])
             self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
-        self.wide: set[Key] = set()
+        self.wide: frozenset[Key] = frozenset()
         self.wide_need = 0
         if "store" in self.flags and self.unit in ("vmem", "flat"):
             data = set(self.src.get("vdata", ())) | set(self.src.get("data", ()))
             if len(data) > 2:
-                self.wide = data
+                self.wide = frozenset(data)
                 if inst.desc.fmt != "MUBUF":
                     self.wide_need = table["wide_global_store->valu_write_data"]
                 elif self.src.get("soffset"):
                     self.wide_need = table["wide_store_sgpr_soffset->valu_write_data"]
                 else:
                     self.wide_need = table["wide_store_const_soffset->valu_write_data"]
+        # LLVM's "legacy VALU": VALU that is not an MFMA
+        self.is_valu = self.unit in ("valu", "trans") and self.mfma is None
+        self.is_mem = self.unit in ("vmem", "flat", "ds")
+        # which kind of newer write hides this instruction's older writes of a register (None: no kind
+        # of its own; its writes still hide older writes from DPP readers)
+        self.kind = (_MFMA if self.mfma is not None else _VALU if self.is_valu
+                     else _SALU if self.unit == "salu" else None)
+        # every register a hazard with this instruction first can be on (every rule below needs one
+        # of them in the second instruction's reads or writes)
+        self.touch = self.writes | self.srcc | self.wide
 
-    @property
-    def is_valu(self) -> bool:       # LLVM's "legacy VALU": VALU that is not an MFMA
-        return self.unit in ("valu", "trans") and self.mfma is None
 
-    @property
-    def is_mem(self) -> bool:
-        return self.unit in ("vmem", "flat", "ds")
-
-
-# Registers of the consumer still exposed to an older producer on the path searched, per kind of
-# producer: a newer MFMA write hides older MFMA writes of a register, a newer VALU write older VALU
-# writes, a newer SALU write older SALU writes, any write hides older writes for DPP; reads (SrcC,
-# store data) are hazards whatever was written since.
-_MFMA, _VALU, _SALU, _ANY, _READS = range(5)
 #: the registers still exposed per producer kind, indexed by the five constants above
 _Live = tuple[frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key]]
 
@@ -613,7 +660,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     A reason is a phrase with ``{regs}`` in it, completed by the producer."""
     found: list[tuple[int, set[Key], str]] = []
     name = target.name
-    cls = _MFMA if p.mfma is not None else (_VALU if p.is_valu else (_SALU if p.unit == "salu" else _READS))
+    cls = _READS if p.kind is None else p.kind
 
     def need(n: int, regs: set[Key], reason: str, exposed: int | None = None) -> None:
         regs = regs & live[cls if exposed is None else exposed]
@@ -708,7 +755,13 @@ def _what(p: _Profile) -> str:
 
 def check_hazards(items: Sequence[object], target: Target | str) -> list[Violation]:
     """Every pair of instructions with fewer wait states between them than the hazard table asks,
-    on any path of the CFG (loop back edges included).  An empty list means the program is clean."""
+    on any path of the CFG (loop back edges included).  An empty list means the program is clean.
+
+    Cost: each instruction looks back at most the longest hazard window (``max_window``: 19 or 20
+    wait states, so at most that many instructions on a path), and only an earlier instruction that
+    writes or holds one of the registers it touches is classified; the walk within a block is a
+    plain loop, and only a walk that reaches the top of its block inside the window goes on over the
+    CFG (a shortest-distance-first search over the predecessors)."""
     target = get_target(target)
     t = _fixed_rules(target)
     window = max_window(target)
@@ -731,8 +784,30 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
         return [q for q in cfg.prev_instructions(pos) if cfg.block_of(q).index in reachable]
 
     found: dict[tuple[int, int, str], tuple[int, Violation]] = {}
+
+    def visit(dist: int, ppos: int, p: _Profile, c: _Profile, cpos: int, live: _Live,
+              interest: frozenset[Key]) -> _Live:
+        """Judge the pair (p, c) ``dist`` wait states apart; return what stays exposed behind p."""
+        for n, regs, reason in _pair(target, t, p, c, live):
+            if dist < n:
+                key = (cpos, ppos, reason)
+                if key not in found or found[key][0] > dist:
+                    found[key] = (dist, Violation(
+                        cpos, c.inst, format_keys(regs),
+                        f"{reason.format(regs=format_keys(regs))} #{ppos} {p.inst.render(False)} "
+                        f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
+                        f"needs {n}", source=ppos, kind="hazard"))
+        if not p.writes.isdisjoint(interest):
+            exposed = list(live)
+            if p.kind is not None:
+                exposed[p.kind] = exposed[p.kind] - p.writes
+            exposed[_ANY] = exposed[_ANY] - p.writes
+            live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
+        return live
+
     for bi in sorted(reachable):
-        for cpos in cfg.blocks[bi].instrs:
+        instrs = cfg.blocks[bi].instrs
+        for slot, cpos in enumerate(instrs):
             c = profiles[cpos]
             if c.unit in ("salu", "sopp", "smem"):
                 continue                     # no rule has a scalar instruction second
@@ -740,36 +815,36 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
             if not interest:
                 continue
             # (distance, producer position, registers still exposed on this path, per producer kind)
-            start: _Live = (frozenset(interest),) * 5
-            heap = [(0, ppos, start) for ppos in prev(cpos)]
-            heapq.heapify(heap)
-            seen: set[tuple[int, _Live]] = set()
-            while heap:
-                dist, ppos, live = heapq.heappop(heap)
-                if (ppos, live) in seen:
-                    continue
-                seen.add((ppos, live))
+            live: _Live = (interest,) * 5
+            # within the block: one path, distances only grow
+            dist, walked = 0, []
+            for j in range(slot - 1, -1, -1):
+                ppos = instrs[j]
                 p = profiles[ppos]
-                for n, regs, reason in _pair(target, t, p, c, live):
-                    if dist < n:
-                        key = (cpos, ppos, reason)
-                        if key not in found or found[key][0] > dist:
-                            found[key] = (dist, Violation(
-                                cpos, c.inst, format_keys(regs),
-                                f"{reason.format(regs=format_keys(regs))} #{ppos} {p.inst.render(False)} "
-                                f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
-                                f"needs {n}", source=ppos, kind="hazard"))
-                if p.writes & interest:
-                    exposed = list(live)
-                    kind = (_MFMA if p.mfma is not None else _VALU if p.is_valu
-                            else _SALU if p.unit == "salu" else None)
-                    if kind is not None:
-                        exposed[kind] = exposed[kind] - p.writes
-                    exposed[_ANY] = exposed[_ANY] - p.writes
-                    live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
-                nd = dist + p.ws
-                if nd >= window:
+                walked.append((ppos, live))
+                if not p.touch.isdisjoint(interest):
+                    live = visit(dist, ppos, p, c, cpos, live, interest)
+                dist += p.ws
+                if dist >= window:
+                    break
+            else:
+                # the top of the block inside the window: every way in, shortest distance first
+                heap = [(dist, ppos, live) for ppos in prev(instrs[0])]
+                if not heap:
                     continue
-                for rpos in prev(ppos):
-                    heapq.heappush(heap, (nd, rpos, live))
+                heapq.heapify(heap)
+                seen: set[tuple[int, _Live]] = set(walked)
+                while heap:
+                    dist, ppos, live = heapq.heappop(heap)
+                    if (ppos, live) in seen:
+                        continue
+                    seen.add((ppos, live))
+                    p = profiles[ppos]
+                    if not p.touch.isdisjoint(interest):
+                        live = visit(dist, ppos, p, c, cpos, live, interest)
+                    nd = dist + p.ws
+                    if nd >= window:
+                        continue
+                    for rpos in prev(ppos):
+                        heapq.heappush(heap, (nd, rpos, live))
     return sorted((v for _, v in found.values()), key=lambda v: (v.pos, v.source or 0))
