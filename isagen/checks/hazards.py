@@ -605,7 +605,8 @@ class _Profile:
     """What one instruction reads and writes, by role (computed once per instruction)."""
 
     __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "src", "srcc", "dst", "ws", "wide",
-                 "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch")
+                 "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
+                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
         self.inst = inst
@@ -648,6 +649,11 @@ class _Profile:
         # every register a hazard with this instruction first can be on (every rule below needs one
         # of them in the second instruction's reads or writes)
         self.touch = self.writes | self.srcc | self.wide
+        # its reads by register class, as the rules with it second ask for them
+        self.reads_scalar = frozenset(k for k in self.reads if k[0] not in ("v", "a", "scc"))
+        self.reads_sgpr_vcc = frozenset(k for k in self.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi"))
+        self.reads_vector = frozenset(k for k in self.reads if k[0] in ("v", "a"))
+        self.reads_vgpr = frozenset(k for k in self.reads if k[0] == "v")
 
 
 #: the registers still exposed per producer kind, indexed by the five constants above
@@ -705,10 +711,10 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
                 need(t["valu_write_vgpr->mfma_read"], w & ops, "reads {regs} written by")
             need(t["valu_write_exec->mfma"], w & _EXEC, "runs under EXEC written by")
         if c.unit in ("vmem", "flat"):
-            scalar = {k for k in c.reads if k[0] not in ("v", "a", "scc")}
+            scalar = c.reads_scalar
             need(t["valu_write_sgpr->vmem_read"], w & scalar, "reads {regs} written by")
         if c.is_valu:
-            sregs = {k for k in c.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi")}
+            sregs = c.reads_sgpr_vcc
             need(t["valu_write_sgpr->valu_read"], w & sregs, "reads {regs} written by")
             if c.name in ("v_readlane_b32", "v_writelane_b32"):
                 need(t["valu_write_sgpr->lane_select"], w & set(c.src.get("lane", ())),
@@ -718,7 +724,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
                 need(t["valu_write_vgpr->readlane_src"], w & set(c.src.get("src0", ())), "reads {regs} written by")
             if p.unit == "trans" and c.unit != "trans":
-                need(t["trans_write->valu_read"], w & {k for k in c.reads if k[0] in ("v", "a")},
+                need(t["trans_write->valu_read"], w & c.reads_vector,
                      "reads {regs} written by the transcendental")
             if p.op_sel_hi:
                 need(t["dst_sel_write->valu_access"], w & (c.reads | c.writes),
@@ -726,7 +732,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
             if c.dpp:
                 need(t["valu_write_exec->dpp"], w & _EXEC, "runs (DPP) under {regs} written by")
             if "valu_write_vgpr->permlane_read" in t and c.name.startswith("v_permlane"):
-                need(t["valu_write_vgpr->permlane_read"], w & {k for k in c.reads if k[0] == "v"},
+                need(t["valu_write_vgpr->permlane_read"], w & c.reads_vgpr,
                      "reads {regs} written by")
             if c.name.startswith("v_div_fmas"):
                 need(t["valu_write_vcc->div_fmas"], w & _VCC, "reads {regs} written by")
@@ -742,7 +748,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     if p.wide and c.unit in ("valu", "trans", "mfma"):
         need(p.wide_need, p.wide & c.writes, "overwrites {regs} still being read by the store", _READS)
     if c.dpp and c.is_valu:
-        need(t["write_vgpr->dpp_read"], p.writes & {k for k in c.reads if k[0] == "v"},
+        need(t["write_vgpr->dpp_read"], p.writes & c.reads_vgpr,
              "reads {regs} (DPP) written by", _ANY)
     return found
 
