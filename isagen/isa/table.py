@@ -308,6 +308,10 @@ class InstrDef:
         return " ".join(parts)
 
     def signature(self) -> str:
+        return self._signature
+
+    @functools.cached_property
+    def _signature(self) -> str:        # the builder's method docstrings ask on every attribute lookup
         return ", ".join(o.signature() for o in self.operands)
 
     # ------------------------------------------------------------------ building
