@@ -202,6 +202,8 @@ class _Event:
 
 
 def _keys_of(value: object) -> list[Key]:
+    if isinstance(value, (int, float)):
+        return []
     keys = getattr(value, "keys", None)
     return list(keys()) if keys else []
 
@@ -281,7 +283,7 @@ class _Facts:
         self.defs = frozenset(inst.def_keys())
         self.touch = self.uses | self.defs        # every rule needs a register the event shares with these
         self._ops: dict[str, tuple[Key, ...]] | None = None
-        self.dpp: bool = inst.desc.is_dpp(inst.mods)
+        self.dpp: bool = bool(inst.mods) and inst.desc.is_dpp(inst.mods)
         self.flags: frozenset[str] = inst.desc.flags
         self.mods: dict[str, Any] = inst.mods
         self.ws = nop_wait_states(inst)
@@ -405,7 +407,7 @@ class _Pass:
     # ------------------------------------------------------------------ rules, producer side
     def _events_of(self, pos: int, x: Instruction) -> list[_Event]:
         out = []
-        defs = x.defs()
+        defs = x.def_keys()
         if x.desc.mfma is not None:
             info = x.desc.mfma
             dst = _operand_keys(x, "vdst")
@@ -419,7 +421,7 @@ class _Pass:
                                   dst_sel=_writes_dst_high_half(x), dot=x.name.startswith("v_dot")))
         elif x.unit == "salu" and ("m0", 0) in defs:
             out.append(_Event("salu_write_m0", pos, [("m0", 0)], name=x.name))
-        wide = _wide_store_need(x, self.table)
+        wide = _wide_store_need(x, self.table) if "store" in x.desc.flags else None
         if wide:
             out.append(_Event("wide_store", pos, wide[0], need=wide[1], name=x.name))
         if self.has_dpp and _vector(defs):
@@ -446,6 +448,7 @@ class _Pass:
             f = self.facts[pos]
             touch = f.touch
             need, why = 0, ""
+            worst: tuple[_Event, int, str, set[Key], int] | None = None
             hits: list[tuple[tuple[int, str], _Event]] = []
             expired: list[tuple[int, str]] = []
             for key, ev in live.items():
@@ -459,13 +462,16 @@ class _Pass:
                 req, rule, regs = self._need(ev, f)
                 if req - age > need:
                     need = req - age
-                    src = self.facts[ev.origin].inst          # events originate at instructions
-                    passes = f" ({ev.passes} passes)" if ev.passes else ""
-                    already = f", {age} already between" if age else ""
-                    why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
-                           f"{f.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
+                    worst = (ev, req, rule, regs, age)
             for key in expired:
                 del live[key]
+            if worst is not None:
+                ev, req, rule, regs, age = worst
+                src = self.facts[ev.origin].inst          # events originate at instructions
+                passes = f" ({ev.passes} passes)" if ev.passes else ""
+                already = f", {age} already between" if age else ""
+                why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
+                       f"{f.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
             self.nops[pos] = need
             self.why[pos] = why
             clock += need + f.ws
@@ -590,6 +596,8 @@ def insert_nops(items: Sequence[object], target: Target | str) -> list[object]:
 # hazard window far, and judge each earlier instruction P on its own: what does the pair (P, C) need?
 
 def _regs(value: object) -> set[Key]:
+    if isinstance(value, (int, float)):
+        return set()
     k = getattr(value, "keys", None)
     return set(k()) if k else set()
 
@@ -604,38 +612,37 @@ _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
 class _Profile:
     """What one instruction reads and writes, by role (computed once per instruction)."""
 
-    __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "src", "srcc", "dst", "ws", "wide",
+    __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
                  "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
-                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr")
+                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "_src")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
+        desc = inst.desc
         self.inst = inst
-        self.name: str = inst.name
-        self.unit: str = inst.unit
-        self.flags: frozenset[str] = inst.desc.flags
+        self.name: str = desc.name
+        self.unit: str = desc.unit
+        self.flags: frozenset[str] = desc.flags
         self.reads = frozenset(inst.use_keys())
         self.writes = frozenset(inst.def_keys())
-        self.mfma: MfmaInfo | None = inst.desc.mfma
-        self.src: dict[str, tuple[Key, ...]] = {}     # operand name -> key tuple
-        for spec, value in zip(inst.desc.operands, inst.ops):
-            self.src[spec.name] = tuple(sorted(_regs(value)))
-        self.srcc = frozenset(self.src.get("src2", ())) if self.mfma else frozenset()
+        self.mfma: MfmaInfo | None = desc.mfma
+        self._src: dict[str, tuple[Key, ...]] | None = None
+        self.srcc = frozenset(self.src("src2")) if self.mfma else frozenset()
         self.dst: tuple[Key, ...] = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
-        self.ws = int(inst.ops[0]) + 1 if inst.name == "s_nop" else 1
-        self.dpp: bool = inst.desc.is_dpp(inst.mods)
+        self.ws = int(inst.ops[0]) + 1 if self.name == "s_nop" else 1
+        self.dpp: bool = bool(inst.mods) and desc.is_dpp(inst.mods)
         self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
-        if inst.desc.fmt == "VOP3" and inst.mods.get("op_sel"):
-            n_src = len([name for name in self.src if name.startswith("src")])
+        if desc.fmt == "VOP3" and inst.mods.get("op_sel"):
+            n_src = len({spec.name for spec in desc.operands if spec.name.startswith("src")})
             self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
         self.wide: frozenset[Key] = frozenset()
         self.wide_need = 0
         if "store" in self.flags and self.unit in ("vmem", "flat"):
-            data = set(self.src.get("vdata", ())) | set(self.src.get("data", ()))
+            data = set(self.src("vdata")) | set(self.src("data"))
             if len(data) > 2:
                 self.wide = frozenset(data)
-                if inst.desc.fmt != "MUBUF":
+                if desc.fmt != "MUBUF":
                     self.wide_need = table["wide_global_store->valu_write_data"]
-                elif self.src.get("soffset"):
+                elif self.src("soffset"):
                     self.wide_need = table["wide_store_sgpr_soffset->valu_write_data"]
                 else:
                     self.wide_need = table["wide_store_const_soffset->valu_write_data"]
@@ -654,6 +661,14 @@ class _Profile:
         self.reads_sgpr_vcc = frozenset(k for k in self.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi"))
         self.reads_vector = frozenset(k for k in self.reads if k[0] in ("v", "a"))
         self.reads_vgpr = frozenset(k for k in self.reads if k[0] == "v")
+
+    def src(self, name: str) -> tuple[Key, ...]:
+        """The registers of the operand called ``name`` (sorted; empty for a constant or no such operand);
+        worked out for the few instructions a rule asks."""
+        if self._src is None:
+            self._src = {spec.name: tuple(sorted(_regs(value)))
+                         for spec, value in zip(self.inst.desc.operands, self.inst.ops)}
+        return self._src.get(name, ())
 
 
 #: the registers still exposed per producer kind, indexed by the five constants above
@@ -678,14 +693,14 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
         dst = set(p.dst)
         if c.mfma is not None:
             for opname in ("src0", "src1"):
-                regs = set(c.src.get(opname, ())) & dst
+                regs = set(c.src(opname)) & dst
                 if regs:
                     rule = "xdl_write->mfma_srcab" if xdl else "smfma_write->mfma_srcab"
                     need(wait_states(name, rule, P), regs,
                          f"reads {{regs}} as Src{'AB'[opname == 'src1']}, written by")
             regs = c.srcc & dst
             if regs:
-                if c.src["src2"] == p.dst and c.name == p.name:
+                if c.src("src2") == p.dst and c.name == p.name:
                     n = wait_states(name, "mfma_write->mfma_srcc_exact", P)
                     why = "accumulates into {regs} right after"
                 else:
@@ -707,7 +722,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
         w = p.writes
         if c.mfma is not None:
             if not p.name.startswith("v_dot"):
-                ops = set(c.src.get("src0", ())) | set(c.src.get("src1", ())) | c.srcc
+                ops = set(c.src("src0")) | set(c.src("src1")) | c.srcc
                 need(t["valu_write_vgpr->mfma_read"], w & ops, "reads {regs} written by")
             need(t["valu_write_exec->mfma"], w & _EXEC, "runs under EXEC written by")
         if c.unit in ("vmem", "flat"):
@@ -717,12 +732,12 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
             sregs = c.reads_sgpr_vcc
             need(t["valu_write_sgpr->valu_read"], w & sregs, "reads {regs} written by")
             if c.name in ("v_readlane_b32", "v_writelane_b32"):
-                need(t["valu_write_sgpr->lane_select"], w & set(c.src.get("lane", ())),
+                need(t["valu_write_sgpr->lane_select"], w & set(c.src("lane")),
                      "takes its lane select {regs} from")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32"):
                 need(t["valu_write_exec->rwlane"], w & _EXEC, "runs under {regs} written by")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
-                need(t["valu_write_vgpr->readlane_src"], w & set(c.src.get("src0", ())), "reads {regs} written by")
+                need(t["valu_write_vgpr->readlane_src"], w & set(c.src("src0")), "reads {regs} written by")
             if p.unit == "trans" and c.unit != "trans":
                 need(t["trans_write->valu_read"], w & c.reads_vector,
                      "reads {regs} written by the transcendental")
@@ -738,7 +753,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
                 need(t["valu_write_vcc->div_fmas"], w & _VCC, "reads {regs} written by")
             if p.name.startswith("v_dot"):
                 if c.name == p.name:
-                    ab = set(c.src.get("src0", ())) | set(c.src.get("src1", ()))
+                    ab = set(c.src("src0")) | set(c.src("src1"))
                     need(t["dot_write->valu_access"], w & ab, "reads {regs} as SrcA/B, written by")
                 else:
                     need(t["dot_write->valu_access"], w & (c.reads | c.writes), "uses {regs} written by")
@@ -813,8 +828,9 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
 
     for bi in sorted(reachable):
         instrs = cfg.blocks[bi].instrs
+        block = [profiles[pos] for pos in instrs]
         for slot, cpos in enumerate(instrs):
-            c = profiles[cpos]
+            c = block[slot]
             if c.unit in ("salu", "sopp", "smem"):
                 continue                     # no rule has a scalar instruction second
             interest = (c.reads | c.writes) & hazardous
@@ -823,23 +839,23 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
             # (distance, producer position, registers still exposed on this path, per producer kind)
             live: _Live = (interest,) * 5
             # within the block: one path, distances only grow
-            dist, walked = 0, []
+            dist = 0
             for j in range(slot - 1, -1, -1):
-                ppos = instrs[j]
-                p = profiles[ppos]
-                walked.append((ppos, live))
+                p = block[j]
                 if not p.touch.isdisjoint(interest):
-                    live = visit(dist, ppos, p, c, cpos, live, interest)
+                    live = visit(dist, instrs[j], p, c, cpos, live, interest)
                 dist += p.ws
                 if dist >= window:
                     break
             else:
-                # the top of the block inside the window: every way in, shortest distance first
+                # the top of the block inside the window: every way in, shortest distance first.  (An
+                # instruction of this block met again through a loop with the same registers exposed
+                # is judged again, farther away: it can only repeat what was found.)
                 heap = [(dist, ppos, live) for ppos in prev(instrs[0])]
                 if not heap:
                     continue
                 heapq.heapify(heap)
-                seen: set[tuple[int, _Live]] = set(walked)
+                seen: set[tuple[int, _Live]] = set()
                 while heap:
                     dist, ppos, live = heapq.heappop(heap)
                     if (ppos, live) in seen:
