@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from isagen.checks.cfg import CFG, Block, Violation, format_keys
@@ -676,14 +677,14 @@ _Live = tuple[frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key], fr
 
 
 def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
-          live: _Live) -> list[tuple[int, set[Key], str]]:
+          live: _Live) -> list[tuple[int, AbstractSet[Key], str]]:
     """Every (wait states, registers, reason) the pair needs, for the registers still ``live``.
     A reason is a phrase with ``{regs}`` in it, completed by the producer."""
-    found: list[tuple[int, set[Key], str]] = []
+    found: list[tuple[int, AbstractSet[Key], str]] = []
     name = target.name
     cls = _READS if p.kind is None else p.kind
 
-    def need(n: int, regs: set[Key], reason: str, exposed: int | None = None) -> None:
+    def need(n: int, regs: AbstractSet[Key], reason: str, exposed: int | None = None) -> None:
         regs = regs & live[cls if exposed is None else exposed]
         if regs and n > 0:
             found.append((n, regs, reason))
@@ -691,6 +692,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     if p.mfma is not None:
         P, xdl = p.mfma.passes, p.mfma.xdl
         dst = set(p.dst)
+        regs: AbstractSet[Key]
         if c.mfma is not None:
             for opname in ("src0", "src1"):
                 regs = set(c.src(opname)) & dst
