@@ -436,36 +436,52 @@ class _Pass:
 
         Inside the walk an event's ``age`` field holds a time stamp: the clock (wait states since the
         block's top) it would have had age 0 at, so nothing is touched per event as time passes (its
-        age is ``clock - stamp``).  An event that shares no register with an instruction costs one set
-        test; fewer than the window's worth of instructions' events are ever pending."""
+        age is ``clock - stamp``).  A per-register table lists the events on each register, so an
+        instruction looks only at the events that share a register with it; they are taken in the
+        order they became pending (``rank``), which decides between equal requirements.  Entries of
+        events that expired or lost the register are dropped when met, so a table never holds more
+        than the window's worth."""
         window = self.window
         live: _State = {}
+        rank: dict[tuple[int, str], int] = {}                 # event -> order it became pending in
+        table: dict[Key, list[tuple[int, str]]] = {}          # register -> events that may hold it
         for k, e in state.items():
             e = e.copy()
             e.age = -e.age                          # age a at the top: stamped a wait states before 0
             live[k] = e
+            rank[k] = len(rank)
+            for r in e.keys:
+                table.setdefault(r, []).append(k)
+        added = len(rank)
         clock = 0
         for pos in b.instrs:
             f = self.facts[pos]
-            touch = f.touch
+            found: set[tuple[int, str]] = set()
+            for r in f.touch:
+                entries = table.get(r)
+                if not entries:
+                    continue
+                keep = []
+                for key in entries:
+                    ev = live.get(key)
+                    if ev is None or r not in ev.keys or key in keep:
+                        continue
+                    if clock - ev.age >= window:
+                        del live[key], rank[key]
+                        continue
+                    keep.append(key)
+                table[r] = keep
+                found.update(keep)
             need, why = 0, ""
             worst: tuple[_Event, int, str, set[Key], int] | None = None
-            hits: list[tuple[tuple[int, str], _Event]] = []
-            expired: list[tuple[int, str]] = []
-            for key, ev in live.items():
+            hits = sorted(found, key=rank.__getitem__)
+            for key in hits:
+                ev = live[key]
                 age = clock - ev.age
-                if age >= window:
-                    expired.append(key)
-                    continue
-                if ev.keys.isdisjoint(touch):
-                    continue                          # every rule needs a shared register
-                hits.append((key, ev))
                 req, rule, regs = self._need(ev, f)
                 if req - age > need:
                     need = req - age
                     worst = (ev, req, rule, regs, age)
-            for key in expired:
-                del live[key]
             if worst is not None:
                 ev, req, rule, regs, age = worst
                 src = self.facts[ev.origin].inst          # events originate at instructions
@@ -479,19 +495,25 @@ class _Pass:
             defs = f.defs
             if defs:
                 xclass = f.xclass
-                for key, ev in hits:
+                for key in hits:
+                    ev = live[key]
                     if not ev.keys.isdisjoint(defs) and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
                         ev.keys = ev.keys - defs      # a newer write of the same kind ends the older hazard
                         if not ev.keys:
-                            del live[key]
+                            del live[key], rank[key]
             for template in self._events(pos):
                 key = (template.origin, template.kind)
                 old = live.get(key)
                 if old is not None and clock - old.age >= window:
-                    del live[key]                     # expired before this one is left behind: a new entry
+                    del live[key], rank[key]          # expired before this one is left behind: a new entry
                 ev = template.copy()
                 ev.age = clock
                 live[key] = ev
+                if key not in rank:
+                    rank[key] = added
+                    added += 1
+                for r in ev.keys:
+                    table.setdefault(r, []).append(key)
         out: _State = {}
         for key, ev in live.items():
             age = clock - ev.age
