@@ -21,6 +21,7 @@ never call the assembler (that is ``isagen.objects.toolchain``'s job).
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,22 @@ class Comment(str):
 #: what a program is a list of, in order
 ProgramItem = Instruction | Label | Comment
 
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a kernel is built and checked.  A build makes tens
+    of thousands of small objects (instructions, register keys, the checks' states) that are nearly
+    all alive until it ends; the collections their allocation triggers only re-scan them, about a
+    fifth of a build's time.  Reference counting still frees everything as usual, and the collector
+    runs again (as it was) afterwards, so cycles made meanwhile are collected then."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 @dataclass(frozen=True)
 class LdsRegion:
@@ -323,7 +340,8 @@ class KernelBuilder(InstructionMethods):
         program = self._program()
         if not check:
             return program
-        problems = pipeline.finish_program(program)
+        with cyclic_gc_paused():
+            problems = pipeline.finish_program(program)
         if problems:
             if not force:
                 raise CheckError(problems[0])
