@@ -437,9 +437,10 @@ class _Pass:
         Inside the walk an event's ``age`` field holds a time stamp: the clock (wait states since the
         block's top) it would have had age 0 at, so nothing is touched per event as time passes (its
         age is ``clock - stamp``).  A per-register table lists the events on each register, so an
-        instruction looks only at the events that share a register with it; they are taken in the
-        order they became pending (``rank``), which decides between equal requirements.  Entries of
-        events that expired or lost the register are dropped when met, so a table never holds more
+        instruction looks only at the events that share a register with it (or, when fewer events
+        are pending than it has registers, tests each event); they are taken in the order they became
+        pending (``rank``, the order of ``live``), which decides between equal requirements.  Entries
+        of events that expired or lost the register are dropped when met, so a table never holds more
         than the window's worth."""
         window = self.window
         live: _State = {}
@@ -456,25 +457,38 @@ class _Pass:
         clock = 0
         for pos in b.instrs:
             f = self.facts[pos]
-            found: set[tuple[int, str]] = set()
-            for r in f.touch:
-                entries = table.get(r)
-                if not entries:
-                    continue
-                keep = []
-                for key in entries:
-                    ev = live.get(key)
-                    if ev is None or r not in ev.keys or key in keep:
-                        continue
+            touch = f.touch
+            hits: list[tuple[int, str]]
+            if len(live) <= len(touch):
+                # fewer events than registers (an MFMA's 30-odd): look at each event instead
+                hits, expired = [], []
+                for key, ev in live.items():
                     if clock - ev.age >= window:
-                        del live[key], rank[key]
+                        expired.append(key)
+                    elif not ev.keys.isdisjoint(touch):
+                        hits.append(key)
+                for key in expired:
+                    del live[key], rank[key]
+            else:
+                found: set[tuple[int, str]] = set()
+                for r in touch:
+                    entries = table.get(r)
+                    if not entries:
                         continue
-                    keep.append(key)
-                table[r] = keep
-                found.update(keep)
+                    keep = []
+                    for key in entries:
+                        ev = live.get(key)
+                        if ev is None or r not in ev.keys or key in keep:
+                            continue
+                        if clock - ev.age >= window:
+                            del live[key], rank[key]
+                            continue
+                        keep.append(key)
+                    table[r] = keep
+                    found.update(keep)
+                hits = sorted(found, key=rank.__getitem__)
             need, why = 0, ""
             worst: tuple[_Event, int, str, set[Key], int] | None = None
-            hits = sorted(found, key=rank.__getitem__)
             for key in hits:
                 ev = live[key]
                 age = clock - ev.age
