@@ -477,10 +477,10 @@ class _Pass:
                         continue
                     keep = []
                     for key in entries:
-                        ev = live.get(key)
-                        if ev is None or r not in ev.keys or key in keep:
+                        held = live.get(key)
+                        if held is None or r not in held.keys or key in keep:
                             continue
-                        if clock - ev.age >= window:
+                        if clock - held.age >= window:
                             del live[key], rank[key]
                             continue
                         keep.append(key)
