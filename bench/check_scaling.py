@@ -11,6 +11,7 @@ of increasing length (seeded, so every run measures the same programs):
 
 Passes: ``insert_nops`` (the s_nop pass), ``check_hazards`` (the independent verifier, on the padded
 program), ``check_waits``.  Each is timed ``--reps`` times, the minimum kept (the machine is shared).
+CPU time of the process (``time.process_time``: less disturbed than wall time on a shared machine).
 A pass whose cost per instruction stays flat as the program grows 8x is linear in it.  Results go to
 ``bench/results/check_scaling.json`` and ``bench/results/check_scaling.md``.
 
@@ -20,6 +21,7 @@ A pass whose cost per instruction stays flat as the program grows 8x is linear i
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -103,11 +105,19 @@ def synthetic(target: str, n: int, shape: str, seed: int = 17) -> list:
 
 
 def time_pass(fn, reps: int) -> float:
+    """The fastest of ``reps`` runs, with the cyclic garbage collector paused as ``finish()`` pauses
+    it (its collections re-scan every live object, so with it on a pass's time would also grow with
+    whatever else the process holds)."""
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.process_time()
+            fn()
+            best = min(best, time.process_time() - t0)
+        finally:
+            gc.enable()
     return best
 
 
@@ -162,7 +172,7 @@ def main(argv=None) -> int:
 def markdown(doc: dict) -> str:
     passes = list(doc["results"][0]["us_per_instruction"]) if doc["results"] else []
     lines = [f"# Check passes against program length (isagen {doc['isagen']}, {doc['date']})", "",
-             f"Python {doc['python']} on {doc['machine']} ({doc['cpus']} CPUs, shared); microseconds per "
+             f"Python {doc['python']} on {doc['machine']} ({doc['cpus']} CPUs, shared); CPU microseconds per "
              f"instruction, the fastest of {doc['reps']} runs; synthetic programs of `bench/check_scaling.py` "
              "(`line`: one block; `loop`: 64-instruction blocks, each branching back to its own top).", "",
              "| target | shape | instructions | " + " | ".join(passes) + " | last/first |",
