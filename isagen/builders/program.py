@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from isagen.builders.instructions import InstructionMethods
 from isagen.builders.kernarg import KernArgs
 from isagen.builders.regs import Allocation, RegisterPool, default_align
@@ -167,7 +169,11 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
     access_kind(inst)                                  # an ISAError for instructions with no bank model
     out = []
     for wave in lanes:
-        addrs = tuple(int(a) for a in wave)
+        # the tile primitives hand integer numpy arrays: tolist() gives the same Python ints, faster
+        if isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
+            addrs = tuple(wave.tolist())
+        else:
+            addrs = tuple(int(a) for a in wave)
         if len(addrs) != 64:
             raise ISAError(f"lanes= on {inst.name}: {len(addrs)} addresses, expected 64 (one per lane)")
         out.append(addrs)
