@@ -1,7 +1,9 @@
 """isagen's own encoder against LLVM over whole kernels: the ``.text`` of every bundled spec's code
 object, on both targets, is the bytes ``isagen.isa.encoder.encode_items`` gives for the program's
-items (labels placed, branch offsets computed), byte for byte.  LLVM here is the toolchain isagen
-assembles with (llvm-mc-19 + ld.lld-19 for gfx942, zig's clang 22 for gfx950)."""
+items (labels placed, branch offsets computed), byte for byte; and its kernel descriptor is the one
+``isagen.objects.descriptor.kernel_descriptor`` packs (given the code's offset, which the ELF layout
+decides).  LLVM here is the toolchain isagen assembles with (llvm-mc-19 + ld.lld-19 for gfx942, zig's
+clang 22 for gfx950)."""
 
 from __future__ import annotations
 
@@ -12,19 +14,24 @@ from isagen.isa.encoder import EncodeError, encode, encode_items
 from isagen.isa.operands import Label, S, V
 from isagen.isa.table import isa_table
 from isagen.objects.codeobject import read_code_object
+from isagen.objects.descriptor import kernel_descriptor
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
-def test_every_bundled_kernels_text_is_llvms(target):
+def test_every_bundled_kernels_text_and_descriptor_are_llvms(target):
     specs = [s for s in load_specs([bundled_specs_dir()]) if target in s.targets]
     assert len(specs) >= 20
     bad, branches = [], 0
     for spec in specs:
         program = spec.build(target)
         ours = encode_items(program.items)
-        theirs = read_code_object(assemble(render_assembly(program), target, name=spec.name)).text
+        co = read_code_object(assemble(render_assembly(program), target, name=spec.name))
+        theirs = co.text
+        kd = co.kernel(spec.name).descriptor
+        if kernel_descriptor(program, kd.kernel_code_entry_byte_offset) != kd.raw:
+            bad.append(f"{spec.name}: descriptor {kernel_descriptor(program).hex()} LLVM {kd.raw.hex()}")
         branches += sum(1 for i in program.instructions() if "branch" in i.desc.flags)
         if ours != theirs:
             at = next((k for k in range(min(len(ours), len(theirs))) if ours[k] != theirs[k]),
