@@ -1,11 +1,13 @@
 """isagen's own encoder against LLVM over whole kernels: the ``.text`` of every bundled spec's code
 object, on both targets, is the bytes ``isagen.isa.encoder.encode_items`` gives for the program's
-items (labels placed, branch offsets computed), byte for byte; and its kernel descriptor is the one
-``isagen.objects.descriptor.kernel_descriptor`` packs (given the code's offset, which the ELF layout
-decides).  LLVM here is the toolchain isagen assembles with (llvm-mc-19 + ld.lld-19 for gfx942, zig's
-clang 22 for gfx950)."""
+items (labels placed, branch offsets computed), byte for byte; its kernel descriptor is the one
+``isagen.objects.elf_parts.kernel_descriptor`` packs (given the code's offset, which the ELF layout
+decides), and its note section is ``elf_parts.metadata_note``'s record.  LLVM here is the toolchain
+isagen assembles with (llvm-mc-19 + ld.lld-19 for gfx942, zig's clang 22 for gfx950)."""
 
 from __future__ import annotations
+
+import struct
 
 import pytest
 
@@ -14,7 +16,7 @@ from isagen.isa.encoder import EncodeError, encode, encode_items
 from isagen.isa.operands import Label, S, V
 from isagen.isa.table import isa_table
 from isagen.objects.codeobject import read_code_object
-from isagen.objects.descriptor import kernel_descriptor
+from isagen.objects.elf_parts import kernel_descriptor, metadata_note
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 
@@ -32,6 +34,9 @@ def test_every_bundled_kernels_text_and_descriptor_are_llvms(target):
         kd = co.kernel(spec.name).descriptor
         if kernel_descriptor(program, kd.kernel_code_entry_byte_offset) != kd.raw:
             bad.append(f"{spec.name}: descriptor {kernel_descriptor(program).hex()} LLVM {kd.raw.hex()}")
+        notes = _note_sections(co.data)
+        if notes != [metadata_note(program)]:
+            bad.append(f"{spec.name}: note sections differ from the metadata note isagen packs")
         branches += sum(1 for i in program.instructions() if "branch" in i.desc.flags)
         if ours != theirs:
             at = next((k for k in range(min(len(ours), len(theirs))) if ours[k] != theirs[k]),
@@ -39,6 +44,18 @@ def test_every_bundled_kernels_text_and_descriptor_are_llvms(target):
             bad.append(f"{spec.name}: {len(ours)} bytes, LLVM {len(theirs)}; first difference at byte {at}")
     assert not bad, "\n".join(bad)
     assert branches > 20                  # loops and branches are in: their offsets are checked too
+
+
+def _note_sections(elf: bytes) -> list[bytes]:
+    """The contents of the ELF's SHT_NOTE sections (read straight from the section headers)."""
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    out = []
+    for i in range(shnum):
+        _name, typ, _flags, _addr, off, size = struct.unpack_from("<IIQQQQ", elf, shoff + i * shentsize)
+        if typ == 7:
+            out.append(elf[off:off + size])
+    return out
 
 
 def test_branch_offsets_count_words_from_the_next_instruction():
