@@ -129,13 +129,16 @@ class RegisterPool:
 
     # ------------------------------------------------------------------ internals
     def _find(self, count: int, align: int) -> int | None:
+        owner = self.owner
         start = 0
         while start + count <= self.limit:
-            window = self.owner[start:start + count]
-            busy = [i for i, o in enumerate(window) if o is not None]
-            if not busy:
+            # the last register in use in the window [start, start + count), if any
+            for last in range(start + count - 1, start - 1, -1):
+                if owner[last] is not None:
+                    break
+            else:
                 return start
-            start = (start + busy[-1] + 1 + align - 1) // align * align
+            start = (last + 1 + align - 1) // align * align
         return None
 
     def _symbol(self, name: str) -> str:

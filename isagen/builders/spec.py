@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from isagen.builders.program import KernelBuilder, Program
+from isagen.builders.program import KernelBuilder, Program, cyclic_gc_paused
 from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
 from isagen.targets import TARGETS, Target, build_target, get_target
@@ -154,15 +154,16 @@ class Spec:
         target = self.validate(target)
         gen = self.generator
         try:
-            result = gen.fn(self.params, target)
-            if isinstance(result, KernelBuilder):
-                result.header[:0] = self.header()
-                program = result.finish(force=force)
-            elif isinstance(result, Program):
-                program = result
-            else:
-                raise TypeError(f"generator '{gen.name}' returned {type(result).__name__}, "
-                                "not a KernelBuilder or Program")
+            with cyclic_gc_paused():
+                result = gen.fn(self.params, target)
+                if isinstance(result, KernelBuilder):
+                    result.header[:0] = self.header()
+                    program = result.finish(force=force)
+                elif isinstance(result, Program):
+                    program = result
+                else:
+                    raise TypeError(f"generator '{gen.name}' returned {type(result).__name__}, "
+                                    "not a KernelBuilder or Program")
         except IsagenError as e:
             raise _with_prefix(e, self.path, target) from None
         rejections = gen.check(self.params, target, program) if gen.check else []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from isagen.checks.cfg import CFG, Block, Violation, format_keys
@@ -195,12 +196,15 @@ class _Event:
 
     def copy(self) -> _Event:
         e = _Event.__new__(_Event)
-        for slot in _Event.__slots__:
-            setattr(e, slot, getattr(self, slot))
+        e.kind, e.origin, e.keys, e.age = self.kind, self.origin, self.keys, self.age
+        e.passes, e.xdl, e.name, e.dst = self.passes, self.xdl, self.name, self.dst
+        e.need, e.trans, e.dst_sel, e.dot = self.need, self.trans, self.dst_sel, self.dot
         return e
 
 
 def _keys_of(value: object) -> list[Key]:
+    if isinstance(value, (int, float)):
+        return []
     keys = getattr(value, "keys", None)
     return list(keys()) if keys else []
 
@@ -268,24 +272,31 @@ _SUPERSEDED_BY = {"mfma_write": "mfma", "valu_write": "valu", "salu_write_m0": "
 class _Facts:
     """What the pass needs to know of one instruction, computed once."""
 
-    __slots__ = ("inst", "name", "unit", "mfma", "uses", "defs", "ops", "dpp", "flags", "mods", "ws")
+    __slots__ = ("inst", "name", "unit", "mfma", "uses", "defs", "touch", "_ops", "dpp", "flags", "mods", "ws",
+                 "xclass", "events")
 
     def __init__(self, inst: Instruction):
         self.inst = inst
         self.name: str = inst.name
         self.unit: str = inst.unit
         self.mfma: MfmaInfo | None = inst.desc.mfma
-        self.uses = frozenset(inst.uses())
-        self.defs = frozenset(inst.defs())
-        self.ops: dict[str, tuple[Key, ...]] = {spec.name: tuple(_keys_of(value))
-                                                for spec, value in zip(inst.desc.operands, inst.ops)}
-        self.dpp: bool = inst.desc.is_dpp(inst.mods)
+        self.uses = frozenset(inst.use_keys())
+        self.defs = frozenset(inst.def_keys())
+        self.touch = self.uses | self.defs        # every rule needs a register the event shares with these
+        self._ops: dict[str, tuple[Key, ...]] | None = None
+        self.dpp: bool = bool(inst.mods) and inst.desc.is_dpp(inst.mods)
         self.flags: frozenset[str] = inst.desc.flags
         self.mods: dict[str, Any] = inst.mods
         self.ws = nop_wait_states(inst)
+        # the kind of writer this is, for ending older hazards of the same kind (_SUPERSEDED_BY)
+        self.xclass = "mfma" if self.mfma is not None else ("valu" if self.unit in ("valu", "trans") else self.unit)
+        self.events: list[_Event] | None = None   # what it leaves behind (the pass fills it in once)
 
     def op(self, name: str) -> tuple[Key, ...]:
-        return self.ops.get(name, ())
+        if self._ops is None:
+            self._ops = {spec.name: tuple(_keys_of(value)) for spec, value in zip(self.inst.desc.operands,
+                                                                                   self.inst.ops)}
+        return self._ops.get(name, ())
 
 
 #: pending events at a point of the program, by (origin position, kind)
@@ -397,7 +408,7 @@ class _Pass:
     # ------------------------------------------------------------------ rules, producer side
     def _events_of(self, pos: int, x: Instruction) -> list[_Event]:
         out = []
-        defs = x.defs()
+        defs = x.def_keys()
         if x.desc.mfma is not None:
             info = x.desc.mfma
             dst = _operand_keys(x, "vdst")
@@ -411,7 +422,7 @@ class _Pass:
                                   dst_sel=_writes_dst_high_half(x), dot=x.name.startswith("v_dot")))
         elif x.unit == "salu" and ("m0", 0) in defs:
             out.append(_Event("salu_write_m0", pos, [("m0", 0)], name=x.name))
-        wide = _wide_store_need(x, self.table)
+        wide = _wide_store_need(x, self.table) if "store" in x.desc.flags else None
         if wide:
             out.append(_Event("wide_store", pos, wide[0], need=wide[1], name=x.name))
         if self.has_dpp and _vector(defs):
@@ -419,42 +430,118 @@ class _Pass:
         return out
 
     # ------------------------------------------------------------------ one block
-    def _run_block(self, b: Block, state: _State, record: bool) -> _State:
+    def _run_block(self, b: Block, state: _State) -> _State:
         """Walk block ``b`` with the pending events ``state`` at its top; return the events at its end.
-        With ``record`` the nops each instruction needs are stored (the last walk decides)."""
-        state = {k: e.copy() for k, e in state.items()}
+        The nops each instruction needs are stored (the block's last walk decides).
+
+        Inside the walk an event's ``age`` field holds a time stamp: the clock (wait states since the
+        block's top) it would have had age 0 at, so nothing is touched per event as time passes (its
+        age is ``clock - stamp``).  A per-register table lists the events on each register, so an
+        instruction looks only at the events that share a register with it (or, when fewer events
+        are pending than it has registers, tests each event); they are taken in the order they became
+        pending (``rank``, the order of ``live``), which decides between equal requirements.  Entries
+        of events that expired or lost the register are dropped when met, so a table never holds more
+        than the window's worth."""
+        window = self.window
+        live: _State = {}
+        rank: dict[tuple[int, str], int] = {}                 # event -> order it became pending in
+        table: dict[Key, list[tuple[int, str]]] = {}          # register -> events that may hold it
+        for k, e in state.items():
+            e = e.copy()
+            e.age = -e.age                          # age a at the top: stamped a wait states before 0
+            live[k] = e
+            rank[k] = len(rank)
+            for r in e.keys:
+                table.setdefault(r, []).append(k)
+        added = len(rank)
+        clock = 0
         for pos in b.instrs:
             f = self.facts[pos]
-            x = f.inst
+            touch = f.touch
+            hits: list[tuple[int, str]]
+            if len(live) <= len(touch):
+                # fewer events than registers (an MFMA's 30-odd): look at each event instead
+                hits, expired = [], []
+                for key, ev in live.items():
+                    if clock - ev.age >= window:
+                        expired.append(key)
+                    elif not ev.keys.isdisjoint(touch):
+                        hits.append(key)
+                for key in expired:
+                    del live[key], rank[key]
+            else:
+                found: set[tuple[int, str]] = set()
+                for r in touch:
+                    entries = table.get(r)
+                    if not entries:
+                        continue
+                    keep = []
+                    for key in entries:
+                        held = live.get(key)
+                        if held is None or r not in held.keys or key in keep:
+                            continue
+                        if clock - held.age >= window:
+                            del live[key], rank[key]
+                            continue
+                        keep.append(key)
+                    table[r] = keep
+                    found.update(keep)
+                hits = sorted(found, key=rank.__getitem__)
             need, why = 0, ""
-            for ev in state.values():
-                if not (ev.keys & f.uses or ev.keys & f.defs):
-                    continue                                  # every rule needs a shared register
+            worst: tuple[_Event, int, str, set[Key], int] | None = None
+            for key in hits:
+                ev = live[key]
+                age = clock - ev.age
                 req, rule, regs = self._need(ev, f)
-                if req - ev.age > need:
-                    need = req - ev.age
-                    src = self.facts[ev.origin].inst         # events originate at instructions
-                    passes = f" ({ev.passes} passes)" if ev.passes else ""
-                    already = f", {ev.age} already between" if ev.age else ""
-                    why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
-                           f"{x.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
-            if record:
-                self.nops[pos] = need
-                self.why[pos] = why
-            ws = need + f.ws
+                if req - age > need:
+                    need = req - age
+                    worst = (ev, req, rule, regs, age)
+            if worst is not None:
+                ev, req, rule, regs, age = worst
+                src = self.facts[ev.origin].inst          # events originate at instructions
+                passes = f" ({ev.passes} passes)" if ev.passes else ""
+                already = f", {age} already between" if age else ""
+                why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
+                       f"{f.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
+            self.nops[pos] = need
+            self.why[pos] = why
+            clock += need + f.ws
             defs = f.defs
-            xclass = "mfma" if f.mfma is not None else ("valu" if f.unit in ("valu", "trans") else f.unit)
-            for key in list(state):
-                ev = state[key]
-                if defs and ev.keys & defs and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
-                    ev.keys = ev.keys - defs          # a newer write of the same kind ends the older hazard
-                ev.age += ws
-                if not ev.keys or ev.age >= self.window:
-                    del state[key]
-            for ev in self._events_of(pos, x):
-                if ev.keys:
-                    state[(ev.origin, ev.kind)] = ev
-        return state
+            if defs:
+                xclass = f.xclass
+                for key in hits:
+                    ev = live[key]
+                    if not ev.keys.isdisjoint(defs) and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
+                        ev.keys = ev.keys - defs      # a newer write of the same kind ends the older hazard
+                        if not ev.keys:
+                            del live[key], rank[key]
+            for template in self._events(pos):
+                key = (template.origin, template.kind)
+                old = live.get(key)
+                if old is not None and clock - old.age >= window:
+                    del live[key], rank[key]          # expired before this one is left behind: a new entry
+                ev = template.copy()
+                ev.age = clock
+                live[key] = ev
+                if key not in rank:
+                    rank[key] = added
+                    added += 1
+                for r in ev.keys:
+                    table.setdefault(r, []).append(key)
+        out: _State = {}
+        for key, ev in live.items():
+            age = clock - ev.age
+            if age < window:
+                ev.age = age
+                out[key] = ev
+        return out
+
+    def _events(self, pos: int) -> list[_Event]:
+        """The events the instruction at ``pos`` leaves behind (worked out once; walks copy them)."""
+        f = self.facts[pos]
+        if f.events is None:
+            f.events = [ev for ev in self._events_of(pos, f.inst) if ev.keys]
+        return f.events
 
     @staticmethod
     def _verb(ev: _Event) -> str:
@@ -501,7 +588,8 @@ class _Pass:
             if bi in in_state and self._same(in_state[bi], new_in) and bi in out_state:
                 continue
             in_state[bi] = new_in
-            new_out = self._run_block(blocks[bi], new_in, record=False)
+            # every walk records its nops: a block's last walk is the one with its final in-state
+            new_out = self._run_block(blocks[bi], new_in)
             if bi in out_state and self._same(out_state[bi], new_out):
                 continue
             out_state[bi] = new_out
@@ -510,8 +598,6 @@ class _Pass:
                     pending.add(s)
                     work.append(s)
                     work.sort(key=lambda block: rank[block])
-        for bi in order:
-            self._run_block(blocks[bi], in_state.get(bi, {}), record=True)
 
     def output(self) -> list[object]:
         s_nop = isa_table(self.target)["s_nop"]
@@ -547,55 +633,10 @@ def insert_nops(items: Sequence[object], target: Target | str) -> list[object]:
 # hazard window far, and judge each earlier instruction P on its own: what does the pair (P, C) need?
 
 def _regs(value: object) -> set[Key]:
+    if isinstance(value, (int, float)):
+        return set()
     k = getattr(value, "keys", None)
     return set(k()) if k else set()
-
-
-class _Profile:
-    """What one instruction reads and writes, by role."""
-
-    __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "src", "srcc", "dst", "ws", "wide",
-                 "wide_need", "dpp", "op_sel_hi", "flags")
-
-    def __init__(self, inst: Instruction, table: dict[str, int]):
-        self.inst = inst
-        self.name: str = inst.name
-        self.unit: str = inst.unit
-        self.flags: frozenset[str] = inst.desc.flags
-        self.reads = set(inst.uses())
-        self.writes = set(inst.defs())
-        self.mfma: MfmaInfo | None = inst.desc.mfma
-        self.src: dict[str, tuple[Key, ...]] = {}     # operand name -> key tuple
-        for spec, value in zip(inst.desc.operands, inst.ops):
-            self.src[spec.name] = tuple(sorted(_regs(value)))
-        self.srcc = set(self.src.get("src2", ())) if self.mfma else set()
-        self.dst: tuple[Key, ...] = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
-        self.ws = int(inst.ops[0]) + 1 if inst.name == "s_nop" else 1
-        self.dpp: bool = inst.desc.is_dpp(inst.mods)
-        self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
-        if inst.desc.fmt == "VOP3" and inst.mods.get("op_sel"):
-            n_src = len([name for name in self.src if name.startswith("src")])
-            self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
-        self.wide: set[Key] = set()
-        self.wide_need = 0
-        if "store" in self.flags and self.unit in ("vmem", "flat"):
-            data = set(self.src.get("vdata", ())) | set(self.src.get("data", ()))
-            if len(data) > 2:
-                self.wide = data
-                if inst.desc.fmt != "MUBUF":
-                    self.wide_need = table["wide_global_store->valu_write_data"]
-                elif self.src.get("soffset"):
-                    self.wide_need = table["wide_store_sgpr_soffset->valu_write_data"]
-                else:
-                    self.wide_need = table["wide_store_const_soffset->valu_write_data"]
-
-    @property
-    def is_valu(self) -> bool:       # LLVM's "legacy VALU": VALU that is not an MFMA
-        return self.unit in ("valu", "trans") and self.mfma is None
-
-    @property
-    def is_mem(self) -> bool:
-        return self.unit in ("vmem", "flat", "ds")
 
 
 # Registers of the consumer still exposed to an older producer on the path searched, per kind of
@@ -603,19 +644,83 @@ class _Profile:
 # writes, a newer SALU write older SALU writes, any write hides older writes for DPP; reads (SrcC,
 # store data) are hazards whatever was written since.
 _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
+
+
+class _Profile:
+    """What one instruction reads and writes, by role (computed once per instruction)."""
+
+    __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
+                 "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
+                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "_src")
+
+    def __init__(self, inst: Instruction, table: dict[str, int]):
+        desc = inst.desc
+        self.inst = inst
+        self.name: str = desc.name
+        self.unit: str = desc.unit
+        self.flags: frozenset[str] = desc.flags
+        self.reads = frozenset(inst.use_keys())
+        self.writes = frozenset(inst.def_keys())
+        self.mfma: MfmaInfo | None = desc.mfma
+        self._src: dict[str, tuple[Key, ...]] | None = None
+        self.srcc = frozenset(self.src("src2")) if self.mfma else frozenset()
+        self.dst: tuple[Key, ...] = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
+        self.ws = int(inst.ops[0]) + 1 if self.name == "s_nop" else 1
+        self.dpp: bool = bool(inst.mods) and desc.is_dpp(inst.mods)
+        self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
+        if desc.fmt == "VOP3" and inst.mods.get("op_sel"):
+            n_src = len({spec.name for spec in desc.operands if spec.name.startswith("src")})
+            self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
+        self.wide: frozenset[Key] = frozenset()
+        self.wide_need = 0
+        if "store" in self.flags and self.unit in ("vmem", "flat"):
+            data = set(self.src("vdata")) | set(self.src("data"))
+            if len(data) > 2:
+                self.wide = frozenset(data)
+                if desc.fmt != "MUBUF":
+                    self.wide_need = table["wide_global_store->valu_write_data"]
+                elif self.src("soffset"):
+                    self.wide_need = table["wide_store_sgpr_soffset->valu_write_data"]
+                else:
+                    self.wide_need = table["wide_store_const_soffset->valu_write_data"]
+        # LLVM's "legacy VALU": VALU that is not an MFMA
+        self.is_valu = self.unit in ("valu", "trans") and self.mfma is None
+        self.is_mem = self.unit in ("vmem", "flat", "ds")
+        # which kind of newer write hides this instruction's older writes of a register (None: no kind
+        # of its own; its writes still hide older writes from DPP readers)
+        self.kind = (_MFMA if self.mfma is not None else _VALU if self.is_valu
+                     else _SALU if self.unit == "salu" else None)
+        # every register a hazard with this instruction first can be on (every rule below needs one
+        # of them in the second instruction's reads or writes)
+        self.touch = self.writes | self.srcc | self.wide
+        # its reads by register class, as the rules with it second ask for them
+        self.reads_scalar = frozenset(k for k in self.reads if k[0] not in ("v", "a", "scc"))
+        self.reads_sgpr_vcc = frozenset(k for k in self.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi"))
+        self.reads_vector = frozenset(k for k in self.reads if k[0] in ("v", "a"))
+        self.reads_vgpr = frozenset(k for k in self.reads if k[0] == "v")
+
+    def src(self, name: str) -> tuple[Key, ...]:
+        """The registers of the operand called ``name`` (sorted; empty for a constant or no such operand);
+        worked out for the few instructions a rule asks."""
+        if self._src is None:
+            self._src = {spec.name: tuple(sorted(_regs(value)))
+                         for spec, value in zip(self.inst.desc.operands, self.inst.ops)}
+        return self._src.get(name, ())
+
+
 #: the registers still exposed per producer kind, indexed by the five constants above
 _Live = tuple[frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key]]
 
 
 def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
-          live: _Live) -> list[tuple[int, set[Key], str]]:
+          live: _Live) -> list[tuple[int, AbstractSet[Key], str]]:
     """Every (wait states, registers, reason) the pair needs, for the registers still ``live``.
     A reason is a phrase with ``{regs}`` in it, completed by the producer."""
-    found: list[tuple[int, set[Key], str]] = []
+    found: list[tuple[int, AbstractSet[Key], str]] = []
     name = target.name
-    cls = _MFMA if p.mfma is not None else (_VALU if p.is_valu else (_SALU if p.unit == "salu" else _READS))
+    cls = _READS if p.kind is None else p.kind
 
-    def need(n: int, regs: set[Key], reason: str, exposed: int | None = None) -> None:
+    def need(n: int, regs: AbstractSet[Key], reason: str, exposed: int | None = None) -> None:
         regs = regs & live[cls if exposed is None else exposed]
         if regs and n > 0:
             found.append((n, regs, reason))
@@ -623,16 +728,17 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     if p.mfma is not None:
         P, xdl = p.mfma.passes, p.mfma.xdl
         dst = set(p.dst)
+        regs: AbstractSet[Key]
         if c.mfma is not None:
             for opname in ("src0", "src1"):
-                regs = set(c.src.get(opname, ())) & dst
+                regs = set(c.src(opname)) & dst
                 if regs:
                     rule = "xdl_write->mfma_srcab" if xdl else "smfma_write->mfma_srcab"
                     need(wait_states(name, rule, P), regs,
                          f"reads {{regs}} as Src{'AB'[opname == 'src1']}, written by")
             regs = c.srcc & dst
             if regs:
-                if c.src["src2"] == p.dst and c.name == p.name:
+                if c.src("src2") == p.dst and c.name == p.name:
                     n = wait_states(name, "mfma_write->mfma_srcc_exact", P)
                     why = "accumulates into {regs} right after"
                 else:
@@ -654,24 +760,24 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
         w = p.writes
         if c.mfma is not None:
             if not p.name.startswith("v_dot"):
-                ops = set(c.src.get("src0", ())) | set(c.src.get("src1", ())) | c.srcc
+                ops = set(c.src("src0")) | set(c.src("src1")) | c.srcc
                 need(t["valu_write_vgpr->mfma_read"], w & ops, "reads {regs} written by")
             need(t["valu_write_exec->mfma"], w & _EXEC, "runs under EXEC written by")
         if c.unit in ("vmem", "flat"):
-            scalar = {k for k in c.reads if k[0] not in ("v", "a", "scc")}
+            scalar = c.reads_scalar
             need(t["valu_write_sgpr->vmem_read"], w & scalar, "reads {regs} written by")
         if c.is_valu:
-            sregs = {k for k in c.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi")}
+            sregs = c.reads_sgpr_vcc
             need(t["valu_write_sgpr->valu_read"], w & sregs, "reads {regs} written by")
             if c.name in ("v_readlane_b32", "v_writelane_b32"):
-                need(t["valu_write_sgpr->lane_select"], w & set(c.src.get("lane", ())),
+                need(t["valu_write_sgpr->lane_select"], w & set(c.src("lane")),
                      "takes its lane select {regs} from")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32"):
                 need(t["valu_write_exec->rwlane"], w & _EXEC, "runs under {regs} written by")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
-                need(t["valu_write_vgpr->readlane_src"], w & set(c.src.get("src0", ())), "reads {regs} written by")
+                need(t["valu_write_vgpr->readlane_src"], w & set(c.src("src0")), "reads {regs} written by")
             if p.unit == "trans" and c.unit != "trans":
-                need(t["trans_write->valu_read"], w & {k for k in c.reads if k[0] in ("v", "a")},
+                need(t["trans_write->valu_read"], w & c.reads_vector,
                      "reads {regs} written by the transcendental")
             if p.op_sel_hi:
                 need(t["dst_sel_write->valu_access"], w & (c.reads | c.writes),
@@ -679,13 +785,13 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
             if c.dpp:
                 need(t["valu_write_exec->dpp"], w & _EXEC, "runs (DPP) under {regs} written by")
             if "valu_write_vgpr->permlane_read" in t and c.name.startswith("v_permlane"):
-                need(t["valu_write_vgpr->permlane_read"], w & {k for k in c.reads if k[0] == "v"},
+                need(t["valu_write_vgpr->permlane_read"], w & c.reads_vgpr,
                      "reads {regs} written by")
             if c.name.startswith("v_div_fmas"):
                 need(t["valu_write_vcc->div_fmas"], w & _VCC, "reads {regs} written by")
             if p.name.startswith("v_dot"):
                 if c.name == p.name:
-                    ab = set(c.src.get("src0", ())) | set(c.src.get("src1", ()))
+                    ab = set(c.src("src0")) | set(c.src("src1"))
                     need(t["dot_write->valu_access"], w & ab, "reads {regs} as SrcA/B, written by")
                 else:
                     need(t["dot_write->valu_access"], w & (c.reads | c.writes), "uses {regs} written by")
@@ -695,7 +801,7 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     if p.wide and c.unit in ("valu", "trans", "mfma"):
         need(p.wide_need, p.wide & c.writes, "overwrites {regs} still being read by the store", _READS)
     if c.dpp and c.is_valu:
-        need(t["write_vgpr->dpp_read"], p.writes & {k for k in c.reads if k[0] == "v"},
+        need(t["write_vgpr->dpp_read"], p.writes & c.reads_vgpr,
              "reads {regs} (DPP) written by", _ANY)
     return found
 
@@ -708,7 +814,13 @@ def _what(p: _Profile) -> str:
 
 def check_hazards(items: Sequence[object], target: Target | str) -> list[Violation]:
     """Every pair of instructions with fewer wait states between them than the hazard table asks,
-    on any path of the CFG (loop back edges included).  An empty list means the program is clean."""
+    on any path of the CFG (loop back edges included).  An empty list means the program is clean.
+
+    Cost: each instruction looks back at most the longest hazard window (``max_window``: 19 or 20
+    wait states, so at most that many instructions on a path), and only an earlier instruction that
+    writes or holds one of the registers it touches is classified; the walk within a block is a
+    plain loop, and only a walk that reaches the top of its block inside the window goes on over the
+    CFG (a shortest-distance-first search over the predecessors)."""
     target = get_target(target)
     t = _fixed_rules(target)
     window = max_window(target)
@@ -731,45 +843,68 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
         return [q for q in cfg.prev_instructions(pos) if cfg.block_of(q).index in reachable]
 
     found: dict[tuple[int, int, str], tuple[int, Violation]] = {}
+
+    def visit(dist: int, ppos: int, p: _Profile, c: _Profile, cpos: int, live: _Live,
+              interest: frozenset[Key]) -> _Live:
+        """Judge the pair (p, c) ``dist`` wait states apart; return what stays exposed behind p."""
+        for n, regs, reason in _pair(target, t, p, c, live):
+            if dist < n:
+                key = (cpos, ppos, reason)
+                if key not in found or found[key][0] > dist:
+                    found[key] = (dist, Violation(
+                        cpos, c.inst, format_keys(regs),
+                        f"{reason.format(regs=format_keys(regs))} #{ppos} {p.inst.render(False)} "
+                        f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
+                        f"needs {n}", source=ppos, kind="hazard"))
+        if not p.writes.isdisjoint(interest):
+            exposed = list(live)
+            if p.kind is not None:
+                exposed[p.kind] = exposed[p.kind] - p.writes
+            exposed[_ANY] = exposed[_ANY] - p.writes
+            live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
+        return live
+
     for bi in sorted(reachable):
-        for cpos in cfg.blocks[bi].instrs:
-            c = profiles[cpos]
+        instrs = cfg.blocks[bi].instrs
+        block = [profiles[pos] for pos in instrs]
+        for slot, cpos in enumerate(instrs):
+            c = block[slot]
             if c.unit in ("salu", "sopp", "smem"):
                 continue                     # no rule has a scalar instruction second
             interest = (c.reads | c.writes) & hazardous
             if not interest:
                 continue
             # (distance, producer position, registers still exposed on this path, per producer kind)
-            start: _Live = (frozenset(interest),) * 5
-            heap = [(0, ppos, start) for ppos in prev(cpos)]
-            heapq.heapify(heap)
-            seen: set[tuple[int, _Live]] = set()
-            while heap:
-                dist, ppos, live = heapq.heappop(heap)
-                if (ppos, live) in seen:
+            live: _Live = (interest,) * 5
+            # within the block: one path, distances only grow
+            dist = 0
+            for j in range(slot - 1, -1, -1):
+                p = block[j]
+                if not p.touch.isdisjoint(interest):
+                    live = visit(dist, instrs[j], p, c, cpos, live, interest)
+                dist += p.ws
+                if dist >= window:
+                    break
+            else:
+                # the top of the block inside the window: every way in, shortest distance first.  (An
+                # instruction of this block met again through a loop with the same registers exposed
+                # is judged again, farther away: it can only repeat what was found.)
+                heap = [(dist, ppos, live) for ppos in prev(instrs[0])]
+                if not heap:
                     continue
-                seen.add((ppos, live))
-                p = profiles[ppos]
-                for n, regs, reason in _pair(target, t, p, c, live):
-                    if dist < n:
-                        key = (cpos, ppos, reason)
-                        if key not in found or found[key][0] > dist:
-                            found[key] = (dist, Violation(
-                                cpos, c.inst, format_keys(regs),
-                                f"{reason.format(regs=format_keys(regs))} #{ppos} {p.inst.render(False)} "
-                                f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
-                                f"needs {n}", source=ppos, kind="hazard"))
-                if p.writes & interest:
-                    exposed = list(live)
-                    kind = (_MFMA if p.mfma is not None else _VALU if p.is_valu
-                            else _SALU if p.unit == "salu" else None)
-                    if kind is not None:
-                        exposed[kind] = exposed[kind] - p.writes
-                    exposed[_ANY] = exposed[_ANY] - p.writes
-                    live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
-                nd = dist + p.ws
-                if nd >= window:
-                    continue
-                for rpos in prev(ppos):
-                    heapq.heappush(heap, (nd, rpos, live))
+                heapq.heapify(heap)
+                seen: set[tuple[int, _Live]] = set()
+                while heap:
+                    dist, ppos, live = heapq.heappop(heap)
+                    if (ppos, live) in seen:
+                        continue
+                    seen.add((ppos, live))
+                    p = profiles[ppos]
+                    if not p.touch.isdisjoint(interest):
+                        live = visit(dist, ppos, p, c, cpos, live, interest)
+                    nd = dist + p.ws
+                    if nd >= window:
+                        continue
+                    for rpos in prev(ppos):
+                        heapq.heappush(heap, (nd, rpos, live))
     return sorted((v for _, v in found.values()), key=lambda v: (v.pos, v.source or 0))

@@ -82,6 +82,8 @@ def analyse(addresses, width: int, target_name: str = DEFAULT_TARGET, op: str = 
     mask = np.ones(64, bool) if active is None else np.asarray(active, bool).reshape(64)
     banks = get_target(target_name).lds_banks
     groups = phases(target_name, width, op)
+    if active is None and len({len(g) for g in groups}) == 1:
+        return BankReport(width, tuple(groups), _cycles_all_lanes(addr, groups, width, banks))
     cycles = []
     for group in groups:
         lanes = [lane for lane in group if mask[lane]]
@@ -92,6 +94,19 @@ def analyse(addresses, width: int, target_name: str = DEFAULT_TARGET, op: str = 
         per_bank = np.bincount(dwords % banks, minlength=banks)
         cycles.append(int(per_bank.max()))
     return BankReport(width, tuple(groups), tuple(cycles))
+
+
+def _cycles_all_lanes(addr: np.ndarray, groups: list[tuple[int, ...]], width: int, banks: int) -> tuple[int, ...]:
+    """``analyse``'s per-phase cycles with every lane active and phases of one size, for all phases in
+    one go: each phase's distinct dwords, counted per bank, the busiest bank's count."""
+    lanes = np.asarray(groups, dtype=np.int64)                          # (phases, lanes per phase)
+    dwords = (addr[lanes][:, :, None] // 4 + np.arange((width + 3) // 4)[None, None, :]).reshape(len(groups), -1)
+    dwords.sort(axis=1)
+    distinct = np.ones(dwords.shape, dtype=bool)
+    distinct[:, 1:] = dwords[:, 1:] != dwords[:, :-1]
+    phase = np.broadcast_to(np.arange(len(groups))[:, None], dwords.shape)
+    per_bank = np.bincount((phase * banks + dwords % banks)[distinct], minlength=len(groups) * banks)
+    return tuple(int(c) for c in per_bank.reshape(len(groups), banks).max(axis=1))
 
 
 # ------------------------------------------------------------------------------ the program check

@@ -181,12 +181,19 @@ class _Checker:
     def _check(self, pos: int, x: Instruction, state: dict) -> None:
         if not state:
             return
-        uses, defs = set(x.uses()), set(x.defs())
+        uses, defs = frozenset(x.use_keys()), frozenset(x.def_keys())
+        touch = uses | defs
         is_vmem_load = pos in self.ops and self.ops[pos].is_vmem_load
         touches_lds = x.unit == "ds" and bool({"lds_read", "lds_write"} & x.desc.flags)
         my_lds = lds_range(x) if touches_lds else None
-        for origin, (younger, _vm, _lg) in sorted(state.items(), key=lambda kv: -kv[0]):
-            op = self.ops[origin]
+        # only the outstanding operations this instruction can collide with are looked at closely
+        ops = self.ops
+        hits = [origin for origin in state
+                if not ops[origin].dest.isdisjoint(touch)
+                or (touches_lds and ops[origin].is_dma and _overlaps(ops[origin].lds, my_lds))]
+        for origin in sorted(hits, reverse=True):
+            younger = state[origin][0]
+            op = ops[origin]
             need = self._needed(op, younger)
             hit = op.dest & uses
             notes = self._notes(pos, op)

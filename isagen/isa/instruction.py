@@ -32,7 +32,7 @@ if TYPE_CHECKING:                     # the table builds instructions; a run-tim
 
 
 class Instruction:
-    __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes")
+    __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes", "_defs", "_uses")
 
     def __init__(self, desc: InstrDef, ops: tuple[Any, ...], mods: dict[str, Any],
                  comment: str | None = None):
@@ -45,6 +45,10 @@ class Instruction:
         # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave variant, for the
         # LDS bank check (lds_banks.check_program)
         self.lanes: tuple[tuple[int, ...], ...] | None = None
+        # the register keys written and read, worked out on first use (operands never change, and
+        # every check pass asks for them)
+        self._defs: tuple[tuple[str, int], ...] | None = None
+        self._uses: tuple[tuple[str, int], ...] | None = None
 
     # ------------------------------------------------------------------ identity
     @property
@@ -97,20 +101,32 @@ class Instruction:
                 if spec.is_use or (dpp and spec.is_def and spec.name == "vdst")]
 
     def defs(self) -> list[tuple[str, int]]:
-        keys: list[tuple[str, int]] = []
-        for value in self.def_operands():
-            keys += operand_keys(value)
-        for name in self.desc.implicit_defs:
-            keys += Special(name).keys()
-        return keys
+        return list(self.def_keys())
 
     def uses(self) -> list[tuple[str, int]]:
-        keys: list[tuple[str, int]] = []
-        for value in self.use_operands():
-            keys += operand_keys(value)
-        for name in self.desc.implicit_uses:
-            keys += Special(name).keys()
-        return keys
+        return list(self.use_keys())
+
+    def def_keys(self) -> tuple[tuple[str, int], ...]:
+        """``defs()`` as a tuple, computed once per instruction."""
+        if self._defs is None:
+            keys: list[tuple[str, int]] = []
+            for value in self.def_operands():
+                keys += operand_keys(value)
+            for name in self.desc.implicit_defs:
+                keys += Special(name).keys()
+            self._defs = tuple(keys)
+        return self._defs
+
+    def use_keys(self) -> tuple[tuple[str, int], ...]:
+        """``uses()`` as a tuple, computed once per instruction."""
+        if self._uses is None:
+            keys: list[tuple[str, int]] = []
+            for value in self.use_operands():
+                keys += operand_keys(value)
+            for name in self.desc.implicit_uses:
+                keys += Special(name).keys()
+            self._uses = tuple(keys)
+        return self._uses
 
     # ------------------------------------------------------------------ rendering
     def render_operands(self) -> str:

@@ -138,6 +138,7 @@ _OMOD_TEXT = {0: "", 1: "mul:2", 2: "mul:4", 3: "div:2"}
 _OMOD_NAMES = {"mul:2": 1, "mul:4": 2, "div:2": 3}
 DPP_CONTROLS = ("quad_perm", "row_shl", "row_shr", "row_ror", "wave_shl", "wave_rol", "wave_shr", "wave_ror",
                 "row_mirror", "row_half_mirror", "row_bcast")
+_DPP_CONTROL_SET = frozenset(DPP_CONTROLS)
 _DPP_MODS = {"quad_perm": "quad", "row_shl": "u4nz", "row_shr": "u4nz", "row_ror": "u4nz",
              "wave_shl": "one", "wave_rol": "one", "wave_shr": "one", "wave_ror": "one",
              "row_mirror": "flag", "row_half_mirror": "flag", "row_bcast": "bcast",
@@ -287,7 +288,7 @@ class InstrDef:
         return tuple(o for o in self.operands if not o.is_def)
 
     def is_dpp(self, mods: dict[str, Any]) -> bool:
-        return any(k in mods for k in DPP_CONTROLS)
+        return bool(mods) and not _DPP_CONTROL_SET.isdisjoint(mods)
 
     def render_modifiers(self, mods: dict[str, Any]) -> str:
         parts: list[str] = []
@@ -308,6 +309,10 @@ class InstrDef:
         return " ".join(parts)
 
     def signature(self) -> str:
+        return self._signature
+
+    @functools.cached_property
+    def _signature(self) -> str:        # the builder's method docstrings ask on every attribute lookup
         return ", ".join(o.signature() for o in self.operands)
 
     # ------------------------------------------------------------------ building

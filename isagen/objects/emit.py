@@ -204,12 +204,17 @@ def kernel_metadata(program: Program) -> dict:
     }
 
 
-def _metadata(program: Program, target_id: str) -> list[str]:
-    doc = {
+def metadata_document(program: Program, target_id: str) -> dict:
+    """The code object's metadata (AMDGPUUsage "Code Object V3+ Metadata") for one kernel."""
+    return {
         "amdhsa.version": [1, 2],
         "amdhsa.target": f"amdgcn-amd-amdhsa--{target_id}",
         "amdhsa.kernels": [kernel_metadata(program)],
     }
+
+
+def _metadata(program: Program, target_id: str) -> list[str]:
+    doc = metadata_document(program, target_id)
     return [".amdgpu_metadata", "---", *_yaml_lines(doc, 0), "...", ".end_amdgpu_metadata"]
 
 

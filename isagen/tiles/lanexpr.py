@@ -93,8 +93,13 @@ class Expr:
 
     @property
     def uniform(self) -> bool:
-        """True when the value is the same in every lane (computed in SGPRs)."""
-        return not any(isinstance(x, (Lane, VReg)) for x in self.walk())
+        """True when the value is the same in every lane (computed in SGPRs).  Worked out once per
+        node: the emitter asks at every level of deep, shared trees."""
+        u = self.__dict__.get("_uniform")
+        if u is None:
+            u = not any(isinstance(x, (Lane, VReg)) for x in self.walk())
+            object.__setattr__(self, "_uniform", u)
+        return bool(u)
 
     def walk(self):
         yield self

@@ -71,3 +71,24 @@ def test_gfx950_b128_reads_go_sixteen_consecutive_lanes_a_phase():
     assert analyse(LANES * 16, 16, "gfx950", "read").conflict_free
     # a column of a 128-byte-row tile: 16 lanes, rows alternating between banks 0-3 and 32-35: 8-way
     assert analyse((LANES % 16) * 128, 16, "gfx950", "read").cycles == (8,) * 4
+
+
+def test_all_lanes_path_counts_like_the_per_phase_loop():
+    """With every lane active ``analyse`` counts all phases in one numpy pass; an explicit all-true
+    mask takes the per-phase loop.  Both must give the same cycles, conflicts or not."""
+    rng = np.random.default_rng(20261126)
+    conflicted = 0
+    for target in ("gfx942", "gfx950"):
+        for width in (1, 2, 4, 8, 16):
+            for op in ("read", "write"):
+                for trial in range(30):
+                    if trial % 3 == 0:
+                        addr = rng.integers(0, 65536, 64)
+                    elif trial % 3 == 1:
+                        addr = (np.arange(64) * int(rng.integers(1, 64)) * 4 + int(rng.integers(0, 4096))) % 65536
+                    else:
+                        addr = rng.integers(0, 16, 64) * 4 * int(rng.integers(1, 40))
+                    fast = analyse(addr, width, target, op)
+                    assert fast == analyse(addr, width, target, op, active=np.ones(64, bool))
+                    conflicted += not fast.conflict_free
+    assert conflicted > 100

@@ -220,6 +220,25 @@ def test_opcodes_match_llvm_generated_table(target):
     assert checked == {d.name for d in isa_table(target)}
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_isagen_encoder_gives_llvms_bytes(target):
+    """isagen's own encoder (isagen.isa.encoder, opt-in) gives, for every instance LLVM assembled,
+    LLVM's bytes: every entry of the table, every register class, constant, literal and modifier
+    the samples have.  Branches are left to tests/objects/test_encoder_text.py (their offsets need a
+    placed label)."""
+    from isagen.isa.encoder import encode
+    records = [r for r in evaluated(target) if r["inst"] is not None and r["llvm"] is not None
+               and "branch" not in r["inst"].desc.flags]
+    bad = []
+    for r in records:
+        got = encode(r["inst"])
+        if got != r["bytes"]:
+            bad.append(f"  {r['desc'].name} [{r['label']}]: {r['text']}: isagen {got.hex()} LLVM {r['bytes'].hex()}")
+    assert not bad, f"{len(bad)} of {len(records)} differ:\n" + "\n".join(bad[:25])
+    assert {r["desc"].name for r in records} == {d.name for d in isa_table(target)
+                                                   if "branch" not in d.flags}
+
+
 def test_gfx942_disassembly_round_trip():
     """llvm-mc's disassembler turns the bytes back into the text isagen rendered."""
     require("gfx942")

@@ -1,0 +1,453 @@
+"""Machine code for isagen's instructions, without an assembler (opt-in; LLVM stays the default).
+
+``encode(inst, pc, labels)`` gives the bytes of one ``Instruction``; ``encode_items(items)`` the
+``.text`` of a whole item list (labels resolved, branch offsets computed).  It is the inverse of
+``isagen.isa.decoder``: the opcode of every mnemonic comes from the same LLVM-generated tables
+(``isagen/isa/data/opcodes.<target>.json``), read backwards, and the bit layout of each encoding
+family is the decoder's.  Which form a VOP1/VOP2/VOPC instruction takes (32-bit, VOP3 or DPP) is the
+table's own prediction (``Instruction.encoding``), which the ISA tests hold to LLVM's choice.
+
+What it covers: the encoding families isagen's generators emit (SOP1 SOP2 SOPC SOPK SOPP SMEM,
+VOP1 VOP2 VOPC in their 32-bit, VOP3 and DPP forms, VOP3, VOP3P, MFMA, DS, MUBUF).  FLAT/GLOBAL and
+gfx950's scaled MFMA raise ``EncodeError`` (the assembler is still there for them).  The tests
+compare it with LLVM byte for byte: every sampled instance of every table entry, and the ``.text``
+of every bundled kernel on both targets (tests/isa/test_encoder.py).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from isagen.errors import ISAError
+from isagen.isa.decoder import opcode_table
+from isagen.isa.instruction import Instruction
+from isagen.isa.operands import Label, Mod, Reg, Special, _Off
+
+__all__ = ["EncodeError", "encode", "encode_items", "program_size"]
+
+
+class EncodeError(ISAError):
+    """An instruction isagen's encoder does not cover (or a branch to an unknown label)."""
+
+
+# ----------------------------------------------------------------------------- opcodes, backwards
+
+_INVERSE: dict[str, dict[str, dict[str, tuple[int, Any]]]] = {}
+
+
+def _opcodes(target: str) -> dict[str, dict[str, tuple[int, Any]]]:
+    """family -> LLVM name (no _e32/_e64 suffix) -> (opcode, the decoder's entry)."""
+    inv = _INVERSE.get(target)
+    if inv is None:
+        inv = {}
+        for fam, entries in opcode_table(target).fam.items():
+            names: dict[str, tuple[int, Any]] = {}
+            for op, e in sorted(entries.items()):
+                names.setdefault(e.name, (op, e))
+            inv[fam] = names
+        _INVERSE[target] = inv
+    return inv
+
+
+# ----------------------------------------------------------------------------- operand codes
+
+_SPECIAL_CODES = {"vcc": 106, "vcc_lo": 106, "vcc_hi": 107, "exec": 126, "exec_lo": 126, "exec_hi": 127,
+                  "m0": 124, "scc": 253}
+_INLINE_FLOATS = {0.5: 240, -0.5: 241, 1.0: 242, -1.0: 243, 2.0: 244, -2.0: 245, 4.0: 246, -4.0: 247}
+_INV_2PI = 0.15915494309189532
+_F32_INLINE_BITS = {0x3F000000: 240, 0xBF000000: 241, 0x3F800000: 242, 0xBF800000: 243, 0x40000000: 244,
+                    0xC0000000: 245, 0x40800000: 246, 0xC0800000: 247, 0x3E22F983: 248}
+_F16_BITS = {0.5: 0x3800, -0.5: 0xB800, 1.0: 0x3C00, -1.0: 0xBC00, 2.0: 0x4000, -2.0: 0xC000, 4.0: 0x4400,
+             -4.0: 0xC400}
+
+
+def _f32_bits(x: float) -> int:
+    bits: int = struct.unpack("<I", struct.pack("<f", x))[0]
+    return bits
+
+
+def _f16_bits(x: float) -> int:
+    bits: int = struct.unpack("<H", struct.pack("<e", x))[0]
+    return bits
+
+
+def _reg_code(value: Any) -> int:
+    """The 9-bit source code of a register operand (VGPR/AGPR 256+, SGPR, special)."""
+    if isinstance(value, Reg):
+        return 256 + value.index if value.cls in ("v", "a") else value.index
+    if isinstance(value, Special):
+        return _SPECIAL_CODES[value.name]
+    raise EncodeError(f"not a register: {value!r}")
+
+
+def _index(value: Any) -> int:
+    """A VGPR/AGPR/SGPR field (8 bits for vector registers, the SGPR code for scalar ones)."""
+    value = value.reg if isinstance(value, Mod) else value
+    if isinstance(value, Reg):
+        return value.index
+    if isinstance(value, Special):
+        return _SPECIAL_CODES[value.name]
+    if isinstance(value, _Off):
+        return 0
+    raise EncodeError(f"not a register: {value!r}")
+
+
+class _Src:
+    """A source field: its 9-bit code, the literal it needs (or None), and its neg/abs modifiers."""
+
+    __slots__ = ("code", "literal", "neg", "abs")
+
+    def __init__(self, code: int, literal: int | None = None, neg: bool = False, abs_: bool = False):
+        self.code, self.literal, self.neg, self.abs = code, literal, neg, abs_
+
+
+def _const(value: Any, ftype: str, width: int) -> _Src:
+    if isinstance(value, bool):
+        raise EncodeError(f"not a constant: {value!r}")
+    if isinstance(value, int):
+        if -16 <= value <= 64:
+            return _Src(128 + value if value >= 0 else 192 - value)
+        if width != 2:
+            bits = value & 0xFFFFFFFF
+            if 0xFFFFFFF0 <= bits:
+                return _Src(192 + (0x100000000 - bits))
+            if bits in _F32_INLINE_BITS:
+                return _Src(_F32_INLINE_BITS[bits])
+        return _Src(255, value & 0xFFFFFFFF)
+    if isinstance(value, float):
+        if value == 0.0 and math.copysign(1.0, value) > 0:
+            return _Src(128)
+        if value in _INLINE_FLOATS:
+            return _Src(_INLINE_FLOATS[value])
+        if _f32_bits(value) == 0x3E22F983 or value == _INV_2PI:
+            return _Src(248)
+        if ftype == "f16":
+            return _Src(255, _f16_bits(value))
+        if ftype == "bf16":
+            return _Src(255, _f32_bits(value) >> 16)
+        if width == 2 or ftype == "f64":
+            return _Src(255, struct.unpack("<Q", struct.pack("<d", value))[0] >> 32)
+        return _Src(255, _f32_bits(value))
+    raise EncodeError(f"not a constant: {value!r}")
+
+
+def _src(value: Any, ftype: str, width: int) -> _Src:
+    neg = abs_ = False
+    if isinstance(value, Mod):
+        neg, abs_, value = value.neg, value.abs, value.reg
+    if isinstance(value, _Off):
+        raise EncodeError("'off' is not a source operand")
+    if isinstance(value, (Reg, Special)):
+        s = _Src(_reg_code(value))
+    else:
+        s = _const(value, ftype, width)
+    s.neg, s.abs = neg, abs_
+    return s
+
+
+# ----------------------------------------------------------------------------- the families
+
+def _bits(mods: dict[str, Any], name: str, default: int = 0) -> int:
+    v = mods.get(name)
+    if v is None:
+        return default
+    if isinstance(v, (tuple, list)):
+        return sum(int(b) << i for i, b in enumerate(v))
+    return int(v)
+
+
+def _dpp_ctrl(mods: dict[str, Any]) -> int:
+    if "quad_perm" in mods:
+        q = [int(x) for x in mods["quad_perm"]]
+        return q[0] | q[1] << 2 | q[2] << 4 | q[3] << 6
+    for name, base in (("row_shl", 0x100), ("row_shr", 0x110), ("row_ror", 0x120)):
+        if name in mods:
+            return base + int(mods[name])
+    for name, code in (("wave_shl", 0x130), ("wave_rol", 0x134), ("wave_shr", 0x138), ("wave_ror", 0x13C),
+                       ("row_mirror", 0x140), ("row_half_mirror", 0x141)):
+        if mods.get(name):
+            return code
+    if "row_bcast" in mods:
+        return 0x142 if mods["row_bcast"] == 15 else 0x143
+    raise EncodeError("DPP instruction without a DPP control")
+
+
+def _waitcnt(mods: dict[str, Any]) -> int:
+    vm = int(mods.get("vmcnt", 63))
+    exp = int(mods.get("expcnt", 7))
+    lgkm = int(mods.get("lgkmcnt", 15))
+    return (vm & 0xF) | (exp & 7) << 4 | (lgkm & 0xF) << 8 | (vm >> 4 & 3) << 14
+
+
+class _Fields:
+    """The operands of one instruction, by the encoding field they go to."""
+
+    def __init__(self) -> None:
+        self.f: dict[str, Any] = {}
+        self.literal: int | None = None
+
+    def src(self, name: str, value: Any, ftype: str, width: int) -> _Src:
+        s = _src(value, ftype, width)
+        if s.literal is not None:
+            if self.literal is not None and self.literal != s.literal:
+                raise EncodeError("two different literals in one instruction")
+            self.literal = s.literal
+        self.f[name] = s
+        return s
+
+    def code(self, name: str) -> int:
+        s = self.f.get(name)
+        return s.code if isinstance(s, _Src) else 0
+
+
+def encode(inst: Instruction, pc: int = 0, labels: dict[str, int] | None = None) -> bytes:
+    """The machine code of ``inst`` placed at byte address ``pc`` (``labels``: label name -> byte
+    address, for branches)."""
+    desc = inst.desc
+    target = desc.arch
+    fmt, enc = desc.fmt, inst.encoding
+    if fmt in ("VOP1", "VOP2", "VOPC"):
+        family = fmt if enc in ("e32", "dpp") else "VOP3"
+    elif fmt == "MAI":
+        # gfx950's scaled MFMA: a v_mfma_ld_scale_b32 word pair (VOP3P opcode 0x2c) in front of the MFMA
+        family = "VOP3PX2" if desc.name.startswith("v_mfma_scale_") else "VOP3P"
+    else:
+        family = fmt
+    names = _opcodes(target).get(family)
+    if names is None or desc.asm not in names:
+        raise EncodeError(f"{desc.name}: no {family} opcode for {desc.asm} on {target}")
+    op, entry = names[desc.asm]
+    fields = _Fields()
+    ftype = desc.ftype
+    # isagen's operands, in assembly order, against the entry's fields (also in LLVM's text order;
+    # '=' fields are fixed registers such as the vcc of a 32-bit compare, with nothing to encode)
+    layout = [(fld, file, n) for fld, file, n in entry.ops]
+    ops = list(inst.ops)
+    if family == "SOPP" and not ops:
+        layout = []                  # s_waitcnt's fields are modifiers; s_endpgm's simm16 is 0
+    elif family == "MUBUF" and "lds" in desc.fixed_mods:
+        layout = [x for x in layout if x[0] != "vdata"]      # LDS DMA: the data goes to LDS
+    if len(layout) != len(ops):
+        raise EncodeError(f"{inst.render(False)}: {len(ops)} operands, the {family} encoding has "
+                          f"{len(layout)}")
+    for (fld, _file, n), spec, value in zip(layout, desc.operands, ops):
+        if fld == "=":
+            continue
+        if fld in ("src0", "src1", "src2", "ssrc0", "ssrc1", "soffset", "scale0", "scale1") \
+                and not isinstance(value, Label):
+            if fld == "soffset" and isinstance(value, _Off):
+                fields.f[fld] = _Src(0)
+                continue
+            fields.src(fld, value, ftype, 2 if spec.width == 2 else n)
+        else:
+            fields.f[fld] = value
+    mods = inst.mods
+    words = _pack(family, op, entry, inst, fields, mods, enc, pc, labels)
+    data = struct.pack(f"<{len(words)}I", *words)
+    if fields.literal is not None:
+        data += struct.pack("<I", fields.literal)
+    return data
+
+
+def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods: dict[str, Any], enc: str,
+          pc: int, labels: dict[str, int] | None) -> list[int]:
+    f = fl.f
+    if family == "SOP2":
+        return [2 << 30 | op << 23 | _index(f.get("sdst", 0) or 0) << 16 | fl.code("ssrc1") << 8 | fl.code("ssrc0")]
+    if family == "SOP1":
+        sdst = _index(f["sdst"]) if "sdst" in f else 0
+        return [0x17D << 23 | sdst << 16 | op << 8 | fl.code("ssrc0")]
+    if family == "SOPC":
+        return [0x17E << 23 | op << 16 | fl.code("ssrc1") << 8 | fl.code("ssrc0")]
+    if family == "SOPK":
+        sdst = _index(f["sdst"]) if "sdst" in f else 0
+        return [0xB << 28 | op << 23 | sdst << 16 | (int(f.get("simm16", 0)) & 0xFFFF)]
+    if family == "SOPP":
+        simm = 0
+        if inst.name == "s_waitcnt":
+            simm = _waitcnt(mods)
+        elif "simm16" in f:
+            value = f["simm16"]
+            if isinstance(value, Label):
+                if labels is None or value.name not in labels:
+                    raise EncodeError(f"{inst.render(False)}: branch to a label whose address is unknown")
+                delta = labels[value.name] - (pc + 4)
+                simm = (delta // 4) & 0xFFFF
+            else:
+                simm = int(value) & 0xFFFF
+        return [0x17F << 23 | op << 16 | simm]
+    if family == "SMEM":
+        sdata = _index(f.get("sdata", 0) or 0)
+        sbase = _index(f["sbase"]) >> 1 if "sbase" in f else 0
+        offset = f.get("offset", 0)
+        imm = glc = soe = soff = 0
+        off_field = 0
+        if isinstance(offset, (Reg, Special)):
+            off_field = _index(offset)
+        elif "offset" in f:
+            imm = 1
+            off_field = int(offset) & 0x1FFFFF
+        glc = 1 if mods.get("glc") or mods.get("sc0") else 0
+        return [0x30 << 26 | op << 18 | imm << 17 | glc << 16 | soe << 14 | sdata << 6 | sbase,
+                soff << 25 | off_field]
+    if family in ("VOP1", "VOP2", "VOPC"):
+        vdst = _index(f["vdst"]) if "vdst" in f else 0
+        vsrc1 = _index(f["vsrc1"]) if "vsrc1" in f else 0
+        if family == "VOP2" and "src1" in f and "vsrc1" not in f:
+            vsrc1 = fl.code("src1") - 256
+        if "k" in f:
+            k = f["k"]
+            fl.literal = k & 0xFFFFFFFF if isinstance(k, int) else _f32_bits(float(k))
+        src0 = fl.code("src0")
+        if enc == "dpp":
+            s0 = f["src0"]
+            s1 = f.get("vsrc1") if isinstance(f.get("vsrc1"), _Src) else None
+            w1 = (_bits(mods, "row_mask", 0xF) << 28 | _bits(mods, "bank_mask", 0xF) << 24
+                  | (s1.abs if s1 else 0) << 23 | (s1.neg if s1 else 0) << 22
+                  | s0.abs << 21 | s0.neg << 20 | _bits(mods, "bound_ctrl") << 19
+                  | _dpp_ctrl(mods) << 8 | (s0.code - 256) & 0xFF)
+            src0 = 0xFA
+        if family == "VOP2":
+            w0 = op << 25 | vdst << 17 | vsrc1 << 9 | src0
+        elif family == "VOP1":
+            w0 = 0x3F << 25 | vdst << 17 | op << 9 | src0
+        else:
+            w0 = 0x3E << 25 | op << 17 | vsrc1 << 9 | src0
+        return [w0, w1] if enc == "dpp" else [w0]
+    if family == "VOP3":
+        srcs = [f.get(name) for name in ("src0", "src1", "src2")]
+        neg = sum(int(s.neg) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        abs_ = sum(int(s.abs) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        vdst = _index(f["vdst"]) if "vdst" in f else 0
+        clamp = _bits(mods, "clamp")
+        omod = _bits(mods, "omod")
+        opsel = 0
+        if "op_sel" in mods:
+            bits = list(mods["op_sel"])
+            opsel = sum(int(b) << i for i, b in enumerate(bits[:-1])) | int(bits[-1]) << 3
+        if "bitop3" in mods:     # gfx950 v_bitop3_*: the truth table fills the neg, abs and omod fields
+            bop = int(mods["bitop3"])
+            neg, abs_, omod = bop & 7, bop >> 3 & 7, bop >> 6 & 3
+        if "sdst" in f:
+            mid = _index(f["sdst"]) << 8
+        else:
+            mid = opsel << 11 | abs_ << 8
+        w0 = 0x34 << 26 | op << 16 | clamp << 15 | mid | vdst
+        w1 = neg << 29 | omod << 27 | fl.code("src2") << 18 | fl.code("src1") << 9 | fl.code("src0")
+        return [w0, w1]
+    if family == "VOP3PX2":
+        # the scale sources and their op_sel/op_sel_hi (two bits each: the third does not exist),
+        # then the MFMA with abid 1, as LLVM emits it
+        opsel, hi = _bits(mods, "op_sel") & 3, _bits(mods, "op_sel_hi") & 3
+        scale = [0x1A7 << 23 | 0x2C << 16 | opsel << 11, hi << 27 | fl.code("scale1") << 9 | fl.code("scale0")]
+        inner = dict(mods)
+        inner["abid"] = 1
+        for name in ("op_sel", "op_sel_hi"):
+            inner.pop(name, None)
+        return scale + _mai(op, inst, fl, inner)
+    if family == "VOP3P":
+        vdst = _index(f["vdst"]) if "vdst" in f else 0
+        srcs = [f.get(name) for name in ("src0", "src1", "src2")]
+        if entry.mai:
+            return _mai(op, inst, fl, mods)
+        nsrc = sum(1 for s in srcs if s is not None)
+        opsel = _bits(mods, "op_sel")
+        # op_sel_hi: LLVM's default is every bit set (also the bits of sources the instruction does
+        # not have), except for the mixed-precision FMAs, whose default is 0
+        if entry.mix:
+            hi = _bits(mods, "op_sel_hi")
+        else:
+            hi = _bits(mods, "op_sel_hi", 7) | (7 & ~((1 << nsrc) - 1))
+        neg_lo = _bits(mods, "neg_lo") | sum(int(s.neg) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        neg_hi = _bits(mods, "neg_hi")
+        if entry.mix:            # v_fma_mix*: |x| is the neg_hi bit of its source
+            neg_hi |= sum(int(s.abs) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        w0 = (0x1A7 << 23 | op << 16 | _bits(mods, "clamp") << 15 | (hi >> 2 & 1) << 14 | opsel << 11
+              | neg_hi << 8 | vdst)
+        w1 = neg_lo << 29 | (hi & 3) << 27 | fl.code("src2") << 18 | fl.code("src1") << 9 | fl.code("src0")
+        return [w0, w1]
+    if family == "DS":
+        if entry.off2:
+            off0, off1 = _bits(mods, "offset0"), _bits(mods, "offset1")
+        else:
+            o = _bits(mods, "offset")
+            off0, off1 = o & 0xFF, o >> 8 & 0xFF
+        acc = 0
+        for name in ("vdst", "data0", "data1"):
+            v = f.get(name)
+            if isinstance(v, Reg) and v.cls == "a":
+                acc = 1
+        w0 = 0x36 << 26 | acc << 25 | op << 17 | off1 << 8 | off0
+        w1 = (_index(f["vdst"]) if "vdst" in f else 0) << 24 | (_index(f["data1"]) if "data1" in f else 0) << 16 \
+            | (_index(f["data0"]) if "data0" in f else 0) << 8 | _index(f.get("addr", 0) or 0)
+        return [w0, w1]
+    if family == "MUBUF":
+        lds = 1 if "lds" in inst.desc.fixed_mods or mods.get("lds") else 0
+        vdata = f.get("vdata")
+        acc = 1 if isinstance(vdata, Reg) and vdata.cls == "a" else 0
+        w0 = (0x38 << 26 | op << 18 | _bits(mods, "nt") << 17 | lds << 16 | _bits(mods, "sc1") << 15
+              | _bits(mods, "sc0") << 14 | _bits(mods, "idxen") << 13 | _bits(mods, "offen") << 12
+              | _bits(mods, "offset") & 0xFFF)
+        vaddr = f.get("vaddr")
+        srsrc = _index(f["srsrc"]) >> 2 if "srsrc" in f else 0
+        w1 = (fl.code("soffset") << 24 | acc << 23 | srsrc << 16
+              | (_index(vdata) if vdata is not None else 0) << 8 | (_index(vaddr) if vaddr is not None else 0))
+        return [w0, w1]
+    if family in ("GLOBAL", "FLAT"):
+        seg = 2 if family == "GLOBAL" else 0
+        saddr = f.get("saddr")
+        saddr_code: int = 0x7F if saddr is None or isinstance(saddr, _Off) else _index(saddr)
+        gdst, gdata = f.get("vdst"), f.get("data")
+        acc = 1 if any(isinstance(v, Reg) and v.cls == "a" for v in (gdst, gdata)) else 0
+        w0 = (0x37 << 26 | _bits(mods, "sc1") << 25 | op << 18 | _bits(mods, "nt") << 17 | _bits(mods, "sc0") << 16
+              | seg << 14 | _bits(mods, "offset") & 0x1FFF)
+        w1 = ((_index(gdst) if gdst is not None else 0) << 24 | acc << 23 | saddr_code << 16
+              | (_index(gdata) if gdata is not None else 0) << 8 | _index(f.get("addr", 0) or 0))
+        return [w0, w1]
+    raise EncodeError(f"{inst.name}: the {family} encoding is not covered by isagen's encoder")
+
+
+def _mai(op: int, inst: Instruction, fl: _Fields, mods: dict[str, Any]) -> list[int]:
+    """An MFMA's word pair: AGPR/VGPR files of D/C (acc_cd) and of A and B (acc bits)."""
+    f = fl.f
+    dst = f["vdst"]
+    acc_cd = 1 if isinstance(dst, Reg) and dst.cls == "a" else 0
+    acc = 0
+    for i in range(2):
+        raw = inst.ops[i + 1]
+        raw = raw.reg if isinstance(raw, Mod) else raw
+        if isinstance(raw, Reg) and raw.cls == "a":
+            acc |= 1 << i
+    w0 = 0x1A7 << 23 | op << 16 | acc_cd << 15 | _bits(mods, "abid") << 11 | _bits(mods, "cbsz") << 8 | _index(dst)
+    w1 = (_bits(mods, "blgp") << 29 | acc << 27 | fl.code("src2") << 18 | fl.code("src1") << 9
+          | fl.code("src0"))
+    return [w0, w1]
+
+
+# ----------------------------------------------------------------------------- whole programs
+
+def program_size(items: Sequence[object]) -> int:
+    return sum(i.size for i in items if isinstance(i, Instruction))
+
+
+def encode_items(items: Sequence[object]) -> bytes:
+    """The ``.text`` bytes of an item list: instructions in order, labels at the address of the next
+    instruction, branches pointing at them."""
+    labels: dict[str, int] = {}
+    pc = 0
+    for item in items:
+        if isinstance(item, Label):
+            labels[item.name] = pc
+        elif isinstance(item, Instruction):
+            pc += item.size
+    out = bytearray()
+    for item in items:
+        if isinstance(item, Instruction):
+            code = encode(item, len(out), labels)
+            if len(code) != item.size:
+                raise EncodeError(f"{item.render(False)}: encoded {len(code)} bytes, its size is {item.size}")
+            out += code
+    return bytes(out)
