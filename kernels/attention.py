@@ -48,7 +48,7 @@ from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import OOB_OFFSET, BufferResource
 from isagen.tiles.epilogue import store_accumulators
 from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
-from isagen.tiles.kloop import double_buffered_loop, loop_bodies
+from isagen.tiles.kloop import loop_bodies, two_phase_loop
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
 from isagen.tiles.lds_to_reg import (
     DsReads,
@@ -495,32 +495,11 @@ class AttentionKernel:
         k = self.k
         k.comment("KV tile 0 -> LDS stage 0")
         emit(merge([], self.copies(0)))
-        skip_full, masked, odd = k.label("no_unmasked_tiles"), k.label("masked_tiles"), k.label("masked_from_stage1")
-        k.s_cmp_eq_u32(self.tiles_full, 0)
-        k.s_cbranch_scc1(skip_full)
-        double_buffered_loop(k, self.tiles_full, lambda st: self.body(st, masked=False), label="kvloop",
-                             counter="kv_left", unit="KV tile")
-        k.place(skip_full)
         left = k.sgpr(1, "masked_left", kernel=True)
         k.s_sub_u32(left, self.tiles_all, self.tiles_full, comment="tiles that need a mask")
-        k.s_cmp_eq_u32(left, 0)
-        k.s_cbranch_scc1(self.after_loops_label())
-        k.s_bitcmp1_b32(self.tiles_full, 0, comment="an odd number of unmasked tiles: continue on stage 1")
-        k.s_cbranch_scc1(odd)
-        k.place(masked)
-        double_buffered_loop(k, left, lambda st: self.body(st, masked=True), label="kvmask",
-                             counter="mask_left", unit="masked KV tile")
-        k.s_branch(self.after_loops_label())
-        k.place(odd)
-        double_buffered_loop(k, left, lambda st: self.body(1 - st, masked=True), label="kvmask_odd",
-                             counter="mask_left", unit="masked KV tile")
-        k.place(self.after_loops_label())
+        two_phase_loop(k, self.tiles_full, left, lambda st, phase: self.body(st, masked=phase == 1),
+                       labels=("kvloop", "kvmask"), counter="kv_left", unit="KV tile")
         k.free(left)
-
-    def after_loops_label(self):
-        if not hasattr(self, "_after"):
-            self._after = self.k.label("kv_done")
-        return self._after
 
     def body(self, stage: int, masked: bool):
         k, pl = self.k, self.plan

@@ -48,7 +48,7 @@ from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import BufferResource
 from isagen.tiles.epilogue import store_accumulators
 from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
-from isagen.tiles.kloop import double_buffered_loop, loop_bodies
+from isagen.tiles.kloop import loop_bodies, two_phase_loop
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
 from isagen.tiles.lds_to_reg import (
     DsReads,
@@ -653,35 +653,13 @@ class BackwardKernel:
         k = self.k
         emit(merge([], self.copies(0)))
         n1, n2 = k.sgpr(1, "loop1_trips"), k.sgpr(1, "loop2_trips")
-        if self.dq:
-            k.s_sub_u32(n1, self.t_split, self.t_first)
-            k.s_sub_u32(n2, self.t_all, self.t_split)
-            first_masked = False
-        else:
-            k.s_sub_u32(n1, self.t_split, self.t_first)
-            k.s_sub_u32(n2, self.t_all, self.t_split)
-            first_masked = True
-        if not self.plan.causal:
-            first_masked = False
-        tag = "bwdmask" if first_masked else "bwdloop"
-        skip1, odd, end = k.label("no_first_tiles"), k.label("second_from_stage1"), k.label("tiles_done")
-        k.s_cmp_eq_u32(n1, 0)
-        k.s_cbranch_scc1(skip1)
-        double_buffered_loop(k, n1, lambda st: self.body(st, first_masked), label=tag, counter="tiles_left",
-                             unit="tile")
-        k.place(skip1)
-        k.s_cmp_eq_u32(n2, 0)
-        k.s_cbranch_scc1(end)
-        k.s_bitcmp1_b32(n1, 0, comment="an odd number of tiles so far: continue on stage 1")
-        k.s_cbranch_scc1(odd)
-        tag2 = "bwdloop" if first_masked else "bwdmask"
-        double_buffered_loop(k, n2, lambda st: self.body(st, not first_masked), label=tag2, counter="tiles_left",
-                             unit="tile")
-        k.s_branch(end)
-        k.place(odd)
-        double_buffered_loop(k, n2, lambda st: self.body(1 - st, not first_masked), label=f"{tag2}_odd",
-                             counter="tiles_left", unit="tile")
-        k.place(end)
+        k.s_sub_u32(n1, self.t_split, self.t_first)
+        k.s_sub_u32(n2, self.t_all, self.t_split)
+        # dkdv: the causal band (queries before the diagonal) comes first; dq: the band comes last
+        first_masked = self.plan.causal and not self.dq
+        labels = ("bwdmask", "bwdloop") if first_masked else ("bwdloop", "bwdmask")
+        two_phase_loop(k, n1, n2, lambda st, phase: self.body(st, masked=(phase == 0) == first_masked),
+                       labels=labels, counter="tiles_left", unit="tile")
         k.wait(vmcnt=0, why="the copies past the last tile (zeros) have landed before the next pass reuses LDS")
         k.barrier(why="every wave is done with both stages")
         k.free(n1, n2)

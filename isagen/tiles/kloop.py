@@ -45,6 +45,31 @@ def double_buffered_loop(k, trips: Reg, body: Callable[[int], None], *, label: s
     k.free(left)
 
 
+def two_phase_loop(k, first: Reg, second: Reg, body: Callable[[int, int], None], *, labels: tuple[str, str],
+                   counter: str = "tiles_left", unit: str = "tile") -> None:
+    """Tiles in two double-buffered loops one after the other: ``first`` trips of ``body(stage, 0)``, then
+    ``second`` trips of ``body(stage, 1)`` (SGPRs, either may be 0), the second loop going on from the
+    LDS stage the first stopped at.  So that the stage stays a compile-time constant, the second loop
+    exists twice, from stage 0 (``labels[1]``) and from stage 1 (``labels[1]_odd``), and the parity of
+    ``first`` picks one.  Attention runs its unmasked tiles in one phase and the masked ones (the ragged
+    end, the causal band) in the other, so the hot loop has no checks."""
+    skip, odd, end = k.label(f"no_{labels[0]}"), k.label(f"{labels[1]}_from_stage1"), k.label(f"{labels[1]}_end")
+    k.s_cmp_eq_u32(first, 0)
+    k.s_cbranch_scc1(skip, comment=f"no {unit}s in the first phase")
+    double_buffered_loop(k, first, lambda st: body(st, 0), label=labels[0], counter=counter, unit=unit)
+    k.place(skip)
+    k.s_cmp_eq_u32(second, 0)
+    k.s_cbranch_scc1(end, comment=f"no {unit}s in the second phase")
+    k.s_bitcmp1_b32(first, 0, comment=f"an odd number of {unit}s so far: the second phase starts on stage 1")
+    k.s_cbranch_scc1(odd)
+    double_buffered_loop(k, second, lambda st: body(st, 1), label=labels[1], counter=counter, unit=unit)
+    k.s_branch(end)
+    k.place(odd)
+    double_buffered_loop(k, second, lambda st: body(1 - st, 1), label=f"{labels[1]}_odd", counter=counter,
+                         unit=unit)
+    k.place(end)
+
+
 def loop_bodies(program, label: str = "kloop") -> list[list[Instruction]]:
     """The instructions of every ``double_buffered_loop`` named ``label`` in a finished program, one
     list per loop (a kernel whose wave groups branch to their own copies of the loop has several).
