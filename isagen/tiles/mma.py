@@ -29,8 +29,19 @@ def bf16_mfma(target, size: int) -> MfmaInfo:
     return found[0]
 
 
-def fragment_for(info: MfmaInfo, read_k: int) -> Fragment:
-    return Fragment(rows=info.m, k_per_mfma=2 * info.a_regs, k_per_read=read_k)
+def fp8_mfma(target, size: int) -> MfmaInfo:
+    """The fp8 (e4m3 A and B) MFMA of ``size`` x ``size`` output with the most FLOPs per cycle on
+    ``target``: the f8f6f4 form where the target has one (its default cbsz = blgp = 0 selects fp8 A and
+    B; twice the rate of the K=32/K=16 fp8 forms on gfx950), else the fp8_fp8 form."""
+    found = target.find_mfma("f8f6f4", size, size) + target.find_mfma("fp8", size, size)
+    found = [i for i in found if not i.mnemonic.startswith("v_mfma_scale_")]
+    if not found:
+        raise SpecError(f"{target.name} has no {size}x{size} fp8 MFMA")
+    return max(found, key=lambda i: i.m * i.n * i.k / i.passes)
+
+
+def fragment_for(info: MfmaInfo, read_k: int, elem_bytes: int = 2) -> Fragment:
+    return Fragment(rows=info.m, k_per_mfma=4 * info.a_regs // elem_bytes, k_per_read=read_k, elem_bytes=elem_bytes)
 
 
 def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, slices, *, zero_first: bool = False,
