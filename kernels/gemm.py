@@ -699,20 +699,20 @@ class GemmKernel:
         packer: Converter | None = None
         if pl.out_dtype != "f32":
             packer = Bf16Packer(k) if pl.out_dtype == "bf16" else Converter(k, pl.out_dtype)
-        row_scale, col_scale = self.scales()
+        row_scale, col_scale, col_bias = self.scales()
         store_accumulators(k, self.acc, self.rC, self.lane, frag_rows=pl.frag_rows,
                            row0=lx.uniform("a_row0", pl.block_m, self.row0),
                            col0=lx.uniform("b_row0", pl.block_n, self.col0), row_elems=self.s["n"],
                            cols_left=lx.uniform("n_left", 1 << 31, self.n_left), out_dtype=pl.out_dtype, packer=packer,
-                           row_scale=row_scale, col_scale=col_scale)
+                           row_scale=row_scale, col_scale=col_scale, col_bias=col_bias)
         if packer:
             packer.release()
         self.release_scales()
 
     def scales(self):
-        """``(row_scale, col_scale)`` for ``store_accumulators`` (None, None: the BF16 GEMM stores C as
-        accumulated; the FP8 GEMM's dequantisation scales)."""
-        return None, None
+        """``(row_scale, col_scale, col_bias)`` for ``store_accumulators`` (all None: the BF16 GEMM stores C
+        as accumulated; the FP8 GEMM's dequantisation scales and bias)."""
+        return None, None, None
 
     def release_scales(self) -> None:
         """Free what ``scales`` allocated."""

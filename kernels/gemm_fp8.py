@@ -44,6 +44,7 @@ PARAMS = {
     "scaling": Param("str", "tensor", "tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row "
                                       "(token) and scale_b[N] per column (channel), as torch._scaled_mm's row-wise",
                      choices=("tensor", "row")),
+    "bias": Param("bool", False, "add bias[N] (fp32) to each row after the scales: C = scale_a·scale_b·(A·Bᵀ) + bias"),
     "out_dtype": Param("str", "bf16", "element type of C (accumulation is fp32; bf16/f16 round to nearest even)",
                        choices=("bf16", "f16", "f32")),
     "schedule": Param("str", "pingpong8", "pingpong8: 8 waves in two groups a barrier apart; "
@@ -61,7 +62,7 @@ PARAMS = {
 
 def _plan_params(p) -> dict:
     """The BF16 GEMM plan's parameters for these FP8 ones (A·Bᵀ; the scaling is the epilogue's)."""
-    out = {k: v for k, v in p.items() if k != "scaling"}
+    out = {k: v for k, v in p.items() if k not in ("scaling", "bias")}
     return {**out, "in_dtype": FLAVOURS.get(p["in_dtype"], (p["in_dtype"],))[0], "layout": "abt", "b_read": "auto"}
 
 
@@ -100,7 +101,8 @@ def launch(p, target) -> LaunchInfo:
     return LaunchInfo(
         tensors=(TensorParam("A", plan.in_dtype, ("m", "k"), "in"), TensorParam("B", plan.in_dtype, ("n", "k"), "in"),
                  TensorParam("C", plan.out_dtype, ("m", "n"), "out"),
-                 TensorParam("scale_a", "f32", sa, "in"), TensorParam("scale_b", "f32", sb, "in")),
+                 TensorParam("scale_a", "f32", sa, "in"), TensorParam("scale_b", "f32", sb, "in"))
+        + ((TensorParam("bias", "f32", ("n",), "in"),) if p.bias else ()),
         grid=(f"cdiv(m, {plan.block_m}) * cdiv(n, {plan.block_n})", 1, 1),
         block=(64 * plan.waves, 1, 1),
         kernargs={"tiles_m": f"cdiv(m, {plan.block_m})", "tiles_n": f"cdiv(n, {plan.block_n})",
@@ -123,77 +125,105 @@ def launch(p, target) -> LaunchInfo:
            validate=validate, check=check, launch=launch,
            doc="FP8 GEMM C = scale_a·scale_b·(A·Bᵀ), e4m3 in, fp32 accumulation, per-tensor or row-wise scales")
 def gemm_fp8(p, target) -> KernelBuilder:
-    return Fp8GemmKernel(make_plan(p, target), p.name, p.scaling).build()
+    return Fp8GemmKernel(make_plan(p, target), p.name, p.scaling, p.bias).build()
 
 
 class Fp8GemmKernel(GemmKernel):
     """The BF16 GEMM's kernel on fp8 tiles, with the scales applied in the epilogue."""
 
-    def __init__(self, plan: Plan, name: str, scaling: str):
+    def __init__(self, plan: Plan, name: str, scaling: str, bias: bool):
         super().__init__(plan, name)
         self.scaling = scaling
+        self.bias = bias
 
     def describe(self) -> list[str]:
         what = ("per-tensor scales: C = scale_a * scale_b * acc" if self.scaling == "tensor" else
                 "row-wise scales: C[m][n] = scale_a[m] * scale_b[n] * acc[m][n]")
-        return super().describe() + [f"{self.plan.in_dtype} is {self.plan.target.fp8_format.upper()} e4m3; {what}"]
+        return super().describe() + [f"{self.plan.in_dtype} is {self.plan.target.fp8_format.upper()} e4m3; {what}"
+                                     + ("; + bias[n] (fp32)" if self.bias else "")]
 
     def extra_pointers(self) -> None:
         k = self.k
         k.args.pointer("scale_a", "f32", "read_only")
         k.args.pointer("scale_b", "f32", "read_only")
-        self.rSa = BufferResource(k, "scale_a")
-        self.rSb = BufferResource(k, "scale_b")
-        self.rSa.load_pointer(k.args["scale_a"].offset)
-        self.rSb.load_pointer(k.args["scale_b"].offset)
+        names = ["scale_a", "scale_b"] + (["bias"] if self.bias else [])
+        if self.bias:
+            k.args.pointer("bias", "f32", "read_only")
+        self.rS = {n: BufferResource(k, n) for n in names}
+        for n, r in self.rS.items():
+            r.load_pointer(k.args[n].offset)
+
+    def _window(self, name: str, first, size, what: str) -> None:
+        """``name``'s resource on this tile's ``first..size`` fp32 elements (past the end: zeros)."""
+        k = self.k
+        rsrc, t = self.rS[name], k.sgpr(1, "vec_tmp")
+        k.s_lshl_b32(t, first, 2)
+        rsrc.add_base(t, f"{name}: this tile's first {what}")
+        k.s_sub_u32(t, size, first)
+        k.s_lshl_b32(t, t, 2, comment=f"{name}: bytes from this tile's first {what} to the end")
+        rsrc.finish(t)
+        k.free(t)
+
+    def _columns(self, name: str, em: lx.Emitter, off):
+        """Per quad of 4 accumulator columns, ``name``'s 4 fp32 values for them (``buffer_load_dwordx4``;
+        a lane's quad ``q`` of tile column ``fn`` is columns ``col0 + fn*rows + (L/rows + q*groups)*4``
+        onwards).  Returns the VGPRs and a ``(fn, q) -> 4 VGPRs`` view."""
+        k, pl = self.k, self.plan
+        fr, groups, quads = pl.frag_rows, 64 // pl.frag_rows, pl.mfma.c_regs // 4
+        self._window(name, self.tile_n0, self.s["n"], "column")
+        regs = k.vgpr(4 * pl.frags_n * quads, f"{name}_cols")
+        L = lx.lane()
+        col0 = lx.uniform("b_row0", pl.block_n, self.col0)
+        for fn in range(pl.frags_n):
+            for q in range(quads):
+                em.emit((col0 + fn * fr + (L // fr + q * groups) * 4) * 4, dst=off,
+                        comment=f"{name} of column fragment {fn} quad {q}: this lane's 4 columns")
+                i = 4 * (fn * quads + q)
+                k.buffer_load_dwordx4(regs[i:i + 4], off, self.rS[name].regs, 0, offen=True,
+                                      comment=f"{name}[n..n+3] (fragment {fn} quad {q})")
+        return regs, lambda fn, q: regs[4 * (fn * quads + q):4 * (fn * quads + q) + 4]
 
     def scales(self):
         k, pl = self.k, self.plan
+        held: list = []
+        off = k.vgpr(1, "vec_off")
+        em = lx.Emitter(k, self.lane)
+        col_scale = col_bias = None
         if self.scaling == "tensor":
             sa, sb = k.sgpr(1, "scale_a_value"), k.sgpr(1, "scale_b_value")
-            k.s_load_dword(sa, self.rSa.base, 0, comment="scale_a (one fp32)")
-            k.s_load_dword(sb, self.rSb.base, 0, comment="scale_b (one fp32)")
+            k.s_load_dword(sa, self.rS["scale_a"].base, 0, comment="scale_a (one fp32)")
+            k.s_load_dword(sb, self.rS["scale_b"].base, 0, comment="scale_b (one fp32)")
             k.wait(lgkmcnt=0, why="the scales are in SGPRs")
-            v = self._held = k.vgpr(1, "scale_ab")
+            v = k.vgpr(1, "scale_ab")
+            held.append(v)
             k.v_mov_b32(v, sb, comment="scale_b")
             k.v_mul_f32(v, sa, v, comment="scale_a * scale_b: every accumulator's factor")
             k.free(sa, sb)
-            return [v] * pl.frags_m, None
-        # row-wise: windows on this tile's rows of scale_a and columns of scale_b (past M / N: zeros)
-        t = k.sgpr(1, "scale_tmp")
-        for rsrc, first, size, what in ((self.rSa, self.tile_m0, self.s["m"], "rows"),
-                                        (self.rSb, self.tile_n0, self.s["n"], "columns")):
-            k.s_lshl_b32(t, first, 2)
-            rsrc.add_base(t, f"{rsrc.name}: this tile's first {what[:-1]}")
-            k.s_sub_u32(t, size, first)
-            k.s_lshl_b32(t, t, 2, comment=f"{rsrc.name}: bytes of the {what} from this tile's first")
-            rsrc.finish(t)
-        k.free(t)
-        fr, groups = pl.frag_rows, 64 // pl.frag_rows
-        quads = pl.mfma.c_regs // 4
-        ra = k.vgpr(pl.frags_m, "scale_a_rows")
-        rb = k.vgpr(4 * pl.frags_n * quads, "scale_b_cols")
-        self._held = (ra, rb)
-        off = k.vgpr(1, "scale_off")
-        em = lx.Emitter(k, self.lane)
-        L = lx.lane()
-        row0 = lx.uniform("a_row0", pl.block_m, self.row0)
-        col0 = lx.uniform("b_row0", pl.block_n, self.col0)
-        for fm in range(pl.frags_m):
-            em.emit((row0 + fm * fr + L % fr) * 4, dst=off, comment=f"scale_a of row fragment {fm}: this lane's row")
-            k.buffer_load_dword(ra[fm], off, self.rSa.regs, 0, offen=True, comment=f"scale_a[row] (fragment {fm})")
-        for fn in range(pl.frags_n):
-            for q in range(quads):
-                n = col0 + fn * fr + (L // fr + q * groups) * 4
-                em.emit(n * 4, dst=off, comment=f"scale_b of column fragment {fn} quad {q}: 4 columns")
-                i = 4 * (fn * quads + q)
-                k.buffer_load_dwordx4(rb[i:i + 4], off, self.rSb.regs, 0, offen=True,
-                                      comment=f"scale_b[n..n+3] (fragment {fn} quad {q})")
+            row_scale = [v] * pl.frags_m
+        else:
+            # row-wise: scale_a of this lane's row per row fragment, scale_b of its columns per quad
+            self._window("scale_a", self.tile_m0, self.s["m"], "row")
+            ra = k.vgpr(pl.frags_m, "scale_a_rows")
+            held.append(ra)
+            L = lx.lane()
+            row0 = lx.uniform("a_row0", pl.block_m, self.row0)
+            for fm in range(pl.frags_m):
+                em.emit((row0 + fm * pl.frag_rows + L % pl.frag_rows) * 4, dst=off,
+                        comment=f"scale_a of row fragment {fm}: this lane's row")
+                k.buffer_load_dword(ra[fm], off, self.rS["scale_a"].regs, 0, offen=True,
+                                    comment=f"scale_a[row] (fragment {fm})")
+            row_scale = [ra[fm] for fm in range(pl.frags_m)]
+            regs, col_scale = self._columns("scale_b", em, off)
+            held.append(regs)
+        if self.bias:
+            regs, col_bias = self._columns("bias", em, off)
+            held.append(regs)
         em.free()
         k.free(off)
-        k.wait(vmcnt=0, why="the row and column scales are in VGPRs")
-        return [ra[fm] for fm in range(pl.frags_m)], lambda fn, q: rb[4 * (fn * quads + q):4 * (fn * quads + q) + 4]
+        if self.scaling == "row" or self.bias:
+            k.wait(vmcnt=0, why="the row and column vectors are in VGPRs")
+        self._held = held
+        return row_scale, col_scale, col_bias
 
     def release_scales(self) -> None:
-        held = self._held
-        self.k.free(*(held if isinstance(held, tuple) else (held,)))
+        self.k.free(*self._held)

@@ -146,6 +146,8 @@ class GemmFp8Params(Params):
     #: tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row (token) and scale_b[N] per column (channel), as
     #: torch._scaled_mm's row-wise
     scaling: str = 'tensor'
+    #: add bias[N] (fp32) to each row after the scales: C = scale_a·scale_b·(A·Bᵀ) + bias
+    bias: bool = False
     #: element type of C (accumulation is fp32; bf16/f16 round to nearest even)
     out_dtype: str = 'bf16'
     #: pingpong8: 8 waves in two groups a barrier apart; interleave4: 4 waves, single MFMAs interleaved with single

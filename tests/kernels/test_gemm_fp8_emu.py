@@ -58,6 +58,10 @@ def run_fp8(target, M, N, K, *, seed=0, **params):
     A, B, sa, sb = inputs(target, M, N, K, spec.params.scaling, seed)
     ref = sa.double() * (A.double() @ B.double().T) * sb.double()
     mag = sa.double().abs() * (A.double().abs() @ B.double().abs().T) * sb.double().abs()
+    bias = None
+    if spec.params.bias:
+        bias = torch.randn(N, generator=torch.Generator().manual_seed(seed + 1)) * 4
+        ref, mag = ref + bias.double(), mag + bias.double().abs()
     dev = Device(target)
     obs = BankObserver(target)
     dev.lds_observer = obs
@@ -66,6 +70,8 @@ def run_fp8(target, M, N, K, *, seed=0, **params):
     c = dev.to_device(np.full(M * N + PAD, SENTINEL[out], bits))
     args = [dev.to_device(A.view(torch.uint8).numpy()), dev.to_device(B.view(torch.uint8).numpy()), c,
             dev.to_device(sa.numpy().ravel()), dev.to_device(sb.numpy().ravel())]
+    if bias is not None:
+        args.append(dev.to_device(bias.numpy()))
     sizes = {"m": M, "n": N, "k": K}
     env = {**info.constants, **sizes}
     args += [np.uint32(evaluate(info.source_of(n)[1], env)) for n in
@@ -82,7 +88,8 @@ def run_fp8(target, M, N, K, *, seed=0, **params):
 
 def check(C, ref, mag, out, K):
     """Products of fp8 values are exact in fp32; the K-term fp32 sum (any order) errs by at most
-    K·2⁻²⁴·Σ|a·b|, the two scale products by 2 roundings, the output by one rounding of its type."""
+    K·2⁻²⁴·Σ|a·b|, the two scale products and the bias by 3 roundings, the output by one rounding of
+    its type (``mag`` is the reference on absolute values)."""
     tol = (K + 4) * 2.0 ** -24 * mag + UNIT[out] * np.abs(ref) + 1e-30
     err = np.abs(C - ref)
     assert (err <= tol).all(), f"max error {err.max():.3g} (at {np.unravel_index(err.argmax(), err.shape)})"
@@ -119,6 +126,16 @@ def test_schedules_and_mfma_sizes(target, params):
     C, ref, mag, obs = run_fp8(target, M, N, K, scaling="row", out_dtype="bf16", seed=3, **params)
     check(C, ref, mag, "bf16", K)
     no_conflicts(obs)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+@pytest.mark.parametrize("scaling", ["tensor", "row"])
+def test_bias(target, scaling):
+    """C = scale_a·scale_b·(A·Bᵀ) + bias[n] (fp32), ragged N (the bias past N is never read into C)."""
+    M, N, K = 40, 92, 160
+    C, ref, mag, _ = run_fp8(target, M, N, K, scaling=scaling, bias="true", out_dtype="bf16", block_m=64,
+                             block_n=64, seed=9)
+    check(C, ref, mag, "bf16", K)
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
