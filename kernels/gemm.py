@@ -57,7 +57,7 @@ from isagen.tiles.schedule import emit, merge
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
-ELEM_BYTES = {"bf16": 2, "fp8": 1}
+ELEM_BYTES = {"bf16": 2, "fp8": 1, "bf8": 1}
 
 
 def _lds_too_small_for_256x256x64(t: Target) -> bool:
@@ -113,7 +113,7 @@ class Plan:
     ``frags_m x frags_n`` MFMA tiles; a K-tile is ``slices`` k-slices of ``fragment.slice_k``."""
 
     target: Target
-    in_dtype: str             # element type of A and B: bf16 | fp8 (e4m3 in the target's format)
+    in_dtype: str             # element type of A (and B): bf16 | fp8 (e4m3) | bf8 (e5m2), in the target's format
     layout: str               # abt: C = A·Bᵀ (B is N×K) | ab: C = A·B (B is K×N)
     out_dtype: str
     schedule: str             # pingpong8 | interleave4
@@ -131,6 +131,8 @@ class Plan:
     dma_width: int            # bytes per lane of one LDS-DMA instruction
     layout_a: LdsLayout
     layout_b: LdsLayout
+    b_dtype: str = ""         # element type of B where it differs from A's (fp8 with bf8: a gradient operand)
+    mfma_mods: tuple = ()     # the MFMA's modifiers as (name, value) pairs (f8f6f4: cbsz = B's format, blgp = A's)
 
     @property
     def elem_bytes(self) -> int:
@@ -278,7 +280,11 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     in_dtype = _in_dtype(p)
     eb = ELEM_BYTES[in_dtype]
     block_k = p.block_k or _default_block_k(p, target)
-    mfma = bf16_mfma(target, p.mfma) if in_dtype == "bf16" else fp8_mfma(target, p.mfma)
+    b_dtype = getattr(p, "b_dtype", "") or in_dtype
+    if ELEM_BYTES[b_dtype] != eb:
+        raise SpecError(f"params.b_dtype: {b_dtype} B with {in_dtype} A: both operands must be 8-bit or bf16")
+    mfma, mods = ((bf16_mfma(target, p.mfma), {}) if in_dtype == "bf16"
+                  else fp8_mfma(target, p.mfma, in_dtype, b_dtype))
     k_per_mfma = 4 * mfma.a_regs // eb
     lane_groups = 64 // mfma.m
     # reads of 16 bytes per lane (ds_read_b128) unless interleave4 needs two k-slices and only 8 bytes
@@ -299,7 +305,8 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     b_read = _b_read(p, target)
     unit = fragment.part_bytes
     plain = Plan(
-        target=target, in_dtype=in_dtype, layout=p.layout, out_dtype=p.out_dtype, schedule=p.schedule,
+        target=target, in_dtype=in_dtype, b_dtype=b_dtype, mfma_mods=tuple(sorted(mods.items())),
+        layout=p.layout, out_dtype=p.out_dtype, schedule=p.schedule,
         block_m=p.block_m, block_n=p.block_n, block_k=block_k, mfma=mfma, fragment=fragment,
         waves=waves, wave_rows=wave_rows, wave_cols=wave_cols, b_read=b_read,
         group_m=p.group_m or d.group_m, chunk=p.chunk or d.chunk,
@@ -404,7 +411,8 @@ class GemmKernel:
     def describe(self) -> list[str]:
         pl = self.plan
         form = "C = A·Bᵀ (B is N×K)" if pl.layout == "abt" else "C = A·B (B is K×N)"
-        return [f"{form}: {pl.in_dtype} in, fp32 accumulate, {pl.out_dtype} out",
+        ins = pl.in_dtype if pl.b_dtype in ("", pl.in_dtype) else f"{pl.in_dtype} A, {pl.b_dtype} B"
+        return [f"{form}: {ins} in, fp32 accumulate, {pl.out_dtype} out",
                 f"macro tile {pl.block_m}x{pl.block_n}x{pl.block_k}, {pl.schedule}: {pl.waves} waves as "
                 f"{pl.wave_rows}x{pl.wave_cols}, wave tile {pl.wave_tile_m}x{pl.wave_tile_n}, {pl.mfma.mnemonic}, "
                 f"{pl.slices} k-slice(s) of {pl.fragment.slice_k} per K-tile",
@@ -417,7 +425,7 @@ class GemmKernel:
     def arguments(self):
         k, pl = self.k, self.plan
         k.args.pointer("A", pl.in_dtype, "read_only")
-        k.args.pointer("B", pl.in_dtype, "read_only")
+        k.args.pointer("B", pl.b_dtype or pl.in_dtype, "read_only")
         k.args.pointer("C", pl.out_dtype, "write_only")
         self.extra_pointers()
         for n in ("m", "n", "k", "tiles_m", "tiles_n", "k_tiles", "pad"):
@@ -595,7 +603,7 @@ class GemmKernel:
     def mma(self, slices) -> list:
         pl = self.plan
         return mma_ops(self.k, pl.mfma, pl.fragment, self.acc.tile, self.regA.slice, self.regB.slice,
-                       range(pl.frags_m), range(pl.frags_n), slices)
+                       range(pl.frags_m), range(pl.frags_n), slices, mods=dict(pl.mfma_mods))
 
     def _wait_reads(self, slices, why, copies: str | None = None):
         """Wait for the fragment reads (and, with ``copies``, for this wave's LDS-DMA copies too: one

@@ -31,16 +31,21 @@ from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, BufferResource
 
 # the fp8 flavours a spec may name explicitly, by torch's names: format -> (element type, format)
-FLAVOURS = {"e4m3fnuz": ("fp8", "fnuz"), "e4m3fn": ("fp8", "ocp")}
+FLAVOURS = {"e4m3fnuz": ("fp8", "fnuz"), "e4m3fn": ("fp8", "ocp"), "e5m2fnuz": ("bf8", "fnuz"),
+            "e5m2": ("bf8", "ocp")}
 _FORMATS = ", ".join(f"{t.fp8_format.upper()} on {t.name}" for t in TARGETS.values())
 _MFMA_HELP = {size: ", ".join(f"{i.mnemonic} on {t.name}" for t in TARGETS.values()
-                              for i in [gemm.fp8_mfma(t, size)]) for size in (16, 32)}
+                              for i in [gemm.fp8_mfma(t, size)[0]]) for size in (16, 32)}
 _BLOCK_K_HELP = "; ".join(f"{2 * t.gemm_defaults.block_k} on {t.name}" for t in TARGETS.values())
 
 PARAMS = {
-    "in_dtype": Param("str", "fp8", f"element type of A and B: fp8 = e4m3 in the target's format ({_FORMATS}); "
-                                    "e4m3fnuz or e4m3fn name the format (refused on the target without it)",
-                      choices=("fp8",) + tuple(FLAVOURS)),
+    "in_dtype": Param("str", "fp8", f"element type of A (and of B unless b_dtype says): fp8 = e4m3, bf8 = e5m2, "
+                                    f"in the target's format ({_FORMATS}); e4m3fnuz, e4m3fn, e5m2fnuz, e5m2 name "
+                                    "the format (refused on the target without it)",
+                      choices=("fp8", "bf8") + tuple(FLAVOURS)),
+    "b_dtype": Param("str", "same", "element type of B: same (as A), or fp8 / bf8 / a named format (e5m2 for a "
+                                    "gradient operand)",
+                     choices=("same", "fp8", "bf8") + tuple(FLAVOURS)),
     "scaling": Param("str", "tensor", "tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row "
                                       "(token) and scale_b[N] per column (channel), as torch._scaled_mm's row-wise",
                      choices=("tensor", "row")),
@@ -63,15 +68,19 @@ PARAMS = {
 def _plan_params(p) -> dict:
     """The BF16 GEMM plan's parameters for these FP8 ones (A·Bᵀ; the scaling is the epilogue's)."""
     out = {k: v for k, v in p.items() if k not in ("scaling", "bias")}
-    return {**out, "in_dtype": FLAVOURS.get(p["in_dtype"], (p["in_dtype"],))[0], "layout": "abt", "b_read": "auto"}
+    a = FLAVOURS.get(p["in_dtype"], (p["in_dtype"],))[0]
+    b = a if p["b_dtype"] == "same" else FLAVOURS.get(p["b_dtype"], (p["b_dtype"],))[0]
+    return {**out, "in_dtype": a, "b_dtype": b, "layout": "abt", "b_read": "auto"}
 
 
 def _flavour_problem(p, target) -> list[tuple[str, str]]:
     t = get_target(target)
-    if p["in_dtype"] in FLAVOURS and FLAVOURS[p["in_dtype"]][1] != t.fp8_format:
-        theirs = [n for n, (_, f) in FLAVOURS.items() if f == t.fp8_format]
-        return [("in_dtype", f"{p['in_dtype']} is not {t.name}'s fp8: its MFMAs read {t.fp8_format.upper()} "
-                             f"e4m3 ({', '.join(theirs)}); convert the tensors or build for the other target")]
+    for field in ("in_dtype", "b_dtype"):
+        name = p[field]
+        if name in FLAVOURS and FLAVOURS[name][1] != t.fp8_format:
+            theirs = [n for n, (_, f) in FLAVOURS.items() if f == t.fp8_format]
+            return [(field, f"{name} is not {t.name}'s 8-bit float: its MFMAs read {t.fp8_format.upper()} formats "
+                            f"({', '.join(theirs)}); convert the tensors or build for the other target")]
     return []
 
 
@@ -99,7 +108,7 @@ def launch(p, target) -> LaunchInfo:
     lim = MAX_RECORDS - 256 * 1024          # room for the leading-pad shift and the tile window
     sa, sb = scale_shapes(p.scaling)
     return LaunchInfo(
-        tensors=(TensorParam("A", plan.in_dtype, ("m", "k"), "in"), TensorParam("B", plan.in_dtype, ("n", "k"), "in"),
+        tensors=(TensorParam("A", plan.in_dtype, ("m", "k"), "in"), TensorParam("B", plan.b_dtype, ("n", "k"), "in"),
                  TensorParam("C", plan.out_dtype, ("m", "n"), "out"),
                  TensorParam("scale_a", "f32", sa, "in"), TensorParam("scale_b", "f32", sb, "in"))
         + ((TensorParam("bias", "f32", ("n",), "in"),) if p.bias else ()),
@@ -139,7 +148,7 @@ class Fp8GemmKernel(GemmKernel):
     def describe(self) -> list[str]:
         what = ("per-tensor scales: C = scale_a * scale_b * acc" if self.scaling == "tensor" else
                 "row-wise scales: C[m][n] = scale_a[m] * scale_b[n] * acc[m][n]")
-        return super().describe() + [f"{self.plan.in_dtype} is {self.plan.target.fp8_format.upper()} e4m3; {what}"
+        return super().describe() + [f"fp8 = e4m3, bf8 = e5m2 ({self.plan.target.fp8_format.upper()}); {what}"
                                      + ("; + bias[n] (fp32)" if self.bias else "")]
 
     def extra_pointers(self) -> None:

@@ -4,7 +4,8 @@
     C = isagen.scaled_mm(a, b, scale_a, scale_b, torch.bfloat16)          # a: M×K, b: N×K, e4m3
 
 ``a`` and ``b`` are e4m3 in the target's format (``torch.float8_e4m3fnuz`` on gfx942,
-``torch.float8_e4m3fn`` on gfx950); ``scale_a``/``scale_b`` fp32, of shape () or (1,) (per tensor) or
+``torch.float8_e4m3fn`` on gfx950), or e5m2 (``float8_e5m2fnuz`` / ``float8_e5m2``: a gradient operand),
+either or both; ``scale_a``/``scale_b`` fp32, of shape () or (1,) (per tensor) or
 (M, 1) and (1, N) (row-wise: per token, per channel); a per-tensor scale next to a row-wise one is
 broadcast to its rows/columns.  ``out_dtype`` bf16, f16 or f32; ``bias`` (N,) of any float type, added
 in fp32 after the scales.  Every mistake is one ``LaunchError`` naming the argument.  See docs/gemm.md.
@@ -41,14 +42,15 @@ _KERNELS: dict[tuple, Kernel] = {}
 _lock = threading.Lock()
 
 
-def scaled_mm_kernel(target: str, scaling: str, out_dtype: str, bias: bool, block_m: int, block_n: int) -> Kernel:
+def scaled_mm_kernel(target: str, a: str, b: str, scaling: str, out_dtype: str, bias: bool, block_m: int,
+                     block_n: int) -> Kernel:
     """The built FP8 GEMM for these parameters (built once per process, then reused)."""
-    key = (target, scaling, out_dtype, bias, block_m, block_n)
+    key = (target, a, b, scaling, out_dtype, bias, block_m, block_n)
     with _lock:
         kernel = _KERNELS.get(key)
         if kernel is None:
-            kernel = _KERNELS[key] = build(SPEC, target, scaling=scaling, out_dtype=out_dtype, bias=bias,
-                                           block_m=block_m, block_n=block_n)
+            kernel = _KERNELS[key] = build(SPEC, target, in_dtype=a, b_dtype=b, scaling=scaling, out_dtype=out_dtype,
+                                           bias=bias, block_m=block_m, block_n=block_n)
         return kernel
 
 
@@ -66,16 +68,22 @@ def _target(target, backend_name: str, device: torch.device) -> str:
     return gpu.default_target()
 
 
-def _check_operand(name: str, t, want: torch.dtype, target: str) -> None:
+KINDS = {"fp8": "e4m3", "bf8": "e5m2"}
+
+
+def _check_operand(name: str, t, target: str) -> str:
+    """The operand's isagen type (fp8 = e4m3, bf8 = e5m2) on ``target``."""
     if not isinstance(t, torch.Tensor):
         _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != want:
-        other = [n for n, tt in TARGETS.items() if n != target and t.dtype == torch_dtype("fp8", n)]
-        why = (f"{t.dtype} is {other[0]}'s e4m3 format, not {target}'s" if other else
-               "e5m2 operands are not supported yet" if "e5m2" in str(t.dtype) else f"got {t.dtype}")
-        _fail(f"{name} must be {want} (e4m3 on {target}); {why}")
+    mine = {torch_dtype(kind, target): kind for kind in KINDS}
+    if t.dtype not in mine:
+        other = [(n, kind) for n in TARGETS for kind in KINDS if n != target and t.dtype == torch_dtype(kind, n)]
+        why = (f"{t.dtype} is {other[0][0]}'s {KINDS[other[0][1]]} format, not {target}'s" if other
+               else f"got {t.dtype}")
+        _fail(f"{name} must be {' or '.join(map(str, mine))} (e4m3 or e5m2 on {target}); {why}")
     if t.dim() != 2:
         _fail(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    return mine[t.dtype]
 
 
 def _check_scale(name: str, t, rows_or_cols: str, size: int, shape: tuple) -> str:
@@ -110,9 +118,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     if not isinstance(a, torch.Tensor):
         _fail(f"a must be a torch.Tensor, got {type(a).__name__}")
     tgt = _target(target, backend_name, a.device)
-    f8 = torch_dtype("fp8", tgt)
-    _check_operand("a", a, f8, tgt)
-    _check_operand("b", b, f8, tgt)
+    kind_a, kind_b = _check_operand("a", a, tgt), _check_operand("b", b, tgt)
     (M, K), (N, Kb) = a.shape, b.shape
     if K != Kb:
         _fail(f"a is {M}x{K} and b is {N}x{Kb} (b is stored N x K: C = a @ b.T): their K differ")
@@ -141,7 +147,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     c = torch.empty(M, N, dtype=out_dtype, device=a.device)
     if M == 0 or N == 0:
         return c
-    kernel = scaled_mm_kernel(tgt, scaling, OUT_DTYPES[out_dtype], bias is not None, **tile_for(M))
+    kernel = scaled_mm_kernel(tgt, kind_a, kind_b, scaling, OUT_DTYPES[out_dtype], bias is not None, **tile_for(M))
     tensors = [a.contiguous(), b.contiguous(), c, scale_a.contiguous(), scale_b.contiguous()]
     if bias is not None:
         tensors.append(bias.contiguous())

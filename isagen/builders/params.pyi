@@ -140,9 +140,11 @@ class GemmFp8Params(Params):
     """The 'gemm_fp8' generator's parameters (isagen/kernels/gemm_fp8.py)."""
 
     name: str
-    #: element type of A and B: fp8 = e4m3 in the target's format (FNUZ on gfx942, OCP on gfx950); e4m3fnuz or e4m3fn
-    #: name the format (refused on the target without it)
+    #: element type of A (and of B unless b_dtype says): fp8 = e4m3, bf8 = e5m2, in the target's format (FNUZ on gfx942,
+    #: OCP on gfx950); e4m3fnuz, e4m3fn, e5m2fnuz, e5m2 name the format (refused on the target without it)
     in_dtype: str = 'fp8'
+    #: element type of B: same (as A), or fp8 / bf8 / a named format (e5m2 for a gradient operand)
+    b_dtype: str = 'same'
     #: tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row (token) and scale_b[N] per column (channel), as
     #: torch._scaled_mm's row-wise
     scaling: str = 'tensor'

@@ -4,6 +4,8 @@ DMA), LLVM assembles it, the ping-pong kernels keep two waves per SIMD, the hot 
 K-tiles' fp8 MFMAs and no ``s_nop``, the static bank analysis finds no conflict, and what it cannot do
 (the other target's fp8 flavour, too much LDS, unaligned shapes) is refused with a reason."""
 
+import re
+
 import pytest
 
 from isagen.builders.contract import evaluate
@@ -24,7 +26,11 @@ VARIANTS = [("interleave4_128", "gfx942", I4),        # 16x16: ds_read_b64 slice
             ("mfma32_row_f32", "gfx942", {"mfma": 32, "scaling": "row", "out_dtype": "f32"}),
             ("mfma32_row_f32", "gfx950", {"mfma": 32, "scaling": "row", "out_dtype": "f32"}),
             ("row_f16_192x256", "gfx942", {"scaling": "row", "out_dtype": "f16", "block_m": 192}),
-            ("row_f16_192x256", "gfx950", {"scaling": "row", "out_dtype": "f16", "block_m": 192})]
+            ("row_f16_192x256", "gfx950", {"scaling": "row", "out_dtype": "f16", "block_m": 192}),
+            ("bf8_bf8", "gfx942", {"in_dtype": "bf8"}), ("bf8_bf8", "gfx950", {"in_dtype": "bf8"}),
+            ("fp8_bf8", "gfx942", {"b_dtype": "bf8"}), ("fp8_bf8", "gfx950", {"b_dtype": "e5m2"}),
+            ("bf8_fp8_mfma32", "gfx942", {"in_dtype": "e5m2fnuz", "b_dtype": "fp8", "mfma": 32}),
+            ("bf8_fp8_mfma32", "gfx950", {"in_dtype": "bf8", "b_dtype": "fp8", "mfma": 32})]
 
 
 def spec_of(name, **params):
@@ -35,8 +41,16 @@ def spec_of(name, **params):
 
 CASES = [(s, t) for s in BUNDLED for t in ("gfx942", "gfx950")] + [(spec_of(n, **kw), t) for n, t, kw in VARIANTS]
 IDS = [f"{s.name}-{t}" for s, t in CASES]
-MFMA = {"gfx942": {16: "v_mfma_f32_16x16x32_fp8_fp8", 32: "v_mfma_f32_32x32x16_fp8_fp8"},
-        "gfx950": {16: "v_mfma_f32_16x16x128_f8f6f4", 32: "v_mfma_f32_32x32x64_f8f6f4"}}
+def mfma_of(target, size, a, b):
+    """The MFMA the kernel must use: gfx950's f8f6f4 (cbsz = B's format, blgp = A's: B is src0), gfx942's
+    ``<src0>_<src1>`` form (``bf8_fp8``: B e5m2, A e4m3)."""
+    if target == "gfx950":
+        return {16: "v_mfma_f32_16x16x128_f8f6f4", 32: "v_mfma_f32_32x32x64_f8f6f4"}[size]
+    shape = {16: "16x16x32", 32: "32x32x16"}[size]
+    return f"v_mfma_f32_{shape}_{b}_{a}"
+
+
+FORMAT = {"fp8": 0, "bf8": 1}
 
 
 @pytest.fixture(scope="module")
@@ -54,14 +68,19 @@ def test_builds_checks_and_assembles(programs, spec, target):
     program = programs[(spec.name, target)]
     plan = make_plan(spec.params, target)
     assert program.rejected is None
-    assert plan.mfma.mnemonic == MFMA[target][plan.mfma.m]
+    mnem = mfma_of(target, plan.mfma.m, plan.in_dtype, plan.b_dtype)
+    assert plan.mfma.mnemonic == mnem
     assert plan.elem_bytes == 1
     assert plan.block_k_bytes == (spec.params.block_k or (128 if target == "gfx950" else 64))
     assert program.lds_bytes == plan.lds_bytes <= program.target.lds_bytes
     if plan.schedule == "pingpong8":
         assert program.occupancy()["waves_per_simd"] >= 2
     asm = render_assembly(program)
-    assert MFMA[target][plan.mfma.m] in asm
+    mfmas = [line for line in asm.splitlines() if line.strip().startswith(mnem)]
+    assert mfmas
+    if target == "gfx950":               # the formats as LLVM spells them: cbsz:1 (B e5m2), blgp:1 (A e5m2)
+        want = {m: str(FORMAT[t]) for m, t in (("cbsz", plan.b_dtype), ("blgp", plan.in_dtype)) if FORMAT[t]}
+        assert all(dict(re.findall(r"\b(cbsz|blgp):(\d)", line)) == want for line in mfmas)
     assert assemble(asm, target, name=spec.name)[:4] == b"\x7fELF"
 
 
@@ -96,8 +115,10 @@ def test_static_bank_analysis_is_conflict_free(programs, spec, target):
 
 
 @pytest.mark.parametrize("target,params,message", [
-    ("gfx942", {"in_dtype": "e4m3fn"}, r"params.in_dtype: e4m3fn is not gfx942's fp8: its MFMAs read FNUZ"),
-    ("gfx950", {"in_dtype": "e4m3fnuz"}, r"params.in_dtype: e4m3fnuz is not gfx950's fp8: its MFMAs read OCP"),
+    ("gfx942", {"in_dtype": "e4m3fn"}, r"params.in_dtype: e4m3fn is not gfx942's 8-bit float: its MFMAs read FNUZ"),
+    ("gfx950", {"in_dtype": "e4m3fnuz"}, r"params.in_dtype: e4m3fnuz is not gfx950's 8-bit float: its MFMAs read OCP"),
+    ("gfx950", {"b_dtype": "e5m2fnuz"}, r"params.b_dtype: e5m2fnuz is not gfx950's 8-bit float"),
+    ("gfx942", {"in_dtype": "e5m2"}, r"params.in_dtype: e5m2 is not gfx942's 8-bit float"),
     ("gfx942", {"block_k": 128}, r"params.block_k: two LDS stages of 256x128 \+ 256x128 fp8 need 131072 bytes; "
                                  r"gfx942 has 65536"),
     ("gfx950", {"schedule": "interleave4"}, r"interleave4 splits a K-tile into two halves"),

@@ -13,6 +13,7 @@ from isagen.api import torch_dtype
 from isagen.builders.contract import evaluate
 from isagen.builders.spec import parse_spec
 from isagen.errors import LaunchError
+from isagen.kernels.gemm_fp8 import make_plan
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 from isagen.runtime.emu import Device
@@ -37,12 +38,12 @@ def built(target, **params):
     return _BUILT[key]
 
 
-def inputs(target, M, N, K, scaling, seed):
-    """fp8 A (M×K) and B (N×K) drawn as N(0, 1) then rounded to the target's e4m3; fp32 scales."""
+def inputs(target, M, N, K, scaling, seed, a="fp8", b="fp8"):
+    """A (M×K) and B (N×K) drawn as N(0, 1) then rounded to the target's e4m3 (fp8) or e5m2 (bf8); fp32
+    scales."""
     g = torch.Generator().manual_seed(seed)
-    f8 = torch_dtype("fp8", target)
-    A = torch.randn(M, K, generator=g).to(f8)
-    B = torch.randn(N, K, generator=g).to(f8)
+    A = torch.randn(M, K, generator=g).to(torch_dtype(a, target))
+    B = torch.randn(N, K, generator=g).to(torch_dtype(b, target))
     if scaling == "tensor":
         sa, sb = torch.rand(1, generator=g) + 0.5, torch.rand(1, generator=g) + 0.5
     else:
@@ -55,7 +56,8 @@ def run_fp8(target, M, N, K, *, seed=0, **params):
     spec, co = built(target, **params)
     info = spec.launch_info(target)
     out = spec.params.out_dtype
-    A, B, sa, sb = inputs(target, M, N, K, spec.params.scaling, seed)
+    plan = make_plan(spec.params, target)
+    A, B, sa, sb = inputs(target, M, N, K, spec.params.scaling, seed, plan.in_dtype, plan.b_dtype)
     ref = sa.double() * (A.double() @ B.double().T) * sb.double()
     mag = sa.double().abs() * (A.double().abs() @ B.double().abs().T) * sb.double().abs()
     bias = None
@@ -162,3 +164,15 @@ def test_launch_contract_refuses(sizes, message):
     spec, _ = built("gfx942", block_m=64, block_n=64)
     with pytest.raises(LaunchError, match=message):
         spec.launch_info("gfx942").grid_for(sizes, "gemm_fp8")
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+@pytest.mark.parametrize("a,b", [("bf8", "same"), ("fp8", "bf8"), ("bf8", "fp8")])
+def test_e5m2_operands(target, a, b):
+    """e5m2 (bf8) A and/or B (a gradient operand): gfx950's f8f6f4 with cbsz/blgp = 1, gfx942's
+    bf8_bf8 / bf8_fp8 / fp8_bf8 MFMAs; row-wise scales, ragged M/N/K."""
+    M, N, K = 50, 68, 144
+    C, ref, mag, obs = run_fp8(target, M, N, K, in_dtype=a, b_dtype=b, scaling="row", out_dtype="f32",
+                               block_m=64, block_n=64, seed=11)
+    check(C, ref, mag, "f32", K)
+    no_conflicts(obs)

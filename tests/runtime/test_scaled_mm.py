@@ -63,6 +63,18 @@ def test_out_dtypes_bias_and_decode_m(target, out):
     expect(c, a, b, sa.reshape(1, 1), sb, bias)
 
 
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_e5m2_gradient_operand(target):
+    """dgrad-style: e5m2 gradient a times e4m3 weights b, and e5m2 times e5m2."""
+    g = torch.Generator().manual_seed(4)
+    e5, e4 = torch_dtype("bf8", target), torch_dtype("fp8", target)
+    a, b = torch.randn(24, 64, generator=g).to(e5), torch.randn(20, 64, generator=g).to(e4)
+    sa, sb = torch.tensor(0.25), torch.rand(1, 20, generator=g) + 0.5
+    expect(isagen.scaled_mm(a, b, sa, sb, torch.float32, target=target), a, b, sa, sb)
+    expect(isagen.scaled_mm(a, b.to(torch.float32).to(e5), sa, sb, torch.float32, target=target), a,
+           b.to(torch.float32).to(e5), sa, sb)
+
+
 def test_fake_gives_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
@@ -82,10 +94,12 @@ def bad_call(target="gfx942", M=8, N=16, K=32, **change):
 
 @pytest.mark.parametrize("call,message", [
     (bad_call(a=torch.zeros(8, 32).to(torch.float8_e4m3fn)),
-     r"a must be torch.float8_e4m3fnuz \(e4m3 on gfx942\); torch.float8_e4m3fn is gfx950's e4m3 format"),
+     r"a must be torch.float8_e4m3fnuz or torch.float8_e5m2fnuz \(e4m3 or e5m2 on gfx942\); "
+     r"torch.float8_e4m3fn is gfx950's e4m3 format"),
     (bad_call("gfx950", b=torch.zeros(16, 32).to(torch.float8_e4m3fnuz)),
-     r"b must be torch.float8_e4m3fn \(e4m3 on gfx950\); torch.float8_e4m3fnuz is gfx942's"),
-    (bad_call(b=torch.zeros(16, 32).to(torch.float8_e5m2fnuz)), r"e5m2 operands are not supported yet"),
+     r"b must be torch.float8_e4m3fn or torch.float8_e5m2 .*; torch.float8_e4m3fnuz is gfx942's e4m3"),
+    (bad_call(b=torch.zeros(16, 32).to(torch.float8_e5m2)), r"torch.float8_e5m2 is gfx950's e5m2 format"),
+    (bad_call(b=torch.zeros(16, 32).to(torch.bfloat16)), r"got torch.bfloat16"),
     (bad_call(b=torch.zeros(16, 48).to(torch.float8_e4m3fnuz)), r"their K differ"),
     (bad_call(K=40), r"K = 40 must be a positive multiple of 16"),
     (bad_call(N=18), r"N = 18 must be a multiple of 4"),
