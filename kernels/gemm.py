@@ -226,8 +226,17 @@ def _in_dtype(p) -> str:
 
 def _default_block_k(p, target: Target) -> int:
     """The target's default K-tile in bytes of the element: bf16's block_k, twice that for fp8 (the same
-    LDS bytes per stage)."""
-    return target.gemm_defaults.block_k * 2 // ELEM_BYTES[_in_dtype(p)]
+    LDS bytes per stage); doubled again for interleave4 where one k-slice of the fp8 MFMA would cover the
+    whole K-tile (gfx950's 16x16x128: interleave4 needs two slices, and a 32-byte operand has no
+    8-byte-read fallback)."""
+    eb = ELEM_BYTES[_in_dtype(p)]
+    bk = target.gemm_defaults.block_k * 2 // eb
+    if eb == 1 and p.schedule == "interleave4":
+        mfma, _ = fp8_mfma(target, p.mfma)
+        k_per_mfma = 4 * mfma.a_regs // eb
+        if k_per_mfma * eb > 8 and bk // ((64 // mfma.m) * max(16 // eb, k_per_mfma)) < 2:
+            bk *= 2
+    return bk
 
 
 def _problems(p, target: Target) -> list[tuple[str, str]]:

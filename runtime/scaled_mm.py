@@ -34,8 +34,15 @@ def _fail(message: str):
 
 
 def tile_for(m: int) -> dict:
-    """Macro tile for M rows: 256x256 from M > 128, 128x256 for 65..128, 64x256 for decode-size M."""
-    return {"block_m": 256 if m > 128 else 128 if m > 64 else 64, "block_n": 256}
+    """Macro tile for M rows: 256x256 above M = 128 (the large-tile GEMM), 128x128 for 65..128, and for
+    decode-size M 64x64 (33..64) or 32x64 (1..32, specs/gemm_fp8_decode.yaml) with interleave4 (its
+    copies interleave with reads and MFMAs): one tile row covers every token, so B streams from HBM once,
+    over N/64 workgroups."""
+    if m > 128:
+        return {"block_m": 256, "block_n": 256, "schedule": "pingpong8"}
+    if m > 64:
+        return {"block_m": 128, "block_n": 128, "schedule": "pingpong8"}
+    return {"block_m": 64 if m > 32 else 32, "block_n": 64, "schedule": "interleave4"}
 
 
 _KERNELS: dict[tuple, Kernel] = {}
@@ -43,14 +50,14 @@ _lock = threading.Lock()
 
 
 def scaled_mm_kernel(target: str, a: str, b: str, scaling: str, out_dtype: str, bias: bool, block_m: int,
-                     block_n: int) -> Kernel:
+                     block_n: int, schedule: str) -> Kernel:
     """The built FP8 GEMM for these parameters (built once per process, then reused)."""
-    key = (target, a, b, scaling, out_dtype, bias, block_m, block_n)
+    key = (target, a, b, scaling, out_dtype, bias, block_m, block_n, schedule)
     with _lock:
         kernel = _KERNELS.get(key)
         if kernel is None:
             kernel = _KERNELS[key] = build(SPEC, target, in_dtype=a, b_dtype=b, scaling=scaling, out_dtype=out_dtype,
-                                           bias=bias, block_m=block_m, block_n=block_n)
+                                           bias=bias, block_m=block_m, block_n=block_n, schedule=schedule)
         return kernel
 
 

@@ -21,7 +21,7 @@ from isagen.tiles.bank_check import static_report
 BUNDLED = [s for s in load_specs([bundled_specs_dir()]) if s.kernel == "gemm_fp8"]
 I4 = {"schedule": "interleave4", "block_m": 128, "block_n": 128}
 VARIANTS = [("interleave4_128", "gfx942", I4),        # 16x16: ds_read_b64 slices, two per 64-k tile
-            ("interleave4_128", "gfx950", {**I4, "block_k": 256}),    # 16x16x128: two slices need 256
+            ("interleave4_128", "gfx950", I4),     # 16x16x128: two slices, so the default K-tile is 256
             ("interleave4_128_mfma32", "gfx950", {**I4, "mfma": 32}),
             ("mfma32_row_f32", "gfx942", {"mfma": 32, "scaling": "row", "out_dtype": "f32"}),
             ("mfma32_row_f32", "gfx950", {"mfma": 32, "scaling": "row", "out_dtype": "f32"}),
@@ -59,7 +59,7 @@ def programs():
 
 
 def test_bundled_specs():
-    assert {s.name for s in BUNDLED} == {"gemm_fp8", "gemm_fp8_rowwise"}
+    assert {s.name for s in BUNDLED} == {"gemm_fp8", "gemm_fp8_rowwise", "gemm_fp8_decode"}
     assert all(set(s.targets) == {"gfx942", "gfx950"} for s in BUNDLED)
 
 
@@ -71,7 +71,9 @@ def test_builds_checks_and_assembles(programs, spec, target):
     mnem = mfma_of(target, plan.mfma.m, plan.in_dtype, plan.b_dtype)
     assert plan.mfma.mnemonic == mnem
     assert plan.elem_bytes == 1
-    assert plan.block_k_bytes == (spec.params.block_k or (128 if target == "gfx950" else 64))
+    i4_f8f6f4 = plan.schedule == "interleave4" and "f8f6f4" in plan.mfma.mnemonic and plan.mfma.m == 16
+    default = (256 if i4_f8f6f4 else 128) if target == "gfx950" else 64
+    assert plan.block_k_bytes == (spec.params.block_k or default)
     assert program.lds_bytes == plan.lds_bytes <= program.target.lds_bytes
     if plan.schedule == "pingpong8":
         assert program.occupancy()["waves_per_simd"] >= 2
@@ -121,7 +123,9 @@ def test_static_bank_analysis_is_conflict_free(programs, spec, target):
     ("gfx942", {"in_dtype": "e5m2"}, r"params.in_dtype: e5m2 is not gfx942's 8-bit float"),
     ("gfx942", {"block_k": 128}, r"params.block_k: two LDS stages of 256x128 \+ 256x128 fp8 need 131072 bytes; "
                                  r"gfx942 has 65536"),
-    ("gfx950", {"schedule": "interleave4"}, r"interleave4 splits a K-tile into two halves"),
+    ("gfx950", {"schedule": "interleave4"}, r"two LDS stages of 256x256 \+ 256x256 fp8 need 262144 bytes"),
+    ("gfx950", {"schedule": "interleave4", "block_k": 128, "block_m": 128, "block_n": 128},
+     r"interleave4 splits a K-tile into two halves .* use block_k 256 or a 32-row MFMA"),
 ])
 def test_refused_with_a_reason(target, params, message):
     with pytest.raises(SpecError, match=message):

@@ -116,7 +116,7 @@ def test_small_tiles(target, scaling, out):
 
 @pytest.mark.parametrize("target,params", [
     ("gfx942", {"schedule": "interleave4", "block_m": 64, "block_n": 64}),
-    ("gfx950", {"schedule": "interleave4", "block_m": 64, "block_n": 64, "block_k": 256}),
+    ("gfx950", {"schedule": "interleave4", "block_m": 64, "block_n": 64}),       # default K-tile 256
     ("gfx942", {"mfma": 32, "block_m": 64, "block_n": 128}),
     ("gfx950", {"mfma": 32, "block_m": 64, "block_n": 128}),
     ("gfx950", {"schedule": "interleave4", "mfma": 32, "block_m": 64, "block_n": 64}),
@@ -141,12 +141,15 @@ def test_bias(target, scaling):
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
-@pytest.mark.parametrize("M", [1, 16, 33])
-def test_decode_size_m(target, M):
-    """Decode-size M (one token, 16, 33) on the 64x64 tile: rows past M read zeros and store nothing."""
-    N, K = 64, 128
-    C, ref, mag, _ = run_fp8(target, M, N, K, scaling="row", out_dtype="bf16", block_m=64, block_n=64, seed=M)
+@pytest.mark.parametrize("M,block_m", [(1, 32), (13, 32), (32, 32), (33, 64)])
+def test_decode_size_m(target, M, block_m):
+    """Decode-size M on the decode tiles (interleave4 32x64: specs/gemm_fp8_decode.yaml; 64x64): one token, 13, a full
+    32-row tile, 33; rows past M read zeros and store nothing; three tile columns, ragged K."""
+    N, K = 192, 208
+    C, ref, mag, obs = run_fp8(target, M, N, K, scaling="row", out_dtype="bf16", block_m=block_m, block_n=64,
+                               schedule="interleave4", seed=M)
     check(C, ref, mag, "bf16", K)
+    no_conflicts(obs)
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
