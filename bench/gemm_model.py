@@ -1,6 +1,6 @@
-"""Static performance model of the BF16 GEMM kernels: what one SIMD issues per K-step of the hot loop.
+"""Static performance model of the BF16 and FP8 GEMM kernels: what one SIMD issues per K-step of the hot loop.
 
-    python bench/gemm_model.py [SPEC ...]          (default: specs/gemm_bf16*.yaml, every target)
+    python bench/gemm_model.py [SPEC ...]          (default: specs/gemm_bf16*.yaml and gemm_fp8*.yaml, every target)
 
 For every spec and target it builds the kernel, takes the hot loop(s) out of the finished program
 (between the ``kloop`` and ``kloop_done`` labels; the loop body holds two K-tiles, one per LDS stage)
@@ -9,15 +9,20 @@ one wave):
 
 - the instruction mix: MFMAs, DS reads, VMEM (LDS-DMA copies), SALU, VALU, ``s_nop`` (and their wait
   states), ``s_waitcnt``, ``s_barrier`` and other SOPP;
-- MFMA busy cycles, from ``isagen.targets`` (``MfmaInfo.cycles``: 16 for 16x16x16/16x16x32 bf16,
-  32 for 32x32x8/32x32x16);
+- MFMA busy cycles, from ``isagen.targets`` (``MfmaInfo.cycles``: 16 for 16x16x16/16x16x32 bf16 and
+  16x16x32 fp8, 32 for 32x32x8/32x32x16 and 16x16x128 f8f6f4, 64 for 32x32x64 f8f6f4), checked against
+  the product's peak rate (bf16 or fp8 FLOP per CU per clock) for the K-step's FLOPs;
 - the MFMA share of all issue cycles, ``mfma / (mfma + other)``, where every other instruction takes
   one issue cycle (``s_nop N``: N+1) and nothing overlaps: a lower bound (on hardware the other wave of
   the SIMD, and independent instructions of the same wave, issue while the matrix core is busy), and
   the overlapped estimate ``mfma / max(mfma, other)``;
 - per CU and K-step: LDS bytes read by ``ds_read`` vs the LDS bandwidth (banks x 4 bytes per clock),
   and the global bytes the copies move, as the bandwidth the whole chip would need at MFMA peak if
-  every tile came from HBM (what L2 reuse through the chiplet-aware order must cover).
+  every tile came from HBM (what L2 reuse through the chiplet-aware order must cover);
+- HBM bytes per FLOP: the tile's streaming ratio (A and B bytes of a K-step over its FLOPs, no reuse
+  between workgroups), the compulsory ratio of the spec's full-size problem (A, B read once and C
+  written once), and the product's ridge point (HBM bandwidth over peak FLOP/s): a GEMM is compute
+  bound when the bytes it really moves per FLOP stay below the ridge.
 
 Waits and barriers are counted, not timed: their stalls depend on memory latency, which no source
 gives authoritatively.  Results: ``bench/results/gemm_model.json`` and ``.md``; summary in
@@ -36,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 from isagen.builders.spec import load_specs  # noqa: E402
 from isagen.isa.instruction import Instruction  # noqa: E402
-from isagen.kernels.gemm import hot_loops, make_plan  # noqa: E402
+from isagen.kernels import gemm, gemm_fp8  # noqa: E402
+from isagen.kernels.gemm import hot_loops  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -80,7 +86,7 @@ def _read_bytes(name: str) -> int:
 
 def model(spec, target) -> dict:
     program = spec.build(target)
-    plan = make_plan(spec.params, target)
+    plan = (gemm_fp8 if spec.kernel == "gemm_fp8" else gemm).make_plan(spec.params, target)
     bodies = hot_loops(program)
     waves_per_simd = plan.waves // plan.target.simds_per_cu
     total = {}
@@ -97,11 +103,17 @@ def model(spec, target) -> dict:
     prod = plan.target.flagship
     lds_bw = plan.target.lds_banks * 4                      # bytes per clock per CU (one access per bank)
     lds_bytes_cu = per["lds_read_bytes"] * plan.target.simds_per_cu
-    global_bytes = (plan.block_m + plan.block_n) * plan.block_k * 2   # one workgroup (one per CU) per K-step
+    global_bytes = (plan.block_m + plan.block_n) * plan.block_k_bytes   # one workgroup (one per CU) per K-step
     flops_cu = 2 * plan.block_m * plan.block_n * plan.block_k
-    peak_cycles = flops_cu / prod.bf16_flop_per_cu_clk        # CU cycles per K-step at MFMA peak
+    fp8 = plan.in_dtype != "bf16"
+    peak_flop = prod.fp8_flop_per_cu_clk if fp8 else prod.bf16_flop_per_cu_clk
+    peak_cycles = flops_cu / peak_flop                          # CU cycles per K-step at MFMA peak
+    m, n, k = (spec.shapes[d] for d in ("m", "n", "k"))
+    compulsory = ((m + n) * k * plan.elem_bytes + m * n * plan.out_bytes) / (2 * m * n * k)
+    peak_flops = prod.cus * peak_flop * prod.clock_mhz * 1e6
     return {
-        "spec": spec.name, "target": plan.target.name, "schedule": plan.schedule, "layout": plan.layout,
+        "spec": spec.name, "target": plan.target.name, "in_dtype": plan.in_dtype, "schedule": plan.schedule,
+        "layout": plan.layout,
         "tile": [plan.block_m, plan.block_n, plan.block_k], "mfma": plan.mfma.mnemonic,
         "mfma_cycles_each": plan.mfma.cycles,
         "waves_per_simd": waves_per_simd, "b_read": plan.b_read,
@@ -118,6 +130,11 @@ def model(spec, target) -> dict:
         "global_bytes_per_cu": global_bytes,
         "hbm_tb_s_needed_at_peak": global_bytes / peak_cycles * prod.cus * prod.clock_mhz * 1e6 / 1e12,
         "hbm_tb_s_peak": prod.hbm_tb_s,
+        "tile_bytes_per_flop": global_bytes / flops_cu,
+        "problem": [m, n, k],
+        "compulsory_bytes_per_flop": compulsory,
+        "ridge_bytes_per_flop": prod.hbm_tb_s * 1e12 / peak_flops,
+        "peak_tflops": peak_flops / 1e12,
         "product": prod.name,
         "vgprs": program.vgprs, "agprs": program.agprs,
         "occupancy": program.occupancy()["waves_per_simd"],
@@ -127,8 +144,8 @@ def model(spec, target) -> dict:
 def markdown(rows: list[dict]) -> str:
     out = ["| spec | target | schedule | tile | MFMA | per SIMD per K-step: MFMA / DS read / VMEM / SALU / VALU / "
            "nop / waitcnt / barrier | MFMA busy cyc | other issue cyc | MFMA share (serial / overlapped) | "
-           "LDS cyc / MFMA cyc | HBM TB/s needed at peak (no reuse) |",
-           "|---|---|---|---|---|---|---:|---:|---|---:|---:|"]
+           "LDS cyc / MFMA cyc | HBM TB/s needed at peak (no reuse) | HBM bytes/FLOP: tile / problem / ridge |",
+           "|---|---|---|---|---|---|---:|---:|---|---:|---:|---|"]
     for r in rows:
         p = r["per_simd_per_kstep"]
         mix_s = " / ".join(f"{p[k]:g}" for k in ("mfma", "ds_read", "vmem", "salu", "valu", "s_nop", "s_waitcnt",
@@ -136,13 +153,16 @@ def markdown(rows: list[dict]) -> str:
         out.append(f"| {r['spec']} | {r['target']} | {r['schedule']} | {'x'.join(map(str, r['tile']))} | "
                    f"{r['mfma'].replace('v_mfma_f32_', '')} | {mix_s} | {r['mfma_busy_cycles']:g} | "
                    f"{r['other_issue_cycles']:g} | {r['mfma_share_serial']:.2f} / {r['mfma_share_overlapped']:.2f} | "
-                   f"{r['lds_vs_mfma']:.2f} | {r['hbm_tb_s_needed_at_peak']:.1f} (peak {r['hbm_tb_s_peak']:g}) |")
+                   f"{r['lds_vs_mfma']:.2f} | {r['hbm_tb_s_needed_at_peak']:.1f} (peak {r['hbm_tb_s_peak']:g}) | "
+                   f"{r['tile_bytes_per_flop']:.2g} / {r['compulsory_bytes_per_flop']:.2g} / "
+                   f"{r['ridge_bytes_per_flop']:.2g} |")
     return "\n".join(out) + "\n"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("specs", nargs="*", default=sorted(str(p) for p in (ROOT / "specs").glob("gemm_bf16*.yaml")))
+    ap.add_argument("specs", nargs="*", default=sorted(str(p) for pat in ("gemm_bf16*.yaml", "gemm_fp8*.yaml")
+                                                       for p in (ROOT / "specs").glob(pat)))
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     rows = []

@@ -41,6 +41,7 @@ from isagen.builders.contract import LaunchInfo, TensorParam
 from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
+from isagen.prims.convert import Converter
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
@@ -49,13 +50,14 @@ from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
 from isagen.tiles.lds_to_reg import DsReads, Fragment, join_u16_pairs, kmajor_reads, tr16_reads, u16_reads
-from isagen.tiles.mma import bf16_mfma, mma_ops
+from isagen.tiles.mma import bf16_mfma, fp8_mfma, mma_ops
 from isagen.tiles.order import emit_remap
 from isagen.tiles.registers import Accumulators, FragmentRegs
 from isagen.tiles.schedule import emit, merge
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
+ELEM_BYTES = {"bf16": 2, "fp8": 1, "bf8": 1}
 
 
 def _lds_too_small_for_256x256x64(t: Target) -> bool:
@@ -111,6 +113,7 @@ class Plan:
     ``frags_m x frags_n`` MFMA tiles; a K-tile is ``slices`` k-slices of ``fragment.slice_k``."""
 
     target: Target
+    in_dtype: str             # element type of A (and B): bf16 | fp8 (e4m3) | bf8 (e5m2), in the target's format
     layout: str               # abt: C = A·Bᵀ (B is N×K) | ab: C = A·B (B is K×N)
     out_dtype: str
     schedule: str             # pingpong8 | interleave4
@@ -128,6 +131,18 @@ class Plan:
     dma_width: int            # bytes per lane of one LDS-DMA instruction
     layout_a: LdsLayout
     layout_b: LdsLayout
+    b_dtype: str = ""         # element type of B where it differs from A's (fp8 with bf8: a gradient operand)
+    mfma_mods: tuple = ()     # the MFMA's modifiers as (name, value) pairs (f8f6f4: cbsz = B's format, blgp = A's)
+
+    @property
+    def elem_bytes(self) -> int:
+        """Bytes of one A/B element: 2 (bf16), 1 (fp8)."""
+        return ELEM_BYTES[self.in_dtype]
+
+    @property
+    def block_k_bytes(self) -> int:
+        """Bytes of one K-tile row (the LDS tile's row and the windows' step)."""
+        return self.block_k * self.elem_bytes
 
     @property
     def wave_tile_m(self) -> int:
@@ -205,9 +220,29 @@ class Plan:
         return [{"b_row0": wn * self.wave_tile_n} for wn in range(self.wave_cols)]
 
 
+def _in_dtype(p) -> str:
+    return getattr(p, "in_dtype", "bf16")
+
+
+def _default_block_k(p, target: Target) -> int:
+    """The target's default K-tile in bytes of the element: bf16's block_k, twice that for fp8 (the same
+    LDS bytes per stage); doubled again for interleave4 where one k-slice of the fp8 MFMA would cover the
+    whole K-tile (gfx950's 16x16x128: interleave4 needs two slices, and a 32-byte operand has no
+    8-byte-read fallback)."""
+    eb = ELEM_BYTES[_in_dtype(p)]
+    bk = target.gemm_defaults.block_k * 2 // eb
+    if eb == 1 and p.schedule == "interleave4":
+        mfma, _ = fp8_mfma(target, p.mfma)
+        k_per_mfma = 4 * mfma.a_regs // eb
+        if k_per_mfma * eb > 8 and bk // ((64 // mfma.m) * max(16 // eb, k_per_mfma)) < 2:
+            bk *= 2
+    return bk
+
+
 def _problems(p, target: Target) -> list[tuple[str, str]]:
     _, wave_rows, wave_cols = SCHEDULES[p.schedule]
-    bk = p.block_k or target.gemm_defaults.block_k
+    eb = ELEM_BYTES[_in_dtype(p)]
+    bk = p.block_k or _default_block_k(p, target)
     out = []
     if p.block_m % (wave_rows * p.mfma) or p.block_n % (wave_cols * p.mfma):
         out.append(("block_m", f"a {p.block_m}x{p.block_n} tile does not split into {wave_rows}x{wave_cols} waves of "
@@ -218,11 +253,11 @@ def _problems(p, target: Target) -> list[tuple[str, str]]:
     b_read = _b_read(p, target)
     if b_read == "tr16" and not target.has_tr16_read:
         out.append(("b_read", f"{target.name} has no ds_read_b64_tr_b16 (use u16)"))
-    stage = (p.block_m + p.block_n) * bk * 2
+    stage = (p.block_m + p.block_n) * bk * eb
     if 2 * stage > target.lds_bytes:
-        out.append(("block_k", f"two LDS stages of {p.block_m}x{bk} + {p.block_n}x{bk} bf16 need "
+        out.append(("block_k", f"two LDS stages of {p.block_m}x{bk} + {p.block_n}x{bk} {_in_dtype(p)} need "
                                f"{2 * stage} bytes; {target.name} has {target.lds_bytes}"
-                               + (f" ({target.name} default: block_k {target.gemm_defaults.block_k} for 256x256)"
+                               + (f" ({target.name} default: block_k {_default_block_k(p, target)} for 256x256)"
                                   if _lds_too_small_for_256x256x64(target) else "")))
     return out
 
@@ -251,32 +286,42 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
         raise SpecError(f"params.{bad[0][0]}: {bad[0][1]}")
     d = target.gemm_defaults
     waves, wave_rows, wave_cols = SCHEDULES[p.schedule]
-    block_k = p.block_k or d.block_k
-    mfma = bf16_mfma(target, p.mfma)
-    k_per_mfma = 2 * mfma.a_regs
+    in_dtype = _in_dtype(p)
+    eb = ELEM_BYTES[in_dtype]
+    block_k = p.block_k or _default_block_k(p, target)
+    b_dtype = getattr(p, "b_dtype", "") or in_dtype
+    if ELEM_BYTES[b_dtype] != eb:
+        raise SpecError(f"params.b_dtype: {b_dtype} B with {in_dtype} A: both operands must be 8-bit or bf16")
+    mfma, mods = ((bf16_mfma(target, p.mfma), {}) if in_dtype == "bf16"
+                  else fp8_mfma(target, p.mfma, in_dtype, b_dtype))
+    k_per_mfma = 4 * mfma.a_regs // eb
     lane_groups = 64 // mfma.m
-    # reads of 8 k per lane (ds_read_b128) unless interleave4 needs two k-slices and only 4 fit
-    k_per_read = 8
-    if p.schedule == "interleave4" and block_k // (lane_groups * 8) < 2 and k_per_mfma <= 4:
-        k_per_read = 4
-    fragment = Fragment(rows=mfma.m, k_per_mfma=k_per_mfma, k_per_read=k_per_read)
+    # reads of 16 bytes per lane (ds_read_b128) unless interleave4 needs two k-slices and only 8 bytes
+    # fit; an MFMA taking 32 bytes per lane (fp8 f8f6f4) reads its slice in two 16-byte parts
+    k_per_read = max(16 // eb, k_per_mfma)
+    if (p.schedule == "interleave4" and block_k // (lane_groups * k_per_read) < 2 and k_per_mfma * eb <= 8):
+        k_per_read = 8 // eb
+    fragment = Fragment(rows=mfma.m, k_per_mfma=k_per_mfma, k_per_read=k_per_read, elem_bytes=eb)
     if block_k % fragment.slice_k:
         raise SpecError(f"params.block_k: {block_k} is not a multiple of the {fragment.slice_k} k one read "
                         f"covers ({mfma.mnemonic}, {k_per_read} k per lane)")
+    if in_dtype != "bf16" and p.layout != "abt":
+        raise SpecError(f"params.layout: the {in_dtype} GEMM is A·Bᵀ only (layout abt)")
     if p.schedule == "interleave4" and block_k // fragment.slice_k < 2:
         raise SpecError(f"params.block_k: interleave4 splits a K-tile into two halves of k-slices, but "
                         f"block_k {block_k} is one slice of {fragment.slice_k} for {mfma.mnemonic}; use block_k "
                         f"{2 * fragment.slice_k} or a 32-row MFMA")
     b_read = _b_read(p, target)
-    unit = 2 * k_per_read
+    unit = fragment.part_bytes
     plain = Plan(
-        target=target, layout=p.layout, out_dtype=p.out_dtype, schedule=p.schedule,
+        target=target, in_dtype=in_dtype, b_dtype=b_dtype, mfma_mods=tuple(sorted(mods.items())),
+        layout=p.layout, out_dtype=p.out_dtype, schedule=p.schedule,
         block_m=p.block_m, block_n=p.block_n, block_k=block_k, mfma=mfma, fragment=fragment,
         waves=waves, wave_rows=wave_rows, wave_cols=wave_cols, b_read=b_read,
         group_m=p.group_m or d.group_m, chunk=p.chunk or d.chunk,
         dma_width=max(target.lds_dma_widths) if 16 in target.lds_dma_widths else 4,
-        layout_a=LdsLayout(p.block_m, block_k * 2, unit),
-        layout_b=(LdsLayout(p.block_n, block_k * 2, unit) if b_read == "kmajor"
+        layout_a=LdsLayout(p.block_m, block_k * eb, unit),
+        layout_b=(LdsLayout(p.block_n, block_k * eb, unit) if b_read == "kmajor"
                   else LdsLayout(block_k, p.block_n * 2, 16)))
     # the swizzles: the first keys under which every read of every wave is free of bank conflicts
     stage = [LdsRegion("tile", 0, 0)]
@@ -375,7 +420,8 @@ class GemmKernel:
     def describe(self) -> list[str]:
         pl = self.plan
         form = "C = A·Bᵀ (B is N×K)" if pl.layout == "abt" else "C = A·B (B is K×N)"
-        return [f"{form}: bf16 in, fp32 accumulate, {pl.out_dtype} out",
+        ins = pl.in_dtype if pl.b_dtype in ("", pl.in_dtype) else f"{pl.in_dtype} A, {pl.b_dtype} B"
+        return [f"{form}: {ins} in, fp32 accumulate, {pl.out_dtype} out",
                 f"macro tile {pl.block_m}x{pl.block_n}x{pl.block_k}, {pl.schedule}: {pl.waves} waves as "
                 f"{pl.wave_rows}x{pl.wave_cols}, wave tile {pl.wave_tile_m}x{pl.wave_tile_n}, {pl.mfma.mnemonic}, "
                 f"{pl.slices} k-slice(s) of {pl.fragment.slice_k} per K-tile",
@@ -387,9 +433,10 @@ class GemmKernel:
     # ------------------------------------------------------------------ arguments and uniforms
     def arguments(self):
         k, pl = self.k, self.plan
-        k.args.pointer("A", "bf16", "read_only")
-        k.args.pointer("B", "bf16", "read_only")
+        k.args.pointer("A", pl.in_dtype, "read_only")
+        k.args.pointer("B", pl.b_dtype or pl.in_dtype, "read_only")
         k.args.pointer("C", pl.out_dtype, "write_only")
+        self.extra_pointers()
         for n in ("m", "n", "k", "tiles_m", "tiles_n", "k_tiles", "pad"):
             k.args.value(n, "u32")
         self.rA = BufferResource(k, "A", tracked=True)
@@ -409,6 +456,9 @@ class GemmKernel:
         k.v_readfirstlane_b32(self.wave, t)
         k.free(t, k.tid)
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
+
+    def extra_pointers(self) -> None:
+        """Pointer arguments after C (a sibling generator's: the FP8 GEMM's scales)."""
 
     def geometry(self):
         """Tile coordinates (chiplet-aware order) and this wave's place in the wave grid."""
@@ -435,16 +485,21 @@ class GemmKernel:
         """Buffer windows: A and B start at the first (leading, partial) K-tile of this workgroup's rows."""
         k, pl, s = self.k, self.plan, self.s
         t = k.sgpr(2, "rsrc_tmp", align=1)
-        pad = LeadingPad(k, s["pad"], 2, t[1])
+        eb = pl.elem_bytes
+        pad = LeadingPad(k, s["pad"], eb, t[1])
         k.comment("A window: rows tile_m0.., K shifted by -pad (the leading partial K-tile reads zeros in front)")
-        row_window(k, self.rA, t, first_row=self.tile_m0, rows=s["m"], row_elems=s["k"], elem_bytes=2, pad=pad,
+        row_window(k, self.rA, t, first_row=self.tile_m0, rows=s["m"], row_elems=s["k"], elem_bytes=eb, pad=pad,
                    explain=("tile_m0", "K"))
-        self.ldk = k.sgpr(1, "ld_k_bytes", kernel=True)
-        k.s_lshl_b32(self.ldk, s["k"], 1, comment="K * 2: row pitch of A (and of B for A·Bᵀ) in bytes")
+        if eb == 1:
+            self.ldk = s["k"]              # 1-byte elements: K is the row pitch in bytes
+        else:
+            self.ldk = k.sgpr(1, "ld_k_bytes", kernel=True)
+            k.s_lshl_b32(self.ldk, s["k"], eb.bit_length() - 1,
+                         comment=f"K * {eb}: row pitch of A (and of B for A·Bᵀ) in bytes")
         if pl.layout == "abt":
             k.comment("B window: rows tile_n0.. of the N×K matrix, K shifted by -pad")
-            row_window(k, self.rB, t, first_row=self.tile_n0, rows=s["n"], row_elems=s["k"], elem_bytes=2, pad=pad)
-            self.b_step = pl.block_k * 2
+            row_window(k, self.rB, t, first_row=self.tile_n0, rows=s["n"], row_elems=s["k"], elem_bytes=eb, pad=pad)
+            self.b_step = pl.block_k_bytes
         else:
             k.comment("B window: columns tile_n0.. of the K×N matrix, rows shifted by -pad")
             self.ldn = k.sgpr(1, "ld_n_bytes", kernel=True)
@@ -512,7 +567,7 @@ class GemmKernel:
 
     def advance(self):
         """Move both windows to the next K-tile (now)."""
-        self.rA.advance(self.plan.block_k * 2, "A: window to the next K-tile")
+        self.rA.advance(self.plan.block_k_bytes, "A: window to the next K-tile")
         self.rB.advance(self.b_step, "B: window to the next K-tile")
 
     def registers(self):
@@ -530,7 +585,7 @@ class GemmKernel:
     def load_lds(self, stage: int) -> list:
         """Ops: tile -> LDS ``stage`` (this wave's share of A and B), each window advancing to the next
         K-tile once its DMAs are issued."""
-        return interleaved_copies(stage, [(self.gA, self.plan.block_k * 2), (self.gB, self.b_step)])
+        return interleaved_copies(stage, [(self.gA, self.plan.block_k_bytes), (self.gB, self.b_step)])
 
     def load_regs(self, stage: int, slices) -> list:
         """Ops: fragments of ``slices`` from LDS ``stage`` into registers."""
@@ -557,7 +612,7 @@ class GemmKernel:
     def mma(self, slices) -> list:
         pl = self.plan
         return mma_ops(self.k, pl.mfma, pl.fragment, self.acc.tile, self.regA.slice, self.regB.slice,
-                       range(pl.frags_m), range(pl.frags_n), slices)
+                       range(pl.frags_m), range(pl.frags_n), slices, mods=dict(pl.mfma_mods))
 
     def _wait_reads(self, slices, why, copies: str | None = None):
         """Wait for the fragment reads (and, with ``copies``, for this wave's LDS-DMA copies too: one
@@ -658,13 +713,26 @@ class GemmKernel:
         if self.hiB is not None:
             self.hiB.free()
         k.comment(f"epilogue: accumulators -> C ({pl.out_dtype}); each 4 AGPRs are 4 consecutive columns of one row")
-        packer = Bf16Packer(k) if pl.out_dtype == "bf16" else None
+        packer: Converter | None = None
+        if pl.out_dtype != "f32":
+            packer = Bf16Packer(k) if pl.out_dtype == "bf16" else Converter(k, pl.out_dtype)
+        row_scale, col_scale, col_bias = self.scales()
         store_accumulators(k, self.acc, self.rC, self.lane, frag_rows=pl.frag_rows,
                            row0=lx.uniform("a_row0", pl.block_m, self.row0),
                            col0=lx.uniform("b_row0", pl.block_n, self.col0), row_elems=self.s["n"],
-                           cols_left=lx.uniform("n_left", 1 << 31, self.n_left), out_dtype=pl.out_dtype, packer=packer)
+                           cols_left=lx.uniform("n_left", 1 << 31, self.n_left), out_dtype=pl.out_dtype, packer=packer,
+                           row_scale=row_scale, col_scale=col_scale, col_bias=col_bias)
         if packer:
             packer.release()
+        self.release_scales()
+
+    def scales(self):
+        """``(row_scale, col_scale, col_bias)`` for ``store_accumulators`` (all None: the BF16 GEMM stores C
+        as accumulated; the FP8 GEMM's dequantisation scales and bias)."""
+        return None, None, None
+
+    def release_scales(self) -> None:
+        """Free what ``scales`` allocated."""
 
 
 def hot_loops(program) -> list[list]:
@@ -710,11 +778,12 @@ def primitives(pl: Plan, k, stages, rsrcs, regs: dict | None = None):
     ldk = u("ld_k_bytes", 1 << 31)
     lds_a, lds_b = stages
     rA, rB = rsrcs
+    kshift = pl.elem_bytes.bit_length() - 1
     gA = GlobalToLds(k, "A", pl.layout_a, lds_a, rA, pl.dma_width, pl.loaders, wave,
-                     global_offset=lambda row, byte: row * ldk + byte, k_coord=lambda row, byte: byte >> 1)
+                     global_offset=lambda row, byte: row * ldk + byte, k_coord=lambda row, byte: byte >> kshift)
     if pl.layout == "abt":
         gB = GlobalToLds(k, "B", pl.layout_b, lds_b, rB, pl.dma_width, pl.loaders, wave,
-                         global_offset=lambda row, byte: row * ldk + byte, k_coord=lambda row, byte: byte >> 1)
+                         global_offset=lambda row, byte: row * ldk + byte, k_coord=lambda row, byte: byte >> kshift)
     else:
         ldn, nlim = u("ld_n_bytes", 1 << 31), u("n_left", 1 << 31)
         gB = GlobalToLds(k, "B", pl.layout_b, lds_b, rB, pl.dma_width, pl.loaders, wave,

@@ -4,6 +4,7 @@
     z = torch.ops.isagen.add_bf16(x, y)        # a new tensor; inputs are never modified
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
     o, lse = torch.ops.isagen.attention(q, k, v, True)   # isagen.runtime.attention.attention as an op
+    c = torch.ops.isagen.scaled_mm(a, b, sa, sb, torch.bfloat16)   # isagen.runtime.scaled_mm (FP8 GEMM)
     dq, dk, dv = torch.ops.isagen.attention_backward(do, q, k, v, o, lse, True)   # ... and its backward
 
 The op's schema comes from the kernel's launch contract (``isagen.builders.contract.LaunchInfo``), so a kernel
@@ -380,6 +381,37 @@ def register_attention_backward_op() -> str:
         return f"{NAMESPACE}::attention_backward"
 
 
+# --------------------------------------------------------------------------- scaled_mm
+SCALED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype=bfloat16, "
+                    "Tensor? bias=None, str? target=None) -> Tensor")
+
+
+def register_scaled_mm_op() -> str:
+    """Register ``torch.ops.isagen.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target) -> C``
+    (``isagen.runtime.scaled_mm.scaled_mm``: b stored N×K, C = scale_a·scale_b·(a @ b.T) + bias), with a
+    fake implementation; CPU tensors run in the emulator, GPU tensors through hip."""
+    from isagen.runtime import scaled_mm as smm
+    with _lock:
+        if "scaled_mm" in _EXTRA_OPS:
+            return f"{NAMESPACE}::scaled_mm"
+
+        def run_on(backend: str):
+            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None):
+                return smm.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, backend=backend)
+            impl.__name__ = f"isagen_scaled_mm_{backend}"
+            return impl
+
+        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None):
+            return smm.output_like(a, b, scale_a, scale_b, out_dtype, bias)
+
+        _lib.define("scaled_mm" + SCALED_MM_SCHEMA)
+        _lib.impl("scaled_mm", run_on("emu"), "CPU")
+        _lib.impl("scaled_mm", run_on("hip"), "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::scaled_mm", fake, lib=_lib)
+        _EXTRA_OPS["scaled_mm"] = SCALED_MM_SCHEMA
+        return f"{NAMESPACE}::scaled_mm"
+
+
 def registered_ops() -> dict:
     return {**{name: e.schema for name, e in _OPS.items()}, **_EXTRA_OPS}
 
@@ -387,3 +419,4 @@ def registered_ops() -> dict:
 register_bundled_ops()
 register_attention_op()
 register_attention_backward_op()
+register_scaled_mm_op()

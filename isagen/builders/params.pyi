@@ -136,6 +136,40 @@ class GemmBf16Params(Params):
     chunk: int = 0
 
 @dataclass(frozen=True)
+class GemmFp8Params(Params):
+    """The 'gemm_fp8' generator's parameters (isagen/kernels/gemm_fp8.py)."""
+
+    name: str
+    #: element type of A (and of B unless b_dtype says): fp8 = e4m3, bf8 = e5m2, in the target's format (FNUZ on gfx942,
+    #: OCP on gfx950); e4m3fnuz, e4m3fn, e5m2fnuz, e5m2 name the format (refused on the target without it)
+    in_dtype: str = 'fp8'
+    #: element type of B: same (as A), or fp8 / bf8 / a named format (e5m2 for a gradient operand)
+    b_dtype: str = 'same'
+    #: tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row (token) and scale_b[N] per column (channel), as
+    #: torch._scaled_mm's row-wise
+    scaling: str = 'tensor'
+    #: add bias[N] (fp32) to each row after the scales: C = scale_a·scale_b·(A·Bᵀ) + bias
+    bias: bool = False
+    #: element type of C (accumulation is fp32; bf16/f16 round to nearest even)
+    out_dtype: str = 'bf16'
+    #: pingpong8: 8 waves in two groups a barrier apart; interleave4: 4 waves, single MFMAs interleaved with single
+    #: loads
+    schedule: str = 'pingpong8'
+    #: macro tile rows (M) per workgroup
+    block_m: int = 256
+    #: macro tile columns (N) per workgroup
+    block_n: int = 256
+    #: K per pipeline stage; 0: the target's default (64 on gfx942; 128 on gfx950)
+    block_k: int = 0
+    #: MFMA tile: 16 (v_mfma_f32_16x16x32_fp8_fp8 on gfx942, v_mfma_f32_16x16x128_f8f6f4 on gfx950) or 32
+    #: (v_mfma_f32_32x32x16_fp8_fp8 on gfx942, v_mfma_f32_32x32x64_f8f6f4 on gfx950)
+    mfma: int = 16
+    #: W of the chiplet-aware order: tile-rows walked together; 0: target default (gfx942 4, gfx950 8)
+    group_m: int = 0
+    #: C of the chiplet-aware order: consecutive tiles per XCD; 0: target default (gfx942 16, gfx950 64)
+    chunk: int = 0
+
+@dataclass(frozen=True)
 class NormParams(Params):
     """The 'norm' generator's parameters (isagen/kernels/norms.py)."""
 

@@ -36,9 +36,11 @@ class Bf16Packer(Converter):
 
 
 def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: Converter | None,
-               what: str, scale: Reg | None = None) -> None:
+               what: str, scale: Reg | None = None, col_scale: Reg | None = None,
+               col_bias: Reg | None = None) -> None:
     """Store four accumulators (consecutive columns) at byte offset ``voff`` of ``rsrc``, each times
-    ``scale`` (a VGPR) first when given.
+    ``scale`` (a VGPR) first when given, value ``i`` times ``col_scale[i]`` (4 VGPRs) when given, then
+    plus ``col_bias[i]`` (4 VGPRs) when given.
 
     ``tmp`` is 4 VGPRs (the values read out of the AGPRs)."""
     for i in range(4):
@@ -46,6 +48,12 @@ def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: 
     if scale is not None:
         for i in range(4):
             k.v_mul_f32(tmp[i], tmp[i], scale, comment=f"{what}: times the row's scale" if i == 0 else None)
+    if col_scale is not None:
+        for i in range(4):
+            k.v_mul_f32(tmp[i], tmp[i], col_scale[i], comment=f"{what}: times the columns' scales" if i == 0 else None)
+    if col_bias is not None:
+        for i in range(4):
+            k.v_add_f32(tmp[i], tmp[i], col_bias[i], comment=f"{what}: plus the columns' bias" if i == 0 else None)
     if out_dtype == "f32":
         k.buffer_store_dwordx4(tmp, voff, rsrc.regs, 0, offen=True, comment=f"{what}: 4 x fp32")
     else:
@@ -62,7 +70,7 @@ OUT_BYTES = {"f32": 4, "bf16": 2, "f16": 2}
 
 def store_accumulators(k, acc, rsrc, lane: Reg, *, frag_rows: int, row0: lx.Expr, col0: lx.Expr,
                        row_elems: Reg, cols_left: lx.Expr, out_dtype: str, packer: Converter | None,
-                       row_scale: list[Reg] | None = None) -> None:
+                       row_scale: list[Reg] | None = None, col_scale=None, col_bias=None) -> None:
     """Store a wave's accumulator tiles (``tiles.registers.Accumulators`` of ``frag_rows``-row MFMA tiles,
     fed B as src0 as ``tiles.mma.mma_ops`` does) through the window ``rsrc`` of a matrix with
     ``row_elems`` elements per row (an SGPR).  Tile ``(fm, fn)`` covers rows ``row0 + fm*frag_rows``
@@ -70,7 +78,9 @@ def store_accumulators(k, acc, rsrc, lane: Reg, *, frag_rows: int, row0: lx.Expr
     column is not below ``cols_left`` store nothing (a stride past the row would land in the next).
     Two sets of store VGPRs alternate, so a store's data is never overwritten by the next group's.
     ``row_scale[fm]`` (a VGPR per row fragment, e.g. attention's 1/l) multiplies tile row ``fm``'s values
-    before they are converted."""
+    before they are converted; ``col_scale(fn, q)`` (4 VGPRs: the scales of quad ``q``'s four columns of
+    tile column ``fn``, e.g. the FP8 GEMM's per-channel scale_b) multiplies them too, and ``col_bias(fn, q)``
+    (4 VGPRs) is added last."""
     out_bytes = OUT_BYTES[out_dtype]
     tmp = k.vgpr(8, "store_data")
     voff = k.vgpr(2, "store_off")
@@ -92,7 +102,9 @@ def store_accumulators(k, acc, rsrc, lane: Reg, *, frag_rows: int, row0: lx.Expr
                 v = voff[i % 2]
                 em.emit(off, dst=v, comment=f"{what}: row m, 4 columns from n (past N: dropped)")
                 store_quad(k, rsrc, regs[4 * q:4 * q + 4], v, out_dtype, tmp[4 * (i % 2):4 * (i % 2) + 4],
-                           packer, what, row_scale[fm] if row_scale is not None else None)
+                           packer, what, row_scale[fm] if row_scale is not None else None,
+                           col_scale(fn, q) if col_scale is not None else None,
+                           col_bias(fn, q) if col_bias is not None else None)
                 i += 1
     em.free()
     k.free(tmp, voff, pitch_reg)

@@ -43,8 +43,10 @@ class Fragment:
     """Geometry of one MFMA operand fragment as the reads fill it."""
 
     rows: int         # rows of the operand (MFMA M or N): 16 or 32
-    k_per_mfma: int   # k per lane per MFMA (2 * a_regs)
-    k_per_read: int   # k per lane per read: 8 (ds_read_b128) or 4 (ds_read_b64)
+    k_per_mfma: int   # k per lane per MFMA (a_regs * 4 / elem_bytes)
+    k_per_read: int   # k per lane per k-slice: 16 bytes (one ds_read_b128), 8 bytes (ds_read_b64), or 32
+                      # bytes (two ds_read_b128 *parts*: the 32-byte operand of an fp8 f8f6f4 MFMA)
+    elem_bytes: int = 2   # 2: bf16/f16; 1: fp8/bf8
 
     def __post_init__(self):
         if self.rows not in (16, 32):
@@ -52,6 +54,22 @@ class Fragment:
         if self.k_per_read % self.k_per_mfma:
             raise SpecError(f"a read of {self.k_per_read} k per lane cannot feed MFMAs taking {self.k_per_mfma} k "
                             "per lane")
+        if self.read_bytes not in (8, 16, 32):
+            raise SpecError(f"a k-slice of {self.read_bytes} bytes per lane: isagen tiles read 8, 16 or 32")
+
+    @property
+    def read_bytes(self) -> int:
+        """Bytes per lane per k-slice."""
+        return self.k_per_read * self.elem_bytes
+
+    @property
+    def parts(self) -> int:
+        """Read instructions per k-slice (16 bytes at most each)."""
+        return max(1, self.read_bytes // 16)
+
+    @property
+    def part_bytes(self) -> int:
+        return self.read_bytes // self.parts
 
     @property
     def lane_groups(self) -> int:
@@ -65,16 +83,19 @@ class Fragment:
     @property
     def regs(self) -> int:
         """VGPRs one fragment slice occupies."""
-        return self.k_per_read // 2
+        return self.read_bytes // 4
 
     @property
     def mfmas_per_slice(self) -> int:
         return self.k_per_read // self.k_per_mfma
 
-    def lane_k(self, s: int, lane=None):
-        """First k of the lane's run in slice ``s`` (an int array for ``lane`` None: all 64 lanes)."""
+    def lane_k(self, s: int, lane=None, part: int = 0):
+        """First k of the lane's run in slice ``s`` (an int array for ``lane`` None: all 64 lanes); with
+        several parts, part ``h`` is the run of ``part_bytes / elem_bytes`` k at ``(s*parts + h)*lane_groups
+        + g`` runs of that size (the parts of a slice are laid out as consecutive one-read slices)."""
         lanes = np.arange(64) if lane is None else lane
-        return s * self.slice_k + (lanes // self.rows) * self.k_per_read
+        run = self.part_bytes // self.elem_bytes
+        return (s * self.parts + part) * self.lane_groups * run + (lanes // self.rows) * run
 
 
 @dataclass
@@ -109,18 +130,24 @@ class ReadInst:
 def kmajor_reads(name: str, layout: LdsLayout, stages, frag: Fragment, frag_rows, slices, row0: lx.Expr
                  ) -> list[ReadInst]:
     """Fragments of a k-contiguous tile: fragment ``f`` is rows ``row0 + frag_rows[f]`` onwards
-    (``frag.rows`` of them)."""
-    mnem = {16: "ds_read_b128", 8: "ds_read_b64"}[frag.k_per_read * 2]
+    (``frag.rows`` of them).  A slice of several parts (32 bytes per lane: fp8 f8f6f4) is read as that
+    many one-read slices side by side (keys ``(stage, f, s, part)``); A and B are read alike, so the
+    MFMA pairs the same k whatever order its lanes hold them in."""
+    pb = frag.part_bytes
+    mnem = {16: "ds_read_b128", 8: "ds_read_b64"}[pb]
     L = lx.lane()
     out = []
     for st, region in enumerate(stages):
         for f, r in enumerate(frag_rows):
             for s in slices:
-                row = row0 + r + (L % frag.rows)
-                byte = (L // frag.rows + s * frag.lane_groups) * (frag.k_per_read * 2)
-                out.append(ReadInst((st, f, s), row, byte, region.offset, layout, mnem,
-                                    (region.offset, region.offset + region.size),
-                                    f"{name}[{f}] slice {s} <- lds_{region.name}"))
+                for h in range(frag.parts):
+                    row = row0 + r + (L % frag.rows)
+                    byte = (L // frag.rows + (s * frag.parts + h) * frag.lane_groups) * pb
+                    key = (st, f, s) if frag.parts == 1 else (st, f, s, h)
+                    part = "" if frag.parts == 1 else f" part {h}"
+                    out.append(ReadInst(key, row, byte, region.offset, layout, mnem,
+                                        (region.offset, region.offset + region.size),
+                                        f"{name}[{f}] slice {s}{part} <- lds_{region.name}"))
     return out
 
 
@@ -250,8 +277,10 @@ class DsReads:
         parts: list[tuple[int, int, int, int]] = []      # keys of the read list's parts, in order
         while (stage, f, s, len(parts)) in self.reads:
             parts.append((stage, f, s, len(parts)))
-        if self.reads[parts[0]].mnemonic == "ds_read_b64_tr_b16":
-            return [self.op(key, dst[2 * h:2 * h + 2]) for h, key in enumerate(parts)]
+        mnem = self.reads[parts[0]].mnemonic
+        if mnem in ("ds_read_b64_tr_b16", "ds_read_b128", "ds_read_b64"):
+            w = READ_BYTES[mnem] // 4
+            return [self.op(key, dst[w * h:w * h + w]) for h, key in enumerate(parts)]
         return [self.op(key, dst[j // 2] if j % 2 == 0 else hi[j // 2]) for j, key in enumerate(parts)]
 
     def accesses(self, env: dict, keys=None) -> list[LdsAccess]:

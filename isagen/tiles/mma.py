@@ -29,19 +29,41 @@ def bf16_mfma(target, size: int) -> MfmaInfo:
     return found[0]
 
 
-def fragment_for(info: MfmaInfo, read_k: int) -> Fragment:
-    return Fragment(rows=info.m, k_per_mfma=2 * info.a_regs, k_per_read=read_k)
+F8F6F4_FORMAT = {"fp8": 0, "bf8": 1}        # cbsz (src0) / blgp (src1) codes of the f8f6f4 MFMAs
+
+
+def fp8_mfma(target, size: int, a: str = "fp8", b: str = "fp8") -> tuple[MfmaInfo, dict]:
+    """The MFMA of ``size`` x ``size`` output with the most FLOPs per cycle on ``target`` for A of type
+    ``a`` and B of type ``b`` (fp8 = e4m3, bf8 = e5m2), fed as ``mma_ops`` feeds them (B as src0, A as
+    src1), and its modifiers: the f8f6f4 form where the target has one (cbsz = B's format, blgp = A's;
+    twice the rate of the K=32/K=16 forms on gfx950), else the ``<src0>_<src1>`` form (``bf8_fp8``: B
+    e5m2, A e4m3)."""
+    f8f6f4 = [i for i in target.find_mfma("f8f6f4", size, size) if not i.mnemonic.startswith("v_mfma_scale_")]
+    legacy = target.find_mfma(a if a == b else f"{b}_{a}", size, size)
+    found = f8f6f4 + legacy
+    if not found:
+        raise SpecError(f"{target.name} has no {size}x{size} MFMA for {a} A and {b} B")
+    best = max(found, key=lambda i: i.m * i.n * i.k / i.passes)
+    if best in f8f6f4:
+        mods = {k: v for k, v in (("cbsz", F8F6F4_FORMAT[b]), ("blgp", F8F6F4_FORMAT[a])) if v}
+        return best, mods
+    return best, {}
+
+
+def fragment_for(info: MfmaInfo, read_k: int, elem_bytes: int = 2) -> Fragment:
+    return Fragment(rows=info.m, k_per_mfma=4 * info.a_regs // elem_bytes, k_per_read=read_k, elem_bytes=elem_bytes)
 
 
 def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, slices, *, zero_first: bool = False,
-            names: tuple[str, str, str] = ("C", "A", "B")) -> list[Op]:
+            names: tuple[str, str, str] = ("C", "A", "B"), mods: dict | None = None) -> list[Op]:
     """MFMA ops for ``C[fm][fn] += A[fm] · B[fn]`` over ``slices``.
 
     ``acc(fm, fn)``, ``a_regs(fm, s)``, ``b_regs(fn, s)`` give the registers (a fragment slice is
     ``frag.regs`` VGPRs or AGPRs; MFMA ``h`` of a slice uses its registers ``[h*k_per_mfma/2,
     (h+1)*k_per_mfma/2)``).  ``zero_first``: the first MFMA of each accumulator adds to 0 instead (C =
     A·B: no zeroing before a product that starts over, as attention's S = Q·Kᵀ does every tile).
-    ``names`` name C, A and B in the comments."""
+    ``names`` name C, A and B in the comments; ``mods`` are the MFMA's modifiers (the f8f6f4 formats:
+    cbsz for B, blgp for A)."""
     mfma = getattr(k, info.mnemonic)
     r = info.a_regs
     cn, an, bn = names
@@ -55,7 +77,7 @@ def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, sl
                     first = zero_first and s == slices[0] and h == 0
 
                     def f(c=c, a=a, b=b, fm=fm, fn=fn, s=s, h=h, first=first):
-                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], 0 if first else c,
+                        mfma(c, b[h * r:(h + 1) * r], a[h * r:(h + 1) * r], 0 if first else c, **(mods or {}),
                              comment=f"{cn}[{fm}][{fn}] {'=' if first else '+='} {an}[{fm}]·{bn}[{fn}] "
                                      f"(k-slice {s}, part {h})")
                     ops.append(Op("mfma", f, f"mfma {cn}[{fm}][{fn}] s{s}h{h}"))

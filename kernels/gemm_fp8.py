@@ -1,0 +1,238 @@
+"""FP8 GEMM with dequantisation scales: C = scale_a · scale_b · (A·Bᵀ), A M×K and B N×K in fp8 (e4m3:
+FNUZ on gfx942, OCP on gfx950), fp32 accumulation, bf16 / f16 / fp32 output.  docs/gemm.md describes
+it; it is the BF16 GEMM's kernel (``kernels/gemm.py``: plan, schedules, tiles) with 1-byte elements
+and a different epilogue:
+
+* the plan takes ``in_dtype fp8``: the MFMA is the target's fastest fp8 one (gfx950
+  ``v_mfma_f32_16x16x128_f8f6f4`` / ``32x32x64``, cbsz = blgp = 0: fp8 A and B; gfx942
+  ``v_mfma_f32_16x16x32_fp8_fp8`` / ``32x32x16``), the default K-tile holds the same bytes as the BF16
+  GEMM's (128 on gfx950, 64 on gfx942), so the LDS tiles, their swizzles, the DMAs and the fragment
+  reads are the BF16 GEMM's byte for byte (an f8f6f4 operand of 32 bytes per lane is two
+  ``ds_read_b128`` parts);
+* scaling ``tensor``: scale_a and scale_b are one fp32 each (``torch._scaled_mm``'s per-tensor
+  scales); ``row``: scale_a[M] per row (per token) and scale_b[N] per column (per channel), the
+  row-wise form of ``torch._scaled_mm``.  The epilogue multiplies each accumulator by its row's and
+  its column's scale (a lane's 4 accumulators of a quad are 4 consecutive columns of one row: one
+  ``buffer_load_dword`` of scale_a per row fragment, one ``buffer_load_dwordx4`` of scale_b per quad).
+
+Shapes: any M; N a multiple of 4 (a lane stores 4 consecutive columns); K a multiple of 16 (the
+leading partial K-tile is zeroed in runs of 16 bytes, gfx950's DMA width).
+"""
+
+from __future__ import annotations
+
+from isagen.builders.contract import LaunchInfo, TensorParam
+from isagen.builders.program import KernelBuilder
+from isagen.builders.registry import Param, generator
+from isagen.kernels import gemm
+from isagen.kernels.gemm import GemmKernel, Plan
+from isagen.targets import TARGETS, get_target
+from isagen.tiles import lanexpr as lx
+from isagen.tiles.buffer import MAX_RECORDS, BufferResource
+
+# the fp8 flavours a spec may name explicitly, by torch's names: format -> (element type, format)
+FLAVOURS = {"e4m3fnuz": ("fp8", "fnuz"), "e4m3fn": ("fp8", "ocp"), "e5m2fnuz": ("bf8", "fnuz"),
+            "e5m2": ("bf8", "ocp")}
+_FORMATS = ", ".join(f"{t.fp8_format.upper()} on {t.name}" for t in TARGETS.values())
+_MFMA_HELP = {size: ", ".join(f"{i.mnemonic} on {t.name}" for t in TARGETS.values()
+                              for i in [gemm.fp8_mfma(t, size)[0]]) for size in (16, 32)}
+_BLOCK_K_HELP = "; ".join(f"{2 * t.gemm_defaults.block_k} on {t.name}" for t in TARGETS.values())
+
+PARAMS = {
+    "in_dtype": Param("str", "fp8", f"element type of A (and of B unless b_dtype says): fp8 = e4m3, bf8 = e5m2, "
+                                    f"in the target's format ({_FORMATS}); e4m3fnuz, e4m3fn, e5m2fnuz, e5m2 name "
+                                    "the format (refused on the target without it)",
+                      choices=("fp8", "bf8") + tuple(FLAVOURS)),
+    "b_dtype": Param("str", "same", "element type of B: same (as A), or fp8 / bf8 / a named format (e5m2 for a "
+                                    "gradient operand)",
+                     choices=("same", "fp8", "bf8") + tuple(FLAVOURS)),
+    "scaling": Param("str", "tensor", "tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row "
+                                      "(token) and scale_b[N] per column (channel), as torch._scaled_mm's row-wise",
+                     choices=("tensor", "row")),
+    "bias": Param("bool", False, "add bias[N] (fp32) to each row after the scales: C = scale_a·scale_b·(A·Bᵀ) + bias"),
+    "out_dtype": Param("str", "bf16", "element type of C (accumulation is fp32; bf16/f16 round to nearest even)",
+                       choices=("bf16", "f16", "f32")),
+    "schedule": Param("str", "pingpong8", "pingpong8: 8 waves in two groups a barrier apart; "
+                                          "interleave4: 4 waves, single MFMAs interleaved with single loads",
+                      choices=tuple(gemm.SCHEDULES)),
+    "block_m": Param("int", 256, "macro tile rows (M) per workgroup", multiple_of=32, min=32, max=256),
+    "block_n": Param("int", 256, "macro tile columns (N) per workgroup", multiple_of=32, min=32, max=256),
+    "block_k": Param("int", 0, f"K per pipeline stage; 0: the target's default ({_BLOCK_K_HELP})",
+                     choices=(0, 64, 128, 256)),
+    "mfma": Param("int", 16, f"MFMA tile: 16 ({_MFMA_HELP[16]}) or 32 ({_MFMA_HELP[32]})", choices=(16, 32)),
+    "group_m": gemm.PARAMS["group_m"],
+    "chunk": gemm.PARAMS["chunk"],
+}
+
+
+def _plan_params(p) -> dict:
+    """The BF16 GEMM plan's parameters for these FP8 ones (A·Bᵀ; the scaling is the epilogue's)."""
+    out = {k: v for k, v in p.items() if k not in ("scaling", "bias")}
+    a = FLAVOURS.get(p["in_dtype"], (p["in_dtype"],))[0]
+    b = a if p["b_dtype"] == "same" else FLAVOURS.get(p["b_dtype"], (p["b_dtype"],))[0]
+    return {**out, "in_dtype": a, "b_dtype": b, "layout": "abt", "b_read": "auto"}
+
+
+def _flavour_problem(p, target) -> list[tuple[str, str]]:
+    t = get_target(target)
+    for field in ("in_dtype", "b_dtype"):
+        name = p[field]
+        if name in FLAVOURS and FLAVOURS[name][1] != t.fp8_format:
+            theirs = [n for n, (_, f) in FLAVOURS.items() if f == t.fp8_format]
+            return [(field, f"{name} is not {t.name}'s 8-bit float: its MFMAs read {t.fp8_format.upper()} formats "
+                            f"({', '.join(theirs)}); convert the tensors or build for the other target")]
+    return []
+
+
+def make_plan(p, target) -> Plan:
+    return gemm.make_plan(_plan_params(p), target)
+
+
+def validate(p, target):
+    return _flavour_problem(p, target) + gemm._problems(gemm.params_from(_plan_params(p), "plan"), get_target(target))
+
+
+def check(p, target, program):
+    return gemm.check(gemm.params_from(_plan_params(p), "plan"), target, program)
+
+
+def scale_shapes(scaling: str) -> tuple[tuple, tuple]:
+    """Shapes of scale_a and scale_b (``torch._scaled_mm``'s: (1,) and (1,) per tensor, (M, 1) and (1, N)
+    row-wise)."""
+    return ((1,), (1,)) if scaling == "tensor" else (("m", 1), (1, "n"))
+
+
+def launch(p, target) -> LaunchInfo:
+    plan = make_plan(p, target)
+    esz = plan.out_bytes
+    lim = MAX_RECORDS - 256 * 1024          # room for the leading-pad shift and the tile window
+    sa, sb = scale_shapes(p.scaling)
+    return LaunchInfo(
+        tensors=(TensorParam("A", plan.in_dtype, ("m", "k"), "in"), TensorParam("B", plan.b_dtype, ("n", "k"), "in"),
+                 TensorParam("C", plan.out_dtype, ("m", "n"), "out"),
+                 TensorParam("scale_a", "f32", sa, "in"), TensorParam("scale_b", "f32", sb, "in"))
+        + ((TensorParam("bias", "f32", ("n",), "in"),) if p.bias else ()),
+        grid=(f"cdiv(m, {plan.block_m}) * cdiv(n, {plan.block_n})", 1, 1),
+        block=(64 * plan.waves, 1, 1),
+        kernargs={"tiles_m": f"cdiv(m, {plan.block_m})", "tiles_n": f"cdiv(n, {plan.block_n})",
+                  "k_tiles": f"cdiv(k, {plan.block_k})",
+                  "pad": f"({plan.block_k} - k % {plan.block_k}) % {plan.block_k}"},
+        requires=(
+            ("k % 16 == 0 and k >= 16", "K must be a positive multiple of 16 (fp8 LDS copies move 16-byte runs "
+                                        "along K)"),
+            ("n % 4 == 0", "N must be a multiple of 4 (a lane stores 4 consecutive columns of C)"),
+            ("m * k <= " + str(lim), "A is too large: buffer offsets are 32-bit (A must stay below 2 GiB)"),
+            ("n * k <= " + str(lim), "B is too large: buffer offsets are 32-bit (B must stay below 2 GiB)"),
+            (f"m * n * {esz} <= " + str(lim), "C is too large: buffer offsets are 32-bit (C must stay below 2 GiB)"),
+            ("cdiv(m, 16) * cdiv(n, 16) < 16777216", "too many tiles for the block order's 24-bit arithmetic"),
+        ),
+    )
+
+
+@generator("gemm_fp8", params=PARAMS, shapes={"m": "rows of A and C", "n": "columns of C (rows of B)",
+                                              "k": "the reduction dimension"},
+           validate=validate, check=check, launch=launch,
+           doc="FP8 GEMM C = scale_a·scale_b·(A·Bᵀ), e4m3 in, fp32 accumulation, per-tensor or row-wise scales")
+def gemm_fp8(p, target) -> KernelBuilder:
+    return Fp8GemmKernel(make_plan(p, target), p.name, p.scaling, p.bias).build()
+
+
+class Fp8GemmKernel(GemmKernel):
+    """The BF16 GEMM's kernel on fp8 tiles, with the scales applied in the epilogue."""
+
+    def __init__(self, plan: Plan, name: str, scaling: str, bias: bool):
+        super().__init__(plan, name)
+        self.scaling = scaling
+        self.bias = bias
+
+    def describe(self) -> list[str]:
+        what = ("per-tensor scales: C = scale_a * scale_b * acc" if self.scaling == "tensor" else
+                "row-wise scales: C[m][n] = scale_a[m] * scale_b[n] * acc[m][n]")
+        return super().describe() + [f"fp8 = e4m3, bf8 = e5m2 ({self.plan.target.fp8_format.upper()}); {what}"
+                                     + ("; + bias[n] (fp32)" if self.bias else "")]
+
+    def extra_pointers(self) -> None:
+        k = self.k
+        k.args.pointer("scale_a", "f32", "read_only")
+        k.args.pointer("scale_b", "f32", "read_only")
+        names = ["scale_a", "scale_b"] + (["bias"] if self.bias else [])
+        if self.bias:
+            k.args.pointer("bias", "f32", "read_only")
+        self.rS = {n: BufferResource(k, n) for n in names}
+        for n, r in self.rS.items():
+            r.load_pointer(k.args[n].offset)
+
+    def _window(self, name: str, first, size, what: str) -> None:
+        """``name``'s resource on this tile's ``first..size`` fp32 elements (past the end: zeros)."""
+        k = self.k
+        rsrc, t = self.rS[name], k.sgpr(1, "vec_tmp")
+        k.s_lshl_b32(t, first, 2)
+        rsrc.add_base(t, f"{name}: this tile's first {what}")
+        k.s_sub_u32(t, size, first)
+        k.s_lshl_b32(t, t, 2, comment=f"{name}: bytes from this tile's first {what} to the end")
+        rsrc.finish(t)
+        k.free(t)
+
+    def _columns(self, name: str, em: lx.Emitter, off):
+        """Per quad of 4 accumulator columns, ``name``'s 4 fp32 values for them (``buffer_load_dwordx4``;
+        a lane's quad ``q`` of tile column ``fn`` is columns ``col0 + fn*rows + (L/rows + q*groups)*4``
+        onwards).  Returns the VGPRs and a ``(fn, q) -> 4 VGPRs`` view."""
+        k, pl = self.k, self.plan
+        fr, groups, quads = pl.frag_rows, 64 // pl.frag_rows, pl.mfma.c_regs // 4
+        self._window(name, self.tile_n0, self.s["n"], "column")
+        regs = k.vgpr(4 * pl.frags_n * quads, f"{name}_cols")
+        L = lx.lane()
+        col0 = lx.uniform("b_row0", pl.block_n, self.col0)
+        for fn in range(pl.frags_n):
+            for q in range(quads):
+                em.emit((col0 + fn * fr + (L // fr + q * groups) * 4) * 4, dst=off,
+                        comment=f"{name} of column fragment {fn} quad {q}: this lane's 4 columns")
+                i = 4 * (fn * quads + q)
+                k.buffer_load_dwordx4(regs[i:i + 4], off, self.rS[name].regs, 0, offen=True,
+                                      comment=f"{name}[n..n+3] (fragment {fn} quad {q})")
+        return regs, lambda fn, q: regs[4 * (fn * quads + q):4 * (fn * quads + q) + 4]
+
+    def scales(self):
+        k, pl = self.k, self.plan
+        held: list = []
+        off = k.vgpr(1, "vec_off")
+        em = lx.Emitter(k, self.lane)
+        col_scale = col_bias = None
+        if self.scaling == "tensor":
+            sa, sb = k.sgpr(1, "scale_a_value"), k.sgpr(1, "scale_b_value")
+            k.s_load_dword(sa, self.rS["scale_a"].base, 0, comment="scale_a (one fp32)")
+            k.s_load_dword(sb, self.rS["scale_b"].base, 0, comment="scale_b (one fp32)")
+            k.wait(lgkmcnt=0, why="the scales are in SGPRs")
+            v = k.vgpr(1, "scale_ab")
+            held.append(v)
+            k.v_mov_b32(v, sb, comment="scale_b")
+            k.v_mul_f32(v, sa, v, comment="scale_a * scale_b: every accumulator's factor")
+            k.free(sa, sb)
+            row_scale = [v] * pl.frags_m
+        else:
+            # row-wise: scale_a of this lane's row per row fragment, scale_b of its columns per quad
+            self._window("scale_a", self.tile_m0, self.s["m"], "row")
+            ra = k.vgpr(pl.frags_m, "scale_a_rows")
+            held.append(ra)
+            L = lx.lane()
+            row0 = lx.uniform("a_row0", pl.block_m, self.row0)
+            for fm in range(pl.frags_m):
+                em.emit((row0 + fm * pl.frag_rows + L % pl.frag_rows) * 4, dst=off,
+                        comment=f"scale_a of row fragment {fm}: this lane's row")
+                k.buffer_load_dword(ra[fm], off, self.rS["scale_a"].regs, 0, offen=True,
+                                    comment=f"scale_a[row] (fragment {fm})")
+            row_scale = [ra[fm] for fm in range(pl.frags_m)]
+            regs, col_scale = self._columns("scale_b", em, off)
+            held.append(regs)
+        if self.bias:
+            regs, col_bias = self._columns("bias", em, off)
+            held.append(regs)
+        em.free()
+        k.free(off)
+        if self.scaling == "row" or self.bias:
+            k.wait(vmcnt=0, why="the row and column vectors are in VGPRs")
+        self._held = held
+        return row_scale, col_scale, col_bias
+
+    def release_scales(self) -> None:
+        self.k.free(*self._held)
