@@ -350,8 +350,13 @@ def _buffer_address(vm: VMem, ctx):
         so = np.broadcast_to(so, (n,))
         addr = base[:, None] + so[:, None] + offset + index * stride[:, None]
         # range check (soffset is not part of it); per dword for multi-dword accesses
-        comp = offset[..., None] + U64(4) * np.arange(ncomp, dtype=U64)
-        raw = (stride == 0)[:, None, None]
+        # gfx9 (gfx942/gfx950 included): num_records counts bytes unless the instruction uses IDXEN with a
+        # non-zero stride (then records): Mesa's si_make_buffer_descriptor/ac_build_buffer_descriptor note
+        # on NUM_RECORDS ("GFX9: for VMEM and inst.IDXEN == 0 or STRIDE == 0, it's in byte units").  AITER's
+        # GEMMs set stride 4 with offen-only access and a byte-sized num_records.
+        byte_off = offset if idxen else offset + index * stride[:, None]
+        comp = byte_off[..., None] + U64(4) * np.arange(ncomp, dtype=U64)
+        raw = ((stride == 0) | (not idxen))[:, None, None]
         # a component is in range only when all its bytes are (LLVM AMDGPUUsage, "relaxed buffer
         # OOB mode": a dword straddling num_records is out of bounds as a whole)
         inr_raw = comp + U64(min(size, 4)) <= num[:, None, None]

@@ -267,3 +267,35 @@ def test_fences_and_cache_maintenance_run():
     _, reports = launch(co, "fence", [out], dev=dev)
     assert reports == []
     np.testing.assert_array_equal(dev.from_device(out, 64, U32), np.arange(64))
+
+
+def test_strided_resource_without_idxen_is_range_checked_in_bytes():
+    """gfx9: num_records counts bytes unless the instruction uses idxen with a non-zero stride (Mesa's
+    NUM_RECORDS note for GFX9; AITER's GEMMs rely on it: stride 4, offen only, num_records = rows *
+    row pitch).  The same loads and stores as the raw-buffer test, through a resource with stride 4."""
+    body = RSRC.replace("s_and_b32 s13, s5, 0xffff", "s_and_b32 s13, s5, 0xffff\n  s_or_b32 s13, s13, 0x40000") + """
+  buffer_load_dword v3, v1, s[12:15], 0 offen
+  s_waitcnt vmcnt(0)
+  global_store_dword v1, v3, s[6:7]
+  v_mov_b32 v5, 0x77
+  buffer_store_dword v5, v1, s[12:15], 0 offen
+  v_mov_b32 v6, 0
+  buffer_load_dword v7, v0, s[12:15], 0 idxen
+  s_waitcnt vmcnt(0)
+  global_store_dword v1, v7, s[6:7] offset:256
+"""
+    co = build("bufstr", body, args=(("ptr", "inp"), ("ptr", "out"), ("u32", "num")), vgprs=8, sgprs=24)
+    dev = Device("gfx942")
+    data = np.arange(1000, 1064, dtype=U32)
+    din, dout = dev.to_device(data, "inp"), dev.to_device(np.full((2, 64), 9, U32), "out")
+    num = 102
+    _, reports = launch(co, "bufstr", [din, dout, np.uint32(num)], dev=dev)
+    assert reports == []
+    out = dev.from_device(dout, (2, 64), U32)
+    lane = np.arange(64)
+    inside = 4 * lane + 4 <= num
+    np.testing.assert_array_equal(out[0], np.where(inside, data, 0))
+    # idxen with stride 4: num_records counts records (index < 102: all 64 lanes), read after the stores
+    np.testing.assert_array_equal(out[1], np.where(inside, 0x77, data))
+    np.testing.assert_array_equal(dev.from_device(din, 64, U32), np.where(inside, 0x77, data))
+
