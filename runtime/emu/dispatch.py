@@ -149,13 +149,17 @@ class Module:
 
     # ------------------------------------------------------------------ launch
     def launch(self, name: str, grid=(1, 1, 1), block=(64, 1, 1), args=(), shared_bytes: int = 0,
-               on_error: str = "raise", sanitize: bool | None = None):
+               on_error: str = "raise", sanitize: bool | None = None, kernarg: bytes | None = None):
         """Run kernel ``name`` over ``grid`` workgroups of ``block`` work-items.
 
         ``args`` follow the metadata's explicit ``.args`` in order: device buffers or integer
         addresses for pointers, numpy scalars (or Python numbers) for values.  ``on_error``:
         ``"raise"`` (an EmulatorError at the first report) or ``"collect"`` (run on, return the list
         of reports).  ``sanitize`` overrides the device's setting for this launch.
+        ``kernarg``: the explicit arguments as raw bytes instead of ``args`` (what
+        ``hipModuleLaunchKernel``'s ``HIP_LAUNCH_PARAM_BUFFER_POINTER`` passes: a packed C struct, as
+        AITER's launchers do); it is copied to the start of the kernarg segment and the hidden
+        arguments are filled after it as usual.
         """
         if on_error not in ("raise", "collect"):
             raise LaunchError(f"on_error must be 'raise' or 'collect', not {on_error!r}")
@@ -188,7 +192,7 @@ class Module:
             kbuf = mem.alloc((max(self._kernarg_size(k), 8) + 63) // 64 * 64, dev, f"kernarg of {k.name}")
             temps.append(kbuf)
             extra = self._support_buffers(k, grid, block, kbuf, temps)
-            kernarg = self._pack_args(k, args, grid, block, shared_bytes, extra)
+            kernarg = self._pack_args(k, args, grid, block, shared_bytes, extra, kernarg)
             mem.write_bytes(kbuf.addr, kernarg)
             rc = RunContext(k.name, prog, dev, on_error, dev.max_wave_instructions)
             prog.reset_counts()
@@ -251,9 +255,21 @@ class Module:
         end = max([int(a[".offset"]) + int(a[".size"]) for a in k.meta.get(".args", [])] or [0])
         return max(size, end)
 
-    def _pack_args(self, k: LoadedKernel, args, grid, block, shared_bytes, extra) -> bytes:
+    def _pack_args(self, k: LoadedKernel, args, grid, block, shared_bytes, extra, raw=None) -> bytes:
         explicit = k.explicit_args
         args = list(args)
+        if raw is not None:
+            raw = bytes(raw)
+            size = self._kernarg_size(k)
+            if args:
+                raise LaunchError(f"kernel '{k.name}': pass either args or kernarg bytes, not both")
+            if len(raw) > size:
+                raise LaunchError(f"kernel '{k.name}': kernarg of {len(raw)} bytes is larger than its kernarg "
+                                  f"segment ({size} bytes, .kernarg_segment_size)")
+            buf = bytearray(size)
+            buf[:len(raw)] = raw
+            self._hidden(k, buf, grid, block, shared_bytes, extra)
+            return bytes(buf)
         if len(args) != len(explicit):
             desc = ", ".join(f"{a.get('.name', f'arg{i}')}:{_kind(a)}" for i, a in enumerate(explicit))
             raise LaunchError(f"kernel '{k.name}' takes {len(explicit)} arguments ({desc}), got {len(args)}")

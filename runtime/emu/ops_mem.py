@@ -62,7 +62,9 @@ def compile_smem(inst, idx, ctx) -> CompiledStep:
     load = "_load_" in name
     store = "_store_" in name
     if not (load or store):
-        raise CompileError(f"{name} (scalar atomics) is not modelled")
+        if "_atomic_" in name:
+            return _compile_smem_atomic(inst, idx, ops, is_buffer, ctx)
+        raise CompileError(f"{name} is not modelled")
     sdata = ops["sdata"]
     ndw = sdata.reg.count
     dcode = sdata.reg.code
@@ -123,6 +125,91 @@ def compile_smem(inst, idx, ctx) -> CompiledStep:
             st.run.scalar_bytes_written += nb * int(ok.sum())
     s = CompiledStep(inst, idx, h, "smem", counter="smem", result="smem" if load else None)
     s.is_load = load
+    return s
+
+
+def _smem_atomic_op(op: str, x2: bool):
+    """``new = f(old, data, cmp)`` of a scalar atomic (the CDNA3 ISA's SMEM atomic table), on Python ints."""
+    mask = (1 << 64) - 1 if x2 else 0xFFFFFFFF
+    sign = 1 << (63 if x2 else 31)
+
+    def sx(v):
+        return v - (sign << 1) if v & sign else v
+
+    table = {
+        "swap": lambda o, d, c: d,
+        "cmpswap": lambda o, d, c: d if o == c else o,
+        "add": lambda o, d, c: (o + d) & mask,
+        "sub": lambda o, d, c: (o - d) & mask,
+        "smin": lambda o, d, c: o if sx(o) <= sx(d) else d,
+        "umin": lambda o, d, c: min(o, d),
+        "smax": lambda o, d, c: o if sx(o) >= sx(d) else d,
+        "umax": lambda o, d, c: max(o, d),
+        "and": lambda o, d, c: o & d,
+        "or": lambda o, d, c: o | d,
+        "xor": lambda o, d, c: o ^ d,
+        "inc": lambda o, d, c: 0 if o >= d else o + 1,
+        "dec": lambda o, d, c: d if (o == 0 or o > d) else o - 1,
+    }
+    return table.get(op)
+
+
+def _compile_smem_atomic(inst, idx, ops, is_buffer, ctx) -> CompiledStep:
+    """``s_atomic_<op>[_x2]`` / ``s_buffer_atomic_<op>[_x2]``: a read-modify-write of one dword (qword) at
+    the wave's scalar address; with GLC the old value returns to ``sdata``.  Waves are applied one after
+    another in wave order (several waves hitting one counter each see the previous one's result)."""
+    name = inst.name
+    rest = name.split("_atomic_", 1)[1]
+    x2 = rest.endswith("_x2")
+    op = rest.removesuffix("_x2")
+    fn = _smem_atomic_op(op, x2)
+    if fn is None:
+        raise CompileError(f"{name} is not modelled")
+    nb = 8 if x2 else 4
+    ndw = nb // 4
+    sdata = ops["sdata"]
+    dcode = sdata.reg.code
+    bcode = ops["sbase"].reg.code
+    imm = ops["offset"].value if "offset" in ops else 0
+    soff = read32(ops["soffset"], ctx, lanes=False) if "soffset" in ops else None
+    glc = bool(inst.mods.get("glc") or inst.mods.get("sc0"))
+
+    def h(st, ws):
+        waves = np.arange(st.W)[ws]
+        lo = st.S[bcode, ws].astype(U64)
+        hi = st.S[bcode + 1, ws].astype(U64) & (U64(0xFFFF) if is_buffer else U64(0xFFFFFFFF))
+        off = np.full(lo.shape, imm & 0xFFFFFFFF, U64)
+        if soff is not None:
+            off = off + np.asarray(soff(st, ws), U32).astype(U64)
+        addr = ((lo | (hi << U64(32))) + off) & ~U64(nb - 1 if nb == 8 else 3)
+        inrange = off + U64(nb) <= st.S[bcode + 2, ws].astype(U64) if is_buffer else np.ones(len(waves), bool)
+        mem = st.run.memory
+        ok = mem.check(addr, nb)
+        if (inrange & ~ok).any():
+            _oob(st, inst, ws, inrange & ~ok, addr, nb, "scalar atomic")
+        ok = ok & inrange
+        for i, w in enumerate(waves):
+            if not ok[i]:
+                old = 0
+            else:
+                a = addr[i:i + 1]
+                old_dw = mem.read(a, nb)[0]
+                old = int(old_dw[0]) | (int(old_dw[1]) << 32 if x2 else 0)
+                d_dw = [int(st.S[dcode + j, w]) for j in range(2 * ndw if op == "cmpswap" else ndw)]
+                data = d_dw[0] | (d_dw[1] << 32 if x2 else 0)
+                cmp = 0
+                if op == "cmpswap":
+                    cmp = d_dw[ndw] | (d_dw[ndw + 1] << 32 if x2 else 0)
+                new = fn(old, data, cmp)
+                mem.write(a, np.array([[(new >> (32 * j)) & 0xFFFFFFFF for j in range(ndw)]], U32), nb,
+                          np.array([True]))
+                st.run.scalar_bytes_read += nb
+                st.run.scalar_bytes_written += nb
+            if glc:
+                for j in range(ndw):
+                    st.S[dcode + j, w] = U32((old >> (32 * j)) & 0xFFFFFFFF)
+    s = CompiledStep(inst, idx, h, "smem", counter="smem", result="smem" if glc else None)
+    s.is_load = glc
     return s
 
 
@@ -350,8 +437,13 @@ def _buffer_address(vm: VMem, ctx):
         so = np.broadcast_to(so, (n,))
         addr = base[:, None] + so[:, None] + offset + index * stride[:, None]
         # range check (soffset is not part of it); per dword for multi-dword accesses
-        comp = offset[..., None] + U64(4) * np.arange(ncomp, dtype=U64)
-        raw = (stride == 0)[:, None, None]
+        # gfx9 (gfx942/gfx950 included): num_records counts bytes unless the instruction uses IDXEN with a
+        # non-zero stride (then records): Mesa's si_make_buffer_descriptor/ac_build_buffer_descriptor note
+        # on NUM_RECORDS ("GFX9: for VMEM and inst.IDXEN == 0 or STRIDE == 0, it's in byte units").  AITER's
+        # GEMMs set stride 4 with offen-only access and a byte-sized num_records.
+        byte_off = offset if idxen else offset + index * stride[:, None]
+        comp = byte_off[..., None] + U64(4) * np.arange(ncomp, dtype=U64)
+        raw = ((stride == 0) | (not idxen))[:, None, None]
         # a component is in range only when all its bytes are (LLVM AMDGPUUsage, "relaxed buffer
         # OOB mode": a dword straddling num_records is out of bounds as a whole)
         inr_raw = comp + U64(min(size, 4)) <= num[:, None, None]

@@ -228,3 +228,29 @@ def test_agprs_follow_accum_offset_and_the_allocation_is_enforced():
         m = dev.load_module(build("over", body, vgprs=8, agprs=8))
         reports = m.launch("over", grid=(1,), block=(64,), args=[out], on_error="collect")
         assert [r.category for r in reports] == ["fault"] and words in reports[0].message, reports
+
+
+def test_raw_kernarg_bytes_launch_as_packed_args():
+    """``launch(kernarg=bytes)`` (a packed struct, as hipModuleLaunchKernel's
+    HIP_LAUNCH_PARAM_BUFFER_POINTER passes it) runs the same as ``args`` packed from the metadata."""
+    body = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_load_dword s6, s[0:1], 0x8
+  s_waitcnt lgkmcnt(0)
+  v_lshlrev_b32 v1, 2, v0
+  v_add_u32 v2, s6, v0
+  global_store_dword v1, v2, s[4:5]
+"""
+    co = build("rawk", body, args=(("ptr", "out"), ("u32", "add")), vgprs=4, sgprs=8)
+    dev = Device("gfx942")
+    mod = dev.load_module(co)
+    a, b = dev.zeros(256, "a"), dev.zeros(256, "b")
+    mod.launch("rawk", args=[a, np.uint32(7)])
+    raw = int(b).to_bytes(8, "little") + (7).to_bytes(4, "little")
+    assert mod.launch("rawk", kernarg=raw) == []
+    np.testing.assert_array_equal(dev.from_device(b, 64, np.uint32), dev.from_device(a, 64, np.uint32))
+    np.testing.assert_array_equal(dev.from_device(b, 64, np.uint32), np.arange(64) + 7)
+    with pytest.raises(LaunchError, match="either args or kernarg"):
+        mod.launch("rawk", args=[a, np.uint32(7)], kernarg=raw)
+    with pytest.raises(LaunchError, match="larger than its kernarg segment"):
+        mod.launch("rawk", kernarg=raw + bytes(64))

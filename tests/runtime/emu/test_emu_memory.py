@@ -267,3 +267,116 @@ def test_fences_and_cache_maintenance_run():
     _, reports = launch(co, "fence", [out], dev=dev)
     assert reports == []
     np.testing.assert_array_equal(dev.from_device(out, 64, U32), np.arange(64))
+
+
+def test_strided_resource_without_idxen_is_range_checked_in_bytes():
+    """gfx9: num_records counts bytes unless the instruction uses idxen with a non-zero stride (Mesa's
+    NUM_RECORDS note for GFX9; AITER's GEMMs rely on it: stride 4, offen only, num_records = rows *
+    row pitch).  The same loads and stores as the raw-buffer test, through a resource with stride 4."""
+    body = RSRC.replace("s_and_b32 s13, s5, 0xffff", "s_and_b32 s13, s5, 0xffff\n  s_or_b32 s13, s13, 0x40000") + """
+  buffer_load_dword v3, v1, s[12:15], 0 offen
+  s_waitcnt vmcnt(0)
+  global_store_dword v1, v3, s[6:7]
+  v_mov_b32 v5, 0x77
+  buffer_store_dword v5, v1, s[12:15], 0 offen
+  v_mov_b32 v6, 0
+  buffer_load_dword v7, v0, s[12:15], 0 idxen
+  s_waitcnt vmcnt(0)
+  global_store_dword v1, v7, s[6:7] offset:256
+"""
+    co = build("bufstr", body, args=(("ptr", "inp"), ("ptr", "out"), ("u32", "num")), vgprs=8, sgprs=24)
+    dev = Device("gfx942")
+    data = np.arange(1000, 1064, dtype=U32)
+    din, dout = dev.to_device(data, "inp"), dev.to_device(np.full((2, 64), 9, U32), "out")
+    num = 102
+    _, reports = launch(co, "bufstr", [din, dout, np.uint32(num)], dev=dev)
+    assert reports == []
+    out = dev.from_device(dout, (2, 64), U32)
+    lane = np.arange(64)
+    inside = 4 * lane + 4 <= num
+    np.testing.assert_array_equal(out[0], np.where(inside, data, 0))
+    # idxen with stride 4: num_records counts records (index < 102: all 64 lanes), read after the stores
+    np.testing.assert_array_equal(out[1], np.where(inside, 0x77, data))
+    np.testing.assert_array_equal(dev.from_device(din, 64, U32), np.where(inside, 0x77, data))
+
+
+SCALAR_ATOMICS = """
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  s_waitcnt lgkmcnt(0)
+  s_mov_b32 s8, 1
+  s_atomic_add s8, s[4:5], 0x0 glc
+  s_mov_b32 s9, 3
+  s_atomic_dec s9, s[4:5], 0x4 glc
+  s_mov_b32 s10, 2
+  s_atomic_inc s10, s[4:5], 0x8 glc
+  s_add_u32 s12, s2, 10
+  s_mov_b32 s13, 0
+  s_atomic_cmpswap s[12:13], s[4:5], 0xc glc
+  s_mov_b32 s14, 1
+  s_mov_b32 s15, 1
+  s_atomic_add_x2 s[14:15], s[4:5], 0x10 glc
+  s_mov_b32 s16, 5
+  s_atomic_dec s16, s[4:5], 0x18
+  s_mov_b32 s17, 0x20
+  s_atomic_dec s16, s[4:5], s17
+  s_waitcnt lgkmcnt(0)
+  s_lshl_b32 s18, s2, 5
+  v_mov_b32 v1, s18
+  v_mov_b32 v2, s8
+  global_store_dword v1, v2, s[6:7]
+  v_mov_b32 v2, s9
+  global_store_dword v1, v2, s[6:7] offset:4
+  v_mov_b32 v2, s10
+  global_store_dword v1, v2, s[6:7] offset:8
+  v_mov_b32 v2, s12
+  global_store_dword v1, v2, s[6:7] offset:12
+  v_mov_b32 v2, s14
+  global_store_dword v1, v2, s[6:7] offset:16
+  v_mov_b32 v2, s15
+  global_store_dword v1, v2, s[6:7] offset:20
+"""
+
+
+def test_scalar_atomics_of_several_waves_on_one_counter():
+    """s_atomic_{add,dec,inc,cmpswap,add_x2} with and without glc, one wave in each of 4 workgroups on the
+    same words: every serialisation gives the same multiset of returned values and the same final memory
+    (the ISA's definitions, written out here: dec wraps 0 -> data, inc wraps at data to 0)."""
+    co = build("satom", SCALAR_ATOMICS, args=(("ptr", "ctr"), ("ptr", "out")), vgprs=4, sgprs=24)
+    dev = Device("gfx942")
+    n = 4
+    init = np.zeros(10, U32)
+    init[0], init[1], init[2], init[3] = 7, 1, 1, 0
+    init[4], init[5] = 0xFFFFFFFF, 0               # 64-bit 0xffffffff
+    init[6] = 2                                    # dec without glc, data 5, once per wave: 2,1,0,5 -> 4
+    init[8] = 100                                  # s_atomic_dec with soffset s17 = 0x20: word 8
+    ctr, out = dev.to_device(init, "ctr"), dev.to_device(np.zeros((n, 8), U32), "out")
+    _, reports = launch(co, "satom", [ctr, out], grid=n, dev=dev)
+    assert reports == []
+    got = dev.from_device(out, (n, 8), U32)
+    mem = dev.from_device(ctr, 10, U32)
+
+    def serial(start, step, k=n):
+        olds, v = [], start
+        for _ in range(k):
+            olds.append(v)
+            v = step(v)
+        return olds, v
+
+    olds, fin = serial(7, lambda o: o + 1)
+    assert sorted(got[:, 0]) == sorted(olds) and mem[0] == fin
+    olds, fin = serial(1, lambda o: 3 if o == 0 or o > 3 else o - 1)
+    assert sorted(got[:, 1]) == sorted(olds) and mem[1] == fin
+    olds, fin = serial(1, lambda o: 0 if o >= 2 else o + 1)
+    assert sorted(got[:, 2]) == sorted(olds) and mem[2] == fin
+    # cmpswap: exactly one wave finds 0 and stores 10 + its workgroup id; the others see that value
+    winner = [w for w in range(n) if got[w, 3] == 0]
+    assert len(winner) == 1 and mem[3] == 10 + winner[0]
+    assert all(got[w, 3] == 10 + winner[0] for w in range(n) if w != winner[0])
+    olds, fin = serial(0xFFFFFFFF, lambda o: o + 0x1_0000_0001)
+    got64 = got[:, 4].astype(np.uint64) | (got[:, 5].astype(np.uint64) << np.uint64(32))
+    assert sorted(got64.tolist()) == sorted(olds)
+    assert int(mem[4]) | (int(mem[5]) << 32) == fin
+    _, fin = serial(2, lambda o: 5 if o == 0 or o > 5 else o - 1)
+    assert mem[6] == fin
+    _, fin = serial(100, lambda o: 5 if o == 0 or o > 5 else o - 1)   # soffset form: 100 > 5 wraps to 5 first
+    assert mem[8] == fin
