@@ -33,7 +33,7 @@ from __future__ import annotations
 from isagen.builders.program import LdsRegion
 from isagen.isa.operands import Reg
 
-OPS = ("add", "max")
+OPS = ("add", "max", "umax")      # umax: unsigned max of the bits (|x| as fp32 bits: NaN above +inf)
 _DPP_STEPS = (
     ({"quad_perm": [1, 0, 3, 2]}, 0xF, "pairs of lanes"),
     ({"quad_perm": [2, 3, 0, 1]}, 0xF, "quads"),
@@ -48,11 +48,11 @@ LAST_LANE = 63
 def _combine(k, op: str):
     if op not in OPS:
         raise ValueError(f"reduction must be one of {OPS}, not {op!r}")
-    return k.v_add_f32 if op == "add" else k.v_max_f32
+    return {"add": k.v_add_f32, "max": k.v_max_f32, "umax": k.v_max_u32}[op]
 
 
 def wave_reduce(k, values: list[Reg], op: str, out: list[Reg], what: list[str] | None = None) -> None:
-    """``out[i]`` (SGPR) = the ``op`` (add, max) of VGPR ``values[i]`` over the 64 lanes.
+    """``out[i]`` (SGPR) = the ``op`` (add, max, umax) of VGPR ``values[i]`` over the 64 lanes.
 
     ``values`` are clobbered (lane 63 ends with the total).  All lanes must be active."""
     if len(values) != len(out):

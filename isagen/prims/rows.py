@@ -86,6 +86,9 @@ class RowGeometry:
     dtype: str
     max_cols: int
     waves_per_row: int = 1
+    # bytes a lane holds per chunk: 16 (one access), or a multiple of 16 read by consecutive 16-byte
+    # accesses (the quantization kernels: 16 elements per lane, so that their fp8 output is 16 bytes)
+    lane_bytes: int = LANE_ACCESS_BYTES
 
     @property
     def esize(self) -> int:
@@ -93,8 +96,13 @@ class RowGeometry:
 
     @property
     def vec(self) -> int:
-        """Elements per lane per access."""
-        return LANE_ACCESS_BYTES // self.esize
+        """Elements per lane per chunk."""
+        return self.lane_bytes // self.esize
+
+    @property
+    def accesses(self) -> int:
+        """16-byte accesses per lane per chunk."""
+        return self.lane_bytes // LANE_ACCESS_BYTES
 
     @property
     def span(self) -> int:
@@ -132,17 +140,17 @@ class RowLanes:
         self.lane = lane
         self.wave = wave_in_row
         g = geom
+        lb = g.lane_bytes
         self.offsets = k.vgpr(g.chunks, f"{name}_offset", align=1, kernel=True)
         k.comment(f"lane t of wave w (of {g.waves_per_row} per row), chunk j: columns "
-                  f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {LANE_ACCESS_BYTES} bytes at byte "
-                  f"(j*{g.waves_per_row} + w)*{LANES * LANE_ACCESS_BYTES} + t*{LANE_ACCESS_BYTES}")
-        k.v_lshlrev_b32(self.offsets[0], log2(LANE_ACCESS_BYTES), lane,
-                        comment=f"chunk 0: lane x {LANE_ACCESS_BYTES} bytes")
+                  f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {lb} bytes at byte "
+                  f"(j*{g.waves_per_row} + w)*{LANES * lb} + t*{lb}")
+        k.v_lshlrev_b32(self.offsets[0], log2(lb), lane, comment=f"chunk 0: lane x {lb} bytes")
         if g.waves_per_row > 1:
             with k.temps(s="s1") as t:
-                k.s_lshl_b32(t.s, wave_in_row, log2(LANES * LANE_ACCESS_BYTES), comment="wave in the row x 1 KiB")
+                k.s_lshl_b32(t.s, wave_in_row, log2(LANES * lb), comment=f"wave in the row x {LANES * lb} bytes")
                 k.v_add_u32(self.offsets[0], t.s, self.offsets[0], comment="chunk 0 of this wave")
-        step = g.waves_per_row * LANES * LANE_ACCESS_BYTES
+        step = g.waves_per_row * LANES * lb
         for j in range(1, g.chunks):
             k.v_add_u32(self.offsets[j], j * step, self.offsets[0], comment=f"chunk {j}: {j * step} bytes further")
         self.limit: Reg | None = None
@@ -342,6 +350,8 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
     barrier every wave copies the pieces its chunks need (``ds_read_b128``); a second barrier before
     the region is written again.  A vector of ``P`` KiB takes ``cdiv(P, waves)`` rounds."""
     g = lanes.geom
+    if g.lane_bytes != LANE_ACCESS_BYTES:
+        raise ValueError(f"load_vectors_once takes the {LANE_ACCESS_BYTES}-byte lane layout, not {g.lane_bytes}")
     piece = LANES * LANE_ACCESS_BYTES                        # one wave's 1 KiB
     pieces = g.chunks * g.waves_per_row                 # 1 KiB pieces of the padded vector
     rounds = cdiv(pieces, waves)
