@@ -2,13 +2,14 @@
 
     PYTHONPATH=. python bench/memory_model.py [--quick]
 
-For every bundled memory-bound spec (and fp32 variants of the row kernels) it runs one launch in the
+For every bundled memory-bound spec (and fp32 variants of the row kernels and of the fp8 quantization) it runs one launch in the
 emulator (gfx942, sanitizer on) at the shape listed below and reads the emulator's counters
 (``Module.last_stats``: global bytes read and written by vector memory instructions, counted per lane
 that is in range, and the same bytes by the access's width per lane).  It reports
 
 * **ratio** = (global bytes read + written) / the minimum: every input element read once, every
-  output element written once (a norm's weight and bias count once in total);
+  output element written once (a norm's weight and bias count once in total; fp8 elements are one byte;
+  a static quantization's 4-byte scale is read by a scalar load, which the counters do not see);
 * **read** and **write** ratios separately, and the ratio against a minimum that lets every workgroup
   read the vectors all rows share (a norm's weight and bias) once;
 * **16 B share** = the share of those bytes moved by accesses of 16 contiguous bytes per lane
@@ -58,6 +59,9 @@ CASES = [
     ("silu_and_mul_bf16", {}, {"rows": 128, "d": 14336}, {}),
     ("gelu_and_mul_bf16", {}, {"rows": 128, "d": 14336}, {}),
     ("gelu_tanh_and_mul_bf16", {}, {"rows": 128, "d": 14336}, {}),
+    ("per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("per_token_quant_fp8_bf16", {"dtype": "f32", "waves_per_row": 4}, {"rows": 512, "hidden": 4096}, {}),
+    ("static_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
 ]
 
 
@@ -91,7 +95,10 @@ def measure(spec, params, sizes, scalars) -> dict:
     g = torch.Generator().manual_seed(0)
     tensors = {}
     for t in k.launch.tensors:
-        tensors[t.name] = torch.randn(shaped(t, sizes), generator=g).to(torch_dtype(t.dtype, k.target))
+        x = torch.randn(shaped(t, sizes), generator=g)
+        if t.fill == "positive":               # a quantization scale
+            x = x.abs() + 0.5
+        tensors[t.name] = x.to(torch_dtype(t.dtype, k.target))
     values = {s.name: scalars.get(s.name, s.default) for s in k.launch.scalars}
     t0 = time.perf_counter()
     res = k.run(**tensors, **values, backend="emu")

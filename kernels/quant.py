@@ -103,7 +103,7 @@ def check(p, target, program):
 
 
 def _tensors(p) -> list[tuple[str, str, tuple, str]]:
-    out = [("x", p.dtype, ("rows", "hidden"), "in")]
+    out: list[tuple[str, str, tuple, str]] = [("x", p.dtype, ("rows", "hidden"), "in")]
     if p.op == "static":
         out.append(("scale", "f32", (1,), "in"))
     out.append(("q", "fp8", ("rows", "hidden"), "out"))

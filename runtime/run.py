@@ -15,8 +15,9 @@ for a user error such as a bad spec or shape).
 
 The reference is the spec's ``reference:`` expression, evaluated by torch in float64 over the input
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
-(torch.nn.functional), ``math`` and ``isagen`` (for references such as
-``isagen.prims.random.torch_dropout``) are in scope.  An output matches where
+(torch.nn.functional), ``math``, ``isagen`` (for references such as
+``isagen.prims.random.torch_dropout``) and ``target`` (the kernel's target name: the fp8 formats
+differ) are in scope.  An output matches where
 ``|out - ref| <= atol + rtol*|ref| + growth`` with the tolerances of its element type
 (``TOLERANCES``) or the spec's ``tolerance: {rtol, atol}``.
 
@@ -219,7 +220,7 @@ def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, sca
     import isagen.runtime.attention_parts  # noqa: F401 -- the backward kernels' references, likewise
     env = {**env, **scalars, **sizes}
     scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
-             "__builtins__": {}}
+             "target": kernel.target, "__builtins__": {}}
     try:
         value = eval(compile(expression, f"<{what}>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
     except Exception as e:   # noqa: BLE001 -- any failure of the user's expression is reported as one line

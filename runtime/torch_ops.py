@@ -60,7 +60,11 @@ GENERIC_OPS = {
     **{op: (f"{op}_bf16", _ANY, "rotary") for op in ("rotary_neox", "rotary_interleaved")},
     **{op: (f"{op}_bf16", _ANY, "flat") for op in ("silu", "gelu", "gelu_tanh", "relu", "tanh")},
     **{op: (f"{op}_bf16", _ANY, "gated") for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
+    # quantization (kernels/quant.py): x [..., hidden] -> q (the target's fp8) [, scales [...]]
+    **{op: (f"{op}_bf16", _ROWS, "rows") for op in ("per_token_quant_fp8", "static_quant_fp8")},
 }
+# ops whose kernel dtype follows only some inputs (the others have fixed types: a quantization scale is fp32)
+DTYPE_FROM = {"static_quant_fp8": ("x",)}
 
 
 # --------------------------------------------------------------------------- shape adapters
@@ -84,7 +88,13 @@ def _rows_adapter(name: str, info, tensors: list):
                                   f"row tensor's leading dimensions are {lead}")
             x = x.reshape(-1, x.shape[-1])
         out.append(x)
-    return out, lambda y: y.reshape(*lead, y.shape[-1]) if y.dim() == 2 and lead is not None else y
+    def back(y):
+        if lead is None:
+            return y
+        if y.dim() == 2:
+            return y.reshape(*lead, y.shape[-1])
+        return y.reshape(lead) if y.dim() == 1 else y      # one value per row (a quantization's scales)
+    return out, back
 
 
 def _flat_adapter(name: str, info, tensors: list):
@@ -126,6 +136,7 @@ class OpEntry:
     outputs: tuple            # tensor names
     kernels: dict             # (target, dtype, backend) -> Kernel
     shapes: str | None = None  # a SHAPE_ADAPTERS key: user shapes -> the contract's
+    dtype_of: tuple = ()       # the inputs whose element type picks the variant (all when empty)
 
     def adapt(self, info, tensors: list):
         """(tensors viewed as the contract's shapes, a function viewing an output as the user expects)."""
@@ -155,7 +166,7 @@ def _params_for(entry: OpEntry, tensors: list) -> dict:
     """The op's kernel parameters for these inputs (the dtype parameter follows their element type)."""
     params = dict(entry.params)
     if entry.dtype_param:
-        dtypes = {t.dtype for t in tensors}
+        dtypes = {t.dtype for n, t in zip(entry.inputs, tensors) if not entry.dtype_of or n in entry.dtype_of}
         if len(dtypes) != 1:
             raise LaunchError(f"isagen::{entry.name}: the input tensors mix dtypes "
                               f"{', '.join(sorted(map(str, dtypes)))}")
@@ -172,12 +183,13 @@ def _params_for(entry: OpEntry, tensors: list) -> dict:
 
 
 def register_op(name: str, spec: str, *, dtype_param: str | None = None, variants: dict | None = None,
-                shapes: str | None = None, **params) -> str:
+                shapes: str | None = None, dtype_of: tuple = (), **params) -> str:
     """Register ``torch.ops.isagen.<name>`` running the kernel of ``spec`` (a bundled spec name or a
     path) with ``params`` overriding its parameters.
 
     With ``dtype_param`` the op builds, per call, the kernel whose parameter of that name is the input
-    tensors' element type; ``variants`` (element type -> extra parameters) then lists the element types
+    tensors' element type (of the inputs ``dtype_of`` names, when given: a quantization's fp32 scale does
+    not pick the variant); ``variants`` (element type -> extra parameters) then lists the element types
     it accepts and what each needs (e.g. ``{"f32": {"vec": 4}, "bf16": {"vec": 8}}``).  ``shapes`` names a
     ``SHAPE_ADAPTERS`` entry (``rows``, ``flat``, ``gated``) for ops that take torch-style shapes.  Returns
     the op's qualified name.  Registering the same name again with the same arguments is a no-op."""
@@ -207,7 +219,8 @@ def register_op(name: str, spec: str, *, dtype_param: str | None = None, variant
         args = [f"Tensor {n}" for n in inputs] + [f"{ty} {n}" for n, ty in scalars]
         ret = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
         schema = f"({', '.join(args)}) -> {ret}"
-        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {}, shapes)
+        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {}, shapes,
+                        tuple(dtype_of))
         _lib.define(name + schema)
         _lib.impl(name, _impl(entry, "emu"), "CPU")
         _lib.impl(name, _impl(entry, "hip"), "CUDA")
@@ -289,7 +302,8 @@ def register_bundled_ops() -> list[str]:
         names.append(register_op(path.stem, path.stem))
     for name, (spec, variants, shapes) in GENERIC_OPS.items():
         if (bundled_specs_dir() / f"{spec}.yaml").is_file():
-            names.append(register_op(name, spec, dtype_param="dtype", variants=variants, shapes=shapes))
+            names.append(register_op(name, spec, dtype_param="dtype", variants=variants, shapes=shapes,
+                                     dtype_of=DTYPE_FROM.get(name, ())))
     return names
 
 

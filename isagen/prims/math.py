@@ -320,8 +320,9 @@ def div_f32(k, dst: Reg, num, den: Reg, t: list[Reg], smask: Reg, what: str = ""
     sd, sn, r, q = t
     name = f"{what}: " if what else ""
     k.v_div_scale_f32(sd, smask, den, den, num, comment=f"{name}denominator, scaled")
-    k.v_div_scale_f32(sn, VCC, num, den, num, comment=f"{name}numerator, scaled (vcc: rescale the quotient)")
     k.v_rcp_f32(r, sd, comment=f"{name}r ~ 1/denominator")
+    k.v_div_scale_f32(sn, VCC, num, den, num, comment=f"{name}numerator, scaled (vcc: rescale the quotient); "
+                                                       "fills the reciprocal's wait state")
     k.v_fma_f32(dst, neg(sd), r, 1.0, comment="e = 1 - d r")
     k.v_fma_f32(r, dst, r, r, comment="r += e r")
     k.v_mul_f32(q, sn, r, comment="q = n r")

@@ -39,6 +39,7 @@ def test_reference_and_arguments_errors():
         name, spec_path = "k", "specs/k.yaml"
         reference = "alpha * x + w"
         params: dict = {}          # a Kernel's resolved parameters (the reference's scope names them)
+        target = "gfx942"          # ... and its target
         launch = type("L", (), {"tensors": ()})()
     with pytest.raises(SpecError, match=r"specs/k.yaml: reference 'alpha \* x \+ w' failed: NameError"):
         run.reference(K, {"x": torch.ones(2)}, {"alpha": 1.0}, {"n": 2})
