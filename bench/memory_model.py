@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python bench/memory_model.py [--quick]
 
-For every bundled memory-bound spec (and fp32 variants of the row kernels and of the fp8 quantization) it runs one launch in the
-emulator (gfx942, sanitizer on) at the shape listed below and reads the emulator's counters
+For every bundled memory-bound spec (and fp32 variants of the row kernels and of the fp8 quantization) it
+runs one launch in the emulator (gfx942, sanitizer on) at the shape listed below and reads the emulator's counters
 (``Module.last_stats``: global bytes read and written by vector memory instructions, counted per lane
 that is in range, and the same bytes by the access's width per lane).  It reports
 
@@ -62,6 +62,9 @@ CASES = [
     ("per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
     ("per_token_quant_fp8_bf16", {"dtype": "f32", "waves_per_row": 4}, {"rows": 512, "hidden": 4096}, {}),
     ("static_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("add_rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("silu_and_mul_per_token_quant_fp8_bf16", {}, {"rows": 128, "d": 14336}, {}),
 ]
 
 

@@ -62,6 +62,11 @@ GENERIC_OPS = {
     **{op: (f"{op}_bf16", _ANY, "gated") for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
     # quantization (kernels/quant.py): x [..., hidden] -> q (the target's fp8) [, scales [...]]
     **{op: (f"{op}_bf16", _ROWS, "rows") for op in ("per_token_quant_fp8", "static_quant_fp8")},
+    # ... fused after RMSNorm (fp32 rows: 8 waves, 2 per row, so that a 4 KiB chunk of the weight fits one
+    # LDS staging round) and after SiLU-and-mul ([..., 2d] gate | up)
+    **{op: (f"{op}_bf16", {"f32": {"waves": 8, "waves_per_row": 2}, "bf16": {}, "f16": {}}, "rows")
+       for op in ("rms_norm_per_token_quant_fp8", "add_rms_norm_per_token_quant_fp8")},
+    "silu_and_mul_per_token_quant_fp8": ("silu_and_mul_per_token_quant_fp8_bf16", _ANY, "gated"),
 }
 # ops whose kernel dtype follows only some inputs (the others have fixed types: a quantization scale is fp32)
 DTYPE_FROM = {"static_quant_fp8": ("x",)}
@@ -105,13 +110,13 @@ def _flat_adapter(name: str, info, tensors: list):
 
 def _gated_adapter(name: str, info, tensors: list):
     """``x [..., 2d]`` (gate | up, as vLLM's and AITER's ``*_and_mul``) -> ``[rows, 2, d]``; the output
-    ``[rows, d]`` back to ``[..., d]``."""
+    ``[rows, d]`` back to ``[..., d]`` (one value per row, a quantization's scales, to ``[...]``)."""
     x = tensors[0]
     if x.dim() < 1 or x.shape[-1] % 2:
         raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., 2*d] (gate | up), an even "
                           "last dimension")
     lead, d = tuple(x.shape[:-1]), x.shape[-1] // 2
-    return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d)
+    return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d) if y.dim() == 2 else y.reshape(lead)
 
 
 def _same_adapter(name: str, info, tensors: list):

@@ -162,3 +162,52 @@ def torch_static_quant(x, scale, target):
     import torch
     fmt = fp8_format_of(target)
     return torch.from_numpy(decode(static_quant(_np32(x), _np32(scale).reshape(-1)[0], fmt), fmt))
+
+
+# ------------------------------------------------------------------ the fused kernels' references
+# (RMSNorm and SiLU-and-mul before the quantization: the reduction order and the hardware's rsqrt / exp make y
+# differ from float64 in its last fp32 bits, so the codes are compared with a bound, not bit for bit)
+FUSED_REL = 1e-5     # the relative error allowed on y and on the scale: ~100 fp32 ulps
+
+
+_TORCH_TYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}
+
+
+def torch_fused_y(op: str, x, weight=None, residual=None, eps=1e-6, dtype="bf16"):
+    """(y, h) in float64: op "rms" (h = x + residual rounded to ``dtype``, the kernel's element type,
+    y = RMSNorm(h) * weight) or "silu_and_mul" (x [rows, 2, d]: y = silu(gate) * up; h None)."""
+    import torch
+    if op == "silu_and_mul":
+        xd = x.double()
+        return torch.nn.functional.silu(xd[:, 0]) * xd[:, 1], None
+    h = x if residual is None else (x.float() + residual.float()).to(getattr(torch, _TORCH_TYPES[dtype]))
+    hd = h.double()
+    return hd * torch.rsqrt((hd * hd).mean(-1, keepdim=True) + eps) * weight.double(), hd
+
+
+def _fused(op, x, weight, residual, eps, target, dtype):
+    import torch
+    fmt = fp8_format_of(target)
+    y, h = torch_fused_y(op, x, weight, residual, eps, dtype)
+    s = torch.clamp_min(y.abs().amax(-1) / FP8_MAX[fmt], float(min_scale(fmt)))
+    r = (y / s[:, None]).numpy()
+    codes = [encode(v.astype(np.float32), fmt) for v in (r, r * (1 - FUSED_REL), r * (1 + FUSED_REL))]
+    vals = [torch.from_numpy(decode(c, fmt)) for c in codes]
+    return vals, s, h
+
+
+def torch_fused_reference(op, x, weight, residual, eps, target, dtype="bf16"):
+    """The float64 reference of the fused per-token kernels: (q as values, [residual_out,] scales), q the
+    codes of y / scale rounded to nearest even (``encode``)."""
+    vals, s, h = _fused(op, x, weight, residual, eps, target, dtype)
+    return (vals[0], h, s) if residual is not None else (vals[0], s)
+
+
+def torch_fused_bound(op, x, weight, residual, eps, target, dtype="bf16"):
+    """How far the fused kernels' outputs may be from ``torch_fused_reference``: a code may be the other
+    neighbour only where y / scale lies within ``FUSED_REL`` (relative) of a rounding boundary (the
+    bound is the distance between the codes there, 0 elsewhere); the scale within ``FUSED_REL``;
+    ``residual_out`` exact."""
+    vals, s, h = _fused(op, x, weight, residual, eps, target, dtype)
+    q_bound = (vals[1] - vals[2]).abs()
+    return (q_bound, 0.0, s * FUSED_REL) if residual is not None else (q_bound, s * FUSED_REL)

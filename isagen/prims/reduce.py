@@ -174,3 +174,14 @@ def combine_totals(k, op: str, dst: Reg, a: Reg, b: Reg, what: str = "") -> None
     else:
         k.v_mov_b32(dst, a)
         combine(dst, b, dst, comment=what or None)
+
+
+def rms_rstd(k, xw: CrossWave, sums: list[Reg], totals: list[Reg], rstd: Reg, inv_n: Reg, eps: Reg) -> None:
+    """RMSNorm's ``rstd`` (a VGPR) = rsqrt(sum of squares / n + eps) from the per-lane partial sums ``sums``
+    (two VGPRs, even and odd elements, clobbered) over the row: one reduction of both, then
+    ``v_fma_f32(total, 1/n, eps)`` and ``v_rsq_f32``.  ``totals``: two SGPRs; ``inv_n``, ``eps``: VGPRs."""
+    a, b = xw.reduce(sums, "add", totals, ["sum of squares (even elements)", "sum of squares (odd elements)"],
+                     vgpr_ok=True)
+    combine_totals(k, "add", rstd, a, b, "sum of squares")
+    k.v_fma_f32(rstd, rstd, inv_n, eps, comment="mean square + eps")
+    k.v_rsq_f32(rstd, rstd, comment="rstd")

@@ -344,16 +344,18 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
     """Bring ``[cols]`` vectors (a norm's weight and bias) into every wave's row layout, reading each
     from memory once per workgroup instead of once per wave.
 
-    ``vectors``: ``(name, buffer resource registers, destination VGPRs)`` with ``4 * chunks`` dwords each.
+    ``vectors``: ``(name, buffer resource registers, destination VGPRs)`` with ``lane_bytes / 4 * chunks``
+    dwords each (a lane's bytes of a chunk: one ``ds_read_b128`` per 16).
     The workgroup's ``waves`` waves read consecutive 1 KiB pieces (16 bytes per lane) into ``staging``
     (free VGPRs, at least 4 per round), write them to ``region`` (``waves`` KiB of LDS), and after a
     barrier every wave copies the pieces its chunks need (``ds_read_b128``); a second barrier before
     the region is written again.  A vector of ``P`` KiB takes ``cdiv(P, waves)`` rounds."""
     g = lanes.geom
-    if g.lane_bytes != LANE_ACCESS_BYTES:
-        raise ValueError(f"load_vectors_once takes the {LANE_ACCESS_BYTES}-byte lane layout, not {g.lane_bytes}")
+    per_chunk = g.waves_per_row * g.accesses             # 1 KiB pieces of one chunk (all waves of a row group)
+    if per_chunk > waves:
+        raise ValueError(f"a chunk of {per_chunk} KiB does not fit one staging round of {waves} KiB")
     piece = LANES * LANE_ACCESS_BYTES                        # one wave's 1 KiB
-    pieces = g.chunks * g.waves_per_row                 # 1 KiB pieces of the padded vector
+    pieces = g.chunks * per_chunk                       # 1 KiB pieces of the padded vector
     rounds = cdiv(pieces, waves)
     stride = waves * piece
     if staging.count < 4 * rounds:
@@ -389,10 +391,13 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
                 k.wait(lgkmcnt=0, why=f"{name}: round {n} is in LDS")
                 k.barrier(why=f"{name}: round {n} is in LDS for every wave")
                 for j in range(g.chunks):
-                    first = j * g.waves_per_row            # the chunk's piece for wave 0 of the row group
+                    first = j * per_chunk                  # the chunk's first piece (wave 0 of the row group)
                     if not n * waves <= first < (n + 1) * waves:
                         continue
                     k.v_add_u32(t.addr, (region.offset - n * stride) & 0xFFFFFFFF, lanes.offsets[j],
                                 comment=f"{name}: chunk {j} in round {n}'s LDS copy")
-                    k.ds_read_b128(dst[4 * j:4 * j + 4], t.addr, lds=lds, comment=f"{name}: chunk {j}")
+                    dw = 4 * g.accesses
+                    for a in range(g.accesses):
+                        k.ds_read_b128(dst[dw * j + 4 * a:dw * j + 4 * a + 4], t.addr, offset=LANE_ACCESS_BYTES * a,
+                                       lds=lds, comment=f"{name}: chunk {j}" + (f", bytes {16 * a}.." if a else ""))
         k.wait(lgkmcnt=0, why="the vectors are in VGPRs")

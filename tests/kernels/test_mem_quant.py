@@ -190,3 +190,81 @@ def test_isagen_run(spec, capsys):
                          "--shape", "hidden=1000"])
         out = capsys.readouterr().out
         assert code == 0 and "q: max abs err 0" in out and out.splitlines()[-1] == "PASS", out
+
+
+# ---------------------------------------------------------------------------- the fused kernels
+FUSED = [("gfx942", "bf16", "rms_norm", 1), ("gfx950", "f16", "add_rms_norm", 2), ("gfx942", "f32", "rms_norm", 1),
+         ("gfx950", "bf16", "silu_and_mul", 2), ("gfx942", "f32", "silu_and_mul", 1),
+         ("gfx942", "f16", "add_rms_norm", 1)]
+
+
+@pytest.mark.parametrize("target,dtype,op,wpr", FUSED)
+def test_fused_per_token(target, dtype, op, wpr):
+    """RMSNorm, add + RMSNorm and SiLU-and-mul followed by per-token quantization, against the float64
+    reference (``torch_fused_reference``): the scales within 1e-5, every code the nearest-even one of
+    y / scale except where that lies within 1e-5 of a rounding boundary (then either neighbour), fewer
+    than 1% of them differing; residual_out exact; a row of zeros gives the floor scale and zeros;
+    hidden 1000 (a partial chunk), 7 rows (a partial workgroup); bytes moved the minimum (the weight once
+    per workgroup)."""
+    k = quant_kernel(f"{op}_per_token", dtype, target, wpr)
+    fmt = FORMATS[target]
+    g = torch.Generator().manual_seed(7)
+    rows, n = 7, 1000
+    gated = op == "silu_and_mul"
+    x = (torch.randn((rows, 2, n) if gated else (rows, n), generator=g) * 2 + 0.3).to(TORCH[dtype])
+    x[1] = 0
+    args = {"x": x}
+    weight = residual = None
+    if not gated:
+        weight = torch.randn(n, generator=g).to(TORCH[dtype])
+        args.update(weight=weight, eps=1e-6)
+    if op == "add_rms_norm":
+        residual = torch.randn(rows, n, generator=g).to(TORCH[dtype])
+        residual[1] = 0
+        args.update(residual=residual, residual_out=torch.empty(rows, n, dtype=TORCH[dtype]))
+    q = torch.empty(rows, n, dtype=torch_dtype("fp8", target))
+    scales = torch.empty(rows)
+    stats = run(k, **args, q=q, scales=scales)
+    kind = "silu_and_mul" if gated else "rms"
+    ref = m.torch_fused_reference(kind, x, weight, residual, 1e-6, target, dtype)
+    bound = m.torch_fused_bound(kind, x, weight, residual, 1e-6, target, dtype)
+    assert ((q.double() - ref[0]).abs() <= bound[0]).all()
+    assert int((q.double() != ref[0]).sum()) < 0.01 * q.numel()
+    assert ((scales.double() - ref[-1]).abs() <= bound[-1]).all()
+    assert scales[1] == float(m.min_scale(fmt)) and (q[1].float() == 0).all()
+    if residual is not None:
+        assert torch.equal(args["residual_out"], (x.float() + residual.float()).to(TORCH[dtype]))
+    esize = x.element_size()
+    reads = x.numel() * esize + (n * esize * 2 if weight is not None else 0) + (residual.numel() * esize
+                                                                             if residual is not None else 0)
+    assert stats["global_bytes_read"] == reads                   # 2 workgroups: the weight twice
+    assert stats["global_bytes_written"] == rows * n + 4 * rows + (rows * n * esize if residual is not None else 0)
+
+
+def test_fused_refusal_and_ops():
+    with pytest.raises(SpecError, match="waves_per_row.*weight is staged through LDS"):
+        kernel("quant_fp8", "gfx942", op="rms_norm_per_token", dtype="f32", waves=4, waves_per_row=4,
+               rows_per_workgroup=4)
+    ops = isagen.runtime.torch_ops.registered_ops()
+    assert ops["add_rms_norm_per_token_quant_fp8"] == ("(Tensor x, Tensor residual, Tensor weight, float eps) -> "
+                                                        "(Tensor, Tensor, Tensor)")
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(2, 3, 520, generator=g)                       # fp32: the 8-wave variant
+    w = torch.randn(520, generator=g)
+    q, s = torch.ops.isagen.rms_norm_per_token_quant_fp8(x, w, 1e-6)
+    assert q.shape == x.shape and s.shape == (2, 3)
+    ref = m.torch_fused_reference("rms", x.reshape(6, 520), w, None, 1e-6, "gfx942", "f32")
+    bound = m.torch_fused_bound("rms", x.reshape(6, 520), w, None, 1e-6, "gfx942", "f32")
+    assert ((q.reshape(6, 520).double() - ref[0]).abs() <= bound[0]).all()
+    q, s = torch.ops.isagen.silu_and_mul_per_token_quant_fp8(x.to(torch.bfloat16))
+    assert q.shape == (2, 3, 260) and s.shape == (2, 3)
+
+
+@pytest.mark.parametrize("spec", ["rms_norm_per_token_quant_fp8_bf16", "add_rms_norm_per_token_quant_fp8_bf16",
+                                  "silu_and_mul_per_token_quant_fp8_bf16"])
+def test_isagen_run_fused(spec, capsys):
+    size = "d" if spec.startswith("silu") else "hidden"
+    code = cli_main(["run", spec, "--backend", "emu", "--target", "gfx950", "--shape", "rows=5",
+                     "--shape", f"{size}=1000"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.splitlines()[-1] == "PASS", out
