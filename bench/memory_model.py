@@ -3,7 +3,8 @@
     PYTHONPATH=. python bench/memory_model.py [--quick]
 
 For every bundled memory-bound spec (and fp32 variants of the row kernels and of the fp8 quantization) it
-runs one launch in the emulator (gfx942, sanitizer on) at the shape listed below and reads the emulator's counters
+runs one launch in the emulator (gfx942, MXFP8 on gfx950; sanitizer on) at the shape listed below and reads
+the emulator's counters
 (``Module.last_stats``: global bytes read and written by vector memory instructions, counted per lane
 that is in range, and the same bytes by the access's width per lane).  It reports
 
@@ -65,7 +66,9 @@ CASES = [
     ("rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
     ("add_rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
     ("silu_and_mul_per_token_quant_fp8_bf16", {}, {"rows": 128, "d": 14336}, {}),
+    ("mxfp8_quant_bf16", {}, {"rows": 512, "blocks": 128}, {}),
 ]
+ONLY_ON = {"mxfp8_quant_bf16": "gfx950"}      # specs for one target (OCP microscaling); the rest run on gfx942
 
 
 def shaped(t, sizes):
@@ -94,7 +97,7 @@ def minimum_bytes(kernel, sizes) -> tuple[int, int, int]:
 
 
 def measure(spec, params, sizes, scalars) -> dict:
-    k = isagen.build(spec, "gfx942", **params)
+    k = isagen.build(spec, ONLY_ON.get(spec, "gfx942"), **params)
     g = torch.Generator().manual_seed(0)
     tensors = {}
     for t in k.launch.tensors:
@@ -111,7 +114,7 @@ def measure(spec, params, sizes, scalars) -> dict:
     need_r, need_w, shared = minimum_bytes(k, sizes)
     moved = st["global_bytes_read"] + st["global_bytes_written"]
     per_wg = need_r + need_w + (st["workgroups"] - 1) * shared     # the shared vectors once per workgroup
-    variant = spec + "".join(f" {k}={v}" for k, v in params.items())
+    variant = spec + "".join(f" {k}={v}" for k, v in params.items()) + (f" ({k.target})" if spec in ONLY_ON else "")
     return {
         "kernel": variant, "generator_params": dict(k.params), "sizes": sizes,
         "bytes_read": st["global_bytes_read"], "bytes_written": st["global_bytes_written"],

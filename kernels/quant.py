@@ -54,10 +54,10 @@ from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC, neg
 from isagen.prims.convert import ELEMENT_BYTES, Converter
-from isagen.prims.fp8_model import FP8_MAX, fp8_format_of, min_scale
+from isagen.prims.fp8_model import E4M3_EMAX, FP8_MAX, fp8_format_of, min_scale
 from isagen.prims.math import ACTIVATIONS, div_f32
 from isagen.prims.occupancy import occupancy_floor
-from isagen.prims.reduce import CrossWave, rms_rstd
+from isagen.prims.reduce import CrossWave, group_reduce, rms_rstd
 from isagen.prims.rows import (
     LANE_ACCESS_BYTES,
     LANES,
@@ -72,6 +72,7 @@ from isagen.prims.rows import (
     row_group_problems,
     row_length_requires,
 )
+from isagen.targets import TARGETS
 from isagen.tiles.buffer import OOB_INLINE, BufferResource
 
 
@@ -81,10 +82,16 @@ class QuantOp:
     dynamic: bool        # per-token scales (else the caller's static scale)
     residual: bool       # add + RMSNorm
     doc: str
+    mx: bool = False     # MXFP8: an E8M0 scale per block of 32 (OCP microscaling), no row scale
 
     @property
     def cols(self) -> str:
-        return "d" if self.kind == "gated" else "hidden"
+        """The size symbol of a row's length (MXFP8: its blocks of 32)."""
+        return "d" if self.kind == "gated" else "blocks" if self.mx else "hidden"
+
+    @property
+    def static(self) -> bool:
+        return not self.dynamic and not self.mx
 
 
 OPS = {
@@ -96,7 +103,10 @@ OPS = {
     "add_rms_norm_per_token": QuantOp("rms", True, True, "residual_out = x + residual; per-token fp8 of "
                                                          "rms_norm(residual_out)"),
     "silu_and_mul_per_token": QuantOp("gated", True, False, "per-token fp8 of silu(gate) * up, x [rows, 2, d]"),
+    "mxfp8": QuantOp("plain", False, False, "MXFP8 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] "
+                                            "-> e4m3fn codes and an E8M0 scale per block of 32", mx=True),
 }
+MX_BLOCK = 32
 ELEMENTS_PER_LANE = 16          # one 16-byte store of fp8 results per lane and chunk
 SILU = ACTIVATIONS["silu"]
 
@@ -137,6 +147,10 @@ def validate(p, target):
     if need > target.max_arch_vgprs - 80:
         out.append(("max_hidden", f"max_hidden={p.max_hidden} {p.dtype} with waves_per_row={p.waves_per_row} keeps "
                                   f"{need} VGPRs of row data per lane ({g.chunks} chunks); raise waves_per_row"))
+    if op.mx and target.fp8_format != "ocp":
+        ocp = ", ".join(t.name for t in TARGETS.values() if t.fp8_format == "ocp")
+        out.append(("op", f"mxfp8 is an OCP format (e4m3fn elements, E8M0 scales): {ocp}, not {target.name} "
+                          f"({target.fp8_format.upper()} fp8)"))
     if op.kind == "rms" and g.accesses * p.waves_per_row > p.waves:
         out.append(("waves_per_row", f"the weight is staged through LDS {p.waves} KiB at a time, and a chunk of "
                                      f"{p.dtype} is {g.accesses * p.waves_per_row} KiB with waves_per_row="
@@ -153,12 +167,15 @@ def _tensors(p) -> list[tuple[str, str, tuple, str]]:
     if op.kind == "gated":
         return [("x", p.dtype, ("rows", 2, "d"), "in"), ("q", "fp8", ("rows", "d"), "out"),
                 ("scales", "f32", ("rows",), "out")]
+    if op.mx:
+        return [("x", p.dtype, ("rows", "blocks", MX_BLOCK), "in"), ("q", "fp8", ("rows", "blocks", MX_BLOCK), "out"),
+                ("scales", "u8", ("rows", "blocks"), "out")]
     out: list[tuple[str, str, tuple, str]] = [("x", p.dtype, ("rows", "hidden"), "in")]
     if op.residual:
         out.append(("residual", p.dtype, ("rows", "hidden"), "in"))
     if op.kind == "rms":
         out.append(("weight", p.dtype, ("hidden",), "in"))
-    if not op.dynamic:
+    if op.static:
         out.append(("scale", "f32", (1,), "in"))
     out.append(("q", "fp8", ("rows", "hidden"), "out"))
     if op.residual:
@@ -174,9 +191,14 @@ def _scalars(p) -> list[ScalarParam]:
 
 def launch(p, target) -> LaunchInfo:
     cols = OPS[p.op].cols
-    requires = row_length_requires(cols, p.dtype, "max_hidden", p.max_hidden)
-    requires.append((f"{cols} % 4 == 0", f"{cols} must be a multiple of 4 (the fp8 row is range-checked per "
-                                         f"4-byte dword)"))
+    if OPS[p.op].mx:
+        requires = [("blocks >= 1", "blocks must be at least 1"),
+                    (f"blocks <= {p.max_hidden // MX_BLOCK}", f"blocks x 32 is above the kernel's max_hidden="
+                                                            f"{p.max_hidden} (build one with a larger max_hidden)")]
+    else:
+        requires = row_length_requires(cols, p.dtype, "max_hidden", p.max_hidden)
+        requires.append((f"{cols} % 4 == 0", f"{cols} must be a multiple of 4 (the fp8 row is range-checked per "
+                                             f"4-byte dword)"))
     return LaunchInfo(
         tensors=tuple(TensorParam(n, dt, shape, role, "positive" if n == "scale" else "")
                       for n, dt, shape, role in _tensors(p)),
@@ -188,7 +210,8 @@ def launch(p, target) -> LaunchInfo:
 
 
 @generator("quant_fp8", params=PARAMS, shapes={"rows": "rows of x (any number)", "hidden": "elements per row",
-                                               "d": "output columns of silu_and_mul_per_token (x has 2d)"},
+                                               "d": "output columns of silu_and_mul_per_token (x has 2d)",
+                                               "blocks": "mxfp8: blocks of 32 elements per row"},
            validate=validate, check=check, launch=launch,
            doc="FP8 e4m3 quantization of rows (per-token, static, fused after RMSNorm or SiLU-and-mul); "
                "16-byte loads and stores")
@@ -237,7 +260,7 @@ class _QuantKernel:
         if op.residual:
             self.win["residual_out"] = RowWindow(k, "residual_out", k.args["residual_out"].offset)
         self.win["q"] = RowWindow(k, "q", k.args["q"].offset)
-        if op.dynamic:
+        if op.dynamic or op.mx:
             self.win["scales"] = RowWindow(k, "scales", k.args["scales"].offset)
         else:
             self.scale_ptr = k.sgpr(2, "scale_ptr", kernel=True)
@@ -249,9 +272,9 @@ class _QuantKernel:
             self.eps_s = k.sgpr(1, "eps", kernel=True)
             k.s_load_dword(self.eps_s, k.kernarg_ptr, k.args["eps"].offset, comment="eps (f32)")
         self.rows = k.sgpr(1, "rows", kernel=True)
-        self.cols = k.sgpr(1, op.cols, kernel=True)
+        self.cols = k.sgpr(1, "cols", kernel=True)
         k.s_load_dword(self.rows, k.kernarg_ptr, k.args["rows"].offset, comment="rows")
-        k.s_load_dword(self.cols, k.kernarg_ptr, k.args[op.cols].offset, comment=f"{op.cols}: columns of a row")
+        k.s_load_dword(self.cols, k.kernarg_ptr, k.args[op.cols].offset, comment=f"{op.cols}: a row's length")
 
         lane, wave = lane_and_wave(k)
         self.wave_in_row = self.group = None
@@ -272,8 +295,22 @@ class _QuantKernel:
             self.scale_off = k.vgpr(1, "scale_off", kernel=True)
             k.v_cmp_eq_u32(VCC, 0, lane, comment="vcc: lane 0 writes the row's scale")
 
+        if op.mx:
+            self.scale_off = k.vgpr(g.chunks, "scale_off", align=1, kernel=True)
+            with k.temps(odd="v1") as t:
+                k.v_and_b32(t.odd, 1, lane, comment="lanes 2i, 2i+1 hold a block of 32")
+                k.v_cmp_eq_u32(VCC, 0, t.odd, comment="vcc: the even lane writes the block's scale byte")
+            for j in range(g.chunks):      # the shifts first: vcc is read 2+ instructions after its compare
+                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK), self.out_off[j], comment=f"chunk {j}: its block")
+            for j in range(g.chunks):
+                k.v_cndmask_b32(self.scale_off[j], OOB_INLINE, self.scale_off[j], VCC, comment="even lanes only")
+
         k.wait(lgkmcnt=0, why="kernel arguments are in SGPRs")
-        if not op.dynamic:
+        if op.mx:
+            self.blocks = k.sgpr(1, "blocks", kernel=True)
+            k.s_mov_b32(self.blocks, self.cols, comment="blocks of 32 a row (bytes of a row of scales)")
+            k.s_lshl_b32(self.cols, self.cols, log2(MX_BLOCK), comment="x 32: elements a row")
+        if op.static:
             self.scale = k.sgpr(1, "scale", kernel=True)
             k.s_load_dword(self.scale, self.scale_ptr, 0, comment="the caller's scale (fp32)")
             k.free(self.scale_ptr)
@@ -288,6 +325,8 @@ class _QuantKernel:
         for n in self.win:
             if n == "q":
                 k.s_mul_i32(self.steps[n], self.cols, self.groups, comment="q: bytes between a row group's rows")
+            elif n == "scales" and op.mx:
+                k.s_mul_i32(self.steps[n], self.blocks, self.groups, comment="scales: a byte a block")
             elif n == "scales":
                 k.s_mov_b32(self.steps[n], 4 * self.groups, comment="scales: 4 bytes a row")
             else:
@@ -309,13 +348,13 @@ class _QuantKernel:
             if n == "q":
                 w.start(self.loop.row, self.cols, 0)
             elif n == "scales":
-                w.start(self.loop.row, 4, 0)
+                w.start(self.loop.row, self.blocks if op.mx else 4, 0)
             else:
                 w.start(self.loop.row, x_row, 0, extra=self.in_bytes if n == "up" else None)
         if x_row is not self.in_bytes:
             k.free(x_row)
         self.lanes.count_used(self.cols)
-        if not op.dynamic:
+        if op.static:
             self.inv = k.vgpr(1, "inv_scale", kernel=True)
             with k.temps(s="v1", a="v1", b="v1", c="v1", d="v1", m="s2") as t:
                 k.wait(lgkmcnt=0, why="the scale has landed")
@@ -373,10 +412,16 @@ class _QuantKernel:
         records = k.sgpr(1, "records", kernel=True)
         self.t = [k.vgpr(1, f"t{i}", kernel=True) for i in range(4)]
         self.u = [k.vgpr(1, f"u{i}", kernel=True) for i in range(4)]
-        if not op.dynamic:
+        if not op.dynamic:            # static and MXFP8 saturate
             self.masks = [VCC] + [k.sgpr(2, f"nan{i}", kernel=True) for i in range(1, 4)]
             self.clamped = [k.vgpr(1, f"c{i}", kernel=True) for i in range(4)]
-        else:
+        if op.mx:
+            self.amax = k.vgpr(1, "amax", kernel=True)
+            self.code = k.vgpr(1, "e8m0", kernel=True)
+            self.shift = k.vgpr(1, "minus_x", kernel=True)
+            self.nan_code = k.vgpr(1, "e8m0_nan", kernel=True)
+            k.v_mov_b32(self.nan_code, 0xFF, comment="E8M0 NaN (a VGPR: v_cndmask already reads vcc)")
+        if op.dynamic:
             self.amax = k.vgpr(1, "amax", kernel=True)
             self.total = k.sgpr(1, "row_amax", kernel=True)
             self.scale_v = k.vgpr(1, "scale", kernel=True)
@@ -395,7 +440,7 @@ class _QuantKernel:
 
         self.loop.top()
         k.comment("---- row: aim the windows at it (num_records 0 past the last row), load it")
-        for what, size in (("row", self.in_bytes), ("q", self.cols), ("scales", 4)):
+        for what, size in (("row", self.in_bytes), ("q", self.cols), ("scales", self.blocks if op.mx else 4)):
             names = [n for n in self.win if n == what or (what == "row" and n not in ("q", "scales"))]
             if names:
                 self.loop.records(records, size)
@@ -413,15 +458,18 @@ class _QuantKernel:
             self.pass_rms()
         elif op.kind == "gated":
             self.pass_gated()
-        if op.dynamic:
-            if op.kind == "plain":
-                self.pass_amax_bits()
-            elif op.kind == "rms":
-                self.pass_amax_rms()
-            self.row_scale()
+        if op.mx:
+            self.pass_mx()
         else:
-            k.wait(vmcnt=0, why="the row has landed")
-        self.pass_quantize()
+            if op.dynamic:
+                if op.kind == "plain":
+                    self.pass_amax_bits()
+                elif op.kind == "rms":
+                    self.pass_amax_rms()
+                self.row_scale()
+            else:
+                k.wait(vmcnt=0, why="the row has landed")
+            self.pass_quantize()
         k.comment("next row")
         first = next(iter(self.win.values()))
         for n, w in self.win.items():
@@ -533,22 +581,33 @@ class _QuantKernel:
         self._row_landed()
 
     # ------------------------------------------------------------------ plain: amax on the bits
+    def _lane_max_bits(self, j: int) -> None:
+        """``amax`` = max(``amax``, |x| bits of chunk ``j``'s elements): two 16-bit halves at a time (then
+        ``_halves_to_f32``) or fp32 bits."""
+        k, t = self.k, self.t[0]
+        for d in range(self.dw):
+            k.v_and_b32(t, self.abs_mask, self._regs("x", j, d), comment="|x| bits" if d == 0 else None)
+            if self.geom.esize == 2:
+                k.v_pk_max_u16(self.amax, self.amax, t)
+            else:
+                k.v_max_u32(self.amax, self.amax, t)
+
     def pass_amax_bits(self):
         k, g = self.k, self.geom
         wide = g.esize == 2
         k.comment("---- pass 1: per-lane max of |x| as unsigned bits (NaN above +inf; zeros past the row's end "
                   "change nothing)" + ("; two 16-bit elements at a time" if wide else ""))
-        acc, t = self.amax, self.t[0]
-        k.v_mov_b32(acc, 0, comment="running max")
+        k.v_mov_b32(self.amax, 0, comment="running max")
         for j in self._chunks("amax_end"):
             self.pending.wait_for(f"row{j}", f"chunk {j} of the row has landed")
-            for d in range(self.dw):
-                k.v_and_b32(t, self.abs_mask, self._regs("x", j, d), comment="|x| bits" if d == 0 else None)
-                if wide:
-                    k.v_pk_max_u16(acc, acc, t)
-                else:
-                    k.v_max_u32(acc, acc, t)
+            self._lane_max_bits(j)
         self._row_landed()
+        self._halves_to_f32()
+
+    def _halves_to_f32(self) -> None:
+        """16-bit elements: ``amax`` (the max of each half) -> the larger as fp32 bits."""
+        k, acc = self.k, self.amax
+        wide = self.geom.esize == 2
         if wide:
             lo, hi = self.t[1], self.t[2]
             if self.p.dtype == "bf16":
@@ -559,6 +618,43 @@ class _QuantKernel:
                 k.v_lshrrev_b32(hi, 16, acc)
                 k.v_cvt_f32_f16(hi, hi, comment="high half's max -> fp32")
             k.v_max_u32(acc, lo, hi, comment="the lane's max |x|")
+
+    # ------------------------------------------------------------------ MXFP8: a scale per block of 32
+    def pass_mx(self):
+        """Per chunk: the lane's max |x| (16 elements), the partner lane's (a block is lanes 2i, 2i+1: one
+        DPP step), X = floor(log2(amax)) - 8 from the exponent bits (at least -127; NaN code 0xff for a
+        block with a NaN or an infinity), the elements x * 2^-X (``v_ldexp_f32``: exact) saturated to
+        +-448 with NaN kept, their codes stored (16 bytes a lane) and the even lane's E8M0 byte."""
+        k = self.k
+        k.comment("---- MXFP8: per block of 32 (lanes 2i, 2i+1) X = floor(log2(max |x|)) - 8, codes of x / 2^X "
+                  "saturated, the E8M0 byte X + 127")
+        t = self.t
+        for j in self._chunks("mx_end"):
+            self.pending.wait_for(f"row{j}", f"chunk {j} of the row has landed")
+            k.v_mov_b32(self.amax, 0, comment="the lane's max |x|")
+            self._lane_max_bits(j)
+            self._halves_to_f32()
+            group_reduce(k, [self.amax], "umax", 2, ["max |x| of the block"])
+            k.v_lshrrev_b32(self.code, 23, self.amax, comment="biased exponent of amax (0: zero or subnormal, "
+                                                              "255: inf or NaN)")
+            k.v_cmp_ne_u32(VCC, 255, self.code, comment="vcc: the block is finite (read 2 instructions later)")
+            k.v_add_u32(self.shift, -E4M3_EMAX, self.code, comment="X + 127 = exponent - 8 ...")
+            k.v_max_i32(self.shift, 0, self.shift, comment="... at least 0 (X >= -127)")
+            k.v_cndmask_b32(self.code, self.nan_code, self.shift, VCC, comment="E8M0 code: X + 127, or NaN 0xff")
+            k.v_sub_u32(self.shift, 127, self.shift, comment="-X: the elements are x * 2^-X")
+            k.buffer_store_byte(self.code, self.scale_off[j], self.win["scales"].regs, 0, offen=True,
+                                comment="the block's scale (the even lane)")
+            for d in range(4):
+                y = self._values("x", j, d, t)
+                for e in range(4):
+                    k.v_ldexp_f32(t[e], y[e], self.shift, comment="x / 2^X (exact)" if e == 0 else None)
+                self.clamp(t)
+                out = self._regs("x", j, d)
+                k.v_cvt_pk_fp8_f32(out, t[0], t[1], comment=f"elements {4 * d}, {4 * d + 1} -> e4m3fn, low word")
+                k.v_cvt_pk_fp8_f32(out, t[2], t[3], op_sel=[0, 0, 1], comment="... high word")
+            k.buffer_store_dwordx4(self._regs("x", j, 0, 4), self.out_off[j], self.win["q"].regs, 0, offen=True,
+                                   comment=f"q, chunk {j}: 16 codes (lanes past the row's end are dropped)")
+        self._row_landed()
 
     def row_scale(self):
         k = self.k

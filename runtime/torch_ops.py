@@ -67,6 +67,8 @@ GENERIC_OPS = {
     **{op: (f"{op}_bf16", {"f32": {"waves": 8, "waves_per_row": 2}, "bf16": {}, "f16": {}}, "rows")
        for op in ("rms_norm_per_token_quant_fp8", "add_rms_norm_per_token_quant_fp8")},
     "silu_and_mul_per_token_quant_fp8": ("silu_and_mul_per_token_quant_fp8_bf16", _ANY, "gated"),
+    # MXFP8 (OCP microscaling: targets with OCP fp8 only): x [..., hidden] -> q [..., hidden], scales [..., hidden/32]
+    "mxfp8_quant": ("mxfp8_quant_bf16", _ANY, "blocks32"),
 }
 # ops whose kernel dtype follows only some inputs (the others have fixed types: a quantization scale is fp32)
 DTYPE_FROM = {"static_quant_fp8": ("x",)}
@@ -119,11 +121,24 @@ def _gated_adapter(name: str, info, tensors: list):
     return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d) if y.dim() == 2 else y.reshape(lead)
 
 
+def _blocks32_adapter(name: str, info, tensors: list):
+    """``x [..., hidden]`` -> ``[rows, hidden/32, 32]`` (MXFP8's blocks of 32); ``q`` back to ``[..., hidden]``,
+    the per-block scales ``[rows, blocks]`` to ``[..., blocks]``."""
+    x = tensors[0]
+    if x.dim() < 1 or x.shape[-1] % 32:
+        raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., hidden] with hidden a "
+                          "multiple of 32 (blocks of 32 elements)")
+    lead, hidden = tuple(x.shape[:-1]), x.shape[-1]
+    return [x.reshape(-1, hidden // 32, 32)], lambda y: y.reshape(*lead, hidden) if y.dim() == 3 else \
+        y.reshape(*lead, hidden // 32)
+
+
 def _same_adapter(name: str, info, tensors: list):
     return tensors, lambda y: y
 
 
-SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter, "rotary": _same_adapter}
+SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter, "rotary": _same_adapter,
+                  "blocks32": _blocks32_adapter}
 # kernel parameters an adapter takes from the inputs' shapes (the kernel built per value, like dtype)
 SHAPE_PARAMS = {"rotary": lambda tensors: {"head_dim": int(tensors[0].shape[-1])} if tensors[0].dim() else {}}
 
@@ -158,12 +173,14 @@ _CONTRACTS: dict = {}
 
 
 def _contract(spec: str, params: dict, target: str | None = None):
-    """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built."""
+    """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built.  A
+    spec that does not list ``target`` (MXFP8: OCP targets only) gives its first target's contract (the
+    schema and the fake); running it on ``target`` is refused by the build, in one line."""
     target = target or gpu.default_target()
     key = (spec, tuple(sorted(params.items())), target)
     if key not in _CONTRACTS:
         s = load_spec(resolve_spec(spec), [f"{k}={_override_text(v)}" for k, v in params.items()])
-        _CONTRACTS[key] = s.launch_info(s.select_targets(target)[0])
+        _CONTRACTS[key] = s.launch_info(s.select_targets(target if target in s.targets else None)[0])
     return _CONTRACTS[key]
 
 

@@ -167,7 +167,8 @@ class QuantFp8Params(Params):
     #: per_token: dynamic per-token: scales = max(amax / FP8_MAX, 1/(FP8_MAX*512)), q = fp8(x / scale); static: static
     #: per-tensor: q = fp8(clamp(x * (1 / scale))), scale a 1-element fp32 tensor; rms_norm_per_token: per-token fp8 of
     #: x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm_per_token: residual_out = x + residual; per-token fp8 of
-    #: rms_norm(residual_out); silu_and_mul_per_token: per-token fp8 of silu(gate) * up, x [rows, 2, d]
+    #: rms_norm(residual_out); silu_and_mul_per_token: per-token fp8 of silu(gate) * up, x [rows, 2, d]; mxfp8: MXFP8
+    #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32
     op: str = 'per_token'
     #: element type of x (math in fp32)
     dtype: str = 'bf16'

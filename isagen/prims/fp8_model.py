@@ -211,3 +211,47 @@ def torch_fused_bound(op, x, weight, residual, eps, target, dtype="bf16"):
     vals, s, h = _fused(op, x, weight, residual, eps, target, dtype)
     q_bound = (vals[1] - vals[2]).abs()
     return (q_bound, 0.0, s * FUSED_REL) if residual is not None else (q_bound, s * FUSED_REL)
+
+
+# ------------------------------------------------------------------ MXFP8 (OCP Microscaling, e4m3 elements)
+MX_BLOCK = 32
+E4M3_EMAX = 8        # exponent of e4m3fn's largest normal, 448 = 1.75 * 2^8
+
+
+def mx_scale_codes(x) -> np.ndarray:
+    """E8M0 codes [..., n/32] of MXFP8 blocks (32 consecutive elements of the last axis), from the OCP MX
+    spec (v1.0, 6.3): X = floor(log2(amax)) - emax(e4m3) = floor(log2(amax)) - 8, clamped below to -127
+    (a block of zeros or of subnormals: code 0, 2^-127); code = X + 127; a block with a NaN or an
+    infinity gets the NaN code 0xff.  floor(log2) of a float32 is its unbiased exponent (subnormals:
+    below -126, clamped anyway)."""
+    a = np.abs(np.asarray(x, np.float32))
+    blocks = a.reshape(*a.shape[:-1], -1, MX_BLOCK)
+    bad = ~np.isfinite(blocks).all(-1)
+    amax = np.where(np.isfinite(blocks), blocks, 0).max(-1).astype(np.float32)
+    biased = (amax.view(np.uint32) >> 23).astype(np.int64)           # 0 for zeros and subnormals
+    code = np.maximum(biased - E4M3_EMAX, 0)
+    return np.where(bad, 0xFF, code).astype(np.uint8)
+
+
+def mxfp8_quant(x) -> tuple[np.ndarray, np.ndarray]:
+    """(e4m3fn codes [..., n], E8M0 codes [..., n/32]): each element x / 2^X rounded to nearest even,
+    saturated to +-448 (the spec's clamp to the largest normal), NaN kept.  In a block whose scale is
+    NaN the elements are don't-cares (the scale makes the block NaN); here they are x * 2^-120 (the
+    kernel's: the code 0xff read as X = 120) saturated."""
+    x = np.asarray(x, np.float32)
+    codes = mx_scale_codes(x)
+    shift = np.where(codes == 0xFF, 255 - E4M3_EMAX, codes.astype(np.int64)) - 127        # X
+    shift = np.repeat(shift, MX_BLOCK, axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = (x.astype(np.float64) * np.exp2(-shift.astype(np.float64))).astype(np.float32)      # exact: 2^-X
+    return encode(clamp_keep_nan(y, "e4m3fn"), "e4m3fn"), codes
+
+
+def torch_mxfp8_quant(x):
+    """(the e4m3fn values as float64, the E8M0 codes as float64) of ``mxfp8_quant`` on a torch tensor
+    ``x [rows, blocks, 32]`` (the expression the ``mxfp8_quant`` spec gives ``isagen run``)."""
+    import torch
+    rows = x.shape[0]
+    codes, scales = mxfp8_quant(_np32(x).reshape(rows, -1))
+    return (torch.from_numpy(decode(codes, "e4m3fn")).reshape(x.shape),
+            torch.from_numpy(scales.astype(np.float64)).reshape(x.shape[:-1]))

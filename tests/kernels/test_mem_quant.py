@@ -268,3 +268,72 @@ def test_isagen_run_fused(spec, capsys):
                      "--shape", f"{size}=1000"])
     out = capsys.readouterr().out
     assert code == 0 and out.splitlines()[-1] == "PASS", out
+
+
+# ---------------------------------------------------------------------------- MXFP8 (gfx950)
+def test_mx_model_against_the_spec_and_torch():
+    """The E8M0 scale is floor(log2(amax)) - 8 + 127 (numpy's log2 on the block max, independent of the
+    model's exponent bits) for normal maxima, 0 for zero/subnormal blocks, 0xff with a NaN or an inf; the
+    codes are torch's own conversion of clamp(x / 2^X, -448, 448)."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((5, 256)) * np.exp2(rng.integers(-30, 30, (5, 256)) / 3)).astype(np.float32)
+    x[1, :32] = 0
+    x[1, 32:64] = 1e-40                                      # subnormal block
+    x[2, 70] = np.nan
+    x[3, 100] = -np.inf
+    q, s = m.mxfp8_quant(x)
+    amax = np.abs(x).reshape(5, 8, 32).max(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.floor(np.log2(amax)) - 8 + 127
+    want = np.where(amax == 0, 0, np.maximum(want, 0))
+    want = np.where(np.isfinite(x).reshape(5, 8, 32).all(-1), want, 255)
+    np.testing.assert_array_equal(s, want.astype(np.uint8))
+    finite = s != 255
+    scale = np.exp2(s.astype(np.float64) - 127)
+    y = torch.from_numpy(x.reshape(5, 8, 32) / scale[..., None]).float().clamp(-448, 448)
+    tq = y.to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    np.testing.assert_array_equal(q.reshape(5, 8, 32)[finite], tq[finite])
+
+
+@pytest.mark.parametrize("dtype,wpr", [("bf16", 1), ("f16", 2), ("f32", 1)])
+def test_mxfp8_bit_exact(dtype, wpr):
+    """Codes and E8M0 bytes equal the model's: 31 blocks (a partial chunk), 7 rows with zeros, NaN, inf,
+    tiny values and maxima spread over many binades (saturation at 448 included); every byte once."""
+    k = kernel("quant_fp8", "gfx950", op="mxfp8", dtype=dtype, max_hidden=2048, waves=4, waves_per_row=wpr,
+               rows_per_workgroup=4)
+    g = torch.Generator().manual_seed(11)
+    rows, blocks = 7, 31
+    x = torch.randn(rows, blocks * 32, generator=g) * torch.exp2(torch.randint(-20, 20, (rows, blocks * 32),
+                                                                               generator=g).float() / 4)
+    x[1] = 0
+    x[2, 5] = float("nan")
+    x[3, 40] = float("inf")
+    x[4] *= 1e-3 if dtype == "f16" else 1e-30
+    x = x.to(TORCH[dtype]).reshape(rows, blocks, 32)
+    q = torch.empty(rows, blocks, 32, dtype=torch.float8_e4m3fn)
+    scales = torch.empty(rows, blocks, dtype=torch.uint8)
+    stats = run(k, x=x, q=q, scales=scales)
+    wq, ws = m.mxfp8_quant(x.float().reshape(rows, -1).numpy())
+    np.testing.assert_array_equal(scales.numpy(), ws)
+    np.testing.assert_array_equal(q.view(torch.uint8).reshape(rows, -1).numpy(), wq)
+    assert (q.float().abs() == 448).any()                    # some blocks saturate
+    assert stats["global_bytes_read"] == x.numel() * x.element_size()
+    assert stats["global_bytes_written"] == x.numel() + rows * blocks
+
+
+def test_mxfp8_refusals_and_op(monkeypatch, capsys):
+    with pytest.raises(SpecError, match=r"mxfp8 is an OCP format .*: gfx950, not gfx942 \(FNUZ fp8\)"):
+        kernel("quant_fp8", "gfx942", op="mxfp8")
+    import isagen.runtime.gpu as gpu
+    monkeypatch.setattr(gpu, "default_target", lambda: "gfx950")
+    x = torch.randn(2, 3, 96, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    q, s = torch.ops.isagen.mxfp8_quant(x)
+    assert q.shape == x.shape and q.dtype == torch.float8_e4m3fn and s.shape == (2, 3, 3) and s.dtype == torch.uint8
+    wq, ws = m.mxfp8_quant(x.float().reshape(6, 96).numpy())
+    np.testing.assert_array_equal(q.view(torch.uint8).reshape(6, 96).numpy(), wq)
+    np.testing.assert_array_equal(s.reshape(6, 3).numpy(), ws)
+    with pytest.raises(LaunchError, match="hidden a multiple of 32"):
+        torch.ops.isagen.mxfp8_quant(x[..., :40])
+    assert cli_main(["run", "mxfp8_quant_bf16", "--backend", "emu", "--target", "gfx950", "--shape", "rows=5",
+                     "--shape", "blocks=31"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "PASS"
