@@ -343,8 +343,13 @@ def plan_run(spec, *, target: str | None = None, backend: str | None = None, par
     """Build ``spec`` and settle the sizes and the grid of its run (nothing is allocated or launched).
 
     Sizes: ``shapes`` (``--shape``), else on the emulator the spec's ``emulator_shapes:``, else its
-    ``shapes:``; the kernel's ``requires`` are checked on them here (``grid_for``)."""
+    ``shapes:``; the kernel's ``requires`` are checked on them here (``grid_for``).  Without ``target`` the
+    emulator runs the default target, or the spec's first when it does not list the default."""
     be = require_device(choose_backend(backend))
+    if target is None and be == "emu":
+        # a spec for some targets only (MXFP8: OCP fp8) runs on its first when the default is not one of them
+        listed = load_spec(resolve_spec(spec)).targets
+        target = gpu.default_target() if gpu.default_target() in listed else listed[0]
     kernel = build(spec, target, **(params or {}))
     loaded = load_spec(kernel.spec_path) if kernel.spec_path else None
     symbols = kernel.launch.size_symbols
