@@ -2,13 +2,15 @@
 
     PYTHONPATH=. python bench/memory_model.py [--quick]
 
-For every bundled memory-bound spec (and fp32 variants of the row kernels) it runs one launch in the
-emulator (gfx942, sanitizer on) at the shape listed below and reads the emulator's counters
+For every bundled memory-bound spec (and fp32 variants of the row kernels and of the fp8 quantization) it
+runs one launch in the emulator (gfx942, MXFP8 on gfx950; sanitizer on) at the shape listed below and reads
+the emulator's counters
 (``Module.last_stats``: global bytes read and written by vector memory instructions, counted per lane
 that is in range, and the same bytes by the access's width per lane).  It reports
 
 * **ratio** = (global bytes read + written) / the minimum: every input element read once, every
-  output element written once (a norm's weight and bias count once in total);
+  output element written once (a norm's weight and bias count once in total; fp8 elements are one byte;
+  a static quantization's 4-byte scale is read by a scalar load, which the counters do not see);
 * **read** and **write** ratios separately, and the ratio against a minimum that lets every workgroup
   read the vectors all rows share (a norm's weight and bias) once;
 * **16 B share** = the share of those bytes moved by accesses of 16 contiguous bytes per lane
@@ -58,7 +60,15 @@ CASES = [
     ("silu_and_mul_bf16", {}, {"rows": 128, "d": 14336}, {}),
     ("gelu_and_mul_bf16", {}, {"rows": 128, "d": 14336}, {}),
     ("gelu_tanh_and_mul_bf16", {}, {"rows": 128, "d": 14336}, {}),
+    ("per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("per_token_quant_fp8_bf16", {"dtype": "f32", "waves_per_row": 4}, {"rows": 512, "hidden": 4096}, {}),
+    ("static_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("add_rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
+    ("silu_and_mul_per_token_quant_fp8_bf16", {}, {"rows": 128, "d": 14336}, {}),
+    ("mxfp8_quant_bf16", {}, {"rows": 512, "blocks": 128}, {}),
 ]
+ONLY_ON = {"mxfp8_quant_bf16": "gfx950"}      # specs for one target (OCP microscaling); the rest run on gfx942
 
 
 def shaped(t, sizes):
@@ -87,11 +97,14 @@ def minimum_bytes(kernel, sizes) -> tuple[int, int, int]:
 
 
 def measure(spec, params, sizes, scalars) -> dict:
-    k = isagen.build(spec, "gfx942", **params)
+    k = isagen.build(spec, ONLY_ON.get(spec, "gfx942"), **params)
     g = torch.Generator().manual_seed(0)
     tensors = {}
     for t in k.launch.tensors:
-        tensors[t.name] = torch.randn(shaped(t, sizes), generator=g).to(torch_dtype(t.dtype, k.target))
+        x = torch.randn(shaped(t, sizes), generator=g)
+        if t.fill == "positive":               # a quantization scale
+            x = x.abs() + 0.5
+        tensors[t.name] = x.to(torch_dtype(t.dtype, k.target))
     values = {s.name: scalars.get(s.name, s.default) for s in k.launch.scalars}
     t0 = time.perf_counter()
     res = k.run(**tensors, **values, backend="emu")
@@ -101,7 +114,7 @@ def measure(spec, params, sizes, scalars) -> dict:
     need_r, need_w, shared = minimum_bytes(k, sizes)
     moved = st["global_bytes_read"] + st["global_bytes_written"]
     per_wg = need_r + need_w + (st["workgroups"] - 1) * shared     # the shared vectors once per workgroup
-    variant = spec + "".join(f" {k}={v}" for k, v in params.items())
+    variant = spec + "".join(f" {k}={v}" for k, v in params.items()) + (f" ({k.target})" if spec in ONLY_ON else "")
     return {
         "kernel": variant, "generator_params": dict(k.params), "sizes": sizes,
         "bytes_read": st["global_bytes_read"], "bytes_written": st["global_bytes_written"],

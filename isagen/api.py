@@ -199,7 +199,15 @@ class Kernel:
                                   f"dense tensor (pass .to_dense())")
             want = torch_dtype(tp.dtype, self.target)
             if t.dtype != want:
-                raise LaunchError(f"{self.name}: tensor '{tp.name}' has dtype {t.dtype}, expected {want}")
+                fp8 = (f" (the {tp.dtype} format of {self.target})" if tp.dtype in ("fp8", "bf8") else "")
+                raise LaunchError(f"{self.name}: tensor '{tp.name}' has dtype {t.dtype}, expected {want}{fp8}")
+            if tp.fill == "positive" and t.device.type == "cpu" and t.numel():
+                # a scale: checked where reading it costs nothing (a GPU tensor is not read back, see
+                # docs/kernels.md for what the kernel does with a bad one)
+                bad = ~(torch.isfinite(t) & (t > 0))
+                if bool(bad.any()):
+                    raise LaunchError(f"{self.name}: tensor '{tp.name}' must hold finite positive values, got "
+                                      f"{t.reshape(-1)[bad.reshape(-1)][0].item()!r}")
             if t.dim() != len(tp.shape):
                 raise LaunchError(f"{self.name}: tensor '{tp.name}' has shape {tuple(t.shape)}, expected "
                                   f"{len(tp.shape)} dimension(s) [{', '.join(map(str, tp.shape))}]")

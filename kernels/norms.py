@@ -49,7 +49,7 @@ from isagen.isa.operands import VCC, neg
 from isagen.prims.convert import Converter, PairView
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.random import DropoutRng
-from isagen.prims.reduce import CrossWave, combine_totals
+from isagen.prims.reduce import CrossWave, combine_totals, rms_rstd
 from isagen.prims.rows import (
     LANES,
     Pending,
@@ -334,11 +334,7 @@ class _NormKernel:
         self.pass_input()
         if op.kind == "rms":
             k.comment("---- rstd = rsqrt(sum(h^2)/hidden + eps)")
-            a, b = self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],
-                                  ["sum of squares (even elements)", "sum of squares (odd elements)"], vgpr_ok=True)
-            combine_totals(k, "add", self.rstd, a, b, "sum of squares")
-            k.v_fma_f32(self.rstd, self.rstd, self.inv_h, self.eps, comment="mean square + eps")
-            k.v_rsq_f32(self.rstd, self.rstd, comment="rstd")
+            rms_rstd(k, self.xw, [self.acc, self.acc2], [self.total, self.total2], self.rstd, self.inv_h, self.eps)
         else:
             k.comment("---- mean0 = sum(h)/hidden: a first estimate, corrected by pass 2")
             a, b = self.xw.reduce([self.acc, self.acc2], "add", [self.total, self.total2],

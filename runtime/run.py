@@ -15,8 +15,9 @@ for a user error such as a bad spec or shape).
 
 The reference is the spec's ``reference:`` expression, evaluated by torch in float64 over the input
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
-(torch.nn.functional), ``math`` and ``isagen`` (for references such as
-``isagen.prims.random.torch_dropout``) are in scope.  An output matches where
+(torch.nn.functional), ``math``, ``isagen`` (for references such as
+``isagen.prims.random.torch_dropout``) and ``target`` (the kernel's target name: the fp8 formats
+differ) are in scope.  An output matches where
 ``|out - ref| <= atol + rtol*|ref| + growth`` with the tolerances of its element type
 (``TOLERANCES``) or the spec's ``tolerance: {rtol, atol}``.
 
@@ -163,6 +164,9 @@ def random_inputs(kernel, sizes: dict, device: str = "cpu", seed: int = 0) -> di
             x = torch.cat([torch.zeros(1, dtype=torch.int64), cuts, torch.tensor([total])])[:shape[0]]
             out[t.name] = x.to(dtype).to(device)
             continue
+        if t.fill == "positive":
+            out[t.name] = (torch.rand(shape, generator=gen, dtype=torch.float32) * 1.5 + 0.5).to(dtype).to(device)
+            continue
         if dtype.is_floating_point:
             x = torch.randn(shape, generator=gen, dtype=torch.float32).to(dtype)
         else:
@@ -216,7 +220,7 @@ def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, sca
     import isagen.runtime.attention_parts  # noqa: F401 -- the backward kernels' references, likewise
     env = {**env, **scalars, **sizes}
     scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
-             "__builtins__": {}}
+             "target": kernel.target, "__builtins__": {}}
     try:
         value = eval(compile(expression, f"<{what}>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
     except Exception as e:   # noqa: BLE001 -- any failure of the user's expression is reported as one line
@@ -339,8 +343,13 @@ def plan_run(spec, *, target: str | None = None, backend: str | None = None, par
     """Build ``spec`` and settle the sizes and the grid of its run (nothing is allocated or launched).
 
     Sizes: ``shapes`` (``--shape``), else on the emulator the spec's ``emulator_shapes:``, else its
-    ``shapes:``; the kernel's ``requires`` are checked on them here (``grid_for``)."""
+    ``shapes:``; the kernel's ``requires`` are checked on them here (``grid_for``).  Without ``target`` the
+    emulator runs the default target, or the spec's first when it does not list the default."""
     be = require_device(choose_backend(backend))
+    if target is None and be == "emu":
+        # a spec for some targets only (MXFP8: OCP fp8) runs on its first when the default is not one of them
+        listed = load_spec(resolve_spec(spec)).targets
+        target = gpu.default_target() if gpu.default_target() in listed else listed[0]
     kernel = build(spec, target, **(params or {}))
     loaded = load_spec(kernel.spec_path) if kernel.spec_path else None
     symbols = kernel.launch.size_symbols

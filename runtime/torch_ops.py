@@ -61,7 +61,18 @@ GENERIC_OPS = {
     **{op: (f"{op}_bf16", _ANY, "rotary") for op in ("rotary_neox", "rotary_interleaved")},
     **{op: (f"{op}_bf16", _ANY, "flat") for op in ("silu", "gelu", "gelu_tanh", "relu", "tanh")},
     **{op: (f"{op}_bf16", _ANY, "gated") for op in ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")},
+    # quantization (kernels/quant.py): x [..., hidden] -> q (the target's fp8) [, scales [...]]
+    **{op: (f"{op}_bf16", _ROWS, "rows") for op in ("per_token_quant_fp8", "static_quant_fp8")},
+    # ... fused after RMSNorm (fp32 rows: 8 waves, 2 per row, so that a 4 KiB chunk of the weight fits one
+    # LDS staging round) and after SiLU-and-mul ([..., 2d] gate | up)
+    **{op: (f"{op}_bf16", {"f32": {"waves": 8, "waves_per_row": 2}, "bf16": {}, "f16": {}}, "rows")
+       for op in ("rms_norm_per_token_quant_fp8", "add_rms_norm_per_token_quant_fp8")},
+    "silu_and_mul_per_token_quant_fp8": ("silu_and_mul_per_token_quant_fp8_bf16", _ANY, "gated"),
+    # MXFP8 (OCP microscaling: targets with OCP fp8 only): x [..., hidden] -> q [..., hidden], scales [..., hidden/32]
+    "mxfp8_quant": ("mxfp8_quant_bf16", _ANY, "blocks32"),
 }
+# ops whose kernel dtype follows only some inputs (the others have fixed types: a quantization scale is fp32)
+DTYPE_FROM = {"static_quant_fp8": ("x",)}
 
 
 # --------------------------------------------------------------------------- shape adapters
@@ -85,7 +96,13 @@ def _rows_adapter(name: str, info, tensors: list):
                                   f"row tensor's leading dimensions are {lead}")
             x = x.reshape(-1, x.shape[-1])
         out.append(x)
-    return out, lambda y: y.reshape(*lead, y.shape[-1]) if y.dim() == 2 and lead is not None else y
+    def back(y):
+        if lead is None:
+            return y
+        if y.dim() == 2:
+            return y.reshape(*lead, y.shape[-1])
+        return y.reshape(lead) if y.dim() == 1 else y      # one value per row (a quantization's scales)
+    return out, back
 
 
 def _flat_adapter(name: str, info, tensors: list):
@@ -96,20 +113,33 @@ def _flat_adapter(name: str, info, tensors: list):
 
 def _gated_adapter(name: str, info, tensors: list):
     """``x [..., 2d]`` (gate | up, as vLLM's and AITER's ``*_and_mul``) -> ``[rows, 2, d]``; the output
-    ``[rows, d]`` back to ``[..., d]``."""
+    ``[rows, d]`` back to ``[..., d]`` (one value per row, a quantization's scales, to ``[...]``)."""
     x = tensors[0]
     if x.dim() < 1 or x.shape[-1] % 2:
         raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., 2*d] (gate | up), an even "
                           "last dimension")
     lead, d = tuple(x.shape[:-1]), x.shape[-1] // 2
-    return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d)
+    return [x.reshape(-1, 2, d)], lambda y: y.reshape(*lead, d) if y.dim() == 2 else y.reshape(lead)
+
+
+def _blocks32_adapter(name: str, info, tensors: list):
+    """``x [..., hidden]`` -> ``[rows, hidden/32, 32]`` (MXFP8's blocks of 32); ``q`` back to ``[..., hidden]``,
+    the per-block scales ``[rows, blocks]`` to ``[..., blocks]``."""
+    x = tensors[0]
+    if x.dim() < 1 or x.shape[-1] % 32:
+        raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., hidden] with hidden a "
+                          "multiple of 32 (blocks of 32 elements)")
+    lead, hidden = tuple(x.shape[:-1]), x.shape[-1]
+    return [x.reshape(-1, hidden // 32, 32)], lambda y: y.reshape(*lead, hidden) if y.dim() == 3 else \
+        y.reshape(*lead, hidden // 32)
 
 
 def _same_adapter(name: str, info, tensors: list):
     return tensors, lambda y: y
 
 
-SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter, "rotary": _same_adapter}
+SHAPE_ADAPTERS = {"rows": _rows_adapter, "flat": _flat_adapter, "gated": _gated_adapter, "rotary": _same_adapter,
+                  "blocks32": _blocks32_adapter}
 # kernel parameters an adapter takes from the inputs' shapes (the kernel built per value, like dtype)
 SHAPE_PARAMS = {"rotary": lambda tensors: {"head_dim": int(tensors[0].shape[-1])} if tensors[0].dim() else {}}
 
@@ -127,6 +157,7 @@ class OpEntry:
     outputs: tuple            # tensor names
     kernels: dict             # (target, dtype, backend) -> Kernel
     shapes: str | None = None  # a SHAPE_ADAPTERS key: user shapes -> the contract's
+    dtype_of: tuple = ()       # the inputs whose element type picks the variant (all when empty)
 
     def adapt(self, info, tensors: list):
         """(tensors viewed as the contract's shapes, a function viewing an output as the user expects)."""
@@ -143,12 +174,14 @@ _CONTRACTS: dict = {}
 
 
 def _contract(spec: str, params: dict, target: str | None = None):
-    """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built."""
+    """The launch contract of ``spec`` with ``params`` on ``target``: from the spec alone, nothing built.  A
+    spec that does not list ``target`` (MXFP8: OCP targets only) gives its first target's contract (the
+    schema and the fake); running it on ``target`` is refused by the build, in one line."""
     target = target or gpu.default_target()
     key = (spec, tuple(sorted(params.items())), target)
     if key not in _CONTRACTS:
         s = load_spec(resolve_spec(spec), [f"{k}={_override_text(v)}" for k, v in params.items()])
-        _CONTRACTS[key] = s.launch_info(s.select_targets(target)[0])
+        _CONTRACTS[key] = s.launch_info(s.select_targets(target if target in s.targets else None)[0])
     return _CONTRACTS[key]
 
 
@@ -156,7 +189,7 @@ def _params_for(entry: OpEntry, tensors: list) -> dict:
     """The op's kernel parameters for these inputs (the dtype parameter follows their element type)."""
     params = dict(entry.params)
     if entry.dtype_param:
-        dtypes = {t.dtype for t in tensors}
+        dtypes = {t.dtype for n, t in zip(entry.inputs, tensors) if not entry.dtype_of or n in entry.dtype_of}
         if len(dtypes) != 1:
             raise LaunchError(f"isagen::{entry.name}: the input tensors mix dtypes "
                               f"{', '.join(sorted(map(str, dtypes)))}")
@@ -173,12 +206,13 @@ def _params_for(entry: OpEntry, tensors: list) -> dict:
 
 
 def register_op(name: str, spec: str, *, dtype_param: str | None = None, variants: dict | None = None,
-                shapes: str | None = None, **params) -> str:
+                shapes: str | None = None, dtype_of: tuple = (), **params) -> str:
     """Register ``torch.ops.isagen.<name>`` running the kernel of ``spec`` (a bundled spec name or a
     path) with ``params`` overriding its parameters.
 
     With ``dtype_param`` the op builds, per call, the kernel whose parameter of that name is the input
-    tensors' element type; ``variants`` (element type -> extra parameters) then lists the element types
+    tensors' element type (of the inputs ``dtype_of`` names, when given: a quantization's fp32 scale does
+    not pick the variant); ``variants`` (element type -> extra parameters) then lists the element types
     it accepts and what each needs (e.g. ``{"f32": {"vec": 4}, "bf16": {"vec": 8}}``).  ``shapes`` names a
     ``SHAPE_ADAPTERS`` entry (``rows``, ``flat``, ``gated``) for ops that take torch-style shapes.  Returns
     the op's qualified name.  Registering the same name again with the same arguments is a no-op."""
@@ -208,7 +242,8 @@ def register_op(name: str, spec: str, *, dtype_param: str | None = None, variant
         args = [f"Tensor {n}" for n in inputs] + [f"{ty} {n}" for n, ty in scalars]
         ret = "Tensor" if len(outputs) == 1 else "(" + ", ".join("Tensor" for _ in outputs) + ")"
         schema = f"({', '.join(args)}) -> {ret}"
-        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {}, shapes)
+        entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {}, shapes,
+                        tuple(dtype_of))
         _lib.define(name + schema)
         _lib.impl(name, _impl(entry, "emu"), "CPU")
         _lib.impl(name, _impl(entry, "hip"), "CUDA")
@@ -290,7 +325,8 @@ def register_bundled_ops() -> list[str]:
         names.append(register_op(path.stem, path.stem))
     for name, (spec, variants, shapes) in GENERIC_OPS.items():
         if (bundled_specs_dir() / f"{spec}.yaml").is_file():
-            names.append(register_op(name, spec, dtype_param="dtype", variants=variants, shapes=shapes))
+            names.append(register_op(name, spec, dtype_param="dtype", variants=variants, shapes=shapes,
+                                     dtype_of=DTYPE_FROM.get(name, ())))
     return names
 
 

@@ -111,7 +111,8 @@ class TensorParam:
     shape: tuple                     # e.g. ("n",) or ("m", 128)
     role: str = "in"                 # in | out | inout
     # what random inputs (isagen run) must look like when not any numbers: "offsets:<size>" = cumulative
-    # offsets from 0 to that size, non-decreasing (flash-attn's cu_seqlens); "" = random numbers
+    # offsets from 0 to that size, non-decreasing (flash-attn's cu_seqlens); "positive" = uniform in
+    # [0.5, 2) (a quantization scale); "" = random numbers
     fill: str = ""
 
     @property

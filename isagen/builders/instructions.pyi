@@ -1934,6 +1934,23 @@ class InstructionMethods:
         """v_cvt_u32_f32 vdst=v, src0:vsrc"""
         ...
 
+    def v_div_fixup_f32(self, vdst: Reg, src0: Src | Mod, src1: Src | Mod, src2: Src | Mod, /, *,
+        comment: str | None = None, lds: LdsBytes | None = None, lanes: Lanes | None = None, clamp: bool = ...,
+        omod: Omod = ...) -> Instruction:
+        """v_div_fixup_f32 vdst=v, src0:vsrc, src1:vsrc, src2:vsrc"""
+        ...
+
+    def v_div_fmas_f32(self, vdst: Reg, src0: Src | Mod, src1: Src | Mod, src2: Src | Mod, /, *,
+        comment: str | None = None, lds: LdsBytes | None = None, lanes: Lanes | None = None, clamp: bool = ...,
+        omod: Omod = ...) -> Instruction:
+        """v_div_fmas_f32 vdst=v, src0:vsrc, src1:vsrc, src2:vsrc"""
+        ...
+
+    def v_div_scale_f32(self, vdst: Reg, sdst: SReg, src0: Src, src1: Src, src2: Src, /, *, comment: str | None = None,
+        lds: LdsBytes | None = None, lanes: Lanes | None = None) -> Instruction:
+        """v_div_scale_f32 vdst=v, sdst=s2, src0:vsrc, src1:vsrc, src2:vsrc"""
+        ...
+
     def v_dot2_f32_bf16(self, vdst: Reg, src0: Src, src1: Src, src2: Src, /, *, comment: str | None = None,
         lds: LdsBytes | None = None, lanes: Lanes | None = None, neg_lo: Sequence[int] = ...,
         neg_hi: Sequence[int] = ..., clamp: bool = ...) -> Instruction:

@@ -194,6 +194,30 @@ class NormParams(Params):
     min_occupancy: int = 1
 
 @dataclass(frozen=True)
+class QuantFp8Params(Params):
+    """The 'quant_fp8' generator's parameters (isagen/kernels/quant.py)."""
+
+    name: str
+    #: per_token: dynamic per-token: scales = max(amax / FP8_MAX, 1/(FP8_MAX*512)), q = fp8(x / scale); static: static
+    #: per-tensor: q = fp8(clamp(x * (1 / scale))), scale a 1-element fp32 tensor; rms_norm_per_token: per-token fp8 of
+    #: x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm_per_token: residual_out = x + residual; per-token fp8 of
+    #: rms_norm(residual_out); silu_and_mul_per_token: per-token fp8 of silu(gate) * up, x [rows, 2, d]; mxfp8: MXFP8
+    #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32
+    op: str = 'per_token'
+    #: element type of x (math in fp32)
+    dtype: str = 'bf16'
+    #: the widest row the kernel takes (registers are sized for it)
+    max_hidden: int = 8192
+    #: waves per workgroup
+    waves: int = 4
+    #: waves sharing one row (their maxima meet in LDS)
+    waves_per_row: int = 1
+    #: rows per workgroup (a multiple of waves / waves_per_row)
+    rows_per_workgroup: int = 16
+    #: reject the kernel when fewer waves than this fit on a SIMD
+    min_occupancy: int = 1
+
+@dataclass(frozen=True)
 class RotaryParams(Params):
     """The 'rotary' generator's parameters (isagen/kernels/rotary.py)."""
 

@@ -543,7 +543,8 @@ class InstrDef:
                                    f"operand {spec.name} is {value!r}")
 
     def _check_constant_bus(self, ops: tuple[Any, ...], literals: set[tuple[str, Any]]) -> None:
-        scalars: list[str] = []
+        # an implicit vcc read (v_div_fmas_f32) takes the constant bus like an explicit SGPR source
+        scalars: list[str] = ["vcc"] if "vcc" in self.implicit_uses and self.unit == "valu" else []
         for spec, value in zip(self.operands, ops):
             if spec.is_def and not spec.is_use:
                 continue

@@ -7,10 +7,13 @@ commented instruction sequence into a ``KernelBuilder``.
   byte offsets for ``buffer_load_dwordx4`` / ``buffer_store_dwordx4`` (16 bytes per lane), a buffer
   resource aimed at one row whose ``num_records`` is exactly the row's bytes (tails cost no branch:
   lanes past the end load 0 and store nothing), tail masks, and the loop that walks a workgroup's rows.
-* ``reduce``  — sum / max over the 64 lanes of a wave with DPP (no LDS), and across the waves that
-  share a row through LDS (one barrier per reduction, double-buffered slots).
+* ``reduce``  — sum / max / unsigned max over the 64 lanes of a wave with DPP (no LDS), and across the
+  waves that share a row through LDS (one barrier per reduction, double-buffered slots); RMSNorm's rstd.
 * ``math``    — fp32 math on the VALU: exp (``v_exp_f32`` is 2^x), sigmoid, SiLU, GeLU (erf and tanh
-  forms), tanh, with the accuracy each reaches stated in docs/kernels.md.
+  forms), tanh, with the accuracy each reaches stated in docs/kernels.md; the IEEE division ``div_f32``.
+* ``fp8_model`` — the numpy model of e4m3 (FNUZ and OCP) encoding, per-token / static / MXFP8
+  quantization and the fused kernels' float64 references: the quantization kernels' reference, written
+  from the formats' definitions.
 * ``occupancy`` — the ``min_occupancy`` floor every memory-bound kernel's ``check`` hook applies (one
   rule, one message; each kernel adds its advice).
 

@@ -35,7 +35,7 @@ import struct as _struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from isagen.isa.operands import Reg, neg
+from isagen.isa.operands import VCC, Reg, neg
 
 LOG2E = 1.4426950408889634
 INV_SQRT2 = 0.7071067811865476
@@ -307,3 +307,27 @@ ACTIVATIONS = {
     "relu": Activation("relu", relu, 0, 0, True, "F.relu(x)", "max(x, 0), NaN kept"),
     "tanh": Activation("tanh", tanh, 3, 3, True, "torch.tanh(x)", "tanh(x)"),
 }
+
+
+def div_f32(k, dst: Reg, num, den: Reg, t: list[Reg], smask: Reg, what: str = "") -> None:
+    """``dst`` = ``num`` / ``den`` rounded once (IEEE division, correctly rounded whatever the 1-ulp error of
+    ``v_rcp_f32``): the expansion LLVM emits for an fp32 ``fdiv`` with denormals kept (``v_div_scale_f32``
+    scales numerator and denominator away from the range ends, one Newton step refines the reciprocal,
+    two more the quotient, ``v_div_fmas_f32`` undoes the scaling, ``v_div_fixup_f32`` handles zeros,
+    infinities and NaN).  ``num`` is a VGPR or an inline constant (1.0); ``den`` a VGPR; ``t`` four
+    scratch VGPRs and ``smask`` a scratch SGPR pair (none of them ``dst``, ``num`` or ``den``).  Writes
+    vcc.  Worth it once per row (a scale), not per element."""
+    sd, sn, r, q = t
+    name = f"{what}: " if what else ""
+    k.v_div_scale_f32(sd, smask, den, den, num, comment=f"{name}denominator, scaled")
+    k.v_rcp_f32(r, sd, comment=f"{name}r ~ 1/denominator")
+    k.v_div_scale_f32(sn, VCC, num, den, num, comment=f"{name}numerator, scaled (vcc: rescale the quotient); "
+                                                       "fills the reciprocal's wait state")
+    k.v_fma_f32(dst, neg(sd), r, 1.0, comment="e = 1 - d r")
+    k.v_fma_f32(r, dst, r, r, comment="r += e r")
+    k.v_mul_f32(q, sn, r, comment="q = n r")
+    k.v_fma_f32(dst, neg(sd), q, sn, comment="remainder n - d q")
+    k.v_fma_f32(q, dst, r, q, comment="q += remainder r")
+    k.v_fma_f32(dst, neg(sd), q, sn, comment="remainder n - d q")
+    k.v_div_fmas_f32(dst, dst, r, q, comment="q + remainder r, rounded once, scaling undone")
+    k.v_div_fixup_f32(dst, dst, den, num, comment=f"{name}zeros, infinities, NaN")

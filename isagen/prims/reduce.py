@@ -33,7 +33,7 @@ from __future__ import annotations
 from isagen.builders.program import LdsRegion
 from isagen.isa.operands import Reg
 
-OPS = ("add", "max")
+OPS = ("add", "max", "umax")      # umax: unsigned max of the bits (|x| as fp32 bits: NaN above +inf)
 _DPP_STEPS = (
     ({"quad_perm": [1, 0, 3, 2]}, 0xF, "pairs of lanes"),
     ({"quad_perm": [2, 3, 0, 1]}, 0xF, "quads"),
@@ -48,11 +48,11 @@ LAST_LANE = 63
 def _combine(k, op: str):
     if op not in OPS:
         raise ValueError(f"reduction must be one of {OPS}, not {op!r}")
-    return k.v_add_f32 if op == "add" else k.v_max_f32
+    return {"add": k.v_add_f32, "max": k.v_max_f32, "umax": k.v_max_u32}[op]
 
 
 def wave_reduce(k, values: list[Reg], op: str, out: list[Reg], what: list[str] | None = None) -> None:
-    """``out[i]`` (SGPR) = the ``op`` (add, max) of VGPR ``values[i]`` over the 64 lanes.
+    """``out[i]`` (SGPR) = the ``op`` (add, max, umax) of VGPR ``values[i]`` over the 64 lanes.
 
     ``values`` are clobbered (lane 63 ends with the total).  All lanes must be active."""
     if len(values) != len(out):
@@ -174,3 +174,14 @@ def combine_totals(k, op: str, dst: Reg, a: Reg, b: Reg, what: str = "") -> None
     else:
         k.v_mov_b32(dst, a)
         combine(dst, b, dst, comment=what or None)
+
+
+def rms_rstd(k, xw: CrossWave, sums: list[Reg], totals: list[Reg], rstd: Reg, inv_n: Reg, eps: Reg) -> None:
+    """RMSNorm's ``rstd`` (a VGPR) = rsqrt(sum of squares / n + eps) from the per-lane partial sums ``sums``
+    (two VGPRs, even and odd elements, clobbered) over the row: one reduction of both, then
+    ``v_fma_f32(total, 1/n, eps)`` and ``v_rsq_f32``.  ``totals``: two SGPRs; ``inv_n``, ``eps``: VGPRs."""
+    a, b = xw.reduce(sums, "add", totals, ["sum of squares (even elements)", "sum of squares (odd elements)"],
+                     vgpr_ok=True)
+    combine_totals(k, "add", rstd, a, b, "sum of squares")
+    k.v_fma_f32(rstd, rstd, inv_n, eps, comment="mean square + eps")
+    k.v_rsq_f32(rstd, rstd, comment="rstd")

@@ -86,6 +86,9 @@ class RowGeometry:
     dtype: str
     max_cols: int
     waves_per_row: int = 1
+    # bytes a lane holds per chunk: 16 (one access), or a multiple of 16 read by consecutive 16-byte
+    # accesses (the quantization kernels: 16 elements per lane, so that their fp8 output is 16 bytes)
+    lane_bytes: int = LANE_ACCESS_BYTES
 
     @property
     def esize(self) -> int:
@@ -93,8 +96,13 @@ class RowGeometry:
 
     @property
     def vec(self) -> int:
-        """Elements per lane per access."""
-        return LANE_ACCESS_BYTES // self.esize
+        """Elements per lane per chunk."""
+        return self.lane_bytes // self.esize
+
+    @property
+    def accesses(self) -> int:
+        """16-byte accesses per lane per chunk."""
+        return self.lane_bytes // LANE_ACCESS_BYTES
 
     @property
     def span(self) -> int:
@@ -132,17 +140,17 @@ class RowLanes:
         self.lane = lane
         self.wave = wave_in_row
         g = geom
+        lb = g.lane_bytes
         self.offsets = k.vgpr(g.chunks, f"{name}_offset", align=1, kernel=True)
         k.comment(f"lane t of wave w (of {g.waves_per_row} per row), chunk j: columns "
-                  f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {LANE_ACCESS_BYTES} bytes at byte "
-                  f"(j*{g.waves_per_row} + w)*{LANES * LANE_ACCESS_BYTES} + t*{LANE_ACCESS_BYTES}")
-        k.v_lshlrev_b32(self.offsets[0], log2(LANE_ACCESS_BYTES), lane,
-                        comment=f"chunk 0: lane x {LANE_ACCESS_BYTES} bytes")
+                  f"(j*{g.waves_per_row} + w)*{LANES * g.vec} + t*{g.vec}, {lb} bytes at byte "
+                  f"(j*{g.waves_per_row} + w)*{LANES * lb} + t*{lb}")
+        k.v_lshlrev_b32(self.offsets[0], log2(lb), lane, comment=f"chunk 0: lane x {lb} bytes")
         if g.waves_per_row > 1:
             with k.temps(s="s1") as t:
-                k.s_lshl_b32(t.s, wave_in_row, log2(LANES * LANE_ACCESS_BYTES), comment="wave in the row x 1 KiB")
+                k.s_lshl_b32(t.s, wave_in_row, log2(LANES * lb), comment=f"wave in the row x {LANES * lb} bytes")
                 k.v_add_u32(self.offsets[0], t.s, self.offsets[0], comment="chunk 0 of this wave")
-        step = g.waves_per_row * LANES * LANE_ACCESS_BYTES
+        step = g.waves_per_row * LANES * lb
         for j in range(1, g.chunks):
             k.v_add_u32(self.offsets[j], j * step, self.offsets[0], comment=f"chunk {j}: {j * step} bytes further")
         self.limit: Reg | None = None
@@ -336,14 +344,18 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
     """Bring ``[cols]`` vectors (a norm's weight and bias) into every wave's row layout, reading each
     from memory once per workgroup instead of once per wave.
 
-    ``vectors``: ``(name, buffer resource registers, destination VGPRs)`` with ``4 * chunks`` dwords each.
+    ``vectors``: ``(name, buffer resource registers, destination VGPRs)`` with ``lane_bytes / 4 * chunks``
+    dwords each (a lane's bytes of a chunk: one ``ds_read_b128`` per 16).
     The workgroup's ``waves`` waves read consecutive 1 KiB pieces (16 bytes per lane) into ``staging``
     (free VGPRs, at least 4 per round), write them to ``region`` (``waves`` KiB of LDS), and after a
     barrier every wave copies the pieces its chunks need (``ds_read_b128``); a second barrier before
     the region is written again.  A vector of ``P`` KiB takes ``cdiv(P, waves)`` rounds."""
     g = lanes.geom
+    per_chunk = g.waves_per_row * g.accesses             # 1 KiB pieces of one chunk (all waves of a row group)
+    if per_chunk > waves:
+        raise ValueError(f"a chunk of {per_chunk} KiB does not fit one staging round of {waves} KiB")
     piece = LANES * LANE_ACCESS_BYTES                        # one wave's 1 KiB
-    pieces = g.chunks * g.waves_per_row                 # 1 KiB pieces of the padded vector
+    pieces = g.chunks * per_chunk                       # 1 KiB pieces of the padded vector
     rounds = cdiv(pieces, waves)
     stride = waves * piece
     if staging.count < 4 * rounds:
@@ -379,10 +391,13 @@ def load_vectors_once(k, vectors: list[tuple[str, Reg, Reg]], lanes: RowLanes, *
                 k.wait(lgkmcnt=0, why=f"{name}: round {n} is in LDS")
                 k.barrier(why=f"{name}: round {n} is in LDS for every wave")
                 for j in range(g.chunks):
-                    first = j * g.waves_per_row            # the chunk's piece for wave 0 of the row group
+                    first = j * per_chunk                  # the chunk's first piece (wave 0 of the row group)
                     if not n * waves <= first < (n + 1) * waves:
                         continue
                     k.v_add_u32(t.addr, (region.offset - n * stride) & 0xFFFFFFFF, lanes.offsets[j],
                                 comment=f"{name}: chunk {j} in round {n}'s LDS copy")
-                    k.ds_read_b128(dst[4 * j:4 * j + 4], t.addr, lds=lds, comment=f"{name}: chunk {j}")
+                    dw = 4 * g.accesses
+                    for a in range(g.accesses):
+                        k.ds_read_b128(dst[dw * j + 4 * a:dw * j + 4 * a + 4], t.addr, offset=LANE_ACCESS_BYTES * a,
+                                       lds=lds, comment=f"{name}: chunk {j}" + (f", bytes {16 * a}.." if a else ""))
         k.wait(lgkmcnt=0, why="the vectors are in VGPRs")

@@ -62,6 +62,8 @@ STRICTER = {
     ("v_subb_co_u32", "cin=exec"): (("gfx950",), "as v_addc_co_u32"),
     ("v_subbrev_co_u32", "cin=exec"): (("gfx950",), "as v_addc_co_u32"),
     ("v_cndmask_b32", "mask=exec"): (("gfx950",), "as v_addc_co_u32"),
+    ("v_div_scale_f32", "abs src"): (TARGETS, "VOP3B: the abs bits hold sdst; LLVM's parser takes |v| anyway"),
+    ("v_div_scale_f32", "neg src"): (TARGETS, "no modifiers on div_scale: the division sequence needs none"),
     ("v_mfma_f32_16x16x128_f8f6f4", "cbsz="): (("gfx950",), "cbsz/blgp 5..7 are not matrix formats (0 fp8 .. 4 fp4)"),
     ("v_mfma_f32_16x16x128_f8f6f4", "blgp="): (("gfx950",), "as cbsz"),
     ("v_mfma_f32_32x32x64_f8f6f4", "cbsz="): (("gfx950",), "as cbsz"),

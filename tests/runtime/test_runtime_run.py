@@ -12,6 +12,7 @@ import isagen
 from isagen.cli import main as cli_main
 from isagen.errors import SpecError
 from isagen.runtime import run
+from isagen.targets import DEFAULT_TARGET
 
 
 @pytest.fixture(autouse=True)
@@ -39,6 +40,7 @@ def test_reference_and_arguments_errors():
         name, spec_path = "k", "specs/k.yaml"
         reference = "alpha * x + w"
         params: dict = {}          # a Kernel's resolved parameters (the reference's scope names them)
+        target = "gfx942"          # ... and its target
         launch = type("L", (), {"tensors": ()})()
     with pytest.raises(SpecError, match=r"specs/k.yaml: reference 'alpha \* x \+ w' failed: NameError"):
         run.reference(K, {"x": torch.ones(2)}, {"alpha": 1.0}, {"n": 2})
@@ -66,7 +68,8 @@ def test_every_bundled_spec_passes_as_typed(spec, capsys):
     out = capsys.readouterr().out
     first = out.splitlines()[0]
     sizes = {**loaded.shapes, **loaded.emulator_shapes}
-    assert first.startswith(f"{spec} [gfx942, emu] " + " ".join(f"{k}={v}" for k, v in sizes.items()))
+    target = DEFAULT_TARGET if DEFAULT_TARGET in loaded.targets else loaded.targets[0]     # MXFP8: gfx950 only
+    assert first.startswith(f"{spec} [{target}, emu] " + " ".join(f"{k}={v}" for k, v in sizes.items()))
     if loaded.emulator_shapes:
         hw = " ".join(f"{k}={v}" for k, v in loaded.shapes.items())
         assert f"(the spec's emulator_shapes; on hardware {hw}): grid" in first
