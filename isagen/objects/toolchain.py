@@ -396,7 +396,14 @@ def find_toolchain(target) -> Toolchain:
 
 def toolchain_report() -> str:
     """What ``isagen toolchain`` prints: candidates in search order, versions, and each target's pick."""
-    lines = ["search order: ISAGEN_LLVM_DIR (exclusive when set), ROCm ($ROCM_PATH/llvm/bin), "
+    try:
+        chosen = default_assembler()
+    except ToolchainError as e:
+        chosen = f"none ({e})"
+    lines = [f"code objects: assembler {chosen} (isagen: encoded and written in process for {', '.join(TARGETS)}, "
+             "no LLVM needed; llvm: the LLVM below, also used for hand-written .s and when isagen cannot encode "
+             "a kernel)",
+             "search order: ISAGEN_LLVM_DIR (exclusive when set), ROCm ($ROCM_PATH/llvm/bin), "
              "llvm-mc/clang + ld.lld on PATH (newest first), ziglang"]
     cands = candidates()
     if not cands:
