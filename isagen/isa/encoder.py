@@ -439,17 +439,19 @@ def encode_items(items: Sequence[object]) -> bytes:
     """The ``.text`` bytes of an item list: instructions in order, labels at the address of the next
     instruction, branches pointing at them."""
     labels: dict[str, int] = {}
+    insts: list[tuple[Instruction, int]] = []      # each instruction with its size (computed once: not free)
     pc = 0
     for item in items:
         if isinstance(item, Label):
             labels[item.name] = pc
         elif isinstance(item, Instruction):
-            pc += item.size
+            size = item.size
+            insts.append((item, size))
+            pc += size
     out = bytearray()
-    for item in items:
-        if isinstance(item, Instruction):
-            code = encode(item, len(out), labels)
-            if len(code) != item.size:
-                raise EncodeError(f"{item.render(False)}: encoded {len(code)} bytes, its size is {item.size}")
-            out += code
+    for inst, size in insts:
+        code = encode(inst, len(out), labels)
+        if len(code) != size:
+            raise EncodeError(f"{inst.render(False)}: encoded {len(code)} bytes, its size is {size}")
+        out += code
     return bytes(out)
