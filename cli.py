@@ -42,6 +42,8 @@ from isagen.api import build
 from isagen.builders.registry import load_generators
 from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 from isagen.errors import IsagenError, SpecError
+from isagen.isa.decoder import opcode_table
+from isagen.isa.table import isa_table
 from isagen.objects.codeobject import read_code_object
 from isagen.objects.disasm import disassemble
 from isagen.objects.emit import render_assembly
@@ -56,7 +58,7 @@ from isagen.progress import SLOW_WORK_S, Progress
 from isagen.report import command as report_command
 from isagen.runtime import run as run_command
 from isagen.runtime.backends import choose_backend
-from isagen.targets import DEFAULT_TARGET, TARGETS, get_target
+from isagen.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -228,7 +230,7 @@ class _GenTask:
 
     spec_path: str
     defines: tuple[str, ...]
-    target: object                 # a Target
+    target: Target
     force: bool
     asm_only: bool
     out_dir: str
@@ -284,7 +286,13 @@ def _gen_results(tasks: list[_GenTask], workers: int):
     if workers == 1:
         yield [functools.partial(_gen_one, task) for task in tasks]
         return
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if fork:            # what every build loads, loaded once here for the forked workers to share
+        for name in sorted({t.target.name for t in tasks}):
+            isa_table(name)
+            if not tasks[0].asm_only:
+                opcode_table(name)
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     try:
         yield pool.map(_gen_one, tasks)
