@@ -7,6 +7,8 @@ against LLVM's, for every bundled spec on both targets, with independent tools:
   and sizes left aside: not loaded, and the ``.comment`` names another producer); ``.symtab`` holds
   the same symbols (the ``.set`` register and LDS names included);
 * llvm-objdump -d (19 for gfx942, 22 for gfx950): the same disassembly;
+* the bytes: everything the loader maps (headers, note, dynamic symbols, hash tables, descriptors,
+  ``.text``, ``.dynamic``) is ld.lld's, byte for byte (only ``e_shoff`` differs);
 * isagen's reader: the same kernels, descriptors, metadata and ``.text`` bytes;
 * the emulator: axpy_f32 and gemm_bf16 built both ways give the same bits, and torch's answer.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 import subprocess
 import warnings
 
@@ -58,6 +61,20 @@ def _readelf(tool: str, path) -> tuple[list[str], list[str]]:
     return [ln for ln in out.splitlines() if not UNLOADED.search(ln)], rows
 
 
+def _loaded_image(co: bytes) -> bytes:
+    """Every byte the loader maps — from the ELF header to the end of the last PT_LOAD's file bytes
+    (``.dynamic``) — but ``e_shoff`` (where the unloaded section headers went).  ld.lld 19 and 22 lay
+    them out exactly as isagen does, so they are compared whole (measured: every bundled kernel)."""
+    phoff, = struct.unpack_from("<Q", co, 0x20)
+    phnum, = struct.unpack_from("<H", co, 0x38)
+    end = 0
+    for i in range(phnum):
+        typ, _flags, off, _va, _pa, filesz = struct.unpack_from("<IIQQQQ", co, phoff + 56 * i)
+        if typ == 1:                                   # PT_LOAD
+            end = max(end, off + filesz)
+    return co[:0x28] + co[0x30:end]
+
+
 def _objdump(tool: str, path) -> str:
     out = subprocess.run([tool, "-d", str(path)], capture_output=True, text=True, check=True).stdout
     return out.split("\n", 2)[2]            # past the file name line
@@ -89,6 +106,8 @@ def test_every_bundled_kernel_in_process_is_llvms(target, tmp_path):
             bad.append(f"{spec.name}: .symtab differs: {sorted(set(ya) ^ set(yb))[:4]}")
         if _objdump(objdump, tmp_path / "ours.co") != _objdump(objdump, tmp_path / "llvm.co"):
             bad.append(f"{spec.name}: llvm-objdump -d differs")
+        if _loaded_image(ours) != _loaded_image(theirs):
+            bad.append(f"{spec.name}: the loaded bytes differ from ld.lld's")
     assert not bad, "\n".join(bad)
 
 
