@@ -8,7 +8,8 @@
 ``build`` loads the spec (keyword parameters override its ``params:`` exactly like ``-D name=value``),
 generates the program, assembles it, and stores the code object with what a launch needs in the
 on-disk cache (``isagen.objects.cache``); the next build of the same spec content, parameters, target, isagen
-source and toolchain loads it from there without generating anything.
+source and assembler (isagen's own by default, or LLVM) loads it from there without generating
+anything.
 
 The launch contract is the generator's ``launch(p, target) -> isagen.builders.contract.LaunchInfo`` (docs/specs.md,
 "Launch contract"): tensors with their element types, shapes in size symbols and roles, scalars, which
