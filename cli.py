@@ -1,7 +1,7 @@
 """The ``isagen`` command line (installed as ``isagen.cli``; ``python -m isagen`` runs it), on click.
 
     isagen gen SPEC.yaml [SPEC2.yaml ...] [--target TARGET|all] [-o DIR] [-D name=value ...]
-               [--force] [--asm-only]
+               [--force] [--asm-only] [--assembler isagen|llvm] [-j N]
     isagen list [SPEC_OR_DIR ...]      specs (default: the bundled ones) and the generators' parameters
     isagen targets                     the target table: registers, LDS, CUs, clocks, peaks, MFMAs
     isagen toolchain                   which LLVM assembles each target, and why
@@ -24,9 +24,15 @@ depends on; only torch (optional, and the demo's last step) is imported where it
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import functools
+import multiprocessing
 import os
 import sys
 import time
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -36,15 +42,23 @@ from isagen.api import build
 from isagen.builders.registry import load_generators
 from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 from isagen.errors import IsagenError, SpecError
+from isagen.isa.decoder import opcode_table
+from isagen.isa.table import isa_table
 from isagen.objects.codeobject import read_code_object
 from isagen.objects.disasm import disassemble
 from isagen.objects.emit import render_assembly
-from isagen.objects.toolchain import assemble, toolchain_report
+from isagen.objects.toolchain import (
+    ASSEMBLERS,
+    AssemblerFallbackWarning,
+    code_object,
+    default_assembler,
+    toolchain_report,
+)
 from isagen.progress import SLOW_WORK_S, Progress
 from isagen.report import command as report_command
 from isagen.runtime import run as run_command
 from isagen.runtime.backends import choose_backend
-from isagen.targets import DEFAULT_TARGET, TARGETS, get_target
+from isagen.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -135,9 +149,16 @@ def resources_line(program) -> str:
               help="override a spec parameter (parsed per its declared type); repeatable")
 @click.option("--force", is_flag=True, help="emit kernels the generator rejects (the reason goes in the .s header)")
 @click.option("--asm-only", is_flag=True, help="write the .s only (no assembler needed)")
-def gen(specs, target, out_dir, defines, force, asm_only) -> int:
+@click.option("--assembler", type=click.Choice(ASSEMBLERS), default=None,
+              help="isagen: encode and write the .co in process (default; no LLVM needed); llvm: assemble the "
+                   ".s with LLVM (see `isagen toolchain`); default $ISAGEN_ASSEMBLER, else isagen")
+@click.option("-j", "--jobs", "jobs_n", type=click.IntRange(min=1), default=None, metavar="N",
+              help="build in N processes (default: one per CPU core)")
+def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> int:
     """Build each SPEC (a .yaml file, or a directory of them) for its targets: DIR/<kernel>.<target>.s
-    and .co.  On a terminal, a build of several shows a progress bar on stderr."""
+    and .co, several at a time across the CPU cores (-j).  On a terminal, a build of several shows a
+    progress bar on stderr; piped, one line per build, in order."""
+    assembler = assembler or default_assembler()
     overrides = parse_overrides(defines)
     if target != "all":
         get_target(target)                          # unknown target: one error before anything is read
@@ -165,38 +186,33 @@ def gen(specs, target, out_dir, defines, force, asm_only) -> int:
         return EXIT_USER_ERROR
 
     out = _output_dir(out_dir)
+    workers = max(1, min(jobs_n or os.cpu_count() or 1, len(jobs)))
+    tasks = [_GenTask(str(spec.path), tuple(defines), t, force, asm_only, str(out), assembler) for spec, t in jobs]
     failures, written, start = 0, 0, time.perf_counter()
-    with Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress:
-        for i, (spec, t) in enumerate(jobs, 1):
-            # each build's line: "[i/n] name target … " before the build, its outcome after it; above a
-            # bar the line is printed whole once the build is done (the bar shows what is building)
+    with Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress, \
+            _gen_results(tasks, workers) as results:
+        # results come in the order of the jobs (a pool builds ahead); each build's line: "[i/n] name
+        # target … " and its outcome; above a bar the line is printed whole (the bar shows what is next)
+        for i, ((spec, t), r) in enumerate(zip(jobs, results), 1):
             head = f"[{i}/{len(jobs)}] {spec.name} {t.name} … "
             if progress.shown:
                 progress.update(i - 1, status=f"{spec.name} {t.name}")
-            else:
+            elif workers == 1:
                 print(head, end="", flush=True)
-
-            t0 = time.perf_counter()
-            try:
-                program = spec.build(t, force=force)
-                asm = render_assembly(program)
-                stem = f"{spec.name}.{t.name}"
-                _write(out / f"{stem}.s", asm.encode())
-                written += 1
-                if not asm_only:
-                    _write(out / f"{stem}.co", assemble(asm, t, name=spec.name))
-                    written += 1
-            except IsagenError as e:
-                failures += 1
-                progress.advance()
-                _job_outcome(progress, head, "FAILED")
-                progress.echo(_error_line(e), file=sys.stderr)
-                continue
+            if workers == 1:
+                r = r()                               # serial: build now, with the head already shown
+            written += r.written
+            for w in r.warnings:
+                progress.echo(w, file=sys.stderr)
             progress.advance()
-            note = " (REJECTED: emitted with --force)" if program.rejected else ""
-            _job_outcome(progress, head, f"ok {time.perf_counter() - t0:.2f} s{note} · {resources_line(program)}")
-            if program.rejected:
-                progress.echo(f"    rejected: {program.rejected}")
+            tail = ("FAILED" if r.error else
+                    f"ok {r.seconds:.2f} s{' (REJECTED: emitted with --force)' if r.rejected else ''} · {r.resources}")
+            progress.echo(head + tail if progress.shown or workers > 1 else tail)
+            if r.error:
+                failures += 1
+                progress.echo(_error_line(r.error), file=sys.stderr)
+            elif r.rejected:
+                progress.echo(f"    rejected: {r.rejected}")
     elapsed = time.perf_counter() - start
     kinds = ".s" if asm_only else ".s and .co"
     if failures:
@@ -206,6 +222,82 @@ def gen(specs, target, out_dir, defines, force, asm_only) -> int:
         return EXIT_USER_ERROR
     print(f"wrote {written} files ({kinds}) to {out}/ in {elapsed:.1f} s")
     return 0
+
+
+@dataclass(frozen=True)
+class _GenTask:
+    """One build of ``isagen gen``: what a worker process needs (a path and strings, not a loaded spec)."""
+
+    spec_path: str
+    defines: tuple[str, ...]
+    target: Target
+    force: bool
+    asm_only: bool
+    out_dir: str
+    assembler: str
+
+
+@dataclass
+class _GenResult:
+    written: int = 0
+    seconds: float = 0.0
+    resources: str = ""
+    rejected: str | None = None
+    error: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def _gen_one(task: _GenTask) -> _GenResult:
+    """Build one spec for one target and write its .s (and .co): in this process or a pool's worker.
+    An ``IsagenError`` is the result's ``error``; the assembler's fallback warnings are returned as
+    lines, so that the parent prints them in order."""
+    t0 = time.perf_counter()
+    result = _GenResult()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AssemblerFallbackWarning)
+        try:
+            spec = load_spec(task.spec_path, task.defines)
+            program = spec.build(task.target, force=task.force)
+            asm = render_assembly(program)
+            stem = Path(task.out_dir) / f"{spec.name}.{program.target.name}"
+            _write(stem.with_name(stem.name + ".s"), asm.encode())
+            result.written += 1
+            if not task.asm_only:
+                co, _ = code_object(program, assembler=task.assembler, asm_text=asm)
+                _write(stem.with_name(stem.name + ".co"), co)
+                result.written += 1
+            result.resources = resources_line(program)
+            result.rejected = program.rejected or None
+        except IsagenError as e:
+            result.error = str(e)
+    result.warnings = tuple(f"isagen: warning: {w.message}" for w in caught
+                            if issubclass(w.category, AssemblerFallbackWarning))
+    for w in caught:                                   # anything else: as it would have been shown
+        if not issubclass(w.category, AssemblerFallbackWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+@contextlib.contextmanager
+def _gen_results(tasks: list[_GenTask], workers: int):
+    """The builds' results in task order: with one worker, callables that build when called (so the
+    line's head shows first); with several, a process pool's results as they arrive in order."""
+    if workers == 1:
+        yield [functools.partial(_gen_one, task) for task in tasks]
+        return
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    if fork:            # what every build loads, loaded once here for the forked workers to share
+        for name in sorted({t.target.name for t in tasks}):
+            isa_table(name)
+            if not tasks[0].asm_only:
+                opcode_table(name)
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    try:
+        yield pool.map(_gen_one, tasks)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _job_outcome(progress: Progress, head: str, text: str) -> None:
@@ -395,7 +487,7 @@ def demo(out_dir, target, n) -> int:
     _write(s_path, asm.encode())
     print(f"   {resources_line(program)}")
     print(f"2. assemble  {s_path} -> {co_path}")
-    co = assemble(asm, target, name=spec.name)
+    co, _ = code_object(program, asm_text=asm)
     _write(co_path, co)
     print(f"   {len(co)} bytes in {time.perf_counter() - t0:.2f} s (generate + assemble)")
     print(f"3. inspect   the first instructions of {s_path}:")

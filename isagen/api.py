@@ -8,7 +8,8 @@
 ``build`` loads the spec (keyword parameters override its ``params:`` exactly like ``-D name=value``),
 generates the program, assembles it, and stores the code object with what a launch needs in the
 on-disk cache (``isagen.objects.cache``); the next build of the same spec content, parameters, target, isagen
-source and toolchain loads it from there without generating anything.
+source and assembler (isagen's own by default, or LLVM) loads it from there without generating
+anything.
 
 The launch contract is the generator's ``launch(p, target) -> isagen.builders.contract.LaunchInfo`` (docs/specs.md,
 "Launch contract"): tensors with their element types, shapes in size symbols and roles, scalars, which
@@ -352,11 +353,14 @@ def _override_text(value) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def build(spec, target: str | None = None, *, force: bool = False, use_cache: bool = True, **params) -> Kernel:
+def build(spec, target: str | None = None, *, force: bool = False, use_cache: bool = True,
+          assembler: str | None = None, **params) -> Kernel:
     """Build (or load from the cache) the kernel of ``spec`` for ``target``.
 
     ``spec``: a path to a spec .yaml or a bundled spec's name.  ``target``: gfx942 or gfx950, default the
-    current AMD GPU's architecture, else gfx942.  ``params`` override the spec's parameters."""
+    current AMD GPU's architecture, else gfx942.  ``assembler``: ``"isagen"`` (in process, no LLVM
+    needed; the default, or ``$ISAGEN_ASSEMBLER``) or ``"llvm"`` (``isagen.objects.toolchain.code_object``).
+    ``params`` override the spec's parameters."""
     if not isinstance(spec, (str, os.PathLike)):
         raise SpecError(f"isagen.build: spec must be a spec name or a path to a .yaml file, "
                         f"got {type(spec).__name__} {spec!r:.60}")
@@ -367,10 +371,12 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
     overrides = [f"{k}={_override_text(v)}" for k, v in params.items()]
     s = load_spec(path, overrides)
     tgt = s.select_targets(target if target else gpu.default_target())[0]
-    tc = toolchain.find_toolchain(tgt.name)
+    assembler = toolchain.check_assembler(assembler) if assembler else toolchain.default_assembler()
+    # the in-process assembler is part of isagen's source (source_hash); LLVM's version is named
+    tc = toolchain.find_toolchain(tgt.name) if assembler == "llvm" else None
     key = cache.cache_key(spec=path.read_text(), params=dict(s.params),
                           target=tgt.target_id, isagen=__version__, source=source_hash(),
-                          toolchain=tc.describe(), force=force)
+                          assembler=assembler, toolchain=tc.describe() if tc else "isagen", force=force)
     hit = cache.load(s.name, key) if use_cache else None
     if hit is not None:
         entry, co, asm = hit
@@ -387,13 +393,15 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
         raise SpecError(f"{path}: the launch contract's workgroup size {tuple(launch.block)} is not the kernel's "
                         f"{tuple(program.workgroup_size)}")
     asm = render_assembly(program)
-    co = toolchain.assemble(asm, tgt.name, name=s.name, toolchain=tc)
+    co, made_by = toolchain.code_object(program, assembler=assembler, asm_text=asm, toolchain=tc)
     entry = {
         "name": s.name, "target": tgt.name, "generator": s.kernel, "params": dict(s.params),
         "kernargs": layout_of(program.args), "kernarg_segment_size": program.args.segment_size,
         "workgroup_size": list(program.workgroup_size), "lds_bytes": program.lds_bytes,
         "launch": launch.to_json(), "shapes": dict(s.shapes), "reference": s.reference,
-        "isagen": __version__, "toolchain": tc.describe(), "spec": str(path),
+        "isagen": __version__, "spec": str(path),
+        "toolchain": ("isagen (in process)" if made_by == "isagen"
+                      else (tc or toolchain.find_toolchain(tgt.name)).describe()),
     }
     where = cache.store(s.name, key, entry, co, asm) if use_cache else None
     return _kernel_from_entry(entry, co, asm, key, where, str(path))

@@ -1,4 +1,5 @@
-"""Machine code for isagen's instructions, without an assembler (opt-in; LLVM stays the default).
+"""Machine code for isagen's instructions, without an assembler (the default path since issue 17:
+``isagen.objects.elf_writer`` puts it in a code object; LLVM remains the fallback and the reference).
 
 ``encode(inst, pc, labels)`` gives the bytes of one ``Instruction``; ``encode_items(items)`` the
 ``.text`` of a whole item list (labels resolved, branch offsets computed).  It is the inverse of
@@ -7,11 +8,12 @@
 family is the decoder's.  Which form a VOP1/VOP2/VOPC instruction takes (32-bit, VOP3 or DPP) is the
 table's own prediction (``Instruction.encoding``), which the ISA tests hold to LLVM's choice.
 
-What it covers: the encoding families isagen's generators emit (SOP1 SOP2 SOPC SOPK SOPP SMEM,
-VOP1 VOP2 VOPC in their 32-bit, VOP3 and DPP forms, VOP3, VOP3P, MFMA, DS, MUBUF).  FLAT/GLOBAL and
-gfx950's scaled MFMA raise ``EncodeError`` (the assembler is still there for them).  The tests
-compare it with LLVM byte for byte: every sampled instance of every table entry, and the ``.text``
-of every bundled kernel on both targets (tests/isa/test_encoder.py).
+What it covers: every entry of both targets' tables (SOP1 SOP2 SOPC SOPK SOPP SMEM, VOP1 VOP2 VOPC
+in their 32-bit, VOP3 and DPP forms, VOP3, VOP3P, MFMA with gfx950's scaled MFMA, DS, MUBUF,
+FLAT/GLOBAL); anything else raises ``EncodeError`` and the caller assembles that kernel with LLVM.
+The tests compare it with LLVM byte for byte: every sampled instance of every table entry
+(tests/isa/test_isa_encoding.py), and the ``.text`` of every bundled kernel on both targets
+(tests/objects/test_encoder_text.py, tests/objects/test_elf_writer.py).
 """
 
 from __future__ import annotations
@@ -437,17 +439,19 @@ def encode_items(items: Sequence[object]) -> bytes:
     """The ``.text`` bytes of an item list: instructions in order, labels at the address of the next
     instruction, branches pointing at them."""
     labels: dict[str, int] = {}
+    insts: list[tuple[Instruction, int]] = []      # each instruction with its size (computed once: not free)
     pc = 0
     for item in items:
         if isinstance(item, Label):
             labels[item.name] = pc
         elif isinstance(item, Instruction):
-            pc += item.size
+            size = item.size
+            insts.append((item, size))
+            pc += size
     out = bytearray()
-    for item in items:
-        if isinstance(item, Instruction):
-            code = encode(item, len(out), labels)
-            if len(code) != item.size:
-                raise EncodeError(f"{item.render(False)}: encoded {len(code)} bytes, its size is {item.size}")
-            out += code
+    for inst, size in insts:
+        code = encode(inst, len(out), labels)
+        if len(code) != size:
+            raise EncodeError(f"{inst.render(False)}: encoded {len(code)} bytes, its size is {size}")
+        out += code
     return bytes(out)

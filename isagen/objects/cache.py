@@ -1,8 +1,9 @@
 """The on-disk cache of built kernels.
 
 A built kernel is stored under a key that is the SHA-256 of everything that determines its bytes:
-the spec's content, the parameters, the target, isagen's version and the toolchain's version.  A
-second ``isagen.build`` of the same thing loads the entry instead of generating and assembling.
+the spec's content, the parameters, the target, isagen's version and source, and the assembler
+(isagen's own, or LLVM with its version).  A second ``isagen.build`` of the same thing loads the
+entry instead of generating and assembling.
 
 Location: ``$ISAGEN_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/isagen``, else ``~/.cache/isagen``.
 One entry is one directory ``kernels/<name>-<key>/`` holding

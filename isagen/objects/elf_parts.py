@@ -1,5 +1,5 @@
 """Pieces of a code object packed without an assembler (the in-process code-object writer of
-issue 17, started; LLVM still writes the code objects isagen ships).
+issue 17; ``isagen.objects.elf_writer`` writes the file around them).
 
 * ``kernel_descriptor(program, code_entry_offset)``: the 64-byte kernel descriptor.  It packs the
   fields ``isagen.objects.emit`` writes as ``.amdhsa_*`` directives the way LLVM's assembler packs them
