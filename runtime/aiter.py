@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isagen.errors import LaunchError
+from isagen.objects.codeobject import read_code_object
 
 # AITER commit the layouts below were read from
 AITER_COMMIT = "e4048607a535ace3a2b51ded31b1c8c2d45c0879"
@@ -151,7 +152,8 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
     if str(out_dtype).removeprefix("torch.") not in odt:
         raise LaunchError(f"bf16 GEMM: out_dtype must be float32 or bfloat16, not {out_dtype}")
     out_t = odt[str(out_dtype).removeprefix("torch.")]
-    dev = device if device is not None else Device("gfx942", sanitize=sanitize)
+    # the processor the code object was built for (its ELF e_flags), not a name spelled here
+    dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
     mod = dev.load_module(co)
     kernels = list(mod.co.kernels)
     if len(kernels) != 1:

@@ -53,7 +53,8 @@ def two_phase_loop(k, first: Reg, second: Reg, body: Callable[[int, int], None],
     exists twice, from stage 0 (``labels[1]``) and from stage 1 (``labels[1]_odd``), and the parity of
     ``first`` picks one.  Attention runs its unmasked tiles in one phase and the masked ones (the ragged
     end, the causal band) in the other, so the hot loop has no checks."""
-    skip, odd, end = k.label(f"no_{labels[0]}"), k.label(f"{labels[1]}_from_stage1"), k.label(f"{labels[1]}_end")
+    # (no label may end in a loop's own name: loop_bodies finds loops by that ending)
+    skip, odd, end = k.label(f"{labels[0]}_none"), k.label(f"{labels[1]}_from_stage1"), k.label(f"{labels[1]}_end")
     k.s_cmp_eq_u32(first, 0)
     k.s_cbranch_scc1(skip, comment=f"no {unit}s in the first phase")
     double_buffered_loop(k, first, lambda st: body(st, 0), label=labels[0], counter=counter, unit=unit)
