@@ -49,18 +49,16 @@ import contextlib
 import itertools
 import math
 import numbers
-import threading
 from dataclasses import dataclass, field
 
 import torch
 
-from isagen.api import Kernel, build
+from isagen.api import Kernel
 from isagen.errors import LaunchError, SpecError, TargetError
 from isagen.kernels.attention_bwd import BLOCK as BWD_BLOCK
 from isagen.kernels.attention_prep import ROWS as PREP_ROWS
-from isagen.runtime import gpu
 from isagen.runtime.backends import choose_backend, get_backend
-from isagen.targets import build_target
+from isagen.runtime.kernel_cache import cached_build, call_target
 
 SPEC = "attention_bf16"
 BLOCK_Q = 128                       # query rows per workgroup (the kernel's interface)
@@ -299,33 +297,13 @@ def _check_kernel_limits(p: Problem) -> None:
 
 
 # --------------------------------------------------------------------------- the kernel
-_KERNELS: dict[tuple, Kernel] = {}
-_lock = threading.Lock()
-
-
 def attention_kernel(target: str, dtype: str, head_dim: int, causal: bool, varlen: bool) -> Kernel:
     """The built attention kernel for these parameters (built once per process, then reused)."""
-    key = (target, dtype, head_dim, causal, varlen)
-    with _lock:
-        kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = _KERNELS[key] = build(SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal,
-                                           varlen=varlen)
-        return kernel
+    return cached_build(SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal, varlen=varlen)
 
 
 def _target(target, backend_name: str, device: torch.device) -> str:
-    if target is not None:
-        if not isinstance(target, str):
-            _fail(f"target must be a target name such as {gpu.DEFAULT_TARGET}, got {type(target).__name__}")
-        try:
-            return build_target(target).name
-        except TargetError as e:
-            raise TargetError(f"attention: {e}") from None
-    if backend_name == "hip" and device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return gpu.device_arch(index).split(":")[0]
-    return gpu.default_target()
+    return call_target(target, backend_name, device, "attention")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -587,24 +565,15 @@ def _renamed(name: str):
 
 def prep_kernel(target: str, dtype: str, head_dim: int, varlen: bool) -> Kernel:
     """The built prep kernel (DELTA, LSE2) for these parameters (built once per process)."""
-    return _cached(PREP_SPEC, target, dtype=dtype, head_dim=head_dim, varlen=varlen)
+    return cached_build(PREP_SPEC, target, dtype=dtype, head_dim=head_dim, varlen=varlen)
 
 
 def backward_kernel(target: str, dtype: str, head_dim: int, causal: bool, varlen: bool, part: str,
                     dq_atomic: bool = False) -> Kernel:
     """The built backward kernel ``part`` (dkdv or dq; dkdv with ``dq_atomic`` adds dQ by atomics) for these
     parameters (built once per process)."""
-    return _cached(BWD_SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal, varlen=varlen, part=part,
+    return cached_build(BWD_SPEC, target, dtype=dtype, head_dim=head_dim, causal=causal, varlen=varlen, part=part,
                    dq_atomic=dq_atomic)
-
-
-def _cached(spec: str, target: str, **params) -> Kernel:
-    key = (spec, target, tuple(sorted(params.items())))
-    with _lock:
-        kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = _KERNELS[key] = build(spec, target, **params)
-        return kernel
 
 
 @dataclass

@@ -13,15 +13,13 @@ in fp32 after the scales.  Every mistake is one ``LaunchError`` naming the argum
 
 from __future__ import annotations
 
-import threading
-
 import torch
 
-from isagen.api import Kernel, build, torch_dtype
-from isagen.errors import LaunchError, TargetError
-from isagen.runtime import gpu
+from isagen.api import Kernel, torch_dtype
+from isagen.errors import LaunchError
 from isagen.runtime.backends import choose_backend
-from isagen.targets import TARGETS, build_target
+from isagen.runtime.kernel_cache import cached_build, call_target
+from isagen.targets import TARGETS
 
 SPEC = "gemm_fp8"
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
@@ -45,34 +43,15 @@ def tile_for(m: int) -> dict:
     return {"block_m": 64 if m > 32 else 32, "block_n": 64, "schedule": "interleave4"}
 
 
-_KERNELS: dict[tuple, Kernel] = {}
-_lock = threading.Lock()
-
-
 def scaled_mm_kernel(target: str, a: str, b: str, scaling: str, out_dtype: str, bias: bool, block_m: int,
                      block_n: int, schedule: str) -> Kernel:
     """The built FP8 GEMM for these parameters (built once per process, then reused)."""
-    key = (target, a, b, scaling, out_dtype, bias, block_m, block_n, schedule)
-    with _lock:
-        kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = _KERNELS[key] = build(SPEC, target, in_dtype=a, b_dtype=b, scaling=scaling, out_dtype=out_dtype,
-                                           bias=bias, block_m=block_m, block_n=block_n, schedule=schedule)
-        return kernel
+    return cached_build(SPEC, target, in_dtype=a, b_dtype=b, scaling=scaling, out_dtype=out_dtype, bias=bias,
+                        block_m=block_m, block_n=block_n, schedule=schedule)
 
 
 def _target(target, backend_name: str, device: torch.device) -> str:
-    if target is not None:
-        if not isinstance(target, str):
-            _fail(f"target must be a target name such as {gpu.DEFAULT_TARGET}, got {type(target).__name__}")
-        try:
-            return build_target(target).name
-        except TargetError as e:
-            raise TargetError(f"scaled_mm: {e}") from None
-    if backend_name == "hip" and device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return gpu.device_arch(index).split(":")[0]
-    return gpu.default_target()
+    return call_target(target, backend_name, device, "scaled_mm")
 
 
 KINDS = {"fp8": "e4m3", "bf8": "e5m2"}
