@@ -18,12 +18,16 @@ the larger combinations are marked slow.
 
 from __future__ import annotations
 
-import itertools
 import math
 import struct
 
 import pytest
 import torch
+from attention_support import BF16, F16, attention_env  # noqa: F401 -- attention_env: autouse fixture
+from attention_support import case_id as _case_id
+from attention_support import cu as _cu
+from attention_support import qkv as _qkv
+from attention_support import randn as _randn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import isagen
@@ -34,29 +38,6 @@ from isagen.errors import IsagenError, LaunchError, TargetError
 from isagen.runtime import attention as attn
 from isagen.runtime import backends, torch_ops
 from isagen.runtime.attention import attention, attention_reference, attention_tolerance_check
-
-BF16, F16 = torch.bfloat16, torch.float16
-
-
-@pytest.fixture(autouse=True)
-def env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "attention-cache"))
-    monkeypatch.delenv("ISAGEN_BACKEND", raising=False)
-
-
-def _randn(*shape, dtype=BF16, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
-
-
-def _qkv(b, hq, hkv, nq, nk, d, dtype=BF16, seed=0):
-    return (_randn(b, hq, nq, d, dtype=dtype, seed=seed), _randn(b, hkv, nk, d, dtype=dtype, seed=seed + 1),
-            _randn(b, hkv, nk, d, dtype=dtype, seed=seed + 2))
-
-
-def _cu(*lens):
-    """cu_seqlens of sequences of these lengths."""
-    return torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32)
-
 
 # --------------------------------------------------------------------------- user mistakes
 Q, K = _qkv(1, 4, 2, 8, 8, 64)[:2]
@@ -507,19 +488,6 @@ def test_kernel_arguments_are_the_interface(dtype, causal, varlen):
     assert described(kernel.args) == described(interface_args(dtype, varlen))
     assert tuple(kernel.launch.block) == (256, 1, 1)
     assert attn.attention_kernel("gfx942", dtype, 64, causal, varlen).code_object == kernel.code_object
-
-
-def _case_id(value):
-    """Readable test ids: bf16, 1x8x2x64x100x128, causal, varlen lengths."""
-    if isinstance(value, torch.dtype):
-        return {BF16: "bf16", F16: "f16"}[value]
-    if isinstance(value, tuple) and value and isinstance(value[0], list):
-        return "varlen" + "/".join(",".join(map(str, lens)) for lens in value)
-    if isinstance(value, tuple):
-        return "x".join("-" if x is None else str(x) for x in value)
-    if isinstance(value, bool):
-        return "causal" if value else "full"
-    return None if value is not None else "dense"
 
 
 def _kernel_case(target, dtype, dims, causal, varlen, layout, seed=0):

@@ -29,6 +29,11 @@ import struct
 
 import pytest
 import torch
+from attention_support import BF16, F16, attention_env  # noqa: F401 -- attention_env: autouse fixture
+from attention_support import case_id as _case_id
+from attention_support import cu as _cu
+from attention_support import qkv as _qkv
+from attention_support import randn as _randn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import isagen
@@ -48,27 +53,7 @@ from isagen.runtime.attention import (
     torch_attention_backward,
 )
 
-BF16, F16 = torch.bfloat16, torch.float16
 F = torch.nn.functional
-
-
-@pytest.fixture(autouse=True)
-def env(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("ISAGEN_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "attention-cache"))
-    monkeypatch.delenv("ISAGEN_BACKEND", raising=False)
-
-
-def _randn(*shape, dtype=BF16, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
-
-
-def _qkv(b, hq, hkv, nq, nk, d, dtype=BF16, seed=0):
-    return (_randn(b, hq, nq, d, dtype=dtype, seed=seed), _randn(b, hkv, nk, d, dtype=dtype, seed=seed + 1),
-            _randn(b, hkv, nk, d, dtype=dtype, seed=seed + 2))
-
-
-def _cu(*lens):
-    return torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32)
 
 
 def _forward(q, k, v, causal=False, scale=None, cu_q=None, cu_k=None, layout="bhnd"):
@@ -722,18 +707,6 @@ SLOW_CASES = [
      "bhnd")
     for i, (target, d) in enumerate(itertools.product(("gfx942", "gfx950"), (64, 128)))
 ]
-
-
-def _case_id(value):
-    if isinstance(value, torch.dtype):
-        return {BF16: "bf16", F16: "f16"}[value]
-    if isinstance(value, tuple) and value and isinstance(value[0], list):
-        return "varlen" + "/".join(",".join(map(str, lens)) for lens in value)
-    if isinstance(value, tuple):
-        return "x".join("-" if x is None else str(x) for x in value)
-    if isinstance(value, bool):
-        return "causal" if value else "full"
-    return None if value is not None else "dense"
 
 
 def _kernel_inputs(dtype, dims, causal, varlen, layout, seed=0):
