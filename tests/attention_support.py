@@ -44,3 +44,19 @@ def case_id(value):
     if isinstance(value, bool):
         return "causal" if value else "full"
     return None if value is not None else "dense"
+
+
+def kernel_inputs(dtype, dims, causal, varlen, layout, seed=0):
+    """The positional arguments ``(q, k, v, causal, scale, cu_q, cu_k, layout)`` of one kernel case:
+    ``dims`` = (B, H_q, H_kv, N_q, N_kv, D); ``varlen`` = (query lengths, key lengths) for THD tensors."""
+    b, hq, hkv, nq, nk, d = dims
+    if varlen:
+        lens_q, lens_k = varlen
+        q, k, v = (randn(sum(lens_q), hq, d, dtype=dtype, seed=seed),
+                   randn(sum(lens_k), hkv, d, dtype=dtype, seed=seed + 1),
+                   randn(sum(lens_k), hkv, d, dtype=dtype, seed=seed + 2))
+        return q, k, v, causal, None, cu(*lens_q), cu(*lens_k), layout
+    q, k, v = qkv(b, hq, hkv, nq, nk, d, dtype, seed)
+    if layout == "bnhd":
+        q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    return q, k, v, causal, None, None, None, layout

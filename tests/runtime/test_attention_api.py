@@ -23,7 +23,7 @@ import struct
 
 import pytest
 import torch
-from attention_support import BF16, F16, attention_env  # noqa: F401 -- attention_env: autouse fixture
+from attention_support import BF16, F16, attention_env, kernel_inputs  # noqa: F401 -- attention_env: autouse fixture
 from attention_support import case_id as _case_id
 from attention_support import cu as _cu
 from attention_support import qkv as _qkv
@@ -491,17 +491,7 @@ def test_kernel_arguments_are_the_interface(dtype, causal, varlen):
 
 
 def _kernel_case(target, dtype, dims, causal, varlen, layout, seed=0):
-    b, hq, hkv, nq, nk, d = dims
-    if varlen:
-        lens_q, lens_k = varlen
-        q, k, v = (_randn(sum(lens_q), hq, d, dtype=dtype, seed=seed), _randn(sum(lens_k), hkv, d, dtype=dtype,
-                   seed=seed + 1), _randn(sum(lens_k), hkv, d, dtype=dtype, seed=seed + 2))
-        args = (q, k, v, causal, None, _cu(*lens_q), _cu(*lens_k), layout)
-    else:
-        q, k, v = _qkv(b, hq, hkv, nq, nk, d, dtype, seed)
-        if layout == "bnhd":
-            q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-        args = (q, k, v, causal, None, None, None, layout)
+    args = kernel_inputs(dtype, dims, causal, varlen, layout, seed)
     o, lse = attention(*args, target=target, backend="emu")
     attention_tolerance_check(o, lse, *args)
 

@@ -32,6 +32,7 @@ import torch
 from attention_support import BF16, F16, attention_env  # noqa: F401 -- attention_env: autouse fixture
 from attention_support import case_id as _case_id
 from attention_support import cu as _cu
+from attention_support import kernel_inputs as _kernel_inputs
 from attention_support import qkv as _qkv
 from attention_support import randn as _randn
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -707,20 +708,6 @@ SLOW_CASES = [
      "bhnd")
     for i, (target, d) in enumerate(itertools.product(("gfx942", "gfx950"), (64, 128)))
 ]
-
-
-def _kernel_inputs(dtype, dims, causal, varlen, layout, seed=0):
-    b, hq, hkv, nq, nk, d = dims
-    if varlen:
-        lens_q, lens_k = varlen
-        q, k, v = (_randn(sum(lens_q), hq, d, dtype=dtype, seed=seed),
-                   _randn(sum(lens_k), hkv, d, dtype=dtype, seed=seed + 1),
-                   _randn(sum(lens_k), hkv, d, dtype=dtype, seed=seed + 2))
-        return q, k, v, causal, None, _cu(*lens_q), _cu(*lens_k), layout
-    q, k, v = _qkv(b, hq, hkv, nq, nk, d, dtype, seed)
-    if layout == "bnhd":
-        q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-    return q, k, v, causal, None, None, None, layout
 
 
 def _kernel_case(target, dtype, dims, causal, varlen, layout, seed=0):
