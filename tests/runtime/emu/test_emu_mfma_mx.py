@@ -119,8 +119,8 @@ def test_narrow_formats_match_numpy(name, fa, fb):
         sa = RNG.integers(118, 137, (4, 64)).astype(np.uint8)      # [byte, lane]
         sb = RNG.integers(118, 137, (4, 64)).astype(np.uint8)
         opa, opb = RNG.integers(0, 4, 2)
-        kw = dict(scale_a=sa.T.copy().view(np.uint32)[:, 0][None, :], scale_b=sb.T.copy().view(np.uint32)[:, 0][None, :],
-                  opsel_a=int(opa), opsel_b=int(opb))
+        vgpr = lambda by: by.T.copy().view(np.uint32)[:, 0][None, :]     # [byte, lane] -> uint32[1, 64]
+        kw = dict(scale_a=vgpr(sa), scale_b=vgpr(sb), opsel_a=int(opa), opsel_b=int(opb))
         fac_a = np.array([[2.0 ** (int(sa[opa, (k // 32) * s.m + i]) - 127) for k in range(s.k)] for i in range(s.m)])
         fac_b = np.array([[2.0 ** (int(sb[opb, (k // 32) * s.n + j]) - 127) for k in range(s.k)] for j in range(s.n)])
         assert nkb * s.m == 64 and nkb * s.n == 64         # every lane of the scale VGPR is used
