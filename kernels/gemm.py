@@ -50,14 +50,15 @@ from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
 from isagen.tiles.lds_to_reg import DsReads, Fragment, join_u16_pairs, kmajor_reads, tr16_reads, u16_reads
-from isagen.tiles.mma import bf16_mfma, fp8_mfma, mma_ops
+from isagen.tiles.mma import bf16_mfma, fp8_mfma, mma_ops, operand_regs
 from isagen.tiles.order import emit_remap
 from isagen.tiles.registers import Accumulators, FragmentRegs
 from isagen.tiles.schedule import emit, merge
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
-ELEM_BYTES = {"bf16": 2, "fp8": 1, "bf8": 1}
+ELEM_BYTES = {"bf16": 2, "fp8": 1, "bf8": 1, "fp4": 1}    # fp4: a byte holds two (the plan counts K in bytes)
+ARG_DTYPE = {"fp4": "u8"}                                  # kernel-argument type of packed fp4 pairs
 
 
 def _lds_too_small_for_256x256x64(t: Target) -> bool:
@@ -191,7 +192,7 @@ class Plan:
 
     @property
     def mfmas_per_ktile(self) -> int:
-        return self.frags_m * self.frags_n * (self.block_k // self.mfma.k)
+        return self.frags_m * self.frags_n * self.slices * self.fragment.mfmas_per_slice
 
     @property
     def acc_regs(self) -> int:
@@ -232,8 +233,9 @@ def _default_block_k(p, target: Target) -> int:
     eb = ELEM_BYTES[_in_dtype(p)]
     bk = target.gemm_defaults.block_k * 2 // eb
     if eb == 1 and p.schedule == "interleave4":
-        mfma, _ = fp8_mfma(target, p.mfma)
-        k_per_mfma = 4 * mfma.a_regs // eb
+        dt = _in_dtype(p)
+        mfma, _ = fp8_mfma(target, p.mfma, dt, dt, getattr(p, "scaled", False))
+        k_per_mfma = 4 * operand_regs(mfma, dt) // eb
         if k_per_mfma * eb > 8 and bk // ((64 // mfma.m) * max(16 // eb, k_per_mfma)) < 2:
             bk *= 2
     return bk
@@ -290,11 +292,11 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     eb = ELEM_BYTES[in_dtype]
     block_k = p.block_k or _default_block_k(p, target)
     b_dtype = getattr(p, "b_dtype", "") or in_dtype
-    if ELEM_BYTES[b_dtype] != eb:
-        raise SpecError(f"params.b_dtype: {b_dtype} B with {in_dtype} A: both operands must be 8-bit or bf16")
+    if ELEM_BYTES[b_dtype] != eb or (in_dtype == "fp4") != (b_dtype == "fp4"):
+        raise SpecError(f"params.b_dtype: {b_dtype} B with {in_dtype} A: both operands must be 8-bit, fp4 or bf16")
     mfma, mods = ((bf16_mfma(target, p.mfma), {}) if in_dtype == "bf16"
-                  else fp8_mfma(target, p.mfma, in_dtype, b_dtype))
-    k_per_mfma = 4 * mfma.a_regs // eb
+                  else fp8_mfma(target, p.mfma, in_dtype, b_dtype, getattr(p, "scaled", False)))
+    k_per_mfma = 4 * operand_regs(mfma, in_dtype) // eb
     lane_groups = 64 // mfma.m
     # reads of 16 bytes per lane (ds_read_b128) unless interleave4 needs two k-slices and only 8 bytes
     # fit; an MFMA taking 32 bytes per lane (fp8 f8f6f4) reads its slice in two 16-byte parts
@@ -433,8 +435,8 @@ class GemmKernel:
     # ------------------------------------------------------------------ arguments and uniforms
     def arguments(self):
         k, pl = self.k, self.plan
-        k.args.pointer("A", pl.in_dtype, "read_only")
-        k.args.pointer("B", pl.b_dtype or pl.in_dtype, "read_only")
+        k.args.pointer("A", ARG_DTYPE.get(pl.in_dtype, pl.in_dtype), "read_only")
+        k.args.pointer("B", ARG_DTYPE.get(pl.b_dtype or pl.in_dtype, pl.b_dtype or pl.in_dtype), "read_only")
         k.args.pointer("C", pl.out_dtype, "write_only")
         self.extra_pointers()
         for n in ("m", "n", "k", "tiles_m", "tiles_n", "k_tiles", "pad"):
@@ -565,6 +567,10 @@ class GemmKernel:
         em.free()
         self.advance()
 
+    def copies_per_tile(self) -> int:
+        """LDS-DMA instructions one loader wave issues per K-tile (its ``vmcnt`` per tile)."""
+        return self.gA.blocks_per_wave + self.gB.blocks_per_wave
+
     def advance(self):
         """Move both windows to the next K-tile (now)."""
         self.rA.advance(self.plan.block_k_bytes, "A: window to the next K-tile")
@@ -635,7 +641,7 @@ class GemmKernel:
     def pingpong8(self):
         k, pl = self.k, self.plan
         all_slices = range(pl.slices)
-        j_wave = self.gA.blocks_per_wave + self.gB.blocks_per_wave
+        j_wave = self.copies_per_tile()
         g1, join = k.label("group1"), k.label("groups_join")
         k.s_cmp_eq_u32(self.wave_row, 1, comment="ping-pong group of this wave")
         k.s_cbranch_scc1(g1)
@@ -683,7 +689,7 @@ class GemmKernel:
     def interleave4(self):
         k, pl = self.k, self.plan
         h0, h1 = pl.halves
-        j_wave = self.gA.blocks_per_wave + self.gB.blocks_per_wave
+        j_wave = self.copies_per_tile()
         k.wait(vmcnt=j_wave, why="tile 0 has landed (tile 1 may still be in flight)")
         k.barrier(why="tile 0 is in LDS for everyone")
         emit(self.load_regs(0, h0))
