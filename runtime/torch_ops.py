@@ -5,6 +5,7 @@
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
     o, lse = torch.ops.isagen.attention(q, k, v, True)   # isagen.runtime.attention.attention as an op
     c = torch.ops.isagen.scaled_mm(a, b, sa, sb, torch.bfloat16)   # isagen.runtime.scaled_mm (FP8 GEMM)
+    c = torch.ops.isagen.mx_mm(a, b, sa, sb, torch.bfloat16, "e2m1", "e2m1")   # isagen.runtime.mx_mm (MX GEMM)
     dq, dk, dv = torch.ops.isagen.attention_backward(do, q, k, v, o, lse, True)   # ... and its backward
 
 The op's schema comes from the kernel's launch contract (``isagen.builders.contract.LaunchInfo``), so a kernel
@@ -448,6 +449,38 @@ def register_scaled_mm_op() -> str:
         return f"{NAMESPACE}::scaled_mm"
 
 
+# --------------------------------------------------------------------------- mx_mm
+MX_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype=bfloat16, "
+                "str a_format=\"e4m3\", str? b_format=None, str? target=None) -> Tensor")
+
+
+def register_mx_mm_op() -> str:
+    """Register ``torch.ops.isagen.mx_mm(a, b, scale_a, scale_b, out_dtype, a_format, b_format, target) -> C``
+    (``isagen.runtime.mx_mm.mx_mm``: gfx950's MX GEMM, b stored N×K, E8M0 block-32 scales), with a fake
+    implementation; CPU tensors run in the emulator, GPU tensors through hip."""
+    from isagen.runtime import mx_mm as mx
+    with _lock:
+        if "mx_mm" in _EXTRA_OPS:
+            return f"{NAMESPACE}::mx_mm"
+
+        def run_on(backend: str):
+            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, a_format="e4m3", b_format=None, target=None):
+                return mx.mx_mm(a, b, scale_a, scale_b, out_dtype, a_format=a_format, b_format=b_format,
+                                target=target, backend=backend)
+            impl.__name__ = f"isagen_mx_mm_{backend}"
+            return impl
+
+        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, a_format="e4m3", b_format=None, target=None):
+            return mx.output_like(a, b, scale_a, scale_b, out_dtype)
+
+        _lib.define("mx_mm" + MX_MM_SCHEMA)
+        _lib.impl("mx_mm", run_on("emu"), "CPU")
+        _lib.impl("mx_mm", run_on("hip"), "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::mx_mm", fake, lib=_lib)
+        _EXTRA_OPS["mx_mm"] = MX_MM_SCHEMA
+        return f"{NAMESPACE}::mx_mm"
+
+
 def registered_ops() -> dict:
     return {**{name: e.schema for name, e in _OPS.items()}, **_EXTRA_OPS}
 
@@ -456,3 +489,4 @@ register_bundled_ops()
 register_attention_op()
 register_attention_backward_op()
 register_scaled_mm_op()
+register_mx_mm_op()
