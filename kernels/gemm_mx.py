@@ -227,8 +227,14 @@ class ScaleTile:
             k.s_mov_b32(self.m0[i], m0, comment=f"{self.name} block {i}: LDS byte of lane 0 in the tile")
             em.free()
 
+    def _tables(self) -> tuple[Reg, Reg]:
+        """The per-block SGPRs ``setup`` allocated: (row offsets, M0 offsets)."""
+        if self.row_off is None or self.m0 is None:
+            raise RuntimeError(f"{self.name}: setup() must come before the DMAs and release()")
+        return self.row_off, self.m0
+
     def release(self) -> None:
-        self.k.free(self.row_off, self.m0)
+        self.k.free(*self._tables())
 
     def ops(self, stage: int, after: Op | None = None) -> list[Op]:
         """(M0 update, DMA) pairs of this wave's blocks into ``stage``; the DMA's offset VGPR is set
@@ -236,14 +242,15 @@ class ScaleTile:
         k = self.k
         region = self.stages[stage]
         lane_off, tmp = self.kern.scale_lane_off, self.kern.scale_tmp
+        row_off, m0_off = self._tables()
         out: list[Op] = []
         prev = after
         for i in range(self.blocks_per_wave):
             def m0(i=i):
-                k.s_add_u32(M0, self.m0[i], region.offset, comment=f"M0: {self.name} block {i} in lds_{region.name}")
+                k.s_add_u32(M0, m0_off[i], region.offset, comment=f"M0: {self.name} block {i} in lds_{region.name}")
 
             def dma(i=i):
-                k.v_add_u32(tmp, self.row_off[i], lane_off, comment=f"{self.name} block {i}: this lane's byte "
+                k.v_add_u32(tmp, row_off[i], lane_off, comment=f"{self.name} block {i}: this lane's byte "
                                                                     "(row L%fr, K-block L/fr of the block)")
                 inst = k.buffer_load_ubyte_lds(tmp, self.rsrc.regs, 0, offen=True,
                                                comment=f"{self.name} -> lds_{region.name}, block {i} (byte of "
@@ -260,12 +267,13 @@ class ScaleTile:
         k = self.k
         region = self.stages[stage]
         tmp = self.kern.scale_tmp
+        row_off, m0_off = self._tables()
         S = self.slices
         for i in range(self.blocks_per_wave):
             n = loader * self.blocks_per_wave + i
             kblock = (n % S) * self.J + lx.lane() % 64 // self.fr
-            k.s_add_u32(M0, self.m0[i], region.offset, comment=f"M0: {self.name} block {i} in lds_{region.name}")
-            k.v_add_u32(tmp, self.row_off[i], self.kern.scale_lane_off,
+            k.s_add_u32(M0, m0_off[i], region.offset, comment=f"M0: {self.name} block {i} in lds_{region.name}")
+            k.v_add_u32(tmp, row_off[i], self.kern.scale_lane_off,
                         comment=f"{self.name} block {i}: this lane's byte")
             em.emit(lx.where_lt(kblock, pad_kb, OOB_OFFSET, lx.VReg(f"{self.name}_tmp", tmp)), dst=tmp,
                     comment=f"{self.name} block {i}: K-blocks before the first one load 0")

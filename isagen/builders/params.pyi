@@ -170,6 +170,35 @@ class GemmFp8Params(Params):
     chunk: int = 0
 
 @dataclass(frozen=True)
+class GemmMxParams(Params):
+    """The 'gemm_mx' generator's parameters (isagen/kernels/gemm_mx.py)."""
+
+    name: str
+    #: MX element format of A: e4m3 / e5m2 (MXFP8, one byte each) or e2m1 (MXFP4, two per byte along K, the low nibble
+    #: the even k)
+    a_format: str = 'e4m3'
+    #: MX element format of B: same (as A), e4m3, e5m2 or e2m1 (fp4 only with fp4 A)
+    b_format: str = 'same'
+    #: element type of C (accumulation is fp32; bf16/f16 round to nearest even)
+    out_dtype: str = 'bf16'
+    #: pingpong8: 8 waves in two groups a barrier apart; interleave4: 4 waves, single MFMAs interleaved with single
+    #: loads
+    schedule: str = 'pingpong8'
+    #: macro tile rows (M) per workgroup
+    block_m: int = 256
+    #: macro tile columns (N) per workgroup
+    block_n: int = 256
+    #: K elements per pipeline stage; 0: 128 bytes of A's rows per stage (128 for MXFP8, 256 for MXFP4), twice that for
+    #: interleave4's decode tiles where one k-slice would be the whole stage
+    block_k: int = 0
+    #: MFMA tile: 16 (v_mfma_scale_f32_16x16x128_f8f6f4) or 32 (v_mfma_scale_f32_32x32x64_f8f6f4)
+    mfma: int = 16
+    #: W of the chiplet-aware order: tile-rows walked together; 0: target default (gfx942 4, gfx950 8)
+    group_m: int = 0
+    #: C of the chiplet-aware order: consecutive tiles per XCD; 0: target default (gfx942 16, gfx950 64)
+    chunk: int = 0
+
+@dataclass(frozen=True)
 class NormParams(Params):
     """The 'norm' generator's parameters (isagen/kernels/norms.py)."""
 
