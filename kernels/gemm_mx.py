@@ -159,8 +159,8 @@ def launch(p, target) -> LaunchInfo:
                                              "kp": "MXFP4: bytes of a packed row of A and B (K/2)",
                                              "kb": "scale bytes per row (K/32)"},
            validate=validate, check=check, launch=launch,
-           doc="MX GEMM C = (A·2^sa)·(B·2^sb)ᵀ on gfx950's scaled MFMAs: MXFP8 (e4m3/e5m2) and MXFP4 (e2m1), "
-               "E8M0 block-32 scales, fp32 accumulation")
+           doc=f"MX GEMM C = (A·2^sa)·(B·2^sb)ᵀ on the scaled MFMAs ({', '.join(_SCALED_TARGETS)}): MXFP8 "
+               "(e4m3/e5m2) and MXFP4 (e2m1), E8M0 block-32 scales, fp32 accumulation")
 def gemm_mx(p, target) -> KernelBuilder:
     return MxGemmKernel(make_plan(p, target), p.name, elems_per_byte(p)).build()
 

@@ -24,7 +24,7 @@ from isagen.api import Kernel
 from isagen.errors import LaunchError
 from isagen.runtime.backends import choose_backend
 from isagen.runtime.kernel_cache import cached_build, call_target
-from isagen.targets import get_target
+from isagen.targets import TARGETS
 
 SPEC = "gemm_mxfp8"             # the generator gemm_mx, its other formats and tiles by overrides
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
@@ -34,6 +34,8 @@ N_ALIGN = 4                # a lane stores 4 consecutive columns
 BLOCK = 32
 _FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 # OCP MX v1.0 E2M1: codes 0..7 are +0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign
+# the targets with block-scaled MFMAs (v_mfma_scale_*), from the target table
+MX_TARGETS = [t.name for t in TARGETS.values() if any(i.mnemonic.startswith("v_mfma_scale_") for i in t.mfmas)]
 _E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
 
@@ -84,7 +86,8 @@ def _check_operand(name: str, t, fmt: str) -> torch.Tensor:
             _fail(f"{name} must be uint8 (two e2m1 per byte, the low nibble the even k) or "
                   f"float4_e2m1fn_x2 for format e2m1, got {t.dtype}")
     elif t.dtype != _FP8[fmt]:
-        _fail(f"{name} must be {_FP8[fmt]} for format {fmt} (gfx950's OCP encoding), got {t.dtype}")
+        _fail(f"{name} must be {_FP8[fmt]} for format {fmt} (the OCP encoding of {', '.join(MX_TARGETS)}), "
+              f"got {t.dtype}")
     if t.dim() != 2:
         _fail(f"{name} must be 2-D, got shape {tuple(t.shape)}")
     return _bytes(t) if fmt == "e2m1" else t
@@ -120,11 +123,11 @@ def mx_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torc
     if not isinstance(a, torch.Tensor):
         _fail(f"a must be a torch.Tensor, got {type(a).__name__}")
     if target is None and backend_name == "emu":
-        target = "gfx950"
+        target = MX_TARGETS[0]
     tgt = call_target(target, backend_name, a.device, "mx_mm")
-    if not any(i.mnemonic.startswith("v_mfma_scale_") for i in get_target(tgt).mfmas):
-        _fail(f"target {tgt} has no block-scaled MFMA (v_mfma_scale_*): MX GEMMs need gfx950; use "
-              "isagen.scaled_mm (per-tensor or row-wise fp32 scales) there")
+    if tgt not in MX_TARGETS:
+        _fail(f"target {tgt} has no block-scaled MFMA (v_mfma_scale_*): MX GEMMs need {' or '.join(MX_TARGETS)}; "
+              "use isagen.scaled_mm (per-tensor or row-wise fp32 scales) there")
     a = _check_operand("a", a, a_format)
     b = _check_operand("b", b, b_format)
     epb = 2 if a_format == "e2m1" else 1
