@@ -180,5 +180,120 @@ def main(argv=None) -> int:
     return 0
 
 
+
+
+# ====================================================================================== MX GEMMs (gemm_mx)
+# Kept apart from the BF16/FP8 rows above (own entry point and results file) so the two can change
+# independently:  python bench/gemm_model.py --mx [SPEC ...]   -> bench/results/gemm_mx_model.{json,md}
+#
+# The same counts as ``model`` with what the MX kernels add: the scale copies (ubyte LDS-DMA, one VALU
+# and one M0 update each) and scale reads (ds_read_b32) in the mix; MFMA cycles per instruction from
+# ``MfmaInfo.passes_for(cbsz, blgp)`` (fp4 A and B: half the fp8 passes); the peak the MFMAs reach
+# (FLOP per CU per clock from the MFMA's own rate, 2·m·n·k per ``cycles`` per SIMD: the MI355X's MXFP8
+# rate for fp8 inputs, twice it for fp4); HBM bytes including the E8M0 scales (one byte per 32 k).
+
+MX_SPECS = ("gemm_mxfp8.yaml", "gemm_mxfp4.yaml")
+
+
+def _mx_mfma_cycles(insts) -> int:
+    return sum(4 * i.desc.mfma.passes_for(i.mods.get("cbsz", 0), i.mods.get("blgp", 0))
+               for i in insts if i.unit == "mfma")
+
+
+def mx_model(spec, target) -> dict:
+    from isagen.kernels import gemm_mx
+    program = spec.build(target)
+    p = spec.params
+    plan = gemm_mx.make_plan(p, target)
+    epb = gemm_mx.elems_per_byte(p)
+    bodies = hot_loops(program)
+    waves_per_simd = plan.waves // plan.target.simds_per_cu
+    total: dict = {}
+    for body in bodies:
+        for key, v in mix(body).items():
+            total[key] = total.get(key, 0) + v
+        total["mx_mfma_cycles"] = total.get("mx_mfma_cycles", 0) + _mx_mfma_cycles(body)
+    per = {k: v / 2 for k, v in total.items()}             # a loop body is two K-tiles
+    if len(bodies) == 1:
+        per = {k: v * waves_per_simd for k, v in per.items()}
+    other = (per["ds_read"] + per["ds_other"] + per["vmem"] + per["salu"] + per["valu"] + per["nop_wait_states"]
+             + per["s_waitcnt"] + per["s_barrier"] + per["sopp_other"])
+    mf = per["mx_mfma_cycles"]
+    info = plan.mfma
+    mods = dict(plan.mfma_mods)
+    cyc = 4 * info.passes_for(mods.get("cbsz", 0), mods.get("blgp", 0))
+    peak_flop = 2 * info.m * info.n * info.k * plan.target.simds_per_cu // cyc      # FLOP per CU per clock
+    prod = plan.target.flagship
+    k_elems = plan.block_k * epb                            # K elements per K-step
+    flops_cu = 2 * plan.block_m * plan.block_n * k_elems
+    sb = k_elems // gemm_mx.BLOCK
+    global_bytes = (plan.block_m + plan.block_n) * (plan.block_k_bytes + sb)
+    peak_cycles = flops_cu / peak_flop
+    m, n = spec.shapes["m"], spec.shapes["n"]
+    kk = spec.shapes["k"] if epb == 1 else 2 * spec.shapes["kp"]
+    compulsory = ((m + n) * (kk // epb + kk // gemm_mx.BLOCK) + m * n * plan.out_bytes) / (2 * m * n * kk)
+    peak_flops = prod.cus * peak_flop * prod.clock_mhz * 1e6
+    lds_bytes_cu = per["lds_read_bytes"] * plan.target.simds_per_cu
+    return {
+        "spec": spec.name, "target": plan.target.name, "formats": [p.a_format, p.a_format if p.b_format == "same"
+                                                                     else p.b_format], "schedule": plan.schedule,
+        "tile": [plan.block_m, plan.block_n, k_elems], "mfma": info.mnemonic, "mfma_mods": mods,
+        "mfma_cycles_each": cyc, "waves_per_simd": waves_per_simd,
+        "per_simd_per_kstep": per, "mfma_busy_cycles": mf, "other_issue_cycles": other,
+        "mfma_share_serial": mf / (mf + other), "mfma_share_overlapped": mf / max(mf, other),
+        "hot_loop_nops": total["s_nop"],
+        "lds_vs_mfma": lds_bytes_cu / (plan.target.lds_banks * 4) / mf,
+        "mfma_cycles_check": peak_cycles, "peak_flop_per_cu_clk": peak_flop,
+        "global_bytes_per_cu": global_bytes,
+        "hbm_tb_s_needed_at_peak": global_bytes / peak_cycles * prod.cus * prod.clock_mhz * 1e6 / 1e12,
+        "hbm_tb_s_peak": prod.hbm_tb_s,
+        "tile_bytes_per_flop": global_bytes / flops_cu,
+        "problem": [m, n, kk], "compulsory_bytes_per_flop": compulsory,
+        "ridge_bytes_per_flop": prod.hbm_tb_s * 1e12 / peak_flops, "peak_tflops": peak_flops / 1e12,
+        "product": prod.name, "vgprs": program.vgprs, "agprs": program.agprs,
+        "occupancy": program.occupancy()["waves_per_simd"],
+    }
+
+
+def mx_markdown(rows: list[dict]) -> str:
+    out = ["| spec | formats | schedule | tile (M x N x K elems) | MFMA | per SIMD per K-step: MFMA / DS read / VMEM / "
+           "SALU / VALU / nop / waitcnt / barrier | MFMA busy cyc | other issue cyc | MFMA share (serial / "
+           "overlapped) | LDS cyc / MFMA cyc | peak TFLOP/s | HBM TB/s needed at peak (no reuse) | HBM bytes/FLOP: "
+           "tile / problem / ridge |",
+           "|---|---|---|---|---|---|---:|---:|---|---:|---:|---|---|"]
+    for r in rows:
+        pk = r["per_simd_per_kstep"]
+        mix_s = " / ".join(f"{pk[k]:g}" for k in ("mfma", "ds_read", "vmem", "salu", "valu", "s_nop", "s_waitcnt",
+                                                   "s_barrier"))
+        mods = " ".join(f"{k}:{v}" for k, v in r["mfma_mods"].items())
+        out.append(f"| {r['spec']} | {'x'.join(r['formats'])} | {r['schedule']} | {'x'.join(map(str, r['tile']))} | "
+                   f"{r['mfma'].replace('v_mfma_scale_f32_', 'scale ')} {mods} | {mix_s} | {r['mfma_busy_cycles']:g} | "
+                   f"{r['other_issue_cycles']:g} | {r['mfma_share_serial']:.2f} / {r['mfma_share_overlapped']:.2f} | "
+                   f"{r['lds_vs_mfma']:.2f} | {r['peak_tflops']:.0f} | {r['hbm_tb_s_needed_at_peak']:.1f} (peak "
+                   f"{r['hbm_tb_s_peak']:g}) | {r['tile_bytes_per_flop']:.2g} / {r['compulsory_bytes_per_flop']:.2g} / "
+                   f"{r['ridge_bytes_per_flop']:.2g} |")
+    return "\n".join(out) + "\n"
+
+
+def mx_main(argv) -> int:
+    ap = argparse.ArgumentParser(description="MX GEMM rows of the static model")
+    ap.add_argument("specs", nargs="*", default=[str(ROOT / "specs" / s) for s in MX_SPECS])
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    rows = []
+    for spec in load_specs(args.specs):
+        for target in spec.select_targets("all"):
+            r = mx_model(spec, target)
+            rows.append(r)
+            print(f"{r['spec']:24s} {r['target']}  MFMA share {r['mfma_share_serial']:.2f} serial / "
+                  f"{r['mfma_share_overlapped']:.2f} overlapped; nops in hot loop: {r['hot_loop_nops']}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gemm_mx_model.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out / "gemm_mx_model.md").write_text(mx_markdown(rows))
+    print(f"wrote {out / 'gemm_mx_model.json'} and {out / 'gemm_mx_model.md'}")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(mx_main(sys.argv[2:]) if sys.argv[1:2] == ["--mx"] else main())
