@@ -2,7 +2,8 @@
 on, against float64 torch math on the dequantized inputs (values from torch's float8 types and the OCP
 MX v1.0 E2M1 table, written here, times 2^(e-127) per 32 k): every format, the large, mid and decode
 tiles, ragged M / N, a leading partial K-tile, both MFMA shapes, bf16/f16/f32 out; a NaN scale poisons
-exactly its row; nothing is written past C; the hot loops have no s_nop; gfx942 is refused.
+exactly its row; nothing is written past C; no LDS bank conflict in the emulated address stream (scale
+copies and reads included); the hot loops have no s_nop; gfx942 is refused.
 """
 
 import numpy as np
@@ -16,6 +17,7 @@ from isagen.kernels.gemm import hot_loops
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 from isagen.runtime.emu import Device
+from isagen.tiles.bank_check import BankObserver
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 E2M1 = torch.tensor(E2M1 + [-v for v in E2M1], dtype=torch.float64)
@@ -70,6 +72,7 @@ def run_mx(M, N, K, *, seed=0, nan_row=None, **params):
         fa[nan_row, (K // 64) * 32:(K // 64) * 32 + 32] = torch.nan
     ref, mag = fa @ fb.T, fa.abs().nan_to_num(0) @ fb.abs().T
     dev = Device("gfx950", sanitize=True)
+    obs = dev.lds_observer = BankObserver("gfx950")
     mod = dev.load_module(co)
     bits, tdt = OUT[out]
     c = dev.to_device(np.full(M * N + PAD, SENTINEL[out], bits))
@@ -88,6 +91,9 @@ def run_mx(M, N, K, *, seed=0, nan_row=None, **params):
     assert (got[M * N:] == SENTINEL[out]).all(), "wrote past C"
     cv = torch.from_numpy(got[:M * N].view(np.float32 if out == "f32" else np.int16).copy())
     cv = cv.view(tdt).double().reshape(M, N) if out != "f32" else cv.double().reshape(M, N)
+    bad = obs.conflicts()
+    assert not bad, f"LDS bank conflicts: {bad[:3]}"
+    assert obs.instructions()
     return cv, ref, mag
 
 
