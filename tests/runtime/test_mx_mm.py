@@ -100,3 +100,27 @@ def test_bad_inputs_one_line(call, message):
         call()
     assert isinstance(e.value, (LaunchError, TargetError)) and "\n" not in str(e.value)
     assert str(e.value).startswith("mx_mm: ")
+
+
+def test_mxfp8_quantizer_output_feeds_mx_mm():
+    """End to end on gfx950: isagen's MXFP8 quantization kernel (e4m3fn + E8M0 [rows, K/32]) feeds
+    mx_mm as is; the product equals float64 math on the dequantized tensors and stays within fp8's
+    rounding of the bf16 product."""
+    quant = isagen.build("mxfp8_quant_bf16", "gfx950")
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(24, 256, generator=g).bfloat16()
+    w = (torch.randn(32, 256, generator=g) * 0.05).bfloat16()
+
+    def q(t):
+        rows, k = t.shape
+        out = torch.empty(rows, k // 32, 32, dtype=torch.float8_e4m3fn)
+        scales = torch.empty(rows, k // 32, dtype=torch.uint8)
+        quant.run(t.reshape(rows, k // 32, 32).contiguous(), out, scales, backend="emu")
+        return out.reshape(rows, k), scales
+    (qx, sx), (qw, sw) = q(x), q(w)
+    c = isagen.mx_mm(qx, qw, sx, sw, torch.float32, target="gfx950")
+    dx, dw = isagen.mx_dequantize(qx, sx, "e4m3"), isagen.mx_dequantize(qw, sw, "e4m3")
+    ref = dx @ dw.T
+    assert bool(((c.double() - ref).abs() <= 2.0 ** -22 * (dx.abs() @ dw.abs().T)).all())
+    exact = x.double() @ w.double().T
+    assert bool(((c.double() - exact).abs() <= 2.0 ** -3 * (x.double().abs() @ w.double().abs().T)).all())
