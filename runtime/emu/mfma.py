@@ -24,6 +24,9 @@ opsel_b=0, out=None) -> d``
     contents of the two scale VGPRs; ``opsel_a``/``opsel_b`` (0..3) pick the byte holding the E8M0
     exponent.  The scale of A's K-block ``kb`` (32 elements) for row i is in lane ``kb*M + i``, of
     B's for column j in lane ``kb*N + j``; factor ``2**(e-127)``, e = 255 is NaN [verify on hardware].
+    Triton 3.9's ``tl.dot_scaled`` code for gfx950 (its scale and operand layouts are LLVM's and
+    Triton's, run in production) computes the right products on this rule for fp8 and fp4 operands,
+    both MFMA shapes, op_sel bytes 0 and 1 (tests/runtime/emu/test_emu_mx_triton.py).
 
 ``spec(name, target=None) -> MfmaSpec`` the instruction's shape, types and register counts;
 ``operand_regs(name, cbsz=0, blgp=0) -> (a_regs, b_regs)`` the A/B register counts as the modifiers

@@ -180,3 +180,65 @@ def test_fp4_fp6_pass_counts():
     """Half the passes when neither operand is fp8/bf8 (the sanitizer's hazard waits use them)."""
     info = get_target("gfx950").mfma("v_mfma_scale_f32_32x32x64_f8f6f4")
     assert [info.passes_for(a, b) for a, b in [(0, 0), (4, 0), (1, 4), (4, 4), (2, 3)]] == [16, 16, 16, 8, 8]
+
+
+# ----------------------------------------------------------------------------- LLVM-compiled scale bytes
+
+_SCALE_SEL_IR = """
+declare <4 x float> @llvm.amdgcn.mfma.scale.f32.16x16x128.f8f6f4.v8i32.v8i32(<8 x i32>, <8 x i32>, <4 x float>,
+                                                                              i32, i32, i32, i32, i32, i32)
+declare i32 @llvm.amdgcn.workitem.id.x()
+define amdgpu_kernel void @k(ptr addrspace(1) %out, ptr addrspace(1) %a, ptr addrspace(1) %b,
+                             ptr addrspace(1) %sa, ptr addrspace(1) %sb) {
+  %l = call i32 @llvm.amdgcn.workitem.id.x()
+  %pa = getelementptr <8 x i32>, ptr addrspace(1) %a, i32 %l
+  %va = load <8 x i32>, ptr addrspace(1) %pa
+  %pb = getelementptr <8 x i32>, ptr addrspace(1) %b, i32 %l
+  %vb = load <8 x i32>, ptr addrspace(1) %pb
+  %psa = getelementptr i32, ptr addrspace(1) %sa, i32 %l
+  %xa = load i32, ptr addrspace(1) %psa
+  %psb = getelementptr i32, ptr addrspace(1) %sb, i32 %l
+  %xb = load i32, ptr addrspace(1) %psb
+""" + "".join(f"""
+  %r{s} = call <4 x float> @llvm.amdgcn.mfma.scale.f32.16x16x128.f8f6f4.v8i32.v8i32(<8 x i32> %va, <8 x i32> %vb,
+            <4 x float> zeroinitializer, i32 0, i32 0, i32 {s}, i32 %xa, i32 {3 - s}, i32 %xb)
+  %l{s} = add i32 %l, {64 * s}
+  %o{s} = getelementptr <4 x float>, ptr addrspace(1) %out, i32 %l{s}
+  store <4 x float> %r{s}, ptr addrspace(1) %o{s}
+""" for s in range(4)) + "  ret void\n}\n"
+
+
+@pytest.mark.skipif(shutil.which("llc-22") is None or shutil.which("ld.lld-22") is None,
+                    reason="llc-22 / ld.lld-22 not installed (apt-get install llvm-22 lld-22)")
+def test_llvm_scale_byte_selects_match(tmp_path):
+    """LLVM 22 lowers ``llvm.amdgcn.mfma.scale.*``'s scale_sel (byte 0..3 of each scale VGPR) to
+    op_sel/op_sel_hi; the emulator runs LLVM's code object and picks the same bytes (all four, both
+    scale sources), against the numpy model of the scaled product."""
+    from isagen.runtime.emu import Device
+    (tmp_path / "k.ll").write_text(_SCALE_SEL_IR)
+    subprocess.run(["llc-22", "-mtriple=amdgcn-amd-amdhsa", "-mcpu=gfx950", "-filetype=obj", str(tmp_path / "k.ll"),
+                    "-o", str(tmp_path / "k.o")], check=True)
+    subprocess.run(["ld.lld-22", "-shared", str(tmp_path / "k.o"), "-o", str(tmp_path / "k.co")], check=True)
+    name = "v_mfma_scale_f32_16x16x128_f8f6f4"
+    s = M.spec(name, "gfx950")
+    A = random_codes("fp8", (s.m, s.k))
+    B = random_codes("fp8", (s.n, s.k))
+    a, b = pack_operand(A, s.m, s.k, 0), pack_operand(B, s.n, s.k, 0)
+    sa = RNG.integers(118, 137, (64, 4)).astype(np.uint8)          # [lane, byte]
+    sb = RNG.integers(118, 137, (64, 4)).astype(np.uint8)
+    dev = Device("gfx950", sanitize=True)
+    mod = dev.load_module((tmp_path / "k.co").read_bytes())
+    lanes = lambda regs: np.ascontiguousarray(regs[:, 0, :].T)       # [lane, reg]: one <8 x i32> per lane
+    words = lambda by: by.view(np.uint32)[:, 0].copy()                 # [lane, byte] -> one u32 per lane
+    bufs = [dev.to_device(x) for x in (lanes(a), lanes(b), words(sa), words(sb))]
+    out = dev.alloc(4 * 64 * 16, "out")
+    reports = mod.launch("k", grid=(1, 1, 1), block=(64, 1, 1), args=[out, *bufs], on_error="collect")
+    assert reports == []
+    got = dev.from_device(out, (4, 64, 4), np.float32)               # [call, lane, reg]
+    Av, Bv = decode(A, "fp8"), decode(B, "fp8")
+    for sel in range(4):
+        fa = np.array([[2.0 ** (int(sa[(k // 32) * s.m + i, sel]) - 127) for k in range(s.k)] for i in range(s.m)])
+        fb = np.array([[2.0 ** (int(sb[(k // 32) * s.n + j, 3 - sel]) - 127) for k in range(s.k)] for j in range(s.n)])
+        want = (Av * fa) @ (Bv * fb).T
+        d = got[sel].T[:, None, :].astype(np.float32).view(np.uint32)   # [reg, 1, lane]
+        np.testing.assert_allclose(unpack_d(d, s.m), want, rtol=2e-6, atol=1e-30)
