@@ -107,11 +107,30 @@ def make_plan(p, target) -> Plan:
     return gemm.make_plan(_plan_params(p), target)
 
 
+def scale_lds_bytes(plan: Plan) -> int:
+    """LDS of the two stages' scale tiles (``ScaleTile.size`` of A and B)."""
+    quads = lambda frags: -(-frags // 4)
+    per_stage = (plan.wave_rows * quads(plan.frags_m) + plan.wave_cols * quads(plan.frags_n)) * plan.slices * 256
+    return 2 * per_stage
+
+
 def validate(p, target):
     bad = _problems(p, target)
     if bad:
         return bad
-    return gemm._problems(gemm.params_from(_plan_params(p), "plan"), get_target(target))
+    t = get_target(target)
+    bad = gemm._problems(gemm.params_from(_plan_params(p), "plan"), t)
+    if bad and elems_per_byte(p) == 2:
+        bad = [(f, m + " (MXFP4: the tiles count K in bytes, two e2m1 each)") for f, m in bad]
+    if bad:
+        return bad
+    plan = make_plan(p, target)
+    total = plan.lds_bytes + scale_lds_bytes(plan)
+    if total > t.lds_bytes:
+        return [("block_k", f"two LDS stages of data ({plan.lds_bytes} bytes) and E8M0 scale tiles "
+                            f"({scale_lds_bytes(plan)} bytes) need {total} bytes; {t.name} has {t.lds_bytes} "
+                            "(use a smaller block_k or tile)")]
+    return []
 
 
 def check(p, target, program):

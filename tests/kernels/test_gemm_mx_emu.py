@@ -155,3 +155,17 @@ def test_fp4_with_fp8_is_refused():
                       "x.yaml")
     with pytest.raises(SpecError, match="b_format.*fp4 pairs only with fp4"):
         spec.build("gfx950")
+
+
+def test_lds_budget_counts_the_scale_tiles():
+    """A tile whose data stages fill gfx950's LDS exactly is refused for the scale tiles it adds; the
+    bundled tile's LDS is the data stages plus the scale tiles the kernel allocates."""
+    from isagen.kernels import gemm_mx
+    spec = parse_spec("kernel: gemm_mx\nname: x\ntargets: [gfx950]\n"
+                      "params: {a_format: e4m3, block_m: 256, block_n: 64, block_k: 256}\n", "x.yaml")
+    with pytest.raises(SpecError, match=r"params.block_k: two LDS stages of data \(163840 bytes\) and E8M0 scale "
+                                        r"tiles \(8192 bytes\) need 172032 bytes; gfx950 has 163840"):
+        spec.build("gfx950")
+    spec, program, _ = built(a_format="e4m3")
+    plan = gemm_mx.make_plan(spec.params, "gfx950")
+    assert program.lds_bytes == plan.lds_bytes + gemm_mx.scale_lds_bytes(plan) == 128 * 1024 + 2 * (1024 + 1024)
