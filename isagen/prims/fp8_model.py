@@ -255,3 +255,21 @@ def torch_mxfp8_quant(x):
     codes, scales = mxfp8_quant(_np32(x).reshape(rows, -1))
     return (torch.from_numpy(decode(codes, "e4m3fn")).reshape(x.shape),
             torch.from_numpy(scales.astype(np.float64)).reshape(x.shape[:-1]))
+
+
+# ------------------------------------------------------------------ block-scaled GEMM reference
+SCALE_BLOCK = 128     # DeepSeek-style block scaling: 1x128 of A, 128x128 of B per fp32 scale
+
+
+def torch_block_scaled_mm(A, B, scale_a, scale_b):
+    """float64 ``C[m][n] = sum_kb scale_a[m][kb] * scale_b[n/128][kb] * sum_{k in kb} A[m][k] * B[n][k]`` for
+    A (M×K), B (N×K) (any float type, fp8 included), scale_a (M, K/128), scale_b (cdiv(N, 128), K/128): the
+    expression the ``gemm_fp8_blockscale`` spec gives ``isagen run``."""
+    import torch
+    a, b = A.double(), B.double()
+    n = b.shape[0]
+    kb = a.shape[1] // SCALE_BLOCK
+    sa = scale_a.double()
+    sb = scale_b.double().repeat_interleave(SCALE_BLOCK, dim=0)[:n]
+    parts = torch.einsum("mbk,nbk->bmn", a.reshape(a.shape[0], kb, SCALE_BLOCK), b.reshape(n, kb, SCALE_BLOCK))
+    return torch.einsum("bmn,mb,nb->mn", parts, sa, sb)
