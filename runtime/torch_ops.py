@@ -419,11 +419,11 @@ def register_attention_backward_op() -> str:
 
 # --------------------------------------------------------------------------- scaled_mm
 SCALED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype=bfloat16, "
-                    "Tensor? bias=None, str? target=None) -> Tensor")
+                    "Tensor? bias=None, str? target=None, int[]? block_size=None) -> Tensor")
 
 
 def register_scaled_mm_op() -> str:
-    """Register ``torch.ops.isagen.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target) -> C``
+    """Register ``torch.ops.isagen.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, block_size) -> C``
     (``isagen.runtime.scaled_mm.scaled_mm``: b stored N×K, C = scale_a·scale_b·(a @ b.T) + bias), with a
     fake implementation; CPU tensors run in the emulator, GPU tensors through hip."""
     from isagen.runtime import scaled_mm as smm
@@ -432,13 +432,14 @@ def register_scaled_mm_op() -> str:
             return f"{NAMESPACE}::scaled_mm"
 
         def run_on(backend: str):
-            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None):
-                return smm.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, backend=backend)
+            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None, block_size=None):
+                return smm.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, backend=backend,
+                                     block_size=block_size)
             impl.__name__ = f"isagen_scaled_mm_{backend}"
             return impl
 
-        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None):
-            return smm.output_like(a, b, scale_a, scale_b, out_dtype, bias)
+        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None, block_size=None):
+            return smm.output_like(a, b, scale_a, scale_b, out_dtype, bias, block_size)
 
         _lib.define("scaled_mm" + SCALED_MM_SCHEMA)
         _lib.impl("scaled_mm", run_on("emu"), "CPU")
