@@ -54,7 +54,7 @@ from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC, neg
 from isagen.prims.convert import ELEMENT_BYTES, Converter
-from isagen.prims.fp8_model import E4M3_EMAX, FP8_MAX, fp8_format_of, min_scale
+from isagen.prims.fp8_model import E2M1_EMAX, E4M3_EMAX, FP4_MAX, FP8_MAX, fp8_format_of, min_scale
 from isagen.prims.math import ACTIVATIONS, div_f32
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.reduce import CrossWave, group_reduce, rms_rstd
@@ -82,7 +82,8 @@ class QuantOp:
     dynamic: bool        # per-token scales (else the caller's static scale)
     residual: bool       # add + RMSNorm
     doc: str
-    mx: bool = False     # MXFP8: an E8M0 scale per block of 32 (OCP microscaling), no row scale
+    mx: bool = False     # MXFP8 / MXFP4: an E8M0 scale per block of 32 (OCP microscaling), no row scale
+    fp4: bool = False    # MXFP4: fp4 e2m1 elements, two a byte (else 8-bit e4m3)
 
     @property
     def cols(self) -> str:
@@ -105,6 +106,10 @@ OPS = {
     "silu_and_mul_per_token": QuantOp("gated", True, False, "per-token fp8 of silu(gate) * up, x [rows, 2, d]"),
     "mxfp8": QuantOp("plain", False, False, "MXFP8 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] "
                                             "-> e4m3fn codes and an E8M0 scale per block of 32", mx=True),
+    "mxfp4": QuantOp("plain", False, False, "MXFP4 (OCP microscaling; gfx950): x [rows, blocks, 32] -> fp4 e2m1 "
+                                            "codes packed two a byte (element 2i in bits 3:0, 2i+1 in bits 7:4) "
+                                            "q [rows, blocks, 16] and an E8M0 scale per block of 32",
+                     mx=True, fp4=True),
 }
 MX_BLOCK = 32
 ELEMENTS_PER_LANE = 16          # one 16-byte store of fp8 results per lane and chunk
@@ -149,7 +154,8 @@ def validate(p, target):
                                   f"{need} VGPRs of row data per lane ({g.chunks} chunks); raise waves_per_row"))
     if op.mx and target.fp8_format != "ocp":
         ocp = ", ".join(t.name for t in TARGETS.values() if t.fp8_format == "ocp")
-        out.append(("op", f"mxfp8 is an OCP format (e4m3fn elements, E8M0 scales): {ocp}, not {target.name} "
+        elems = "fp4 e2m1" if op.fp4 else "e4m3fn"
+        out.append(("op", f"{p.op} is an OCP format ({elems} elements, E8M0 scales): {ocp}, not {target.name} "
                           f"({target.fp8_format.upper()} fp8)"))
     if op.kind == "rms" and g.accesses * p.waves_per_row > p.waves:
         out.append(("waves_per_row", f"the weight is staged through LDS {p.waves} KiB at a time, and a chunk of "
@@ -168,8 +174,9 @@ def _tensors(p) -> list[tuple[str, str, tuple, str]]:
         return [("x", p.dtype, ("rows", 2, "d"), "in"), ("q", "fp8", ("rows", "d"), "out"),
                 ("scales", "f32", ("rows",), "out")]
     if op.mx:
-        return [("x", p.dtype, ("rows", "blocks", MX_BLOCK), "in"), ("q", "fp8", ("rows", "blocks", MX_BLOCK), "out"),
-                ("scales", "u8", ("rows", "blocks"), "out")]
+        q = ("q", "u8", ("rows", "blocks", MX_BLOCK // 2), "out") if op.fp4 else \
+            ("q", "fp8", ("rows", "blocks", MX_BLOCK), "out")
+        return [("x", p.dtype, ("rows", "blocks", MX_BLOCK), "in"), q, ("scales", "u8", ("rows", "blocks"), "out")]
     out: list[tuple[str, str, tuple, str]] = [("x", p.dtype, ("rows", "hidden"), "in")]
     if op.residual:
         out.append(("residual", p.dtype, ("rows", "hidden"), "in"))
@@ -211,7 +218,7 @@ def launch(p, target) -> LaunchInfo:
 
 @generator("quant_fp8", params=PARAMS, shapes={"rows": "rows of x (any number)", "hidden": "elements per row",
                                                "d": "output columns of silu_and_mul_per_token (x has 2d)",
-                                               "blocks": "mxfp8: blocks of 32 elements per row"},
+                                               "blocks": "mxfp8 / mxfp4: blocks of 32 elements per row"},
            validate=validate, check=check, launch=launch,
            doc="FP8 e4m3 quantization of rows (per-token, static, fused after RMSNorm or SiLU-and-mul); "
                "16-byte loads and stores")
@@ -286,9 +293,11 @@ class _QuantKernel:
             k.s_lshr_b32(self.group, wave, log2(p.waves_per_row), comment="row group within the workgroup")
         self.lanes = RowLanes(k, g, self.wave_in_row, lane, name="x_off")
         self.out_off = k.vgpr(g.chunks, "q_off", align=1, kernel=True)
+        q_shift = log2(g.esize) + (1 if op.fp4 else 0)
         for j in range(g.chunks):
-            k.v_lshrrev_b32(self.out_off[j], log2(g.esize), self.lanes.offsets[j],
-                            comment=f"chunk {j}: its fp8 bytes (one per element)")
+            k.v_lshrrev_b32(self.out_off[j], q_shift, self.lanes.offsets[j],
+                            comment=f"chunk {j}: its fp4 bytes (two elements a byte)" if op.fp4
+                            else f"chunk {j}: its fp8 bytes (one per element)")
         self.fp8_max_v = k.vgpr(1, "fp8_max", kernel=True)
         k.v_mov_b32(self.fp8_max_v, self.fp8_max, comment=f"FP8_MAX of {self.fmt}")
         if op.dynamic:
@@ -301,7 +310,8 @@ class _QuantKernel:
                 k.v_and_b32(t.odd, 1, lane, comment="lanes 2i, 2i+1 hold a block of 32")
                 k.v_cmp_eq_u32(VCC, 0, t.odd, comment="vcc: the even lane writes the block's scale byte")
             for j in range(g.chunks):      # the shifts first: vcc is read 2+ instructions after its compare
-                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK), self.out_off[j], comment=f"chunk {j}: its block")
+                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK) - (1 if op.fp4 else 0), self.out_off[j],
+                                comment=f"chunk {j}: its block")
             for j in range(g.chunks):
                 k.v_cndmask_b32(self.scale_off[j], OOB_INLINE, self.scale_off[j], VCC, comment="even lanes only")
 
@@ -310,6 +320,10 @@ class _QuantKernel:
             self.blocks = k.sgpr(1, "blocks", kernel=True)
             k.s_mov_b32(self.blocks, self.cols, comment="blocks of 32 a row (bytes of a row of scales)")
             k.s_lshl_b32(self.cols, self.cols, log2(MX_BLOCK), comment="x 32: elements a row")
+        self.q_bytes = self.cols
+        if op.fp4:
+            self.q_bytes = k.sgpr(1, "q_row_bytes", kernel=True)
+            k.s_lshr_b32(self.q_bytes, self.cols, 1, comment="bytes of a row of q: two fp4 a byte")
         if op.static:
             self.scale = k.sgpr(1, "scale", kernel=True)
             k.s_load_dword(self.scale, self.scale_ptr, 0, comment="the caller's scale (fp32)")
@@ -324,7 +338,7 @@ class _QuantKernel:
             k.s_lshl_b32(x_row, self.in_bytes, 1, comment="a row of x holds gate and up")
         for n in self.win:
             if n == "q":
-                k.s_mul_i32(self.steps[n], self.cols, self.groups, comment="q: bytes between a row group's rows")
+                k.s_mul_i32(self.steps[n], self.q_bytes, self.groups, comment="q: bytes between a row group's rows")
             elif n == "scales" and op.mx:
                 k.s_mul_i32(self.steps[n], self.blocks, self.groups, comment="scales: a byte a block")
             elif n == "scales":
@@ -346,7 +360,7 @@ class _QuantKernel:
                             group=self.group, wg_id=k.workgroup_id["x"])
         for n, w in self.win.items():
             if n == "q":
-                w.start(self.loop.row, self.cols, 0)
+                w.start(self.loop.row, self.q_bytes, 0)
             elif n == "scales":
                 w.start(self.loop.row, self.blocks if op.mx else 4, 0)
             else:
@@ -421,6 +435,8 @@ class _QuantKernel:
             self.shift = k.vgpr(1, "minus_x", kernel=True)
             self.nan_code = k.vgpr(1, "e8m0_nan", kernel=True)
             k.v_mov_b32(self.nan_code, 0xFF, comment="E8M0 NaN (a VGPR: v_cndmask already reads vcc)")
+            if op.fp4:
+                self.q4 = k.vgpr(2, "fp4_codes", kernel=True)
         if op.dynamic:
             self.amax = k.vgpr(1, "amax", kernel=True)
             self.total = k.sgpr(1, "row_amax", kernel=True)
@@ -440,7 +456,7 @@ class _QuantKernel:
 
         self.loop.top()
         k.comment("---- row: aim the windows at it (num_records 0 past the last row), load it")
-        for what, size in (("row", self.in_bytes), ("q", self.cols), ("scales", self.blocks if op.mx else 4)):
+        for what, size in (("row", self.in_bytes), ("q", self.q_bytes), ("scales", self.blocks if op.mx else 4)):
             names = [n for n in self.win if n == what or (what == "row" and n not in ("q", "scales"))]
             if names:
                 self.loop.records(records, size)
@@ -622,12 +638,15 @@ class _QuantKernel:
     # ------------------------------------------------------------------ MXFP8: a scale per block of 32
     def pass_mx(self):
         """Per chunk: the lane's max |x| (16 elements), the partner lane's (a block is lanes 2i, 2i+1: one
-        DPP step), X = floor(log2(amax)) - 8 from the exponent bits (at least -127; NaN code 0xff for a
-        block with a NaN or an infinity), the elements x * 2^-X (``v_ldexp_f32``: exact) saturated to
-        +-448 with NaN kept, their codes stored (16 bytes a lane) and the even lane's E8M0 byte."""
-        k = self.k
-        k.comment("---- MXFP8: per block of 32 (lanes 2i, 2i+1) X = floor(log2(max |x|)) - 8, codes of x / 2^X "
-                  "saturated, the E8M0 byte X + 127")
+        DPP step), X = floor(log2(amax)) - emax (8 for e4m3, 2 for fp4 e2m1) from the exponent bits (at
+        least -127; NaN code 0xff for a block with a NaN or an infinity), the elements x * 2^-X
+        (``v_ldexp_f32``: exact), then MXFP8: saturated to +-448 with NaN kept, ``v_cvt_pk_fp8_f32``, 16
+        bytes a lane; MXFP4: ``fp4_codes`` (round to nearest even on the fp4 grid, saturated to +-6), 8
+        bytes a lane; and the even lane's E8M0 byte."""
+        k, fp4 = self.k, self.op.fp4
+        emax = E2M1_EMAX if fp4 else E4M3_EMAX
+        k.comment(f"---- {'MXFP4' if fp4 else 'MXFP8'}: per block of 32 (lanes 2i, 2i+1) X = floor(log2(max |x|)) "
+                  f"- {emax}, codes of x / 2^X saturated, the E8M0 byte X + 127")
         t = self.t
         for j in self._chunks("mx_end"):
             self.pending.wait_for(f"row{j}", f"chunk {j} of the row has landed")
@@ -638,7 +657,7 @@ class _QuantKernel:
             k.v_lshrrev_b32(self.code, 23, self.amax, comment="biased exponent of amax (0: zero or subnormal, "
                                                               "255: inf or NaN)")
             k.v_cmp_ne_u32(VCC, 255, self.code, comment="vcc: the block is finite (read 2 instructions later)")
-            k.v_add_u32(self.shift, -E4M3_EMAX, self.code, comment="X + 127 = exponent - 8 ...")
+            k.v_add_u32(self.shift, -emax, self.code, comment=f"X + 127 = exponent - {emax} ...")
             k.v_max_i32(self.shift, 0, self.shift, comment="... at least 0 (X >= -127)")
             k.v_cndmask_b32(self.code, self.nan_code, self.shift, VCC, comment="E8M0 code: X + 127, or NaN 0xff")
             k.v_sub_u32(self.shift, 127, self.shift, comment="-X: the elements are x * 2^-X")
@@ -648,13 +667,58 @@ class _QuantKernel:
                 y = self._values("x", j, d, t)
                 for e in range(4):
                     k.v_ldexp_f32(t[e], y[e], self.shift, comment="x / 2^X (exact)" if e == 0 else None)
+                if fp4:
+                    for e in range(4):
+                        self.fp4_code(t[e], 4 * d + e)
+                    continue
                 self.clamp(t)
                 out = self._regs("x", j, d)
                 k.v_cvt_pk_fp8_f32(out, t[0], t[1], comment=f"elements {4 * d}, {4 * d + 1} -> e4m3fn, low word")
                 k.v_cvt_pk_fp8_f32(out, t[2], t[3], op_sel=[0, 0, 1], comment="... high word")
-            k.buffer_store_dwordx4(self._regs("x", j, 0, 4), self.out_off[j], self.win["q"].regs, 0, offen=True,
-                                   comment=f"q, chunk {j}: 16 codes (lanes past the row's end are dropped)")
+            if fp4:
+                k.buffer_store_dwordx2(self.q4, self.out_off[j], self.win["q"].regs, 0, offen=True,
+                                       comment=f"q, chunk {j}: 16 fp4 codes in 8 bytes (lanes past the row's end "
+                                               "are dropped)")
+            else:
+                k.buffer_store_dwordx4(self._regs("x", j, 0, 4), self.out_off[j], self.win["q"].regs, 0, offen=True,
+                                       comment=f"q, chunk {j}: 16 codes (lanes past the row's end are dropped)")
         self._row_landed()
+
+    def fp4_code(self, y, i: int) -> None:
+        """fp4 e2m1 code of ``y`` (fp32, |y| < 8 or not finite) into nibble ``i % 8`` of ``fp4_codes[i // 8]``
+        (element 2m in the low nibble of byte m: ``isagen.prims.fp8_model.pack_fp4``'s order).
+
+        Round to nearest even on the fp4 grid by the float trick: the grid spacing of |y|'s binade is
+        s = 2^(e-1) for |y| in [2^e, 2^(e+1)), e >= 0, and 0.5 below 1; c = s * 2^23 has ulp s, so
+        fl(|y| + c) - c is |y| rounded to a multiple of s, ties to the even multiple (the even fp4 code;
+        |y| < 8 <= 2^23 s keeps the sum in c's binade).  ``v_min_f32`` saturates to 6 (inf and NaN too:
+        IEEE minNum).  The magnitude code of r in {0, .5, 1, 1.5, 2, 3, 4, 6} is 2r for r <= 2 and
+        (bits(r) >> 22) - 252 (exponent and mantissa bit) for r >= 1; both are right at 1 and 2, and
+        above 2 the second is the smaller, below 1 the first is the larger, so it is med3(2r, that, 4).
+        The sign is y's bit 31 (-0 gives code 8)."""
+        k = self.k
+        a, c, h = self.u[0], self.u[1], self.u[2]
+        first = i == 0
+        k.v_and_b32(a, 0x7FFFFFFF, y, comment="|y|" if first else None)
+        k.v_and_b32(c, 0x7F800000, y, comment="|y|'s exponent bits" if first else None)
+        k.v_add_u32(c, 22 << 23, c, comment="c = 2^23 * 2^(e-1): ulp(c) = the fp4 spacing of |y|'s binade"
+                    if first else None)
+        k.v_max_i32(c, 149 << 23, c, comment="... at least 2^22 (spacing 0.5 below 1)" if first else None)
+        k.v_add_f32(a, a, c, comment="|y| + c: rounds to the spacing, ties to even" if first else None)
+        k.v_sub_f32(a, a, c, comment="r = |y| on the fp4 grid (exact)" if first else None)
+        k.v_min_f32(a, FP4_MAX, a, comment="saturate to 6 (inf, NaN too)" if first else None)
+        k.v_add_f32(h, a, a, comment="2r" if first else None)
+        k.v_cvt_u32_f32(h, h, comment="2r: the code for r <= 2" if first else None)
+        k.v_lshrrev_b32(a, 22, a, comment="exponent and mantissa bit of r" if first else None)
+        k.v_add_u32(a, -252, a, comment="the code for r >= 1" if first else None)
+        k.v_med3_i32(a, h, a, 4, comment="the magnitude code" if first else None)
+        k.v_lshrrev_b32(h, 28, y, comment="y's sign at bit 3" if first else None)
+        k.v_and_or_b32(a, h, 8, a, comment="sign | magnitude" if first else None)
+        dw, nib = divmod(i, 8)
+        if nib == 0:
+            k.v_mov_b32(self.q4[dw], a, comment=f"element {i}: nibble 0 of fp4 dword {dw}")
+        else:
+            k.v_lshl_or_b32(self.q4[dw], a, 4 * nib, self.q4[dw], comment=f"element {i}: nibble {nib}")
 
     def row_scale(self):
         k = self.k

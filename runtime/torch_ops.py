@@ -70,6 +70,9 @@ GENERIC_OPS = {
     "silu_and_mul_per_token_quant_fp8": ("silu_and_mul_per_token_quant_fp8_bf16", _ANY, "gated"),
     # MXFP8 (OCP microscaling: targets with OCP fp8 only): x [..., hidden] -> q [..., hidden], scales [..., hidden/32]
     "mxfp8_quant": ("mxfp8_quant_bf16", _ANY, "blocks32"),
+    # MXFP4 (gfx950): x [..., hidden] -> q uint8 [..., hidden/2] (fp4 e2m1 two a byte, element 2i in bits 3:0),
+    # scales [..., hidden/32]
+    "mxfp4_quant": ("mxfp4_quant_bf16", _ANY, "blocks32"),
 }
 # ops whose kernel dtype follows only some inputs (the others have fixed types: a quantization scale is fp32)
 DTYPE_FROM = {"static_quant_fp8": ("x",)}
@@ -123,15 +126,16 @@ def _gated_adapter(name: str, info, tensors: list):
 
 
 def _blocks32_adapter(name: str, info, tensors: list):
-    """``x [..., hidden]`` -> ``[rows, hidden/32, 32]`` (MXFP8's blocks of 32); ``q`` back to ``[..., hidden]``,
-    the per-block scales ``[rows, blocks]`` to ``[..., blocks]``."""
+    """``x [..., hidden]`` -> ``[rows, hidden/32, 32]`` (MXFP8's and MXFP4's blocks of 32); ``q`` back to
+    ``[..., hidden]`` (MXFP4's packed bytes to ``[..., hidden/2]``), the per-block scales ``[rows, blocks]`` to
+    ``[..., blocks]``."""
     x = tensors[0]
     if x.dim() < 1 or x.shape[-1] % 32:
         raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., hidden] with hidden a "
                           "multiple of 32 (blocks of 32 elements)")
     lead, hidden = tuple(x.shape[:-1]), x.shape[-1]
-    return [x.reshape(-1, hidden // 32, 32)], lambda y: y.reshape(*lead, hidden) if y.dim() == 3 else \
-        y.reshape(*lead, hidden // 32)
+    return [x.reshape(-1, hidden // 32, 32)], lambda y: y.reshape(*lead, hidden // 32 * y.shape[-1]) \
+        if y.dim() == 3 else y.reshape(*lead, hidden // 32)
 
 
 def _same_adapter(name: str, info, tensors: list):
