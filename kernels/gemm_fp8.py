@@ -199,8 +199,8 @@ class Fp8GemmKernel(GemmKernel):
         names = ["scale_a", "scale_b"] + (["bias"] if self.bias else [])
         if self.bias:
             k.args.pointer("bias", "f32", "read_only")
-        # block scaling walks the scale windows one K-block (4 bytes) at a time: tracked resources
-        self.rS = {n: BufferResource(k, n, tracked=self.block and n != "bias") for n in names}
+        # block scaling: scale_b's window clamps num_records at 0 (a wave past N): tracked
+        self.rS = {n: BufferResource(k, n, tracked=self.block and n == "scale_b") for n in names}
         for n, r in self.rS.items():
             r.load_pointer(k.args[n].offset)
 
@@ -252,9 +252,12 @@ class Fp8GemmKernel(GemmKernel):
         super().prologue_copies()
 
     def _block_windows(self) -> None:
-        """scale_a's window on this tile's rows (a lane's row per row fragment: one offset VGPR each),
-        scale_b's on the row of B's scales this wave's columns fall in (wave-uniform: ``s_buffer_load``);
-        both walk one K-block (4 bytes) per load, and read zeros past the end."""
+        """scale_a's window on this tile's rows (a lane's row per row fragment: one offset VGPR each), which
+        walks one K-block (4 bytes) per load: base += 4 and num_records -= 4 (no clamp needed: it starts at
+        (M - tile_m0) * K/128 * 4 >= 4 * K/128 and K/128 + 1 loads at most see it, the last one a prefetch
+        nobody uses); scale_b's on the row of B's scales this wave's columns fall in (wave-uniform:
+        ``s_buffer_load`` with an SGPR offset that grows by 4 per K-block; SMEM range-checks the whole
+        offset).  Rows past M and blocks past the end read zeros."""
         k, pl, s = self.k, self.plan, self.s
         fr = pl.frag_rows
         self.kb_bytes = k.sgpr(1, "kb_bytes", kernel=True)
@@ -286,24 +289,31 @@ class Fp8GemmKernel(GemmKernel):
                     comment=f"scale_a of row fragment {fm}: this lane's row * K/{BLOCK} * 4")
         em.free()
         nsets = 2 if self.tpb == 1 else 1
-        # scale_a values as aligned pairs (v_pk_fma_f32 reads a 64-bit source; only the low dword is used)
-        self.sa_sets = [k.vgpr(2 * pl.frags_m, f"scale_a_blk{i}", align=2, kernel=True) for i in range(nsets)]
-        self.sb_sets = [k.sgpr(1, f"scale_b_blk{i}", kernel=True) for i in range(nsets)]
-        for sa in self.sa_sets:
-            for fm in range(pl.frags_m):
-                k.v_mov_b32(sa[2 * fm + 1], 0, comment="high dword of a factor pair: read by v_pk_fma_f32, "
-                                                       "never used (op_sel_hi 0)" if fm == 0 else None)
+        # scale_a of row fragments 2p and 2p+1 side by side: one v_pk_mul_f32 makes two factors, and
+        # v_pk_fma_f32 picks its half with op_sel (a 64-bit source, even-aligned)
+        pairs = (pl.frags_m + 1) // 2
+        self.sa_sets = [k.vgpr(2 * pairs, f"scale_a_blk{i}", align=2, kernel=True) for i in range(nsets)]
+        # scale_b in an SGPR pair: packed fp32 reads a scalar operand as a pair (both halves its first SGPR)
+        self.sb_sets = [k.sgpr(2, f"scale_b_blk{i}", align=2, kernel=True) for i in range(nsets)]
+        self.sb_off = k.sgpr(1, "scale_b_off", kernel=True)
+        k.s_mov_b32(self.sb_off, 0, comment="scale_b: byte offset of the next K-block in this wave's row")
+        for i in range(nsets):
+            k.s_mov_b32(self.sb_sets[i][1], 0, comment="second SGPR of the scale_b pair (not used)")
+            if pl.frags_m % 2:
+                k.v_mov_b32(self.sa_sets[i][pl.frags_m], 0, comment="the odd row fragment's unused partner")
 
     def _load_block_scales(self, i: int, what: str) -> None:
         """scale_a[row][kb] per row fragment and scale_b[nb][kb] into set ``i``; both windows -> kb + 1."""
         k, pl = self.k, self.plan
         sa, sb = self.sa_sets[i], self.sb_sets[i]
         for fm in range(pl.frags_m):
-            k.buffer_load_dword(sa[2 * fm], self.sa_off[fm], self.rS["scale_a"].regs, 0, offen=True,
+            k.buffer_load_dword(sa[fm], self.sa_off[fm], self.rS["scale_a"].regs, 0, offen=True,
                                 comment=f"scale_a[row][kb] of row fragment {fm}: {what}" if fm == 0 else None)
-        k.s_buffer_load_dword(sb, self.rS["scale_b"].regs, 0, comment=f"scale_b[nb][kb]: {what}")
-        self.rS["scale_a"].advance(4, "scale_a: window to the next K-block")
-        self.rS["scale_b"].advance(4, "scale_b: window to the next K-block")
+        k.s_buffer_load_dword(sb[0], self.rS["scale_b"].regs, self.sb_off, comment=f"scale_b[nb][kb]: {what}")
+        ra = self.rS["scale_a"]
+        ra.add_base(4, "scale_a: window to the next K-block")
+        k.s_sub_u32(ra.regs[2], ra.regs[2], 4, comment="scale_a: num_records -= 4")
+        k.s_add_u32(self.sb_off, self.sb_off, 4, comment="scale_b: the next K-block")
 
     def mma(self, slices, stage: int = 0) -> list:
         if not self.block:
@@ -315,31 +325,34 @@ class Fp8GemmKernel(GemmKernel):
                        range(pl.frags_m), range(pl.frags_n), slices, zero_first=first, names=("P", "A", "B"),
                        mods=dict(pl.mfma_mods))
 
-    def compute_side(self, stage: int) -> None:
+    def after_mma(self, stage: int) -> None:
+        """After a K-tile's MFMAs: the next K-block's scale loads (they land by the next memory cluster's
+        wait), then, at the end of a K-block, acc += factor * P.  The loads come first so that they, too,
+        stand between the last MFMAs and the first VALU reads of their results (the XDL -> VALU wait
+        states): no ``s_nop`` even with 8 MFMAs a K-tile."""
         if not self.block:
             return
         if self.tpb == 1:
             self._load_block_scales(1 - stage, "the next K-tile's K-block (lands by its memory cluster)")
         elif stage == 0:
             self._load_block_scales(0, "this K-block's (used after the next K-tile's MFMAs)")
-
-    def after_mma(self, stage: int) -> None:
-        if not self.block or stage % self.tpb != self.tpb - 1:
+        if stage % self.tpb != self.tpb - 1:
             return
         k, pl = self.k, self.plan
         i = stage if self.tpb == 1 else 0
         sa, sb = self.sa_sets[i], self.sb_sets[i]
         k.comment("end of a K-block: acc += scale_a[row][kb] * scale_b[nb][kb] * P (one rounding per value)")
+        for p in range(len(sa) // 2):
+            k.v_pk_mul_f32(sa[2 * p:2 * p + 2], sa[2 * p:2 * p + 2], sb, op_sel=[0, 0], op_sel_hi=[1, 0],
+                           comment="factors of two row fragments: scale_a * scale_b" if p == 0 else None)
         for fm in range(pl.frags_m):
-            k.v_mul_f32(sa[2 * fm], sb, sa[2 * fm], comment="factor of this row: scale_a * scale_b" if fm == 0
-                        else None)
-        for fm in range(pl.frags_m):
+            h = fm % 2
             for fn in range(pl.frags_n):
                 acc, part = self.acc.tile(fm, fn), self.part.tile(fm, fn)
                 for j in range(0, pl.mfma.c_regs, 2):
-                    # op_sel_hi 0 on src1: both halves take the factor (the pair's low dword)
-                    k.v_pk_fma_f32(acc[j:j + 2], part[j:j + 2], sa[2 * fm:2 * fm + 2], acc[j:j + 2],
-                                   op_sel=[0, 0, 0], op_sel_hi=[1, 0, 1],
+                    # src1's op_sel / op_sel_hi both pick this row fragment's half of the factor pair
+                    k.v_pk_fma_f32(acc[j:j + 2], part[j:j + 2], sa[2 * (fm // 2):2 * (fm // 2) + 2], acc[j:j + 2],
+                                   op_sel=[0, h, 0], op_sel_hi=[1, h, 1],
                                    comment=f"acc[{fm}][{fn}] += factor * P[{fm}][{fn}]" if j == 0 else None)
 
     # ------------------------------------------------------------------ epilogue scales
@@ -347,7 +360,7 @@ class Fp8GemmKernel(GemmKernel):
         k, pl = self.k, self.plan
         held: list = []
         if self.block:
-            k.free(self.part.regs, self.sa_off, self.kb_bytes, *self.sa_sets, *self.sb_sets)
+            k.free(self.part.regs, self.sa_off, self.kb_bytes, self.sb_off, *self.sa_sets, *self.sb_sets)
         off = k.vgpr(1, "vec_off")
         em = lx.Emitter(k, self.lane)
         col_scale = col_bias = None

@@ -29,7 +29,8 @@ from isagen.api import Kernel, torch_dtype
 from isagen.errors import LaunchError
 from isagen.runtime.backends import choose_backend
 from isagen.runtime.kernel_cache import cached_build, call_target
-from isagen.targets import TARGETS
+from isagen.targets import TARGETS, get_target
+from isagen.tiles.mma import fp8_mfma
 
 SPEC = "gemm_fp8"
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
@@ -54,11 +55,17 @@ def tile_for(m: int) -> dict:
     return {"block_m": 64 if m > 32 else 32, "block_n": 64, "schedule": "interleave4"}
 
 
-def block_tile_for(m: int) -> dict:
-    """Macro tile for block scaling: 128x256 (specs/gemm_fp8_blockscale.yaml: the two accumulator sets of
-    a 256x256 tile would not fit the 256 registers of two waves per SIMD) above M = 64, 64x256 for
-    decode-size M (one tile row: B streams once)."""
-    return {"block_m": 128 if m > 64 else 64, "block_n": 256, "schedule": "pingpong8"}
+def block_tile_for(m: int, target: str) -> dict:
+    """Macro tile for block scaling: 128x256 pingpong8 above M = 64 (specs/gemm_fp8_blockscale.yaml: the two
+    accumulator sets of a 256x256 tile would not fit the 256 registers of two waves per SIMD); for
+    decode-size M the FP8 GEMM's decode tiles (interleave4, one tile row: B streams once), except that on
+    gfx950 the 16x16x128 MFMA's interleave4 needs a K-tile of 256 (two K-blocks), so the decode tile
+    there is 64x64 with the 32x32x64 MFMA (two 64-k slices per 128-k tile)."""
+    if m > 64:
+        return {"block_m": 128, "block_n": 256, "schedule": "pingpong8", "mfma": 16}
+    if fp8_mfma(get_target(target), 16)[0].k >= BLOCK:        # gfx950's 16x16x128: one slice a K-block
+        return {"block_m": 64, "block_n": 64, "schedule": "interleave4", "mfma": 32}
+    return {**tile_for(m), "mfma": 16}
 
 
 def _check_block_scale(name: str, t, shape: tuple, what: str) -> None:
@@ -73,10 +80,10 @@ def _check_block_scale(name: str, t, shape: tuple, what: str) -> None:
 
 
 def scaled_mm_kernel(target: str, a: str, b: str, scaling: str, out_dtype: str, bias: bool, block_m: int,
-                     block_n: int, schedule: str) -> Kernel:
+                     block_n: int, schedule: str, mfma: int = 16) -> Kernel:
     """The built FP8 GEMM for these parameters (built once per process, then reused)."""
     return cached_build(SPEC, target, in_dtype=a, b_dtype=b, scaling=scaling, out_dtype=out_dtype, bias=bias,
-                        block_m=block_m, block_n=block_n, schedule=schedule)
+                        block_m=block_m, block_n=block_n, schedule=schedule, mfma=mfma)
 
 
 def _target(target, backend_name: str, device: torch.device) -> str:
@@ -176,7 +183,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     c = torch.empty(M, N, dtype=out_dtype, device=a.device)
     if M == 0 or N == 0:
         return c
-    tile = block_tile_for(M) if scaling == "block" else tile_for(M)
+    tile = block_tile_for(M, tgt) if scaling == "block" else tile_for(M)
     kernel = scaled_mm_kernel(tgt, kind_a, kind_b, scaling, OUT_DTYPES[out_dtype], bias is not None, **tile)
     tensors = [a.contiguous(), b.contiguous(), c, scale_a.contiguous(), scale_b.contiguous()]
     if bias is not None:

@@ -152,10 +152,20 @@ def test_block_scaled_bias_e5m2(target):
     check(C, ref, mag, "bf16", K)
 
 
-def test_block_scaled_interleave4_gfx942():
-    """interleave4 on gfx942 (halves of a K-tile, two K-tiles per K-block) with 32x32 fragments off."""
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_block_scaled_one_row_fragment(target):
+    """32x128 tiles: one 16-row fragment per wave (an odd count: the factor pair's second half unused)."""
+    M, N, K = 45, 128, 2 * BLK
+    C, ref, mag, _ = run_blk(target, M, N, K, block_m=32, block_n=128, seed=13)
+    check(C, ref, mag, "bf16", K)
+
+
+@pytest.mark.parametrize("target,mfma", [("gfx942", 16), ("gfx950", 32)])
+def test_block_scaled_interleave4(target, mfma):
+    """interleave4 (the decode tiles of isagen.scaled_mm): gfx942 16x16 (halves of a 64-k tile, two K-tiles
+    per K-block), gfx950 32x32x64 (two 64-k slices per 128-k tile = K-block; 16 accumulators a tile)."""
     M, N, K = 40, 64, 4 * BLK
-    C, ref, mag, obs = run_blk("gfx942", M, N, K, schedule="interleave4", block_m=64, block_n=64, seed=7)
+    C, ref, mag, obs = run_blk(target, M, N, K, schedule="interleave4", mfma=mfma, block_m=64, block_n=64, seed=7)
     check(C, ref, mag, "bf16", K)
     no_conflicts(obs)
 
