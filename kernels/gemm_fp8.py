@@ -15,8 +15,24 @@ and a different epilogue:
   its column's scale (a lane's 4 accumulators of a quad are 4 consecutive columns of one row: one
   ``buffer_load_dword`` of scale_a per row fragment, one ``buffer_load_dwordx4`` of scale_b per quad).
 
+* scaling ``block`` (DeepSeek-V3 style, vLLM's / AITER's w8a8 block-scaled GEMM): scale_a[M, K/128]
+  per 1x128 of A, scale_b[cdiv(N,128), K/128] per 128x128 of B, applied per 128-wide K-block inside
+  the loop.  A K-block's MFMAs write a second accumulator set P in VGPRs (its first MFMA adds to the
+  inline 0, so P is never zeroed); after its last MFMA, ``acc += (scale_a * scale_b) * P`` by
+  ``v_pk_fma_f32`` (two accumulators an instruction; acc in VGPRs: a VALU cannot write AGPRs; one
+  ``v_pk_mul_f32`` makes the factors of two row fragments).  Chosen over rescaling the running sum
+  (acc *= s_kb / s_kb+1, MFMAs straight into it: a division, and wrong for a zero scale) because the
+  MFMA chain stays the unscaled GEMM's and the VALU work is the minimum, one instruction per two
+  accumulators per K-block, issued after the K-tile's MFMAs (the next K-block's scale loads sit
+  between, covering the MFMA -> VALU wait states: no ``s_nop``).  K-tiles never straddle K-blocks
+  (``block_k`` 64 or 128; K a multiple of 128, so there is no partial K-tile and a K-tile's place in its
+  K-block is its LDS stage, known when the code is written).  scale_b is wave-uniform (a wave's columns
+  lie in one 128-column block: ``128 % wave_tile_n == 0``): ``s_buffer_load_dword``.  The two
+  accumulator sets limit the tile to 128x256 at two waves per SIMD.
+
 Shapes: any M; N a multiple of 4 (a lane stores 4 consecutive columns); K a multiple of 16 (the
-leading partial K-tile is zeroed in runs of 16 bytes, gfx950's DMA width).
+leading partial K-tile is zeroed in runs of 16 bytes, gfx950's DMA width); block scaling: K a multiple
+of 128.
 """
 
 from __future__ import annotations

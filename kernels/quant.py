@@ -14,6 +14,10 @@ operation rounded once; the numpy model ``isagen.prims.fp8_model`` gives the sam
 * ``silu_and_mul_per_token``: ``x [rows, 2, d]`` (gate | up), ``y = silu(gate) * up`` in fp32
   (``isagen.prims.math``, as the gated activations), then ``per_token`` of ``y``: ``q [rows, d]``, ``scales [rows]``.
 
+``mxfp8`` / ``mxfp4`` (gfx950, OCP Microscaling): an E8M0 scale per block of 32 and e4m3fn codes, or fp4
+e2m1 codes packed two a byte (element 2i in the low nibble; ``fp4_code`` rounds on the fp4 grid); see
+``pass_mx`` and docs/gemm.md.
+
 The fp8 format is the target's: e4m3fnuz on gfx942 (FP8_MAX 240), OCP e4m3fn on gfx950 (FP8_MAX 448);
 the conversion is ``v_cvt_pk_fp8_f32`` (round to nearest even).  The two divisions are IEEE divisions
 (``isagen.prims.math.div_f32``: correctly rounded on the hardware too, once per row), so the scale is

@@ -309,9 +309,9 @@ def encode_fp4(y) -> np.ndarray:
 
 
 def pack_fp4(codes) -> np.ndarray:
-    """Two fp4 codes a byte along the last axis: element 2i in bits 3:0, element 2i+1 in bits 7:4 (the
-    order the gfx950 f8f6f4 MFMAs read K in, element k of a dword at bits 4k+3:4k, and the order of
-    LLVM's ``v_cvt_scalef32_pk_fp4_*``: src0 low nibble)."""
+    """Two fp4 codes a byte along the last axis: element 2i in bits 3:0, element 2i+1 in bits 7:4
+    (little-endian nibbles: element k of a dword at bits 4k+3:4k, the order the gfx950 f8f6f4 MFMAs read
+    fp4 K-elements in)."""
     c = np.asarray(codes, np.uint8)
     return (c[..., 0::2] & 0xF) | ((c[..., 1::2] & 0xF) << 4)
 

@@ -198,3 +198,6 @@ def test_refusals():
         info.grid_for({"m": 8, "n": 200, "k": 256, "kb": 2, "nb": 1})
     with pytest.raises(SpecError, match="block_k"):
         built("gfx950", schedule="interleave4", block_m=64, block_n=64)          # gfx950 interleave4: K-tile 256
+    with pytest.raises(SpecError, match=r"params.block_n: block scaling needs each wave's 48 columns inside one "
+                                        r"128-column block"):
+        built("gfx942", block_m=128, block_n=192)
