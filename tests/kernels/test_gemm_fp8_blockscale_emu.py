@@ -153,6 +153,16 @@ def test_block_scaled_bias_e5m2(target):
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_block_scaled_mfma32(target):
+    """32x32 MFMAs (16 accumulators a tile, 8 v_pk_fma_f32 each): gfx950 32x32x64 (two k-slices a K-block),
+    gfx942 32x32x16 fp8; 5 K-blocks (an odd number of K-tiles on gfx950)."""
+    M, N, K = 70, 132, 5 * BLK
+    C, ref, mag, obs = run_blk(target, M, N, K, mfma=32, block_m=64, block_n=128, seed=17)
+    check(C, ref, mag, "bf16", K)
+    no_conflicts(obs)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
 def test_block_scaled_one_row_fragment(target):
     """32x128 tiles: one 16-row fragment per wave (an odd count: the factor pair's second half unused)."""
     M, N, K = 45, 128, 2 * BLK
