@@ -117,6 +117,7 @@ OPS = {
 }
 MX_BLOCK = 32
 ELEMENTS_PER_LANE = 16          # one 16-byte store of fp8 results per lane and chunk
+ELEMENTS_PER_LANE_FP4 = 32      # MXFP4: one 16-byte store of fp4 results (and one whole block of 32) a lane
 SILU = ACTIVATIONS["silu"]
 
 PARAMS = {
@@ -134,7 +135,8 @@ PARAMS = {
 
 def geometry(p) -> RowGeometry:
     return RowGeometry(p.dtype, p.max_hidden, p.waves_per_row,
-                       lane_bytes=ELEMENTS_PER_LANE * ELEMENT_BYTES[p.dtype])
+                       lane_bytes=(ELEMENTS_PER_LANE_FP4 if OPS[p.op].fp4 else ELEMENTS_PER_LANE)
+                       * ELEMENT_BYTES[p.dtype])
 
 
 def _f32_bits(v: float) -> int:
@@ -308,14 +310,20 @@ class _QuantKernel:
             self.scale_off = k.vgpr(1, "scale_off", kernel=True)
             k.v_cmp_eq_u32(VCC, 0, lane, comment="vcc: lane 0 writes the row's scale")
 
-        if op.mx:
+        if op.fp4:
+            # MXFP4: a lane holds a whole block of 32 (its 16 fp4 bytes: one 16-byte store); every lane
+            # writes its block's scale byte
+            self.scale_off = k.vgpr(g.chunks, "scale_off", align=1, kernel=True)
+            for j in range(g.chunks):
+                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK // 2), self.out_off[j],
+                                comment=f"chunk {j}: its block (16 fp4 bytes a block)")
+        elif op.mx:
             self.scale_off = k.vgpr(g.chunks, "scale_off", align=1, kernel=True)
             with k.temps(odd="v1") as t:
                 k.v_and_b32(t.odd, 1, lane, comment="lanes 2i, 2i+1 hold a block of 32")
                 k.v_cmp_eq_u32(VCC, 0, t.odd, comment="vcc: the even lane writes the block's scale byte")
             for j in range(g.chunks):      # the shifts first: vcc is read 2+ instructions after its compare
-                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK) - (1 if op.fp4 else 0), self.out_off[j],
-                                comment=f"chunk {j}: its block")
+                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK), self.out_off[j], comment=f"chunk {j}: its block")
             for j in range(g.chunks):
                 k.v_cndmask_b32(self.scale_off[j], OOB_INLINE, self.scale_off[j], VCC, comment="even lanes only")
 
@@ -440,7 +448,7 @@ class _QuantKernel:
             self.nan_code = k.vgpr(1, "e8m0_nan", kernel=True)
             k.v_mov_b32(self.nan_code, 0xFF, comment="E8M0 NaN (a VGPR: v_cndmask already reads vcc)")
             if op.fp4:
-                self.q4 = k.vgpr(2, "fp4_codes", kernel=True)
+                self.q4 = k.vgpr(4, "fp4_codes", kernel=True)
         if op.dynamic:
             self.amax = k.vgpr(1, "amax", kernel=True)
             self.total = k.sgpr(1, "row_amax", kernel=True)
@@ -641,15 +649,17 @@ class _QuantKernel:
 
     # ------------------------------------------------------------------ MXFP8: a scale per block of 32
     def pass_mx(self):
-        """Per chunk: the lane's max |x| (16 elements), the partner lane's (a block is lanes 2i, 2i+1: one
-        DPP step), X = floor(log2(amax)) - emax (8 for e4m3, 2 for fp4 e2m1) from the exponent bits (at
-        least -127; NaN code 0xff for a block with a NaN or an infinity), the elements x * 2^-X
-        (``v_ldexp_f32``: exact), then MXFP8: saturated to +-448 with NaN kept, ``v_cvt_pk_fp8_f32``, 16
-        bytes a lane; MXFP4: ``fp4_codes`` (round to nearest even on the fp4 grid, saturated to +-6), 8
-        bytes a lane; and the even lane's E8M0 byte."""
+        """Per chunk: the block max (MXFP8: a lane holds 16 elements, a block is lanes 2i, 2i+1, one DPP
+        step joins their maxima; MXFP4: a lane holds a whole block of 32), X = floor(log2(amax)) - emax (8
+        for e4m3, 2 for fp4 e2m1) from the exponent bits (at least -127; NaN code 0xff for a block with a
+        NaN or an infinity), the elements x * 2^-X (``v_ldexp_f32``: exact), then MXFP8: saturated to +-448
+        with NaN kept, ``v_cvt_pk_fp8_f32``; MXFP4: ``fp4_code`` (round to nearest even on the fp4 grid,
+        saturated to +-6); 16 bytes of codes a lane, and the block's E8M0 byte (the even lane's / every
+        lane's)."""
         k, fp4 = self.k, self.op.fp4
         emax = E2M1_EMAX if fp4 else E4M3_EMAX
-        k.comment(f"---- {'MXFP4' if fp4 else 'MXFP8'}: per block of 32 (lanes 2i, 2i+1) X = floor(log2(max |x|)) "
+        who = "one lane" if fp4 else "lanes 2i, 2i+1"
+        k.comment(f"---- {'MXFP4' if fp4 else 'MXFP8'}: per block of 32 ({who}) X = floor(log2(max |x|)) "
                   f"- {emax}, codes of x / 2^X saturated, the E8M0 byte X + 127")
         t = self.t
         for j in self._chunks("mx_end"):
@@ -657,7 +667,8 @@ class _QuantKernel:
             k.v_mov_b32(self.amax, 0, comment="the lane's max |x|")
             self._lane_max_bits(j)
             self._halves_to_f32()
-            group_reduce(k, [self.amax], "umax", 2, ["max |x| of the block"])
+            if not fp4:
+                group_reduce(k, [self.amax], "umax", 2, ["max |x| of the block"])
             k.v_lshrrev_b32(self.code, 23, self.amax, comment="biased exponent of amax (0: zero or subnormal, "
                                                               "255: inf or NaN)")
             k.v_cmp_ne_u32(VCC, 255, self.code, comment="vcc: the block is finite (read 2 instructions later)")
@@ -666,8 +677,8 @@ class _QuantKernel:
             k.v_cndmask_b32(self.code, self.nan_code, self.shift, VCC, comment="E8M0 code: X + 127, or NaN 0xff")
             k.v_sub_u32(self.shift, 127, self.shift, comment="-X: the elements are x * 2^-X")
             k.buffer_store_byte(self.code, self.scale_off[j], self.win["scales"].regs, 0, offen=True,
-                                comment="the block's scale (the even lane)")
-            for d in range(4):
+                                comment="the block's scale (its lane)" if fp4 else "the block's scale (the even lane)")
+            for d in range(self.geom.vec // 4):
                 y = self._values("x", j, d, t)
                 for e in range(4):
                     k.v_ldexp_f32(t[e], y[e], self.shift, comment="x / 2^X (exact)" if e == 0 else None)
@@ -680,9 +691,9 @@ class _QuantKernel:
                 k.v_cvt_pk_fp8_f32(out, t[0], t[1], comment=f"elements {4 * d}, {4 * d + 1} -> e4m3fn, low word")
                 k.v_cvt_pk_fp8_f32(out, t[2], t[3], op_sel=[0, 0, 1], comment="... high word")
             if fp4:
-                k.buffer_store_dwordx2(self.q4, self.out_off[j], self.win["q"].regs, 0, offen=True,
-                                       comment=f"q, chunk {j}: 16 fp4 codes in 8 bytes (lanes past the row's end "
-                                               "are dropped)")
+                k.buffer_store_dwordx4(self.q4, self.out_off[j], self.win["q"].regs, 0, offen=True,
+                                       comment=f"q, chunk {j}: 32 fp4 codes in 16 bytes (lanes past the row's "
+                                               "end are dropped)")
             else:
                 k.buffer_store_dwordx4(self._regs("x", j, 0, 4), self.out_off[j], self.win["q"].regs, 0, offen=True,
                                        comment=f"q, chunk {j}: 16 codes (lanes past the row's end are dropped)")
