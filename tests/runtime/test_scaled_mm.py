@@ -108,7 +108,10 @@ def test_fake_gives_shape_and_dtype():
         a = torch.empty(33, 64, dtype=torch.float8_e4m3fnuz)
         b = torch.empty(48, 64, dtype=torch.float8_e4m3fnuz)
         c = torch.ops.isagen.scaled_mm(a, b, torch.empty(()), torch.empty(()), torch.float16)
+        d = torch.ops.isagen.scaled_mm(a, b, torch.empty(33, 1), torch.empty(1, 1), torch.float32, None, None,
+                                       [128, 128])
     assert c.shape == (33, 48) and c.dtype == torch.float16
+    assert d.shape == (33, 48) and d.dtype == torch.float32
 
 
 def bad_call(target="gfx942", M=8, N=16, K=32, **change):
