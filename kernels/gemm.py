@@ -395,9 +395,8 @@ class GemmKernel:
     """Writes one GEMM kernel from a plan.
 
     Hooks for a sibling generator (the FP8 GEMM's block scaling): ``ACC_AGPR`` (where the accumulators
-    live), ``mma(slices, stage)``, ``compute_side(stage)`` (emitted at the start of each compute cluster /
-    second half), ``after_mma(stage)`` (after a K-tile's last MFMAs) and ``group0_copies`` (group 0's
-    memory-cluster wait also waits for vmcnt when set: its reason)."""
+    live), ``mma(slices, stage)``, ``after_mma(stage)`` (after a K-tile's last MFMAs) and
+    ``group0_copies`` (group 0's memory-cluster wait also waits for vmcnt when set: its reason)."""
 
     ACC_AGPR = True
     group0_copies: str | None = None
@@ -634,9 +633,6 @@ class GemmKernel:
         if copies is not None:
             k.wait(vmcnt=0, why=copies)
 
-    def compute_side(self, stage: int) -> None:
-        """Emitted at the start of each K-tile's compute cluster (pingpong8) or second half (interleave4)."""
-
     def after_mma(self, stage: int) -> None:
         """Emitted after the last MFMAs of each K-tile (in LDS ``stage``)."""
 
@@ -666,7 +662,6 @@ class GemmKernel:
             k.barrier(why="ping-pong: group 1 runs its memory cluster next")
             k.comment("compute cluster")
             k.s_setprio(1, comment="MFMA cluster first")
-            self.compute_side(stage)
             emit(self.mma(all_slices, stage))
             self.after_mma(stage)
             k.s_setprio(0)
@@ -689,7 +684,6 @@ class GemmKernel:
             k.barrier(why="ping-pong: group 0 runs its memory cluster next; tile t+1 complete")
             k.comment("compute cluster: tile t+2 -> this stage (both groups have read it), between the MFMAs")
             k.s_setprio(1, comment="MFMA cluster first")
-            self.compute_side(stage)
             emit(merge(self.mma(all_slices, stage), self.load_lds(stage)))
             self.after_mma(stage)
             k.s_setprio(0)
@@ -715,7 +709,6 @@ class GemmKernel:
             k.barrier(why="everyone is done reading this stage; tile t+1 is complete")
             k.comment("second half: MFMAs on half 1; half 0 of tile t+1 and the copy of tile t+2 between them")
             side = self.load_lds(stage) + self.load_regs(1 - stage, h0)
-            self.compute_side(stage)
             emit(merge(self.mma(h1, stage), side))
             self.after_mma(stage)
             self._wait_reads(h0, "half 0 of tile t+1 is in registers")
