@@ -394,7 +394,14 @@ def gemm_bf16(p, target) -> KernelBuilder:
 
 
 class GemmKernel:
-    """Writes one GEMM kernel from a plan."""
+    """Writes one GEMM kernel from a plan.
+
+    Hooks for a sibling generator (the FP8 GEMM's block scaling): ``ACC_AGPR`` (where the accumulators
+    live), ``mma(slices, stage)``, ``after_mma(stage)`` (after a K-tile's last MFMAs) and
+    ``group0_copies`` (group 0's memory-cluster wait also waits for vmcnt when set: its reason)."""
+
+    ACC_AGPR = True
+    group0_copies: str | None = None
 
     def __init__(self, plan: Plan, name: str):
         self.plan = plan
@@ -579,7 +586,7 @@ class GemmKernel:
     def registers(self):
         """Accumulators (zeroed) and the fragment registers every K-tile's reads fill."""
         k, pl = self.k, self.plan
-        self.acc = Accumulators(k, "acc", pl.frags_m, pl.frags_n, pl.mfma.c_regs)
+        self.acc = Accumulators(k, "acc", pl.frags_m, pl.frags_n, pl.mfma.c_regs, agpr=self.ACC_AGPR)
         regs = pl.fragment.regs
         self.regA = FragmentRegs(k, "A_frag", pl.frags_m, pl.slices, regs)
         self.regB = FragmentRegs(k, "B_frag", pl.frags_n, pl.slices, regs)
@@ -615,7 +622,7 @@ class GemmKernel:
                 join_u16_pairs(self.k, self.regB.slice(fn, s), self.hiB.slice(fn, s), pl.fragment.regs,
                                f"B[{fn}] slice {s}")
 
-    def mma(self, slices) -> list:
+    def mma(self, slices, stage: int = 0) -> list:
         pl = self.plan
         return mma_ops(self.k, pl.mfma, pl.fragment, self.acc.tile, self.regA.slice, self.regB.slice,
                        range(pl.frags_m), range(pl.frags_n), slices, mods=dict(pl.mfma_mods))
@@ -631,6 +638,9 @@ class GemmKernel:
         self.pack(slices)
         if copies is not None:
             k.wait(vmcnt=0, why=copies)
+
+    def after_mma(self, stage: int) -> None:
+        """Emitted after the last MFMAs of each K-tile (in LDS ``stage``)."""
 
     # ------------------------------------------------------------------ loop scaffolding
     def kloop(self, body) -> None:
@@ -654,11 +664,12 @@ class GemmKernel:
         def body0(stage):
             k.comment("memory cluster: fragments of tile t -> registers")
             emit(self.load_regs(stage, all_slices))
-            self._wait_reads(all_slices, "fragments of tile t are in registers")
+            self._wait_reads(all_slices, "fragments of tile t are in registers", copies=self.group0_copies)
             k.barrier(why="ping-pong: group 1 runs its memory cluster next")
             k.comment("compute cluster")
             k.s_setprio(1, comment="MFMA cluster first")
-            emit(self.mma(all_slices))
+            emit(self.mma(all_slices, stage))
+            self.after_mma(stage)
             k.s_setprio(0)
             k.barrier(why="ping-pong: group 1 computes next")
         self.kloop(body0)
@@ -679,7 +690,8 @@ class GemmKernel:
             k.barrier(why="ping-pong: group 0 runs its memory cluster next; tile t+1 complete")
             k.comment("compute cluster: tile t+2 -> this stage (both groups have read it), between the MFMAs")
             k.s_setprio(1, comment="MFMA cluster first")
-            emit(merge(self.mma(all_slices), self.load_lds(stage)))
+            emit(merge(self.mma(all_slices, stage), self.load_lds(stage)))
+            self.after_mma(stage)
             k.s_setprio(0)
             k.barrier(why="ping-pong: group 0 computes next")
         self.kloop(body1)
@@ -697,13 +709,14 @@ class GemmKernel:
 
         def body(stage):
             k.comment("first half: MFMAs on k-slices of half 0, reads of half 1 between them")
-            emit(merge(self.mma(h0), self.load_regs(stage, h1)))
+            emit(merge(self.mma(h0, stage), self.load_regs(stage, h1)))
             self._wait_reads(h1, "half 1 of tile t is in registers; this wave's reads of the stage are done",
                              copies="this wave's copy of tile t+1 has landed")
             k.barrier(why="everyone is done reading this stage; tile t+1 is complete")
             k.comment("second half: MFMAs on half 1; half 0 of tile t+1 and the copy of tile t+2 between them")
             side = self.load_lds(stage) + self.load_regs(1 - stage, h0)
-            emit(merge(self.mma(h1), side))
+            emit(merge(self.mma(h1, stage), side))
+            self.after_mma(stage)
             self._wait_reads(h0, "half 0 of tile t+1 is in registers")
         self.kloop(body)
 

@@ -437,7 +437,7 @@ class MxGemmKernel(GemmKernel):
             ops += self.st["B"].read_ops(stage, s, self.sb_addr, self.scB)
         return ops
 
-    def mma(self, slices) -> list:
+    def mma(self, slices, stage: int = 0) -> list:
         """Block-scaled MFMAs: B as src0 (its scales in scale_src0), A as src1 (scale_src1); fragment f's
         scale is byte f % 4 of its quad's VGPR: op_sel[i] | op_sel_hi[i] << 1 for scale source i."""
         k, pl = self.k, self.plan

@@ -146,7 +146,8 @@ class GemmFp8Params(Params):
     #: element type of B: same (as A), or fp8 / bf8 / a named format (e5m2 for a gradient operand)
     b_dtype: str = 'same'
     #: tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row (token) and scale_b[N] per column (channel), as
-    #: torch._scaled_mm's row-wise
+    #: torch._scaled_mm's row-wise; block: DeepSeek-style, scale_a[M, K/128] per 1x128 of A and scale_b[N/128, K/128]
+    #: per 128x128 of B, applied per K-block inside the loop
     scaling: str = 'tensor'
     #: add bias[N] (fp32) to each row after the scales: C = scale_a·scale_b·(A·Bᵀ) + bias
     bias: bool = False
@@ -231,7 +232,9 @@ class QuantFp8Params(Params):
     #: per-tensor: q = fp8(clamp(x * (1 / scale))), scale a 1-element fp32 tensor; rms_norm_per_token: per-token fp8 of
     #: x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm_per_token: residual_out = x + residual; per-token fp8 of
     #: rms_norm(residual_out); silu_and_mul_per_token: per-token fp8 of silu(gate) * up, x [rows, 2, d]; mxfp8: MXFP8
-    #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32
+    #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32;
+    #: mxfp4: MXFP4 (OCP microscaling; gfx950): x [rows, blocks, 32] -> fp4 e2m1 codes packed two a byte (element 2i in
+    #: bits 3:0, 2i+1 in bits 7:4) q [rows, blocks, 16] and an E8M0 scale per block of 32
     op: str = 'per_token'
     #: element type of x (math in fp32)
     dtype: str = 'bf16'
