@@ -124,3 +124,27 @@ def test_mxfp8_quantizer_output_feeds_mx_mm():
     assert bool(((c.double() - ref).abs() <= 2.0 ** -22 * (dx.abs() @ dw.abs().T)).all())
     exact = x.double() @ w.double().T
     assert bool(((c.double() - exact).abs() <= 2.0 ** -3 * (x.double().abs() @ w.double().abs().T)).all())
+
+
+def test_mxfp4_quantizer_output_feeds_mx_mm():
+    """End to end on gfx950: isagen's MXFP4 quantization kernel (e2m1 packed two a byte, the even element
+    in the low nibble, + E8M0 [rows, K/32]) feeds mx_mm as is."""
+    quant = isagen.build("mxfp4_quant_bf16", "gfx950")
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(20, 256, generator=g).bfloat16()
+    w = (torch.randn(36, 256, generator=g) * 0.1).bfloat16()
+
+    def q(t):
+        rows, k = t.shape
+        out = torch.empty(rows, k // 32, 16, dtype=torch.uint8)
+        scales = torch.empty(rows, k // 32, dtype=torch.uint8)
+        quant.run(t.reshape(rows, k // 32, 32).contiguous(), out, scales, backend="emu")
+        return out.reshape(rows, k // 2), scales
+    (qx, sx), (qw, sw) = q(x), q(w)
+    c = isagen.mx_mm(qx, qw, sx, sw, torch.float32, a_format="e2m1", target="gfx950")
+    dx, dw = isagen.mx_dequantize(qx, sx, "e2m1"), isagen.mx_dequantize(qw, sw, "e2m1")
+    assert bool(((c.double() - dx @ dw.T).abs() <= 2.0 ** -22 * (dx.abs() @ dw.abs().T)).all())
+    # e2m1 keeps about one bit: the product still follows the bf16 one
+    exact = x.double() @ w.double().T
+    assert bool(((c.double() - exact).abs() <= 0.5 * (x.double().abs() @ w.double().abs().T)).all())
+    assert torch.corrcoef(torch.stack([c.double().flatten(), exact.flatten()]))[0, 1] > 0.9
