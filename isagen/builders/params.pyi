@@ -233,8 +233,8 @@ class QuantFp8Params(Params):
     #: x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm_per_token: residual_out = x + residual; per-token fp8 of
     #: rms_norm(residual_out); silu_and_mul_per_token: per-token fp8 of silu(gate) * up, x [rows, 2, d]; mxfp8: MXFP8
     #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32;
-    #: mxfp4: MXFP4 (OCP microscaling; gfx950): x [rows, blocks, 32] -> fp4 e2m1 codes packed two a byte (element 2i in
-    #: bits 3:0, 2i+1 in bits 7:4) q [rows, blocks, 16] and an E8M0 scale per block of 32
+    #: mxfp4: MXFP4 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> fp4 e2m1 codes packed two a byte
+    #: (element 2i in bits 3:0, 2i+1 in bits 7:4) q [rows, blocks, 16] and an E8M0 scale per block of 32
     op: str = 'per_token'
     #: element type of x (math in fp32)
     dtype: str = 'bf16'
