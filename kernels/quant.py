@@ -110,9 +110,9 @@ OPS = {
     "silu_and_mul_per_token": QuantOp("gated", True, False, "per-token fp8 of silu(gate) * up, x [rows, 2, d]"),
     "mxfp8": QuantOp("plain", False, False, "MXFP8 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] "
                                             "-> e4m3fn codes and an E8M0 scale per block of 32", mx=True),
-    "mxfp4": QuantOp("plain", False, False, "MXFP4 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> fp4 e2m1 "
-                                            "codes packed two a byte (element 2i in bits 3:0, 2i+1 in bits 7:4) "
-                                            "q [rows, blocks, 16] and an E8M0 scale per block of 32",
+    "mxfp4": QuantOp("plain", False, False, "MXFP4 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] "
+                                            "-> fp4 e2m1 codes packed two a byte (element 2i in bits 3:0, "
+                                            "2i+1 in bits 7:4) q [rows, blocks, 16] and an E8M0 scale per block of 32",
                      mx=True, fp4=True),
 }
 MX_BLOCK = 32
