@@ -85,11 +85,13 @@ class Bf16GemmConfig:
     def from_name(cls, name: str) -> Bf16GemmConfig:
         """The CSV row of a kernel from its name (the gfx942 and gfx950 CSVs agree with this rule)."""
         stem = name.rsplit("/", 1)[-1].removesuffix(".co")
-        m = re.fullmatch(r"bf16gemm_fp32bf16_tn_(\d+)x(\d+)_(\w+)", stem)
+        m = re.fullmatch(r"bf16gemm_(?:fp32bf16|bf16)_tn_(\d+)x(\d+)(?:_(\w+))?", stem)
         if not m:
-            raise LaunchError(f"'{name}' is not an AITER bf16gemm_fp32bf16_tn_<M>x<N>_* kernel")
-        rest = m.group(3)
-        return cls(stem, int(m.group(1)), int(m.group(2)), "bshuffle" in rest, rest.endswith("clean"))
+            raise LaunchError(f"'{name}' is not an AITER bf16gemm_fp32bf16_tn_<M>x<N>_* or "
+                              f"bf16gemm_bf16_tn_<M>x<N> kernel")
+        rest = m.group(3) or ""
+        # the CSV's bPreshuffle column: "bshuffle" (fp32bf16 kernels) or "bpreshuffle" (gfx950's 256x256)
+        return cls(stem, int(m.group(1)), int(m.group(2)), "shuffle" in rest, rest.endswith("clean"))
 
 
 def bf16gemm_splitk(cfg: Bf16GemmConfig, M: int, N: int, K: int, splitk: int | None, num_cu: int = 304) -> int:
@@ -159,7 +161,7 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
     if len(kernels) != 1:
         raise LaunchError(f"bf16 GEMM: expected one kernel in the code object, found {kernels}")
     kname = kernels[0]
-    m = re.search(r"bf16gemm_fp32bf16_tn_\w+?(?=E$|$)", kname)
+    m = re.search(r"bf16gemm_(?:fp32bf16|bf16)_tn_\w+?(?=E$|$)", kname)
     cfg = Bf16GemmConfig.from_name(m.group(0) if m else name)
     if cfg.b_preshuffle:
         raise LaunchError(f"bf16 GEMM: {cfg.name} takes a pre-shuffled B; this launcher passes B as N x K")
@@ -177,6 +179,11 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
         stride_A0=K * 2, stride_B0=K * 2, stride_C0=N * esize, stride_D0=N * esize,
         M=M, N=N, K=K, splitk=split, is_out_b16=int(out_t == torch.bfloat16), ptr_Bias=0, add_bias=0,
         ptr_semaphore=int(sem) if sem is not None else 0)
+    # AITER passes sizeof(KernelArgs) = 352 bytes; the pf3 kernels declare a 336-byte segment (no
+    # ptr_semaphore: they run split-K 1 only), so the tail they never read is left off here
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    if len(raw) > seg and not any(raw[seg:]):
+        raw = raw[:seg]
     try:
         reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
                              sanitize=sanitize)
