@@ -125,14 +125,15 @@ def bf16gemm_grid(cfg: Bf16GemmConfig, M: int, N: int, split: int) -> tuple[int,
 
 def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="float32", device=None,
                 sanitize: bool = True, on_error: str = "raise", out_fill: float = float("nan"),
-                num_cu: int = 304):
+                num_cu: int = 304, trace=None):
     """``A[M, K] @ B[N, K]^T`` through AITER's bf16 GEMM kernel ``co`` (its bytes or a path) on the emulator.
 
     ``A`` and ``B`` are bf16 (torch tensors, CPU) with unit stride in K.  Arguments, grid (``ceil(N/tileN),
     ceil(M/tileM), splitK``) and block (256) as ``gemm_a16w16_asm`` computes them; D is ``M x N``, not
     padded (``tuned_gemm.asm_gemm`` allocates it with ``torch.empty``: here it starts as ``out_fill``).
     Returns ``(out, reports, module)``: the output as a torch tensor, the emulator's reports
-    (``on_error="collect"``) and the loaded module (``module.last_stats``).
+    (``on_error="collect"``) and the loaded module (``module.last_stats``).  ``trace``: the emulator's
+    trace hook for this launch (``Module.trace``; the timing model's instruction streams).
     """
     import torch
 
@@ -157,6 +158,7 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
     # the processor the code object was built for (its ELF e_flags), not a name spelled here
     dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
     mod = dev.load_module(co)
+    mod.trace = trace
     kernels = list(mod.co.kernels)
     if len(kernels) != 1:
         raise LaunchError(f"bf16 GEMM: expected one kernel in the code object, found {kernels}")
