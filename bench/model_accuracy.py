@@ -5,13 +5,14 @@
 AITER (github.com/ROCm/aiter) publishes, per GEMM shape, the measured time (``us``) of the kernel its
 tuner picked (``aiter/configs/*tuned*.csv`` and ``aiter/configs/model_configs/*tuned*.csv``); rows whose
 ``kernelName`` is ``_ZN5aiter...`` name one of its assembly code objects (``hsa/<gfx>/<family>/*.co``).
-For every such row whose kernel the model can launch (the bf16 GEMM family through
-``isagen.runtime.aiter``) the model predicts the time on the row's machine (gfx942 with 80 CUs: MI308X;
+For every such row whose kernel the model can launch (the bf16 GEMMs, the fp8 block-scale GEMMs and the
+int8 per-token GEMMs with pre-shuffled B, through ``isagen.runtime.aiter``) the model predicts the time on
+the row's machine (gfx942 with 80 CUs: MI308X;
 304: MI300X; gfx950 with 256: MI355X) and the bench compares.
 
 Split: the free parameters (``isagen.model.machines.Params``) are fitted on the rows of
-``aiter/configs/bf16_tuned_gemm.csv`` only (the issue also allows ``a8w8_bpreshuffle_tuned_gemm.csv``, whose
-int8 kernels the model cannot launch yet); every other runnable row is a validation row.  Errors are
+``aiter/configs/bf16_tuned_gemm.csv`` and ``aiter/configs/a8w8_bpreshuffle_tuned_gemm.csv`` only; every other
+runnable row is a validation row.  Errors are
 ``(predicted - measured) / measured``.  Writes bench/results/model_accuracy.{json,md,png}.  Predictions
 are a model's output, never measurements.
 """
@@ -37,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from isagen.model import ModelError  # noqa: E402
 from isagen.model.machines import DEFAULT_PARAMS, Params, machine_for  # noqa: E402
-from isagen.model.workloads import bf16_gemm  # noqa: E402
+from isagen.model.workloads import bf16_gemm, fp8_blockscale_gemm, i8_gemm  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_AITER = "/work/.mirror/ROCm+aiter/repo"
@@ -67,8 +68,13 @@ def kernel_stem(mangled: str) -> str:
     return m.group(1) if m else mangled
 
 
+FAMILY_DIRS = {"bf16gemm": "bf16gemm", "fp8gemm_bf16_blockscale": "fp8gemm_blockscale", "I8gemm": "i8gemm"}
+
+
 def co_path(gitdir: str, gfx: str, stem: str) -> Path | None:
-    for family in ("bf16gemm",):
+    for prefix, family in FAMILY_DIRS.items():
+        if not stem.startswith(prefix):
+            continue
         p = CO_CACHE / gfx / f"{stem}.co"
         if p.exists():
             return p
@@ -90,6 +96,8 @@ def family(stem: str) -> str:
 def runnable(row: dict) -> str | None:
     """None when the model can launch the row's kernel, else why not."""
     stem = kernel_stem(row["kernelName"])
+    if stem.startswith(("fp8gemm_bf16_blockscale_BpreShuffle", "I8gemm_bf16_perTokenI8_BpreShuffle")):
+        return None
     if not stem.startswith("bf16gemm"):
         return f"no launcher for AITER's {family(stem)} family in isagen.runtime.aiter yet"
     if "shuffle" in stem:
@@ -104,7 +112,13 @@ def predict_row(gitdir: str, row: dict, params: Params):
     machine = machine_for(row["gfx"], int(row["cu_num"]))
     co = co_path(gitdir, row["gfx"], stem)
     if co is None:
-        raise ModelError(f"no code object hsa/{row['gfx']}/bf16gemm/{stem}.co")
+        raise ModelError(f"no code object hsa/{row['gfx']}/.../{stem}.co")
+    if stem.startswith("I8gemm"):
+        return i8_gemm(str(co), int(row["M"]), int(row["N"]), int(row["K"]), machine, splitk=int(row["splitK"]),
+                       params=params)
+    if stem.startswith("fp8gemm"):
+        return fp8_blockscale_gemm(str(co), int(row["M"]), int(row["N"]), int(row["K"]), machine,
+                                   splitk=int(row["splitK"]), params=params)
     out = "bfloat16" if "bfloat16" in row.get("outdtype", "") else "float32"
     return bf16_gemm(str(co), int(row["M"]), int(row["N"]), int(row["K"]), machine, splitk=int(row["splitK"]),
                      out_dtype=out, params=params)
@@ -179,21 +193,29 @@ def main() -> int:
         val = val[::step]
         sampling = f"every {step}-th validation row (of {len(run) - len(cal)})"
     print(f"{len(rows)} asm rows; {len(cal)} calibration and {len(val)} validation rows to run", flush=True)
+    # run every row once (this emulates each kernel's traces); a row the emulator cannot run is reported
+    failed: dict[str, int] = {}
+
+    def runs(r) -> bool:
+        try:
+            predict_row(args.aiter, r, DEFAULT_PARAMS)
+            return True
+        except Exception as e:
+            key = f"{kernel_stem(r['kernelName'])}: {type(e).__name__}: {str(e)[:200]}"
+            failed[key] = failed.get(key, 0) + 1
+            return False
+    cal = [r for r in cal if runs(r)]
+    val = [r for r in val if runs(r)]
+    print(f"emulated in {time.time() - t0:.0f} s; {sum(failed.values())} rows could not be run", flush=True)
     if args.no_fit:
         params, fitinfo = DEFAULT_PARAMS, {"objective": "none (defaults)"}
     else:
         params, fitinfo = fit(args.aiter, cal)
     print(f"fitted {params} in {time.time() - t0:.0f} s", flush=True)
     out_rows = []
-    failed: dict[str, int] = {}
     for split, group in (("calibration", cal), ("validation", val)):
         for r in group:
-            try:
-                p = predict_row(args.aiter, r, params)
-            except Exception as e:        # a row the emulator cannot run is reported, not hidden
-                key = f"{type(e).__name__}: {str(e)[:160]}"
-                failed[key] = failed.get(key, 0) + 1
-                continue
+            p = predict_row(args.aiter, r, params)
             out_rows.append({"kernel": kernel_stem(r["kernelName"]), "machine": p.machine, "M": int(r["M"]),
                              "N": int(r["N"]), "K": int(r["K"]), "splitK": int(r["splitK"]),
                              "measured_us": float(r["us"]), "predicted_us": round(p.us, 3), "split": split,

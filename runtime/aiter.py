@@ -200,3 +200,199 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
             if buf is not None:
                 dev.free(buf)
     return out, reports, mod
+
+
+# ------------------------------------------------------------ fp8 block-scale GEMM, pre-shuffled B
+#
+# struct __attribute__((packed)) KernelArgs  (csrc/py_itfs_cu/asm_a8w8_blockscale_bpreshuffle.cu): 16-byte slots.
+FP8BS_ARG_FIELDS: tuple[tuple[str, str], ...] = (
+    ("ptr_C", "p"), ("ptr_A", "p"), ("ptr_B", "p"), ("ptr_a_scale", "p"), ("ptr_b_scale", "p"), ("ptr_bias", "p"),
+    ("m", "u"), ("n", "u"), ("k", "u"), ("lda", "u"), ("ldb", "u"), ("ldc", "u"), ("ks", "u"),
+    ("scale_m", "u"), ("scale_n", "u"), ("scale_k", "u"),
+)
+FP8BS_TILE_K = 128          # TileK; block_shape = (1, 128) for A, (128, 128) for B
+
+
+def pack_slots(spec: tuple[tuple[str, str], ...], **fields) -> bytes:
+    """A packed struct of 16-byte slots (pointer + p2, or a 4-byte value + p3), as AITER's launchers declare."""
+    unknown = set(fields) - {n for n, _ in spec}
+    if unknown:
+        raise LaunchError(f"KernelArgs has no field {', '.join(sorted(unknown))}")
+    out = bytearray()
+    for name, kind in spec:
+        v = fields.get(name, 0)
+        if kind == "p":
+            out += struct.pack("<Q", int(v)) + bytes(8)
+        elif kind == "f":
+            out += struct.pack("<f", float(v)) + bytes(12)
+        else:
+            out += struct.pack("<I", int(v) & 0xFFFFFFFF) + bytes(12)
+    return bytes(out)
+
+
+def shuffle_weight_16x16(w):
+    """AITER's ``shuffle_weight(w, layout=(16, 16))`` (aiter/ops/shuffle.py) for 1-byte elements: [N, K] viewed
+    as (N/16, 16, K/32, 2, 16), permuted (0, 2, 3, 1, 4) -- 16-byte K packs of 16 rows side by side."""
+    N, K = w.shape
+    if N % 16 or K % 32:
+        raise LaunchError(f"shuffle_weight: N={N} must be a multiple of 16 and K={K} of 32")
+    return w.view(N // 16, 16, K // 32, 2, 16).permute(0, 2, 3, 1, 4).contiguous().view(N, K)
+
+
+@dataclass(frozen=True)
+class Fp8BlockscaleConfig:
+    """A row of ``hsa/<arch>/fp8gemm_blockscale/fp8gemm_bf16_blockscale.csv``: every kernel there has tile_n 128,
+    splitK 1 (split-K capable) and a pre-shuffled B."""
+
+    name: str
+    tile_m: int
+    tile_n: int
+
+    @classmethod
+    def from_name(cls, name: str) -> Fp8BlockscaleConfig:
+        m = re.search(r"fp8gemm_bf16_blockscale_BpreShuffle_(\d+)x(\d+)", name)
+        if not m:
+            raise LaunchError(f"'{name}' is not an AITER fp8gemm_bf16_blockscale_BpreShuffle_<M>x<N> kernel")
+        return cls(m.group(0), int(m.group(1)), int(m.group(2)))
+
+
+def fp8bs_splitk(K: int, splitk: int) -> int:
+    """The launcher's split-K check for an explicit split: every split takes a multiple of 128 of K."""
+    split = splitk or 1
+    per = -(-K // split)
+    per = -(-per // FP8BS_TILE_K) * FP8BS_TILE_K
+    actual = -(-K // per)
+    if actual != split:
+        raise LaunchError(f"fp8 block-scale GEMM: split-K {split} does not give 128-aligned K ranges for K={K} "
+                          f"(AITER: 'Kdim alignment check failed for splitK')")
+    return split
+
+
+def fp8bs_grid(cfg: Fp8BlockscaleConfig, M: int, N: int, split: int) -> tuple[int, int, int]:
+    """``gdx = N / tile_n * splitK, gdy = ceil(M / tile_m), gdz = 1`` (the launcher's grid)."""
+    return (N // cfg.tile_n) * split, -(-M // cfg.tile_m), 1
+
+
+def gemm_a8w8_blockscale_bpreshuffle(A, B_shuffled, x_scale, w_scale, co: bytes | str, *, splitk: int = 1,
+                                     device=None, sanitize: bool = True, on_error: str = "raise", trace=None):
+    """``(A * x_scale) @ (B * w_scale)^T`` in bf16 through AITER's fp8 block-scale GEMM ``co`` on the emulator.
+
+    ``A``: fp8 [M, K]; ``B_shuffled``: fp8 [N, K] after :func:`shuffle_weight_16x16`; ``x_scale``: fp32
+    [M, K/128] (per row and 128-wide K block; passed to the kernel transposed, [K/128, M], as AITER's test
+    does); ``w_scale``: fp32 [N/128, K/128].  The arguments, grid ``(N/128 * splitK, ceil(M/tile_m))`` and
+    block 256 are ``gemm_a8w8_blockscale_bpreshuffle_asm``'s; with split-K > 1 the output starts zeroed
+    (the launcher's ``hipMemsetAsync``) and the splits add into it.  Returns ``(out, reports, module)``.
+    """
+    import torch
+
+    from isagen.runtime.emu import Device
+
+    if isinstance(co, str):
+        with open(co, "rb") as f:
+            co = f.read()
+    M, K = A.shape
+    N = B_shuffled.shape[0]
+    if B_shuffled.shape[1] != K or A.element_size() != 1 or B_shuffled.element_size() != 1:
+        raise LaunchError(f"fp8 block-scale GEMM: A must be fp8 M x K and B fp8 N x K, got {tuple(A.shape)} "
+                          f"and {tuple(B_shuffled.shape)}")
+    if N % 128 or K % FP8BS_TILE_K:
+        raise LaunchError(f"fp8 block-scale GEMM: N={N} and K={K} must be multiples of 128 (AITER: 'only support "
+                          f"128nx128k tile')")
+    sk = K // FP8BS_TILE_K
+    if tuple(x_scale.shape) != (M, sk) or tuple(w_scale.shape) != (N // 128, sk):
+        raise LaunchError(f"fp8 block-scale GEMM: x_scale must be [{M}, {sk}] and w_scale [{N // 128}, {sk}], got "
+                          f"{tuple(x_scale.shape)} and {tuple(w_scale.shape)}")
+    dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
+    mod = dev.load_module(co)
+    mod.trace = trace
+    kname = next(iter(mod.co.kernels))
+    cfg = Fp8BlockscaleConfig.from_name(kname)
+    split = fp8bs_splitk(K, splitk)
+    grid = fp8bs_grid(cfg, M, N, split)
+    c = dev.to_device(torch.zeros(M, N, dtype=torch.bfloat16), "C")
+    a = dev.to_device(A.contiguous().view(torch.uint8), "A")
+    b = dev.to_device(B_shuffled.contiguous().view(torch.uint8), "B")
+    xs = dev.to_device(x_scale.float().t().contiguous(), "x_scale")
+    ws = dev.to_device(w_scale.float().contiguous(), "w_scale")
+    bias = dev.to_device(torch.zeros(1, N, dtype=torch.float32), "zero_bias")
+    raw = pack_slots(FP8BS_ARG_FIELDS, ptr_C=int(c), ptr_A=int(a), ptr_B=int(b), ptr_a_scale=int(xs),
+                     ptr_b_scale=int(ws), ptr_bias=int(bias), m=M, n=N, k=K, lda=K, ldb=K, ldc=N * 2, ks=split,
+                     scale_m=M, scale_n=N // 128, scale_k=sk)
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    if len(raw) > seg and not any(raw[seg:]):
+        raw = raw[:seg]
+    try:
+        reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
+                             sanitize=sanitize)
+        out = torch.from_numpy(dev.from_device(c, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+    finally:
+        for buf in (c, a, b, xs, ws, bias):
+            dev.free(buf)
+    return out, reports, mod
+
+
+# ------------------------------------------------------------ int8 GEMM, per-token scales, pre-shuffled B
+#
+# struct __attribute__((packed)) KernelArgs  (csrc/py_itfs_cu/asm_gemm_a8w8.cu): 16-byte slots.
+I8_ARG_FIELDS: tuple[tuple[str, str], ...] = (
+    ("ptr_c", "p"), ("ptr_a", "p"), ("ptr_b", "p"), ("ptr_sa", "p"), ("ptr_sb", "p"), ("ptr_bias", "p"),
+    ("m", "u"), ("n", "u"), ("k", "u"), ("lda", "u"), ("ldb", "u"), ("ldc", "u"), ("ks", "u"),
+)
+
+
+def i8_tiles(name: str) -> tuple[int, int]:
+    m = re.search(r"I8gemm_bf16_perTokenI8_BpreShuffle_(\d+)x(\d+)", name)
+    if not m:
+        raise LaunchError(f"'{name}' is not an AITER I8gemm_bf16_perTokenI8_BpreShuffle_<M>x<N> kernel")
+    return int(m.group(1)), int(m.group(2))
+
+
+def gemm_a8w8_asm(A, B_shuffled, x_scale, w_scale, bias, co: bytes | str, *, splitk: int = 1, device=None,
+                  sanitize: bool = True, on_error: str = "raise", trace=None):
+    """``(A @ B^T) * x_scale * w_scale + bias`` in bf16 through AITER's int8 GEMM ``co`` on the emulator.
+
+    ``A``: int8 [M, K]; ``B_shuffled``: int8 [N, K] after :func:`shuffle_weight_16x16` (AITER's test shuffles
+    with layout (16, 16)); ``x_scale`` fp32 [M, 1], ``w_scale`` fp32 [N, 1] (per token / per channel);
+    ``bias`` fp32 [1, N] (the asm kernel needs one: pass zeros).  Grid ``(N/tile_n * splitK, ceil(M/tile_m))``,
+    block 256, split-K as ``gemm_a8w8_asm`` checks it (128-aligned K ranges; output zeroed first).
+    """
+    import torch
+
+    from isagen.runtime.emu import Device
+
+    if isinstance(co, str):
+        with open(co, "rb") as f:
+            co = f.read()
+    M, K = A.shape
+    N = B_shuffled.shape[0]
+    if A.dtype != torch.int8 or B_shuffled.dtype != torch.int8 or B_shuffled.shape[1] != K:
+        raise LaunchError(f"int8 GEMM: A must be int8 M x K and B int8 N x K, got {A.dtype} {tuple(A.shape)} and "
+                          f"{B_shuffled.dtype} {tuple(B_shuffled.shape)}")
+    dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
+    mod = dev.load_module(co)
+    mod.trace = trace
+    kname = next(iter(mod.co.kernels))
+    tile_m, tile_n = i8_tiles(kname)
+    if N % tile_n:
+        raise LaunchError(f"int8 GEMM: N={N} must be a multiple of the kernel's tile_n={tile_n}")
+    split = fp8bs_splitk(K, splitk)
+    grid = ((N // tile_n) * split, -(-M // tile_m), 1)
+    c = dev.to_device(torch.zeros(M, N, dtype=torch.bfloat16), "C")
+    a = dev.to_device(A.contiguous(), "A")
+    b = dev.to_device(B_shuffled.contiguous(), "B")
+    sa = dev.to_device(x_scale.float().contiguous(), "x_scale")
+    sb = dev.to_device(w_scale.float().contiguous(), "w_scale")
+    bb = dev.to_device(bias.float().contiguous(), "bias")
+    raw = pack_slots(I8_ARG_FIELDS, ptr_c=int(c), ptr_a=int(a), ptr_b=int(b), ptr_sa=int(sa), ptr_sb=int(sb),
+                     ptr_bias=int(bb), m=M, n=N, k=K, lda=K, ldb=K, ldc=N * 2, ks=split)
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    if len(raw) > seg and not any(raw[seg:]):
+        raw = raw[:seg]
+    try:
+        reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
+                             sanitize=sanitize)
+        out = torch.from_numpy(dev.from_device(c, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+    finally:
+        for buf in (c, a, b, sa, sb, bb):
+            dev.free(buf)
+    return out, reports, mod

@@ -109,6 +109,15 @@ def bf16_gemm(co_path: str, M: int, N: int, K: int, machine: Machine, *, splitk:
     miss = min(1.0, unique / requested) if requested else 1.0
     counts = [n_real] if (n_real <= N2 or exact) else [N1, N2]
     traces = [_trace_bf16(co_path, split, n, out_dtype, cfg.tile_m, cfg.tile_n) for n in counts]
+    shape = {"M": M, "N": N, "K": K, "splitK": split, "grid": (gdx, gdy, split), "iterations": n_real}
+    return _predict_gemm(cfg.name, name, machine, params, traces, counts, n_real, total, miss,
+                         2.0 * M * N * K, unique + M * N * esize, shape)
+
+
+def _predict_gemm(kname: str, name: str, machine: Machine, params: Params, traces, counts, n_real: int, total: int,
+                  miss: float, flops: float, nbytes: float, shape: dict) -> Prediction:
+    """The grid prediction at the traced iteration counts, extrapolated to ``n_real`` (module docstring),
+    run again at the clock the power limit leaves for the predicted matrix-core load."""
     kernel = traces[0][1]
 
     def at(m: Machine):
@@ -120,7 +129,7 @@ def bf16_gemm(co_path: str, M: int, N: int, K: int, machine: Machine, *, splitk:
         work = [matrix_work(g) for g in grids]
         if len(grids) == 1:
             return grids[0], cyc[0], work[0]
-        f = (n_real - N1) / (N2 - N1)
+        f = (n_real - counts[0]) / (counts[1] - counts[0])
         return grids[1], cyc[0] + f * (cyc[1] - cyc[0]), work[0] + f * (work[1] - work[0])
 
     grid, cycles, work = at(machine)
@@ -128,18 +137,126 @@ def bf16_gemm(co_path: str, M: int, N: int, K: int, machine: Machine, *, splitk:
     if loaded.clock_mhz != machine.clock_mhz:
         machine = loaded
         grid, cycles, work = at(machine)
-    detail = grid.rounds[0].result
     us = params.launch_us + machine.cycles_to_us(cycles)
-    flops = 2.0 * M * N * K
-    nbytes = unique + M * N * esize
-    pred = Prediction(us, flops, nbytes, "", grid, detail, name, cfg.name,
-                      {"M": M, "N": N, "K": K, "splitK": split, "grid": (gdx, gdy, split),
-                       "iterations": n_real, "workgroups_per_cu": grid.per_cu}, len(counts) > 1)
+    pred = Prediction(us, flops, nbytes, "", grid, grid.rounds[0].result, name, kname,
+                      {**shape, "workgroups_per_cu": grid.per_cu}, len(counts) > 1)
     pred.mfma_utilization = work / max(machine.cus * machine.simds_per_cu * cycles, 1.0)
     pred.clock_mhz = machine.clock_mhz
     pred.replay = _replayer(traces[0][0], grid, machine, params, miss)
     pred.limiter = limiter(pred)
     return pred
+
+
+def _trace_fp8(co_path: str, split: int, n: int, tile_m: int):
+    key = (co_path, split, n, "fp8bs")
+    hit = _TRACES.get(key)
+    if hit is not None:
+        return hit
+    import torch
+
+    from isagen.objects.codeobject import read_code_object
+    from isagen.runtime import aiter
+
+    co = read_code_object(co_path)
+    fp8 = torch.float8_e4m3fnuz if co.mach == "gfx942" else torch.float8_e4m3fn
+    K = split * n * 128
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(tile_m, K, generator=g).to(fp8)
+    B = torch.randn(128, K, generator=g).to(fp8)
+    xs = torch.ones(tile_m, K // 128)
+    ws = torch.ones(1, K // 128)
+    rec = Recorder()
+    aiter.gemm_a8w8_blockscale_bpreshuffle(A, aiter.shuffle_weight_16x16(B), xs, ws, co_path, splitk=split,
+                                           sanitize=False, trace=rec)
+    wgs = workgroups(rec.ops(co.mach))
+    slowest = max(wgs.values(), key=lambda ws_: sum(len(s_) for s_ in ws_))
+    _TRACES[key] = (slowest, next(iter(co.kernels.values())))
+    return _TRACES[key]
+
+
+def fp8_blockscale_gemm(co_path: str, M: int, N: int, K: int, machine: Machine, *, splitk: int = 1,
+                        params: Params = DEFAULT_PARAMS, exact: bool = False) -> Prediction:
+    """Predict AITER's fp8 block-scale GEMM with pre-shuffled B (``fp8gemm_bf16_blockscale_BpreShuffle_*``)."""
+    from isagen.errors import LaunchError
+    from isagen.objects.codeobject import read_code_object
+    from isagen.runtime.aiter import Fp8BlockscaleConfig, fp8bs_splitk
+
+    try:
+        cfg = Fp8BlockscaleConfig.from_name(next(iter(read_code_object(co_path).kernels)))
+        split = fp8bs_splitk(K, splitk)
+    except LaunchError as e:
+        raise ModelError(str(e)) from None
+    if min(M, N, K) <= 0 or N % 128 or K % 128:
+        raise ModelError(f"--shape: M, N, K must be positive with N and K multiples of 128, got {M}, {N}, {K}")
+    per = _ceil(_ceil(K, split), 128) * 128          # each split's K range (the last may be shorter)
+    n_real = per // 128
+    gdx, gdy = (N // 128) * split, -(-M // cfg.tile_m)
+    total = gdx * gdy
+    unique = M * K + N * K + 4 * (M + N // 128) * (K // 128)
+    requested = total * (cfg.tile_m + 128) * (K / split)
+    miss = min(1.0, unique / requested) if requested else 1.0
+    counts = [n_real] if (n_real <= N2 or exact) else [N1, N2]
+    traces = [_trace_fp8(co_path, split, n, cfg.tile_m) for n in counts]
+    shape = {"M": M, "N": N, "K": K, "splitK": split, "grid": (gdx, gdy, 1), "iterations": n_real}
+    return _predict_gemm(cfg.name, machine.name, machine, params, traces, counts, n_real, total, miss,
+                         2.0 * M * N * K, unique + M * N * 2, shape)
+
+
+def _trace_i8(co_path: str, split: int, n: int, tile_m: int, tile_n: int):
+    key = (co_path, split, n, "i8")
+    hit = _TRACES.get(key)
+    if hit is not None:
+        return hit
+    import torch
+
+    from isagen.objects.codeobject import read_code_object
+    from isagen.runtime import aiter
+
+    co = read_code_object(co_path)
+    K = split * n * 128
+    g = torch.Generator().manual_seed(0)
+    A = torch.randint(-8, 8, (tile_m, K), generator=g, dtype=torch.int8)
+    B = torch.randint(-8, 8, (tile_n, K), generator=g, dtype=torch.int8)
+    rec = Recorder()
+    aiter.gemm_a8w8_asm(A, aiter.shuffle_weight_16x16(B), torch.ones(tile_m, 1), torch.ones(tile_n, 1),
+                        torch.zeros(1, tile_n), co_path, splitk=split, sanitize=False, trace=rec)
+    wgs = workgroups(rec.ops(co.mach))
+    slowest = max(wgs.values(), key=lambda ws_: sum(len(s_) for s_ in ws_))
+    _TRACES[key] = (slowest, next(iter(co.kernels.values())))
+    return _TRACES[key]
+
+
+def i8_gemm(co_path: str, M: int, N: int, K: int, machine: Machine, *, splitk: int = 1,
+            params: Params = DEFAULT_PARAMS, exact: bool = False) -> Prediction:
+    """Predict AITER's int8 GEMM with per-token scales and pre-shuffled B (``I8gemm_bf16_perTokenI8_*``)."""
+    from isagen.errors import LaunchError
+    from isagen.objects.codeobject import read_code_object
+    from isagen.runtime.aiter import fp8bs_splitk, i8_tiles
+
+    try:
+        kname = next(iter(read_code_object(co_path).kernels))
+        tile_m, tile_n = i8_tiles(kname)
+        split = fp8bs_splitk(K, splitk)
+    except LaunchError as e:
+        raise ModelError(str(e)) from None
+    if min(M, N, K) <= 0 or N % tile_n:
+        raise ModelError(f"--shape: M, N, K must be positive with N a multiple of {tile_n}, got {M}, {N}, {K}")
+    per = _ceil(_ceil(K, split), 128) * 128
+    n_real = per // 128
+    gdx, gdy = (N // tile_n) * split, -(-M // tile_m)
+    total = gdx * gdy
+    unique = M * K + N * K + 4 * (M + 2 * N)
+    requested = total * (tile_m + tile_n) * (K / split)
+    miss = min(1.0, unique / requested) if requested else 1.0
+    counts = [n_real] if (n_real <= N2 or exact) else [N1, N2]
+    traces = [_trace_i8(co_path, split, n, tile_m, tile_n) for n in counts]
+    shape = {"M": M, "N": N, "K": K, "splitK": split, "grid": (gdx, gdy, 1), "iterations": n_real}
+    return _predict_gemm(f"I8gemm_bf16_perTokenI8_BpreShuffle_{tile_m}x{tile_n}", machine.name, machine, params,
+                         traces, counts, n_real, total, miss, 2.0 * M * N * K, unique + M * N * 2, shape)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _replayer(streams, grid: GridResult, machine: Machine, params: Params, miss: float):

@@ -184,3 +184,21 @@ def test_machines_and_errors():
     with pytest.raises(ModelError, match="tileN"):
         bf16_gemm(str(AITER_CO), 64, 100, 512, MI300X)
     assert all(op.kind != MFMA for op in [])
+
+
+def test_cli_model_prints_prediction_and_timeline(tmp_path, capsys):
+    from isagen.cli import main
+
+    html = tmp_path / "tl.html"
+    rc = main(["model", str(AITER_PF3), "--shape", "256,512,1024", "--machine", "mi308x", "--timeline", str(html)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "predicted" in out and "limiter" in out and "not a measurement" in out
+    assert len([ln for ln in out.splitlines() if ln.strip()[:1].isdigit() and "%" in ln]) == 4   # one row per SIMD
+    text = html.read_text()
+    assert "<svg" in text and "mfma" in text
+    rc = main(["model", str(AITER_PF3), "--shape", "256,512", "--machine", "mi308x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--shape" in err and len(err.strip().splitlines()) == 1
+    rc = main(["model", str(AITER_PF3), "--shape", "256,512,1024", "--machine", "mi355x"])
+    assert rc == 2 and "gfx950" in capsys.readouterr().err
