@@ -227,10 +227,19 @@ def main() -> int:
     for m in sorted({x["machine"] for x in out_rows}):
         summary["validation_per_machine"][m] = stats([x for x in out_rows if x["split"] == "validation" and
                                                       x["machine"] == m])
+    groups: dict = {}
+    for x in out_rows:
+        if x["split"] == "validation":
+            groups.setdefault((x["kernel"], x["machine"]), []).append(x)
+    per_kernel = {f"{k} @ {m}": stats(v) for (k, m), v in sorted(groups.items())}
+    within = [v["spearman"] for v in per_kernel.values() if "spearman" in v and not np.isnan(v["spearman"])]
+    if within:
+        summary["within_kernel_spearman"] = {"median": float(np.median(within)), "groups": len(within),
+                                             "lowest": float(min(within))}
     targets = {"median_abs_error": 0.15, "p90_abs_error": 0.40, "spearman": 0.9}
     doc = {"aiter_commit": commit, "params": asdict(params), "fit": fitinfo, "sampling": sampling,
            "targets_on_validation": targets, "summary": summary, "not_run": skipped, "failed": failed,
-           "seconds": round(elapsed, 1), "rows": out_rows,
+           "seconds": round(elapsed, 1), "per_kernel": per_kernel, "rows": out_rows,
            "note": "predicted_us are outputs of isagen's timing model, never measurements; measured_us are "
                    "AITER's tuned-table timings on AMD hardware"}
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -279,15 +288,20 @@ def markdown(doc: dict) -> str:
         lines.append(f"| {n} | {why} |")
     for why, n in sorted(doc["failed"].items(), key=lambda x: -x[1]):
         lines.append(f"| {n} | failed: {why} |")
-    lines += ["", "## Per kernel (validation)", "", "| kernel | machine | rows | median |error| | mean signed |",
-              "|---|---|---|---|---|"]
-    groups: dict = {}
-    for r in doc["rows"]:
-        if r["split"] == "validation":
-            groups.setdefault((r["kernel"], r["machine"]), []).append(r)
-    for (k, m), rs in sorted(groups.items()):
-        x = stats(rs)
-        lines.append(f"| {k} | {m} | {x['rows']} | {x['median_abs_error']:.1%} | {x['mean_signed_error']:+.1%} |")
+    lines += ["", "## Per kernel (validation)", "",
+              "Spearman within one kernel on one machine is the harder ranking test (shapes of similar size); "
+              "'-' where a group has fewer than 3 rows.", "",
+              "| kernel | machine | rows | median |error| | p90 | mean signed | Spearman |",
+              "|---|---|---|---|---|---|---|"]
+    for key, x in doc["per_kernel"].items():
+        k, m = key.split(" @ ")
+        sp = f"{x['spearman']:.3f}" if "spearman" in x else "-"
+        lines.append(f"| {k} | {m} | {x['rows']} | {x['median_abs_error']:.1%} | {x['p90_abs_error']:.1%} | "
+                     f"{x['mean_signed_error']:+.1%} | {sp} |")
+    w = doc["summary"].get("within_kernel_spearman")
+    if w:
+        lines += ["", f"Median over kernel groups of 3+ rows of the within-group Spearman: {w['median']:.3f} "
+                      f"({w['groups']} groups; lowest {w['lowest']:.3f})."]
     return "\n".join(lines) + "\n"
 
 

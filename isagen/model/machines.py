@@ -4,7 +4,8 @@ Fixed facts (CU and XCD counts, clocks, LDS, cache sizes, peak HBM bandwidth) co
 sheets and white papers, cited per field in :data:`SOURCES`; the target facts (LDS banks, MFMA passes)
 from :mod:`isagen.targets`.  Latencies and achievable bandwidth fractions are not published; they are
 the model's *free parameters* (:class:`Params`), fit on AITER's calibration rows only
-(bench/model_accuracy.py) -- their defaults below are those fitted values.
+(bench/model_accuracy.py, AITER commit e4048607a535: bench/results/model_accuracy.json ``params``) -- their
+defaults below are those fitted values.
 """
 
 from __future__ import annotations
@@ -84,14 +85,16 @@ SOURCES: dict[str, str] = {
 class Params:
     """The model's free parameters (not in any data sheet): fitted on the calibration rows only."""
 
-    mem_latency_ns: float = 900.0     # a global load's unloaded round trip (L2 miss) [fitted]
+    mem_latency_ns: float = 550.0     # a global load's unloaded round trip (L2 miss) [fitted]
     l2_latency_ns: float = 300.0      # a load that hits L2 [estimate: between L1 and HBM]
     smem_latency_ns: float = 200.0    # a scalar load [estimate]
     lds_latency_cycles: int = 64      # a DS read's round trip [estimate]
     store_latency_ns: float = 300.0   # a store or atomic leaving vmcnt [estimate]
     hbm_efficiency: float = 0.80      # achievable fraction of peak HBM bandwidth [fitted]
-    launch_us: float = 3.0            # a kernel launch's fixed cost: dispatch, first wave start, drain [fitted]
-    clock_fraction: float = 1.0       # sustained engine clock under load, as a fraction of peak [fitted]
+    launch_us: float = 5.5            # a kernel launch's fixed cost: dispatch, first wave start, drain [fitted]
+    # the clock with every matrix core busy, as a fraction of peak (an effective figure: it also absorbs what
+    # slows matrix-bound code and is not modelled, e.g. LDS bank conflicts) [fitted]
+    clock_fraction: float = 0.5
     issue_cycles: int = 4             # cycles between two instructions of one wave (one wait state)
 
 
