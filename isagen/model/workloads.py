@@ -118,12 +118,19 @@ def _predict_gemm(kname: str, name: str, machine: Machine, params: Params, trace
                   miss: float, flops: float, nbytes: float, shape: dict) -> Prediction:
     """The grid prediction at the traced iteration counts, extrapolated to ``n_real`` (module docstring),
     run again at the clock the power limit leaves for the predicted matrix-core load."""
+    return _predict_gemm_threads(kname, name, machine, params, traces, counts, n_real, total, miss, flops, nbytes,
+                                 shape, 256)
+
+
+def _predict_gemm_threads(kname: str, name: str, machine: Machine, params: Params, traces, counts, n_real: int,
+                          total: int, miss: float, flops: float, nbytes: float, shape: dict,
+                          threads: int) -> Prediction:
     kernel = traces[0][1]
 
     def at(m: Machine):
         grids = []
         for streams, _ in traces:
-            per_cu, limit = workgroups_per_cu(kernel, m, 256)
+            per_cu, limit = workgroups_per_cu(kernel, m, threads)
             grids.append(run_grid(streams, total, per_cu, m, params=params, miss=miss, occupancy_limit=limit))
         cyc = [g.cycles for g in grids]
         work = [matrix_work(g) for g in grids]
@@ -360,3 +367,65 @@ def predict_traced(wgs: dict, kernel, machine: Machine, *, threads: int, total_w
     pred.replay = _replayer(slowest, grid, machine, params, miss)
     pred.limiter = limiter(pred)
     return pred
+
+
+def isagen_gemm(spec: str, M: int, N: int, K: int, machine: Machine, *, params: Params = DEFAULT_PARAMS,
+                exact: bool = False, build_params: dict | None = None) -> Prediction:
+    """Predict one of isagen's own GEMM specs (``specs/gemm_*.yaml``) at ``M x N x K`` on ``machine``.
+
+    The emulator runs the spec's kernel (checked against its torch reference by ``isagen run``'s
+    ``execute``) on one output tile at two small K (4 and 8 K-tiles of ``block_k``), traced; the grid of
+    the real shape is predicted at each and extrapolated over K as for AITER's kernels.
+    """
+    from isagen.objects.codeobject import read_code_object
+    from isagen.runtime.backends import get_backend
+    from isagen.runtime.backends.emu import EmuBackend
+    from isagen.runtime.run import execute, plan_run
+
+    name = machine.name
+    probe = plan_run(spec, target=machine.target, backend="emu", params=build_params, shapes={"m": M, "n": N, "k": K})
+    total = probe.grid[0] * probe.grid[1] * probe.grid[2]
+    kernel = probe.kernel
+    from isagen.builders.spec import load_spec
+    from isagen.kernels import gemm as gemm_kernels
+    from isagen.kernels import gemm_fp8
+    from isagen.targets import get_target
+
+    loaded = load_spec(kernel.spec_path) if getattr(kernel, "spec_path", None) else None
+    if loaded is None or loaded.kernel not in ("gemm_bf16", "gemm_fp8"):
+        raise ModelError(f"{spec}: not one of isagen's GEMM specs (kernel gemm_bf16 or gemm_fp8)")
+    sp = {**loaded.params, **(build_params or {})}
+    plan_g = (gemm_fp8 if loaded.kernel == "gemm_fp8" else gemm_kernels).make_plan(sp, get_target(machine.target))
+    bm, bn, bk = plan_g.block_m, plan_g.block_n, plan_g.block_k
+    n_real = max(1, K // bk)
+    counts = [n_real] if (n_real <= N2 or exact) else [N1, N2]
+    co_kernel = read_code_object(kernel.code_object).kernels[kernel.symbol]
+    be = get_backend("emu")
+    assert isinstance(be, EmuBackend)
+    traces = []
+    for n in counts:
+        key = (kernel.code_object, n, bm, bn)
+        hit = _TRACES.get(key)
+        if hit is None:
+            plan = plan_run(spec, target=machine.target, backend="emu", params=build_params,
+                            shapes={"m": bm, "n": bn, "k": n * bk})
+            _, mod = be._module(plan.kernel)
+            rec = Recorder()
+            mod.trace = rec
+            try:
+                report = execute(plan, iters=0)
+            finally:
+                mod.trace = None
+            if not report.ok:
+                raise ModelError(f"{spec}: the emulated run at {bm}x{bn}x{n * bk} does not match its reference")
+            wgs = workgroups(rec.ops(machine.target))
+            hit = _TRACES[key] = (max(wgs.values(), key=lambda ws_: sum(len(s_) for s_ in ws_)), co_kernel)
+        traces.append(hit)
+    esize = plan_g.elem_bytes
+    unique = (M * K + N * K) * esize
+    requested = total * (bm + bn) * K * esize
+    miss = min(1.0, unique / requested) if requested else 1.0
+    shape = {"M": M, "N": N, "K": K, "grid": probe.grid, "iterations": n_real}
+    threads = int(probe.block[0] * probe.block[1] * probe.block[2])
+    return _predict_gemm_threads(kernel.name, name, machine, params, traces, counts, n_real, total, miss,
+                                 2.0 * M * N * K, unique + M * N * 2, shape, threads)

@@ -202,3 +202,15 @@ def test_cli_model_prints_prediction_and_timeline(tmp_path, capsys):
     assert rc == 2 and "--shape" in err and len(err.strip().splitlines()) == 1
     rc = main(["model", str(AITER_PF3), "--shape", "256,512,1024", "--machine", "mi355x"])
     assert rc == 2 and "gfx950" in capsys.readouterr().err
+
+
+def test_isagen_gemm_spec_prediction_is_matrix_bound_and_below_peak():
+    """isagen's own BF16 GEMM (specs/gemm_bf16.yaml) at 8192^3 on MI300X: the emulated tile passes its torch
+    check, the prediction stays under the chip's peak and names the matrix core as the limiter."""
+    from isagen.model.workloads import isagen_gemm
+
+    spec = Path(__file__).resolve().parents[2] / "specs" / "gemm_bf16.yaml"
+    p = isagen_gemm(str(spec), 8192, 8192, 8192, MI300X)
+    peak = MI300X.cus * get_target("gfx942").products[0].bf16_flop_per_cu_clk * MI300X.clock_mhz * 1e6 / 1e12
+    assert 0.3 * peak < p.tflops < peak
+    assert p.limiter.startswith("MFMA") and p.extrapolated
