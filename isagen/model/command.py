@@ -3,6 +3,7 @@
     isagen model FILE.co --shape M,N,K [--machine mi355x] [--splitk N] [--out-dtype float32|bfloat16]
                          [--timeline FILE.png|FILE.html] [--json]
     isagen model FILE.co --grid X,Y,Z --block N [--arg buf:BYTES | --arg VALUE ...] [--total-workgroups T]
+    isagen model specs/gemm_bf16.yaml --shape M,N,K [--machine mi355x]      (isagen's own GEMM specs)
 
 The first form knows AITER's bf16 GEMM code objects (their arguments, grid and split-K as AITER's
 launcher computes them); the second runs any kernel of a code object on the emulator with zero-filled
@@ -21,7 +22,7 @@ from isagen.model import ModelError
 from isagen.model.cu import STALLS
 from isagen.model.machines import MACHINES, get_machine
 from isagen.model.timeline import write as write_timeline
-from isagen.model.workloads import Prediction, bf16_gemm, predict_traced
+from isagen.model.workloads import Prediction, bf16_gemm, isagen_gemm, predict_traced
 
 
 def _ints(text: str, what: str, n: int | None = None) -> list[int]:
@@ -72,7 +73,7 @@ def as_dict(p: Prediction) -> dict:
 
 @click.command(help="Predict a kernel's run time on an AMD Instinct GPU (a model, never a measurement).")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--shape", help="M,N,K of an AITER bf16 GEMM code object")
+@click.option("--shape", help="M,N,K of an AITER bf16 GEMM code object or an isagen GEMM spec")
 @click.option("--machine", help=f"one of {', '.join(MACHINES)} (default: mi300x for gfx942, mi355x for gfx950)")
 @click.option("--splitk", type=int, default=None, help="split-K (default: AITER's heuristic)")
 @click.option("--out-dtype", default="float32", type=click.Choice(["float32", "bfloat16"]))
@@ -87,6 +88,13 @@ def command(file, shape, machine, splitk, out_dtype, grid_, block, kernel_name, 
             as_json) -> int:
     from isagen.objects.codeobject import read_code_object
 
+    if str(file).endswith((".yaml", ".yml")):          # one of isagen's GEMM specs
+        if not shape:
+            raise ModelError("a GEMM spec needs --shape M,N,K")
+        M, N, K = _ints(shape, "--shape", 3)
+        p = isagen_gemm(file, M, N, K, get_machine(machine or "mi355x"))
+        click.echo(json.dumps(as_dict(p), indent=1) if as_json else render(p))
+        return 0
     co = read_code_object(file)
     m = get_machine(machine or ("mi355x" if co.mach == "gfx950" else "mi300x"))
     if m.target != co.mach:

@@ -214,3 +214,19 @@ def test_isagen_gemm_spec_prediction_is_matrix_bound_and_below_peak():
     peak = MI300X.cus * get_target("gfx942").products[0].bf16_flop_per_cu_clk * MI300X.clock_mhz * 1e6 / 1e12
     assert 0.3 * peak < p.tflops < peak
     assert p.limiter.startswith("MFMA") and p.extrapolated
+
+
+def test_cli_model_any_kernel_with_explicit_launch(tmp_path, capsys):
+    from isagen.cli import main
+
+    co = tmp_path / "copy.co"
+    co.write_bytes(build("copy", COPY % 4, args=(("ptr", "src"), ("ptr", "dst")), vgprs=24))
+    rc = main(["model", str(co), "--grid", "1,1,1", "--block", "256", "--arg", "buf:65536", "--arg", "buf:65536",
+               "--total-workgroups", str(MI300X.cus * 8), "--machine", "mi300x", "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    import json
+    d = json.loads(out)
+    assert d["prediction_not_measurement"] is True and d["predicted_us"] > 0 and len(d["simds"]) == 4
+    rc = main(["model", str(co), "--grid", "1,1,1", "--block", "256", "--arg", "nonsense"])
+    assert rc == 2 and "--arg" in capsys.readouterr().err
