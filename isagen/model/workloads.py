@@ -429,3 +429,56 @@ def isagen_gemm(spec: str, M: int, N: int, K: int, machine: Machine, *, params: 
     threads = int(probe.block[0] * probe.block[1] * probe.block[2])
     return _predict_gemm_threads(kernel.name, name, machine, params, traces, counts, n_real, total, miss,
                                  2.0 * M * N * K, unique + M * N * 2, shape, threads)
+
+
+def isagen_attention(B: int, H: int, H_kv: int, N_q: int, N_kv: int, D: int, machine: Machine, *,
+                     dtype: str = "bf16", params: Params = DEFAULT_PARAMS, exact: bool = False) -> Prediction:
+    """Predict isagen's attention forward (``specs/attention_bf16.yaml``, non-causal, dense) on ``machine``.
+
+    The emulator runs one query block (128 rows) of one head through ``isagen.runtime.attention.attention``
+    at 4 and 8 KV tiles of 64, traced; the grid ``(ceil(N_q / 128), H, B)`` is predicted at each and
+    extrapolated over the KV tiles as the GEMMs are over K.
+    """
+    import torch
+
+    from isagen.objects.codeobject import read_code_object
+    from isagen.runtime import attention as att
+    from isagen.runtime.backends import get_backend
+    from isagen.runtime.backends.emu import EmuBackend
+
+    kv_tile = 64
+    n_real = max(1, -(-N_kv // kv_tile))
+    counts = [n_real] if (n_real <= N2 or exact) else [N1, N2]
+    kernel = att.attention_kernel(machine.target, dtype, D, False, False)
+    co_kernel = read_code_object(kernel.code_object).kernels[kernel.symbol]
+    be = get_backend("emu")
+    assert isinstance(be, EmuBackend)
+    tdt = torch.bfloat16 if dtype == "bf16" else torch.float16
+    traces = []
+    for n in counts:
+        key = (kernel.code_object, n, "attention")
+        hit = _TRACES.get(key)
+        if hit is None:
+            g = torch.Generator().manual_seed(0)
+            q = torch.randn(1, 1, att.BLOCK_Q, D, generator=g).to(tdt)
+            k = torch.randn(1, 1, n * kv_tile, D, generator=g).to(tdt)
+            v = torch.randn(1, 1, n * kv_tile, D, generator=g).to(tdt)
+            _, mod = be._module(kernel)
+            rec = Recorder()
+            mod.trace = rec
+            try:
+                att.attention(q, k, v, target=machine.target, backend="emu")
+            finally:
+                mod.trace = None
+            wgs = workgroups(rec.ops(machine.target))
+            hit = _TRACES[key] = (max(wgs.values(), key=lambda ws_: sum(len(s_) for s_ in ws_)), co_kernel)
+        traces.append(hit)
+    total = -(-N_q // att.BLOCK_Q) * H * B
+    esize = 2
+    unique = (B * H * N_q * D * 2 + B * H_kv * N_kv * D * 2) * esize
+    requested = total * 2 * N_kv * D * esize + B * H * N_q * D * esize * 2
+    miss = min(1.0, unique / requested) if requested else 1.0
+    shape = {"B": B, "H": H, "H_kv": H_kv, "N_q": N_q, "N_kv": N_kv, "D": D, "kv_tiles": n_real}
+    threads = int(kernel.launch.block[0] * kernel.launch.block[1] * kernel.launch.block[2])
+    return _predict_gemm_threads(kernel.name, machine.name, machine, params, traces, counts, n_real, total, miss,
+                                 4.0 * B * H * N_q * N_kv * D, unique, shape, threads)

@@ -230,3 +230,15 @@ def test_cli_model_any_kernel_with_explicit_launch(tmp_path, capsys):
     assert d["prediction_not_measurement"] is True and d["predicted_us"] > 0 and len(d["simds"]) == 4
     rc = main(["model", str(co), "--grid", "1,1,1", "--block", "256", "--arg", "nonsense"])
     assert rc == 2 and "--arg" in capsys.readouterr().err
+
+
+def test_isagen_attention_prediction_below_peak():
+    """isagen's attention forward at HipKittens' GQA shape on MI300X: extrapolated over the KV tiles, under the
+    chip's bf16 peak, FLOPs counted as 4 B H N_q N_kv D."""
+    from isagen.model.workloads import isagen_attention
+
+    p = isagen_attention(16, 64, 8, 2048, 2048, 128, MI300X)
+    peak = MI300X.cus * get_target("gfx942").products[0].bf16_flop_per_cu_clk * MI300X.clock_mhz * 1e6 / 1e12
+    assert p.extrapolated and p.flops == 4.0 * 16 * 64 * 2048 * 2048 * 128
+    assert 0.1 * peak < p.tflops < peak
+    assert p.shape["kv_tiles"] == 32 and p.grid.rounds[0].workgroups <= MI300X.cus * p.grid.per_cu
