@@ -20,7 +20,7 @@ import click
 
 from isagen.model import ModelError
 from isagen.model.cu import STALLS
-from isagen.model.machines import MACHINES, get_machine
+from isagen.model.machines import DEFAULT_MACHINE, MACHINES, get_machine
 from isagen.model.timeline import write as write_timeline
 from isagen.model.workloads import Prediction, bf16_gemm, isagen_gemm, predict_traced
 
@@ -74,7 +74,8 @@ def as_dict(p: Prediction) -> dict:
 @click.command(help="Predict a kernel's run time on an AMD Instinct GPU (a model, never a measurement).")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--shape", help="M,N,K of an AITER bf16 GEMM code object or an isagen GEMM spec")
-@click.option("--machine", help=f"one of {', '.join(MACHINES)} (default: mi300x for gfx942, mi355x for gfx950)")
+@click.option("--machine", help=f"one of {', '.join(MACHINES)} (default: " +
+              ", ".join(f"{m} for {t}" for t, m in DEFAULT_MACHINE.items()) + ")")
 @click.option("--splitk", type=int, default=None, help="split-K (default: AITER's heuristic)")
 @click.option("--out-dtype", default="float32", type=click.Choice(["float32", "bfloat16"]))
 @click.option("--grid", "grid_", help="X,Y,Z workgroups to emulate (any kernel)")
@@ -96,7 +97,7 @@ def command(file, shape, machine, splitk, out_dtype, grid_, block, kernel_name, 
         click.echo(json.dumps(as_dict(p), indent=1) if as_json else render(p))
         return 0
     co = read_code_object(file)
-    m = get_machine(machine or ("mi355x" if co.mach == "gfx950" else "mi300x"))
+    m = get_machine(machine or DEFAULT_MACHINE.get(co.mach, "mi300x"))
     if m.target != co.mach:
         raise ModelError(f"--machine {m.name} is {m.target}; {file} is built for {co.mach}")
     if shape:

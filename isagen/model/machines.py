@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from isagen.model import ModelError
-from isagen.targets import get_target
+from isagen.targets import GFX942, GFX950, get_target
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,12 @@ class Machine:
         return cycles / self.clock_mhz
 
 
-MI300X = Machine("mi300x", "gfx942", cus=304, xcds=8, clock_mhz=2100, hbm_tb_s=5.3,
+MI300X = Machine("mi300x", GFX942.name, cus=304, xcds=8, clock_mhz=2100, hbm_tb_s=5.3,
                  l2_bytes_per_xcd=4 << 20, mall_bytes=256 << 20, l2_bytes_per_clk_xcd=2048,
                  l1_bytes_per_clk_cu=64)
 MI308X = replace(MI300X, name="mi308x", cus=80)
 MI325X = replace(MI300X, name="mi325x", hbm_tb_s=6.0)
-MI350X = Machine("mi350x", "gfx950", cus=256, xcds=8, clock_mhz=2200, hbm_tb_s=8.0,
+MI350X = Machine("mi350x", GFX950.name, cus=256, xcds=8, clock_mhz=2200, hbm_tb_s=8.0,
                  l2_bytes_per_xcd=4 << 20, mall_bytes=256 << 20, l2_bytes_per_clk_xcd=2048,
                  l1_bytes_per_clk_cu=128)
 MI355X = replace(MI350X, name="mi355x", clock_mhz=2400)
@@ -69,14 +69,15 @@ SOURCES: dict[str, str] = {
     "mi300x": "AMD Instinct MI300X data sheet: 304 CUs, 2100 MHz peak engine clock, 192 GB HBM3 at 5.3 TB/s; "
               "AMD CDNA 3 white paper: 8 XCDs of 38 CUs, 4 MB L2 per XCD (16 channels x 128 B/clk), "
               "256 MB Infinity Cache, 64 KB LDS per CU; vector L1 64 B/clk/CU",
-    "mi308x": "AITER's tuned tables (cu_num=80 on gfx942); every other figure as MI300X [assumed: the "
+    "mi308x": f"AITER's tuned tables (cu_num=80 on {GFX942.name}); every other figure as MI300X [assumed: the "
               "80-CU part's clock and bandwidth are not in a source available here]",
     "mi325x": "AMD Instinct MI325X data sheet: as MI300X with 256 GB HBM3E at 6.0 TB/s",
     "mi350x": "AMD Instinct MI350X data sheet: 256 CUs, 2200 MHz, 288 GB HBM3E at 8 TB/s; AMD CDNA 4 white "
               "paper: 8 XCDs of 32 CUs, 4 MB L2 per XCD, 256 MB Infinity Cache, 160 KB LDS per CU, "
               "doubled L1/LDS read bandwidth",
     "mi355x": "AMD Instinct MI355X data sheet: as MI350X at 2400 MHz",
-    "lds": "LDS bandwidth = banks x 4 B/clk, banks from isagen.targets (32 on gfx942, 64 on gfx950)",
+    "lds": f"LDS bandwidth = banks x 4 B/clk, banks from isagen.targets ({GFX942.lds_banks} on {GFX942.name}, "
+           f"{GFX950.lds_banks} on {GFX950.name})",
     "mfma": "MFMA occupancy = passes x 4 cycles, passes from isagen.targets (LLVM's scheduling model)",
 }
 
@@ -106,6 +107,10 @@ def sustained(machine: Machine, params: Params) -> Machine:
     if params.clock_fraction == 1.0:
         return machine
     return replace(machine, clock_mhz=machine.clock_mhz * params.clock_fraction)
+
+
+#: the machine a command predicts for when none is named, per target
+DEFAULT_MACHINE: dict[str, str] = {GFX942.name: "mi300x", GFX950.name: "mi355x"}
 
 
 def get_machine(name: str) -> Machine:

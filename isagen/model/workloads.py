@@ -163,9 +163,10 @@ def _trace_fp8(co_path: str, split: int, n: int, tile_m: int):
 
     from isagen.objects.codeobject import read_code_object
     from isagen.runtime import aiter
+    from isagen.targets import get_target
 
     co = read_code_object(co_path)
-    fp8 = torch.float8_e4m3fnuz if co.mach == "gfx942" else torch.float8_e4m3fn
+    fp8 = torch.float8_e4m3fnuz if get_target(co.mach).fp8_format == "fnuz" else torch.float8_e4m3fn
     K = split * n * 128
     g = torch.Generator().manual_seed(0)
     A = torch.randn(tile_m, K, generator=g).to(fp8)
