@@ -13,6 +13,9 @@
     isagen report SPEC.yaml|FILE.co [--target T] [--kernel K] [--format text|json|html|png] [-o FILE]
                                        register pressure, liveness and occupancy (docs/report.md;
                                        the command is defined in isagen/report/command.py)
+    isagen model FILE.co --shape M,N,K [--machine mi355x] [--timeline FILE.png]
+                                       predicted run time, limiter and stalls per SIMD (a model, not
+                                       a measurement; isagen/model/command.py, docs/model.md)
 
 Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code 2: an
 ``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
@@ -44,6 +47,7 @@ from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse
 from isagen.errors import IsagenError, SpecError
 from isagen.isa.decoder import opcode_table
 from isagen.isa.table import isa_table
+from isagen.model import command as model_command
 from isagen.objects.codeobject import read_code_object
 from isagen.objects.disasm import disassemble
 from isagen.objects.emit import render_assembly
@@ -541,6 +545,7 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
 # run and report live with the code they drive (isagen/runtime/run.py, isagen/report/command.py)
 cli.add_command(run_command.command, "run")
 cli.add_command(report_command.command, "report")
+cli.add_command(model_command.command, "model")
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ one wave):
   scales), and the product's ridge point (HBM bandwidth over peak FLOP/s): a GEMM is compute bound when
   the bytes it really moves per FLOP stay below the ridge.
 
-Waits and barriers are counted, not timed: their stalls depend on memory latency, which no source
-gives authoritatively.  Results: ``bench/results/gemm_model.json`` and ``.md``; summary in
+Waits and barriers are counted, not timed here; the timing model (``isagen.model``, docs/model.md) times
+them: each spec's predicted run time and TFLOP/s at its ``shapes:`` on every machine of its target
+(``predicted``), beside HipKittens' published BF16 8192^3 figures (1610 TFLOP/s on MI355X, 749 on MI325X).
+Those are **predictions of a model** of the accuracy docs/model.md measures, never measurements
+(``--no-predict`` skips them).  Results: ``bench/results/gemm_model.json`` and ``.md``; summary in
 docs/benchmarks.md.
 """
 
@@ -55,6 +58,27 @@ FP8_SPECS = [
     ("gemm_fp8_decode.yaml", "decode"),         # row-wise, 32x64 interleave4 (M <= 32)
 ]
 TARGET_SHARE = 0.90
+
+MACHINES_OF = {"gfx942": ("mi300x", "mi325x"), "gfx950": ("mi350x", "mi355x")}
+# HipKittens (arXiv 2511.08083), BF16 GEMM 8192^3: published TFLOP/s, for comparison with predictions only
+HIPKITTENS_BF16_8192 = {"mi355x": 1610, "mi325x": 749}
+
+
+def predict(spec, target_name: str) -> dict:
+    """The timing model's prediction per machine of the target at the spec's shapes (docs/model.md)."""
+    from isagen.model.machines import get_machine
+    from isagen.model.workloads import isagen_gemm
+
+    m, n, k = (spec.shapes[d] for d in ("m", "n", "k"))
+    out = {}
+    for mach in MACHINES_OF[target_name]:
+        try:
+            p = isagen_gemm(str(spec.path), m, n, k, get_machine(mach))
+            out[mach] = {"predicted_us": round(p.us, 2), "predicted_tflops": round(p.tflops, 1),
+                         "limiter": p.limiter, "clock_mhz": round(p.clock_mhz)}
+        except Exception as e:                # reported, not hidden
+            out[mach] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return out
 
 
 def mix(insts: list[Instruction]) -> dict:
@@ -177,6 +201,22 @@ def markdown(rows: list[dict]) -> str:
                    f"{r['lds_vs_mfma']:.2f} | {r['hbm_tb_s_needed_at_peak']:.1f} (peak {r['hbm_tb_s_peak']:g}) | "
                    f"{r['tile_bytes_per_flop']:.2g} / {r['compulsory_bytes_per_flop']:.2g} / "
                    f"{r['ridge_bytes_per_flop']:.2g} |")
+    pred = [r for r in rows if r.get("predicted")]
+    if pred:
+        out += ["", "Timing model (isagen.model, docs/model.md): **predictions, never measurements**, at each "
+                "spec's shapes; HipKittens' published BF16 8192^3 TFLOP/s for comparison.", "",
+                "| spec | target | shape | machine | predicted us | predicted TFLOP/s | limiter | HipKittens TFLOP/s |",
+                "|---|---|---|---|---:|---:|---|---:|"]
+        for r in pred:
+            for mach, x in r["predicted"].items():
+                hk = HIPKITTENS_BF16_8192.get(mach, "") if (r["in_dtype"] == "bf16" and
+                                                             r["problem"] == [8192, 8192, 8192]) else ""
+                if "error" in x:
+                    out.append(f"| {r['spec']} | {r['target']} | {'x'.join(map(str, r['problem']))} | {mach} | "
+                               f"- | - | {x['error']} | {hk} |")
+                else:
+                    out.append(f"| {r['spec']} | {r['target']} | {'x'.join(map(str, r['problem']))} | {mach} | "
+                               f"{x['predicted_us']:g} | {x['predicted_tflops']:g} | {x['limiter']} | {hk} |")
     return "\n".join(out) + "\n"
 
 
@@ -185,11 +225,14 @@ def main(argv=None) -> int:
     ap.add_argument("specs", nargs="*", default=sorted(str(p) for p in (ROOT / "specs").glob("gemm_bf16*.yaml"))
                     + [str(ROOT / "specs" / name) for name, _ in FP8_SPECS])
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--no-predict", action="store_true", help="skip the timing model's predictions")
     args = ap.parse_args(argv)
     rows = []
     for spec in load_specs(args.specs):
         for target in spec.select_targets("all"):
             r = model(spec, target)
+            if not args.no_predict:
+                r["predicted"] = predict(spec, target.name)
             rows.append(r)
             large = dict(FP8_SPECS).get(Path(spec.path).name) == "large"
             r["large_tile_fp8"] = large

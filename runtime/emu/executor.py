@@ -136,6 +136,9 @@ class RunContext:
         self.lds_bytes_written = 0
         self.global_bytes_by_width: dict[int, int] = {}   # global bytes moved, by the access's bytes per lane
         self.batch: Batch | None = None   # the batch running now (set by run_batch)
+        # ``trace(batch, ws, block)`` before each basic block a group of waves runs (``Module.trace``;
+        # the timing model's instruction streams); None, the default, costs one test per block
+        self.trace = None
 
     def global_access(self, width: int, nbytes: int, *, write: bool) -> None:
         """Count ``nbytes`` of global memory moved by an instruction accessing ``width`` bytes per lane."""
@@ -197,6 +200,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     budget = rc.budget
     n_blocks = 0
     status, pcs = st.status, st.pc
+    trace = rc.trace
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
     errstate.__enter__()
     try:
@@ -228,6 +232,8 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
             block = prog.block_at(pc)
             nw = W if isinstance(ws, slice) else ws.size
             block.execs += nw
+            if trace is not None:
+                trace(st, ws, block)
             for fn in block.fns:
                 fn(st, ws)
             if not block.steps[-1].term:
