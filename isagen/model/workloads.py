@@ -384,7 +384,18 @@ def isagen_gemm(spec: str, M: int, N: int, K: int, machine: Machine, *, params: 
     from isagen.runtime.run import execute, plan_run
 
     name = machine.name
-    probe = plan_run(spec, target=machine.target, backend="emu", params=build_params, shapes={"m": M, "n": N, "k": K})
+
+    def sizes(m: int, n: int, k: int) -> dict:
+        # block scaling sizes its scale tensors by K-blocks (kb) and 128-column blocks of N (nb)
+        out = {"m": m, "n": n, "k": k}
+        if (build_params or {}).get("scaling", loaded_params.get("scaling")) == "block":
+            out.update(kb=k // 128, nb=-(-n // 128))
+        return out
+
+    from isagen.builders.spec import load_spec as _load
+    from isagen.runtime.run import resolve_spec
+    loaded_params = _load(resolve_spec(spec)).params
+    probe = plan_run(spec, target=machine.target, backend="emu", params=build_params, shapes=sizes(M, N, K))
     total = probe.grid[0] * probe.grid[1] * probe.grid[2]
     kernel = probe.kernel
     from isagen.builders.spec import load_spec
@@ -409,7 +420,7 @@ def isagen_gemm(spec: str, M: int, N: int, K: int, machine: Machine, *, params: 
         hit = _TRACES.get(key)
         if hit is None:
             plan = plan_run(spec, target=machine.target, backend="emu", params=build_params,
-                            shapes={"m": bm, "n": bn, "k": n * bk})
+                            shapes=sizes(bm, bn, n * bk))
             _, mod = be._module(plan.kernel)
             rec = Recorder()
             mod.trace = rec

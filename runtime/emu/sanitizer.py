@@ -100,6 +100,10 @@ def instrument(step, ctx) -> None:
     if step.cat == "lds_dma" or name in ("ds_read_addtid_b32", "ds_write_addtid_b32") or name.startswith("s_movrel"):
         reads.append(nregs + M0)
         uninit_reads.append(nregs + M0)
+    if name in ("s_set_gpr_idx_on", "s_set_gpr_idx_idx", "s_set_gpr_idx_mode"):
+        # VGPR index mode keeps its index and operand mask in M0 (the other bits are kept: a read too)
+        reads.append(nregs + M0)
+        writes.append(nregs + M0)
     if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
         reads += [nregs + VCC_LO, nregs + VCC_LO + 1]
         uninit_reads += [nregs + VCC_LO, nregs + VCC_LO + 1]

@@ -5,7 +5,8 @@
 * fp8 block-scale GEMM with pre-shuffled B, ``fp8gemm_bf16_blockscale_BpreShuffle_32x128`` (gfx942 FNUZ and
   gfx950 OCP fp8; ``csrc/py_itfs_cu/asm_a8w8_blockscale_bpreshuffle.cu``);
 * int8 per-token GEMM with pre-shuffled B, ``I8gemm_bf16_perTokenI8_BpreShuffle_16x128`` (gfx942 and gfx950;
-  ``csrc/py_itfs_cu/asm_gemm_a8w8.cu``).
+  ``csrc/py_itfs_cu/asm_gemm_a8w8.cu``) and ``..._112x256`` (gfx942: DPP ``row_newbcast`` and VGPR index
+  mode, ``s_set_gpr_idx_on``, in its epilogue).
 
 References are torch's float64/float32 math on the same quantized inputs (block scales applied per 128
 elements of K as AITER's ``op_tests/test_gemm_a8w8_blockscale.py`` ``run_torch`` does); B is shuffled by
@@ -104,3 +105,26 @@ def test_shuffle_weight_is_a_permutation():
     assert sorted(s.flatten().tolist()) == sorted(w.flatten().tolist())
     # the first 16 bytes of the shuffled rows are row 0's first 16 K elements, then row 1's (16 rows per pack)
     assert s.flatten()[:16].tolist() == w[0, :16].tolist() and s.flatten()[16:32].tolist() == w[1, :16].tolist()
+
+
+def test_int8_112x256_index_mode_epilogue_matches_torch():
+    # its epilogue converts and scales the accumulators under VGPR index mode (s_set_gpr_idx_on with M0
+    # stepping through them) and broadcasts with DPP row_newbcast: both must run as the ISA says for
+    # the result to match.  The sanitizer also finds that the epilogue's LDS transpose rewrites the words
+    # other waves read after the previous barrier with no barrier between (a write-after-read race the
+    # kernel leaves to timing): reported, and checked here so that a change in it is noticed.
+    M, N, K = 112, 512, 256
+    g = torch.Generator().manual_seed(7)
+    A = torch.randint(-100, 100, (M, K), generator=g, dtype=torch.int8)
+    B = torch.randint(-100, 100, (N, K), generator=g, dtype=torch.int8)
+    xs, ws = torch.rand(M, 1, generator=g) * 0.01, torch.rand(N, 1, generator=g) * 0.01
+    bias = torch.rand(1, N, generator=g) * 10
+    co = DATA / "gfx942" / "i8gemm__I8gemm_bf16_perTokenI8_BpreShuffle_112x256.co"
+    out, reports, mod = aiter.gemm_a8w8_asm(A, aiter.shuffle_weight_16x16(B), xs, ws, bias, str(co),
+                                            on_error="collect")
+    ref = (A.double() @ B.double().T) * xs.double() * ws.double().T + bias.double()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 8e-3
+    assert mod.last_stats["grid"] == (2, 1, 1)
+    races = [r for r in reports if r.category == "lds-race"]
+    assert races and all(r.instruction.startswith("ds_write_b128 v136") for r in races)
+    _only_known([r for r in reports if r.category != "lds-race"])
