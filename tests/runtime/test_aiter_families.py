@@ -48,8 +48,8 @@ def test_bf16_pf3_kernel_matches_torch():
 
 
 @pytest.mark.xfail(strict=True, reason="emulator disagrees with AITER's gfx950 bf16gemm_bf16_tn_256x256: the output's "
-                                        "columns come out permuted in groups of 4 (lanes exchanged by "
-                                        "v_permlane16_swap_b32?); under investigation, see docs/model.md")
+                                        "columns come out permuted in groups of 4 (not v_permlane16_swap_b32: "
+                                        "the other row order gives the same output); see docs/model.md")
 def test_bf16_256x256_gfx950_matches_torch():
     g = torch.Generator().manual_seed(4)
     M = N = K = 256
