@@ -88,6 +88,9 @@ and one pass that adds C, rounds to f32 and moves the result into register order
 instructions gather A's rows in D-register order, so their products need no further gather; batches
 over 256 waves run in 256-wave chunks.  About 3 us per 32x32x8 wave-MFMA (1.7 us for 16x16x16) at
 64+ waves on one core of the development machine.  Not thread-safe (scratch buffers are reused).
+The f32-result MFMAs with bf16/f16/fp8/bf8 inputs of the gfx9 layout run instead in the C kernel of
+native.py when it can be built (``_run_native``; same bits, ~1.1-2 us per 32x32x8 wave-MFMA here);
+tests/runtime/emu/test_emu_engine.py compares the two paths bit for bit.
 """
 
 from __future__ import annotations

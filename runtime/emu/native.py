@@ -35,7 +35,7 @@ _SRC = r"""
 #include <stdint.h>
 #include <stddef.h>
 
-#define CHUNK 16    /* waves whose accumulators are kept at once: D is written word by word over them */
+#define CHUNK 32    /* waves whose accumulators are kept at once: D is written word by word over them */
 
 /* acc[i][j] = sum over k in order of a[i][k] * b[k][j] (float64) */
 static inline __attribute__((always_inline))
@@ -76,6 +76,13 @@ void mfma_f32(int W, int blocks, int M, int N, int K, int elem_bytes,
         const int cw = W - w0 < CHUNK ? W - w0 : CHUNK;
         for (int u = 0; u < cw; u++) {
             const int w = w0 + u;
+            if (d_rs >= 0 && w0 + CHUNK < W && u < nout / 64) {
+                /* the next chunk's C words, one word per wave of this one: a word of CHUNK waves is
+                   one contiguous run of CHUNK*256 bytes, too short for the hardware prefetcher */
+                const char *p = (const char *)(C + (w0 + CHUNK) * c_ws + u * c_rs);
+                const int64_t len = (int64_t)(W - w0 - CHUNK < CHUNK ? W - w0 - CHUNK : CHUNK) * c_ws * 4;
+                for (int64_t o = 0; o < len; o += 64) __builtin_prefetch(p + o, 1, 3);
+            }
             if (elem_bytes == 3) {      /* bf16: the bits are the top half of an f32 */
                 const uint16_t *a = (const uint16_t *)A + w * a_ws, *b = (const uint16_t *)B + w * b_ws;
                 union { uint32_t u; float f; } cv;
@@ -127,7 +134,7 @@ void mfma_f32(int W, int blocks, int M, int N, int K, int elem_bytes,
 }
 """
 
-CHUNK = 16            # the C source's CHUNK: waves per accumulator scratch
+CHUNK = 32            # the C source's CHUNK: waves per accumulator scratch
 _lib = None
 _tried = False
 _why = ""
