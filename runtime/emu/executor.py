@@ -89,6 +89,8 @@ class CompiledCode:
                 if s.term or is_terminator(s.inst) or j in self.leaders:
                     break
             b = self._blocks[i] = CompiledBlock(i, steps)
+            if not self.ctx.sanitize:
+                b.fns = _fuse_mfma_runs(steps)
         return b
 
     def reset_counts(self) -> None:
@@ -102,6 +104,58 @@ class CompiledCode:
                 for c, k in b.cats.items():
                     out[c] = out.get(c, 0) + k * b.execs
         return out
+
+
+# waves per chunk of a fused MFMA run: the accumulators of a run's MFMAs for this many waves stay in
+# the caches from one MFMA to the next (4 32x32 f32 tiles x 32 waves: 512 KiB)
+MFMA_RUN_CHUNK = 32
+
+
+def _fuse_mfma_runs(steps: list[CompiledStep]) -> list:
+    """The block's handlers, with each run of consecutive MFMAs the native kernel takes as one handler
+    that runs the whole run chunk by chunk of waves (all the run's MFMAs for waves 0..31, then for
+    32..63, ...) instead of MFMA by MFMA over all waves.  The same results: an MFMA reads and writes
+    only its own wave's registers, and each wave still executes the run in program order.  With the
+    sanitizer off only (its checks follow the instruction order across waves)."""
+    fns: list = []
+    run: list[CompiledStep] = []
+
+    def flush():
+        if len(run) >= 2:
+            fns.append(_mfma_run(list(run)))
+        else:
+            fns.extend(s.fn for s in run)
+        run.clear()
+
+    for s in steps:
+        if s.cat == "mfma" and s.error is None and s.native_call is not None:
+            run.append(s)
+        else:
+            flush()
+            fns.append(s.fn)
+    flush()
+    return fns
+
+
+def _mfma_run(steps: list[CompiledStep]):
+    from isagen.runtime.emu import mfma as M
+    hs = [s.fn for s in steps]
+
+    def fused(st, ws):
+        if ws is ALL and st.W > MFMA_RUN_CHUNK:
+            calls = st.native_calls.get(id(fused))     # per batch: the calls point into its registers
+            if calls is None:
+                calls = st.native_calls[id(fused)] = [s.native_call(st) for s in steps]
+            if all(c is not None for c in calls):
+                W = st.W
+                for w0 in range(0, W, MFMA_RUN_CHUNK):
+                    n = min(MFMA_RUN_CHUNK, W - w0)
+                    for c in calls:
+                        M.call_range(c, w0, n)
+                return
+        for h in hs:
+            h(st, ws)
+    return fused
 
 
 def _error_step(inst, idx: int, message: str, category: str) -> CompiledStep:

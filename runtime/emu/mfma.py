@@ -651,3 +651,49 @@ def _run_native(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, lay_bl
                     c32, c32.strides[1] // 4, c_off, out, out.strides[1] // 4, d_off, d_src,
                     out.strides[0] // 4 if d_order else -1, c32.strides[0] // 4, int(c32.strides[2] != 0), scratch)
     return out
+
+
+def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, blgp: int = 0):
+    """The native kernel's arguments for one MFMA over the waves of ``a``/``b``/``c``/``out`` (views with
+    the wave as axis 1, ``out`` not overlapping A or B), to call on ranges of waves with :func:`call_range`;
+    None where the MFMA or the arrays need the general path (``mfma()``).  Same bits as ``mfma(...,
+    out=out)`` for each range."""
+    t = _target_name(target)
+    s = spec(name, t)
+    a_kind, b_kind, cbsz, abid, lay_blgp = _check_modifiers(s, cbsz, abid, blgp)
+    if not (_native_ok(s, a_kind, b_kind) and native.available()):
+        return None
+    eb = _NATIVE_KINDS[a_kind]
+    W = a.shape[1]
+    c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    arrays = (a, b, c32, out)
+    if any(x.dtype != np.uint32 or x.strides[2] not in (0, 4) or any(st % 4 for st in x.strides) for x in arrays) \
+            or a.strides[2] != 4 or b.strides[2] != 4 or out.strides[2] != 4:
+        return None
+    if np.may_share_memory(c32, out) and (native.address(c32) != native.address(out) or c32.strides != out.strides):
+        return None
+    a_off, b_off, c_off, d_off, d_src, scratch, d_order = _native_offsets(
+        s.name, cbsz, abid, lay_blgp, eb, a.strides, b.strides, c32.strides, out.strides)
+    code = 3 if a_kind == b_kind == "bf16" else eb
+    adr = native.address
+    args = [W, s.blocks, s.m, s.n, s.k, code, adr(a), a.strides[1] // eb, adr(a_off), adr(b), b.strides[1] // eb,
+            adr(b_off), adr(_lut32(a_kind, t)), adr(_lut32(b_kind, t)), adr(c32), c32.strides[1] // 4, adr(c_off),
+            adr(out), out.strides[1] // 4, adr(d_off), adr(d_src), d_src.size,
+            out.strides[0] // 4 if d_order else -1, c32.strides[0] // 4, int(c32.strides[2] != 0),
+            adr(scratch[0]), adr(scratch[1]), adr(scratch[2])]
+    # byte step per wave of the four operand pointers (argument positions 6, 9, 14, 17)
+    steps = ((6, a.strides[1]), (9, b.strides[1]), (14, c32.strides[1]), (17, out.strides[1]))
+    keep = (arrays, a_off, b_off, c_off, d_off, d_src, scratch)      # what the addresses point into
+    return args, steps, keep
+
+
+def call_range(call, w0: int, n: int) -> None:
+    """Run a :func:`native_call` for its waves ``w0 .. w0+n``."""
+    args, steps, _ = call
+    a = list(args)
+    a[0] = n
+    for i, st in steps:
+        a[i] = args[i] + w0 * st
+    lib = native.library()
+    assert lib is not None                     # native_call returns a call only when it is loaded
+    lib.mfma_f32(*a)

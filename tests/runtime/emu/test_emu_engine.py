@@ -167,3 +167,58 @@ def test_global_read_write_match_bytes(nbytes):
         else:
             want = (raw.astype(np.uint32) << (8 * np.arange(nbytes, dtype=np.uint32))).sum(-1).reshape(3, 64)
         assert np.array_equal(got, want), (nbytes, align)
+
+
+@needs_native
+def test_native_call_ranges_match_mfma(monkeypatch):
+    # the fused-run entry point (native_call + call_range over wave ranges) against the numpy path
+    name = "v_mfma_f32_32x32x8_bf16"
+    rng = np.random.default_rng(11)
+    V = rng.standard_normal((40, 70, 64)).astype(np.float32).view(np.uint32)
+    V[:4] = _finite_codes(_words(rng, (4, 70, 64)), "bf16", "gfx942")
+    ref = V.copy()
+    ref[20:36] = _numpy_mfma(monkeypatch, name, "gfx942", ref[0:2], ref[2:4], ref[20:36])
+    call = M.native_call(name, "gfx942", V[0:2], V[2:4], V[20:36], V[20:36])
+    assert call is not None
+    for w0, n in ((0, 32), (32, 32), (64, 6)):
+        M.call_range(call, w0, n)
+    assert np.array_equal(V, ref)
+    # D overlapping C by a shift, or A: no native call (the general path copies first)
+    assert M.native_call(name, "gfx942", V[0:2], V[2:4], V[20:36], V[21:37]) is None
+
+
+@pytest.mark.parametrize("target,mfma_size", [("gfx942", 32), ("gfx942", 16), ("gfx950", 32)])
+def test_triton_matmul_same_bits_on_every_engine_path(target, mfma_size, monkeypatch):
+    """A Triton bf16 matmul big enough for fused MFMA runs (64 waves) gives the same C bits with the
+    native kernel and fused runs as with the numpy MFMA path MFMA by MFMA, and matches torch."""
+    import torch
+
+    from isagen.runtime.emu import executor
+    from isagen.runtime.emu.device import Device
+    from tools.triton_kernels import compile_matmul
+
+    kernel = compile_matmul(target, block_m=128, block_n=128, block_k=64, num_warps=4, dtype="bf16",
+                            aligned=True, mfma_size=mfma_size)
+    M_, N_, K_ = 512, 512, 128
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(M_, K_, generator=g).bfloat16(), torch.randn(K_, N_, generator=g).bfloat16()
+
+    def run():
+        dev = Device(target, sanitize=False)
+        mod = dev.load_module(kernel.hsaco)
+        A, B = dev.to_device(a.view(torch.int16)), dev.to_device(b.view(torch.int16))
+        C = dev.alloc(M_ * N_ * 2, "C")
+        mod.launch(kernel.name, grid=kernel.grid(M_, N_), block=kernel.block, args=kernel.args(A, B, C, M_, N_, K_),
+                   shared_bytes=kernel.shared)
+        assert mod.last_stats["waves"] > executor.MFMA_RUN_CHUNK
+        return dev.from_device(C, (M_, N_), np.uint16)
+
+    fast = run()
+    with monkeypatch.context() as m:
+        m.setattr(M, "_native_ok", lambda *x: False)
+        m.setattr(executor, "_fuse_mfma_runs", lambda steps: [s.fn for s in steps])
+        slow = run()
+    assert np.array_equal(fast, slow)
+    c = torch.from_numpy(fast.view(np.int16)).view(torch.bfloat16).double()
+    ref = a.double() @ b.double()
+    assert ((c - ref).abs() <= 2.0 ** -7 * ref.abs() + 1e-3 * (a.double().abs() @ b.double().abs())).all()
