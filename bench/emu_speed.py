@@ -50,20 +50,24 @@ EARLIER = {1024: {"warm_s": 0.94, "warm_san_s": 1.51}, 2048: {"warm_s": 6.97}}
 
 
 class MfmaClock:
-    """Wraps runtime.emu.mfma.mfma to add up the time spent inside it."""
+    """Wraps runtime.emu.mfma.mfma (one MFMA over a group of waves) and mfma.call_run (a fused run of
+    MFMAs, executor.py) to add up the time spent in MFMAs."""
 
     def __init__(self):
         from isagen.runtime.emu import mfma as M
-        self.module, self.orig, self.seconds, self.calls = M, M.mfma, 0.0, 0
+        self.module, self.seconds, self.calls = M, 0.0, 0
+        for attr in ("mfma", "call_run"):
+            setattr(M, attr, self._timed(getattr(M, attr)))
 
+    def _timed(self, orig):
         def timed(*a, **kw):
             t = time.perf_counter()
             try:
-                return self.orig(*a, **kw)
+                return orig(*a, **kw)
             finally:
                 self.seconds += time.perf_counter() - t
                 self.calls += 1
-        M.mfma = timed
+        return timed
 
     def reset(self):
         self.seconds, self.calls = 0.0, 0

@@ -143,15 +143,13 @@ def _mfma_run(steps: list[CompiledStep]):
 
     def fused(st, ws):
         if ws is ALL and st.W > MFMA_RUN_CHUNK:
-            calls = st.native_calls.get(id(fused))     # per batch: the calls point into its registers
-            if calls is None:
-                calls = st.native_calls[id(fused)] = [s.native_call(st) for s in steps]
-            if all(c is not None for c in calls):
-                W = st.W
-                for w0 in range(0, W, MFMA_RUN_CHUNK):
-                    n = min(MFMA_RUN_CHUNK, W - w0)
-                    for c in calls:
-                        M.call_range(c, w0, n)
+            plan = st.native_calls.get(id(fused))      # per batch: the calls point into its registers
+            if plan is None:
+                calls = [s.native_call(st) for s in steps]
+                ok = all(c is not None for c in calls)
+                plan = st.native_calls[id(fused)] = (M.run_plan(calls) if ok else None, calls)
+            if plan[0] is not None:
+                M.call_run(plan[0], st.W, MFMA_RUN_CHUNK)
                 return
         for h in hs:
             h(st, ws)

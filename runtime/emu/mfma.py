@@ -655,9 +655,8 @@ def _run_native(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, lay_bl
 
 def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, blgp: int = 0):
     """The native kernel's arguments for one MFMA over the waves of ``a``/``b``/``c``/``out`` (views with
-    the wave as axis 1, ``out`` not overlapping A or B), to call on ranges of waves with :func:`call_range`;
-    None where the MFMA or the arrays need the general path (``mfma()``).  Same bits as ``mfma(...,
-    out=out)`` for each range."""
+    the wave as axis 1, ``out`` not overlapping A or B), for :func:`run_plan`; None where the MFMA or
+    the arrays need the general path (``mfma()``).  Same bits as ``mfma(..., out=out)``."""
     t = _target_name(target)
     s = spec(name, t)
     a_kind, b_kind, cbsz, abid, lay_blgp = _check_modifiers(s, cbsz, abid, blgp)
@@ -687,13 +686,19 @@ def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, b
     return args, steps, keep
 
 
-def call_range(call, w0: int, n: int) -> None:
-    """Run a :func:`native_call` for its waves ``w0 .. w0+n``."""
-    args, steps, _ = call
-    a = list(args)
-    a[0] = n
-    for i, st in steps:
-        a[i] = args[i] + w0 * st
+def run_plan(calls: list) -> np.ndarray:
+    """The records of :func:`native.run` for a run of :func:`native_call` results (kept alive by the
+    caller together with the calls)."""
+    rec = np.zeros((len(calls), 32), np.int64)
+    for m, (args, steps, _) in enumerate(calls):
+        rec[m, :28] = args
+        rec[m, 28:] = [st for _, st in steps]
+    return rec
+
+
+def call_run(rec: np.ndarray, W: int, chunk: int) -> None:
+    """Run the MFMAs of ``rec`` (:func:`run_plan`) over waves 0..W, ``chunk`` waves at a time, in one
+    native call."""
     lib = native.library()
-    assert lib is not None                     # native_call returns a call only when it is loaded
-    lib.mfma_f32(*a)
+    assert lib is not None
+    lib.mfma_run(rec.shape[0], native.address(rec), W, chunk)

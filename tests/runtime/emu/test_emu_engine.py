@@ -170,8 +170,8 @@ def test_global_read_write_match_bytes(nbytes):
 
 
 @needs_native
-def test_native_call_ranges_match_mfma(monkeypatch):
-    # the fused-run entry point (native_call + call_range over wave ranges) against the numpy path
+def test_native_runs_match_mfma(monkeypatch):
+    # the fused-run entry points (native_call, run_plan, call_run over chunks of waves) against the numpy path
     name = "v_mfma_f32_32x32x8_bf16"
     rng = np.random.default_rng(11)
     V = rng.standard_normal((40, 70, 64)).astype(np.float32).view(np.uint32)
@@ -180,8 +180,14 @@ def test_native_call_ranges_match_mfma(monkeypatch):
     ref[20:36] = _numpy_mfma(monkeypatch, name, "gfx942", ref[0:2], ref[2:4], ref[20:36])
     call = M.native_call(name, "gfx942", V[0:2], V[2:4], V[20:36], V[20:36])
     assert call is not None
-    for w0, n in ((0, 32), (32, 32), (64, 6)):
-        M.call_range(call, w0, n)
+    M.call_run(M.run_plan([call]), 70, 32)         # chunks of 32, 32 and 6 waves
+    assert np.array_equal(V, ref)
+    # a run of two MFMAs chained on one accumulator (the second reads the first's D), chunk by chunk
+    ref[20:36] = _numpy_mfma(monkeypatch, name, "gfx942", ref[2:4], ref[0:2], ref[20:36])
+    ref[20:36] = _numpy_mfma(monkeypatch, name, "gfx942", ref[0:2], ref[2:4], ref[20:36])
+    calls = [M.native_call(name, "gfx942", V[2:4], V[0:2], V[20:36], V[20:36]),
+             M.native_call(name, "gfx942", V[0:2], V[2:4], V[20:36], V[20:36])]
+    M.call_run(M.run_plan(calls), 70, 16)
     assert np.array_equal(V, ref)
     # D overlapping C by a shift, or A: no native call (the general path copies first)
     assert M.native_call(name, "gfx942", V[0:2], V[2:4], V[20:36], V[21:37]) is None
