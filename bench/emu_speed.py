@@ -185,8 +185,11 @@ def write_markdown(path: Path, res: dict) -> None:
     lines += ["", "Against the earlier measurements (not re-run here; warm, sanitizer off unless said): tinygrad's "
               "Python emulator on this same code object side by side on this machine (issue 19), and this "
               "emulator before the engine work (2026-11-23):", "",
+              "(ratios: the earlier warm time over this run's warm wall time, and over its CPU time, which the "
+              "other jobs of a loaded machine inflate less; the earlier runs were on an idle machine, wall ~ CPU)",
+              "",
               "| size | tinygrad warm (s) | tinygrad cold (s) | earlier isagen warm (s) | now warm (s) | now CPU (s) "
-              "| vs tinygrad warm | vs earlier |", "|---|---|---|---|---|---|---|---|"]
+              "| vs tinygrad (wall / CPU) | vs earlier (wall / CPU) |", "|---|---|---|---|---|---|---|---|"]
     for n in sorted({r["M"] for r in res["sizes"]}):
         now = [r for r in res["sizes"] if r["M"] == n and not r["sanitize"] and r["engine"] == res["engine"]]
         if not now:
@@ -196,8 +199,12 @@ def write_markdown(path: Path, res: dict) -> None:
         tg, ea = TINYGRAD.get(n, {}), EARLIER.get(n, {})
         lines.append(f"| {n}^3 | {tg.get('warm_s', '-')} | {tg.get('cold_s', '-')} | {ea.get('warm_s', '-')} | "
                      f"{r['warm_median_s']:.2f} | {cpu:.2f} | "
-                     + (f"{tg['warm_s'] / r['warm_median_s']:.1f}x" if 'warm_s' in tg else "-") + " | "
-                     + (f"{ea['warm_s'] / r['warm_median_s']:.1f}x" if 'warm_s' in ea else "-") + " |")
+                     + (f"{tg['warm_s'] / r['warm_median_s']:.1f}x / {tg['warm_s'] / cpu:.1f}x" if 'warm_s' in tg
+                        else "-") + " | "
+                     + (f"{ea['warm_s'] / r['warm_median_s']:.1f}x / {ea['warm_s'] / cpu:.1f}x" if 'warm_s' in ea
+                        else "-") + " |")
+    lines += ["", "The emulator before this work and this one measured side by side on one machine (bit-identical C, "
+              "speed-ups 1.9-2.9x): bench/results/emu_engine_compare.md (bench/emu_engine_compare.py)."]
     lines += ["", "Instruction mix (wave-instructions) of the largest size:", ""]
     big = max(res["sizes"], key=lambda r: r["M"])
     lines += [f"- {k}: {v:,}" for k, v in sorted(big["categories"].items(), key=lambda kv: -kv[1])]
