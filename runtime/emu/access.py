@@ -182,7 +182,9 @@ def vwrite(st, ws, i: int, val) -> None:
 
 def vwrite_masked(st, ws, i: int, val, m) -> None:
     """Write V[i] where the lane mask ``m`` (already ANDed with EXEC as wanted) is set."""
-    if isinstance(ws, slice):
+    if m.all():
+        st.V[i, ws] = val
+    elif isinstance(ws, slice):
         np.copyto(st.V[i], val, where=m, casting="unsafe")
     else:
         st.V[i, ws] = np.where(m, val, st.V[i, ws])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.errors import LaunchError
+from isagen.runtime.emu import wide
 from isagen.runtime.emu.dispatch import Module
 from isagen.targets import DEFAULT_TARGET, get_target
 
@@ -141,12 +142,16 @@ class Memory:
         for n >= 4, or the zero-extended value as uint32 [...] for n < 4.  Lanes where ``ok`` is False
         read 0 (and are not touched)."""
         off = self.offsets(addr)
+        if ok is not None and ok.all():
+            ok = None                         # every lane reads: no masking pass
         if ok is not None:
             off = np.where(ok, off, 0)
         ar = self.arena
         if nbytes >= 4:
             ndw = nbytes // 4
-            if not (off & 3).any():
+            if wide.wide_size(nbytes) and wide.aligned(off, nbytes):
+                out = wide.gather(ar, off, nbytes)
+            elif not (off & 3).any():
                 w = ar.view(np.uint32)
                 idx = (off >> 2)[..., None] + np.arange(ndw)
                 out = w[idx]
@@ -173,7 +178,9 @@ class Memory:
         if nbytes >= 4:
             ndw = nbytes // 4
             d = np.ascontiguousarray(data[mask], dtype=np.uint32).reshape(-1, ndw)
-            if not (off & 3).any():
+            if wide.wide_size(nbytes) and wide.aligned(off, nbytes):
+                wide.scatter(ar, off, d, nbytes)
+            elif not (off & 3).any():
                 w = ar.view(np.uint32)
                 w[(off >> 2)[:, None] + np.arange(ndw)] = d
             else:

@@ -13,6 +13,7 @@ until every wave of its workgroup that has not ended is parked, then releases th
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import numpy as np
 
@@ -96,6 +97,8 @@ class CompiledCode:
                 steps[-1] = _error_step(last.inst, last.idx, "VGPR index mode (s_set_gpr_idx_on) still on at the "
                                         "end of a basic block is not modelled", R.UNSUPPORTED)
             b = self._blocks[i] = CompiledBlock(i, steps)
+            if not self.ctx.sanitize:
+                b.fns = _fuse_mfma_runs(steps)
         return b
 
     def _indexed_step(self, i: int, mask: int) -> CompiledStep:
@@ -159,6 +162,56 @@ def _gpr_idx_after(inst, mask: int) -> int:
     if name == "s_set_gpr_idx_off":
         return 0
     return mask
+
+
+# waves per chunk of a fused MFMA run: the accumulators of a run's MFMAs for this many waves stay in
+# the caches from one MFMA to the next (4 32x32 f32 tiles x 32 waves: 512 KiB)
+MFMA_RUN_CHUNK = 32
+
+
+def _fuse_mfma_runs(steps: list[CompiledStep]) -> list:
+    """The block's handlers, with each run of consecutive MFMAs the native kernel takes as one handler
+    that runs the whole run chunk by chunk of waves (all the run's MFMAs for waves 0..31, then for
+    32..63, ...) instead of MFMA by MFMA over all waves.  The same results: an MFMA reads and writes
+    only its own wave's registers, and each wave still executes the run in program order.  With the
+    sanitizer off only (its checks follow the instruction order across waves)."""
+    fns: list = []
+    run: list[CompiledStep] = []
+
+    def flush():
+        if len(run) >= 2:
+            fns.append(_mfma_run(list(run)))
+        else:
+            fns.extend(s.fn for s in run)
+        run.clear()
+
+    for s in steps:
+        if s.cat == "mfma" and s.error is None and s.native_call is not None:
+            run.append(s)
+        else:
+            flush()
+            fns.append(s.fn)
+    flush()
+    return fns
+
+
+def _mfma_run(steps: list[CompiledStep]):
+    from isagen.runtime.emu import mfma as M
+    hs = [s.fn for s in steps]
+
+    def fused(st, ws):
+        if ws is ALL and st.W > MFMA_RUN_CHUNK:
+            plan = st.native_calls.get(id(fused))      # per batch: the calls point into its registers
+            if plan is None:
+                calls = [s.native_call(st) for s in steps]
+                ok = all(c is not None for c in calls)
+                plan = st.native_calls[id(fused)] = (M.run_plan(calls) if ok else None, calls)
+            if plan[0] is not None:
+                M.call_run(plan[0], st.W, MFMA_RUN_CHUNK)
+                return
+        for h in hs:
+            h(st, ws)
+    return fused
 
 
 def _error_step(inst, idx: int, message: str, category: str) -> CompiledStep:
@@ -262,6 +315,10 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     trace = rc.trace
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
     errstate.__enter__()
+    # no cyclic garbage collection while the batch runs (cycles made meanwhile are collected after it):
+    # a full collection walks every object of the process, torch's and triton's too (~4% of a GEMM's time)
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
         while True:
             running = status == RUN
@@ -304,6 +361,8 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     except _Abort:
         pass
     finally:
+        if gc_was_on:
+            gc.enable()
         errstate.__exit__(None, None, None)
         rc.batch = None
 

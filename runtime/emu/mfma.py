@@ -108,6 +108,9 @@ and one pass that adds C, rounds to f32 and moves the result into register order
 instructions gather A's rows in D-register order, so their products need no further gather; batches
 over 256 waves run in 256-wave chunks.  About 3 us per 32x32x8 wave-MFMA (1.7 us for 16x16x16) at
 64+ waves on one core of the development machine.  Not thread-safe (scratch buffers are reused).
+The f32-result MFMAs with bf16/f16/fp8/bf8 inputs of the gfx9 layout run instead in the C kernel of
+native.py when it can be built (``_run_native``; same bits, ~1.1-2 us per 32x32x8 wave-MFMA here);
+tests/runtime/emu/test_emu_engine.py compares the two paths bit for bit.
 """
 
 from __future__ import annotations
@@ -118,6 +121,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from isagen.errors import ISAError
+from isagen.runtime.emu import native
 from isagen.runtime.emu import numerics as nx
 from isagen.targets import ALL_MFMAS, MfmaInfo, mfma_targets
 
@@ -582,6 +586,8 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     if b.shape != (nb,) + a.shape[1:]:
         raise MfmaError(f"{name}: B must be uint32[{nb}, {a.shape[1]}, 64], got {b.shape}")
     W = a.shape[1]
+    if _native_ok(s, a_kind, b_kind) and native.available():
+        return _run_native(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
                     opsel_a, opsel_b, out)
@@ -657,3 +663,139 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
     with np.errstate(invalid="ignore", over="ignore"):   # float64 sum, one rounding to f32 (RNE)
         np.add(acc, c32.view(np.float32), out=out.view(np.float32), dtype=np.float64, casting="unsafe")
     return out
+
+
+# ----------------------------------------------------------------------------- native engine
+
+_NATIVE_KINDS = {"bf16": 2, "f16": 2, "fp8": 1, "bf8": 1}
+
+
+def _native_ok(s: MfmaSpec, a_kind: str, b_kind: str) -> bool:
+    """Whether the native kernel (native.py) runs this MFMA: float inputs of 8/16 bits, f32 result."""
+    return (s.out_type == "f32" and s.layout == "gfx9" and not s.scaled and a_kind in _NATIVE_KINDS
+            and b_kind in _NATIVE_KINDS and _NATIVE_KINDS[a_kind] == _NATIVE_KINDS[b_kind])
+
+
+@cache
+def _lut32(kind: str, target: str) -> np.ndarray:
+    """float32 value of every raw code of a 16- or 8-bit float kind (exact: f32 holds them all)."""
+    if kind == "bf16":
+        return (np.arange(65536, dtype=np.uint32) << np.uint32(16)).view(np.float32)
+    if kind == "f16":
+        return np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    t = _decode_table(kind, target)
+    assert t is not None
+    return t.astype(np.float32)
+
+
+@lru_cache(maxsize=512)
+def _native_offsets(name: str, cbsz: int, abid: int, blgp: int, eb: int, a_st: tuple, b_st: tuple,
+                    c_st: tuple, d_st: tuple):
+    """Per-wave element offsets of A/B (in input elements) and of C/D (in words) for given strides."""
+    s = SPECS[name]
+    lay = layout(name, cbsz, abid, blgp)
+    per = 4 // eb
+
+    def offs(idx: np.ndarray, st: tuple) -> np.ndarray:
+        word, rest = np.divmod(idx.ravel(), 64 * per)
+        lane, sub = np.divmod(rest, per)
+        return np.ascontiguousarray(word * (st[0] // eb) + lane * (st[2] // eb) + sub, dtype=np.int64)
+
+    order = _d_row_order(s)
+    if order is not None:                # products in D order (see _Plan)
+        lay = Layout(lay.a_idx[:, order, :], lay.b_idx, lay.d_src)
+    words = np.arange(s.c_regs * 64) // 64
+    lanes = np.arange(s.c_regs * 64) % 64
+    c_off = np.ascontiguousarray(words * (c_st[0] // 4) + lanes * (c_st[2] // 4), dtype=np.int64)
+    d_off = np.ascontiguousarray(words * (d_st[0] // 4) + lanes * (d_st[2] // 4), dtype=np.int64)
+    scratch = (np.empty(s.blocks * s.m * s.k), np.empty(s.blocks * s.k * s.n),
+               np.empty(native.CHUNK * s.blocks * s.m * s.n))
+    d_order = order is not None and d_st[2] == 4 and c_st[2] in (0, 4)
+    return (offs(lay.a_idx, a_st), offs(lay.b_idx, b_st), c_off, d_off,
+            np.ascontiguousarray(lay.d_src, dtype=np.int64), scratch, d_order)
+
+
+def _operand(x: np.ndarray, eb: int) -> np.ndarray:
+    """uint32 [regs, W, 64] operand whose strides are whole elements of ``eb`` bytes (copied if not)."""
+    x = np.asarray(x, dtype=np.uint32)
+    if any(st % 4 for st in x.strides) or x.strides[2] != 4:
+        x = np.ascontiguousarray(x)
+    return x
+
+
+def _run_native(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out):
+    """One MFMA for every wave through the C kernel of native.py: the same bits as _run (see there)."""
+    eb = _NATIVE_KINDS[a_kind]
+    W = a.shape[1]
+    a, b = _operand(a, eb), _operand(b, eb)
+    c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    if c32.strides[2] not in (0, 4) or any(st % 4 for st in c32.strides):
+        c32 = np.ascontiguousarray(c32)
+    if out is None:
+        out = np.empty((s.c_regs, W, 64), np.uint32)
+    elif np.may_share_memory(c32, out) and (native.address(c32) != native.address(out) or c32.strides != out.strides):
+        c32 = c32.copy()        # C partly overlapping D: read it before D is written
+    if out.strides[2] != 4 or any(st % 4 for st in out.strides):
+        res = _run_native(s, t, a, b, c32, a_kind, b_kind, cbsz, abid, lay_blgp, None)
+        out[...] = res
+        return out
+    a_off, b_off, c_off, d_off, d_src, scratch, d_order = _native_offsets(
+        s.name, cbsz, abid, lay_blgp, eb, a.strides, b.strides, c32.strides, out.strides)
+    code = 3 if a_kind == b_kind == "bf16" else eb
+    native.mfma_f32(W, s.blocks, s.m, s.n, s.k, code,
+                    a, a.strides[1] // eb, a_off, b, b.strides[1] // eb, b_off,
+                    _lut32(a_kind, t), _lut32(b_kind, t),
+                    c32, c32.strides[1] // 4, c_off, out, out.strides[1] // 4, d_off, d_src,
+                    out.strides[0] // 4 if d_order else -1, c32.strides[0] // 4, int(c32.strides[2] != 0), scratch)
+    return out
+
+
+def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, blgp: int = 0):
+    """The native kernel's arguments for one MFMA over the waves of ``a``/``b``/``c``/``out`` (views with
+    the wave as axis 1, ``out`` not overlapping A or B), for :func:`run_plan`; None where the MFMA or
+    the arrays need the general path (``mfma()``).  Same bits as ``mfma(..., out=out)``."""
+    t = _target_name(target)
+    s = spec(name, t)
+    a_kind, b_kind, cbsz, abid, lay_blgp = _check_modifiers(s, cbsz, abid, blgp)
+    if not (_native_ok(s, a_kind, b_kind) and native.available()):
+        return None
+    eb = _NATIVE_KINDS[a_kind]
+    W = a.shape[1]
+    c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
+    arrays = (a, b, c32, out)
+    if any(x.dtype != np.uint32 or x.strides[2] not in (0, 4) or any(st % 4 for st in x.strides) for x in arrays) \
+            or a.strides[2] != 4 or b.strides[2] != 4 or out.strides[2] != 4:
+        return None
+    if np.may_share_memory(c32, out) and (native.address(c32) != native.address(out) or c32.strides != out.strides):
+        return None
+    a_off, b_off, c_off, d_off, d_src, scratch, d_order = _native_offsets(
+        s.name, cbsz, abid, lay_blgp, eb, a.strides, b.strides, c32.strides, out.strides)
+    code = 3 if a_kind == b_kind == "bf16" else eb
+    adr = native.address
+    args = [W, s.blocks, s.m, s.n, s.k, code, adr(a), a.strides[1] // eb, adr(a_off), adr(b), b.strides[1] // eb,
+            adr(b_off), adr(_lut32(a_kind, t)), adr(_lut32(b_kind, t)), adr(c32), c32.strides[1] // 4, adr(c_off),
+            adr(out), out.strides[1] // 4, adr(d_off), adr(d_src), d_src.size,
+            out.strides[0] // 4 if d_order else -1, c32.strides[0] // 4, int(c32.strides[2] != 0),
+            adr(scratch[0]), adr(scratch[1]), adr(scratch[2])]
+    # byte step per wave of the four operand pointers (argument positions 6, 9, 14, 17)
+    steps = ((6, a.strides[1]), (9, b.strides[1]), (14, c32.strides[1]), (17, out.strides[1]))
+    keep = (arrays, a_off, b_off, c_off, d_off, d_src, scratch)      # what the addresses point into
+    return args, steps, keep
+
+
+def run_plan(calls: list) -> np.ndarray:
+    """The records of :func:`native.run` for a run of :func:`native_call` results (kept alive by the
+    caller together with the calls)."""
+    rec = np.zeros((len(calls), 32), np.int64)
+    for m, (args, steps, _) in enumerate(calls):
+        rec[m, :28] = args
+        rec[m, 28:] = [st for _, st in steps]
+    return rec
+
+
+def call_run(rec: np.ndarray, W: int, chunk: int) -> None:
+    """Run the MFMAs of ``rec`` (:func:`run_plan`) over waves 0..W, ``chunk`` waves at a time, in one
+    native call."""
+    lib = native.library()
+    assert lib is not None
+    lib.mfma_run(rec.shape[0], native.address(rec), W, chunk)

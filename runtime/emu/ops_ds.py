@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import wide
 from isagen.runtime.emu.access import CompileError, vwrite_masked
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import M0
@@ -22,6 +23,8 @@ I64 = np.int64
 
 def _lds_check(st, inst, ws, addr, act, nbytes):
     """Lanes of ``act`` whose access lies inside the LDS allocation; reports the others."""
+    if addr.size and addr.min() >= 0 and addr.max() + nbytes <= st.lds_bytes:
+        return act                      # every lane in range (the common case): two reductions
     ok = (addr >= 0) & (addr + nbytes <= st.lds_bytes)
     bad = act & ~ok
     if bad.any():
@@ -77,6 +80,9 @@ def _gather(st, ws, addr, act, nbytes):
     g = st.wg[ws]
     full = bool(act.all())
     a = addr if full else np.where(act, addr, 0)
+    if wide.wide_size(nbytes) and wide.aligned(a, nbytes):     # L is a multiple of 16
+        out = wide.gather(st.lds.reshape(-1), a + (g * L)[:, None], nbytes)
+        return out if full else np.where(act[..., None], out, U32(0))
     if nbytes >= 4 and not (a & 3).any():
         ndw = nbytes // 4
         w = st.lds.reshape(-1).view(U32)
@@ -115,6 +121,14 @@ def _scatter(st, ws, addr, act, nbytes, vals):
     if not full and not act.any():
         return
     a = addr if full else np.where(act, addr, 0)
+    if wide.wide_size(nbytes) and wide.aligned(a, nbytes):
+        off = a + (g * L)[:, None]
+        v = np.asarray(vals, U32).reshape(off.shape + (nbytes // 4,))
+        if full:
+            wide.scatter(st.lds.reshape(-1), off.reshape(-1), v.reshape(-1, nbytes // 4), nbytes)
+        else:
+            wide.scatter(st.lds.reshape(-1), off[act], v[act], nbytes)
+        return
     if nbytes >= 4 and not (a & 3).any():
         ndw = nbytes // 4
         w = st.lds.reshape(-1).view(U32)

@@ -8,6 +8,7 @@ import numpy as np
 from isagen.runtime.emu import mfma as M
 from isagen.runtime.emu.access import CompileError, is_vreg, read32
 from isagen.runtime.emu.steps import CompiledStep
+from isagen.runtime.emu.wave import ALL
 
 U32 = np.uint32
 
@@ -57,6 +58,8 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
     # D may be written in place (it may be C, but must not overlap A or B)
     in_place = not (di < ai + na and ai < di + nc) and not (di < bi + nb and bi < di + nc)
 
+    # ws: every wave (ALL), a contiguous range of them (a chunk of a fused MFMA run, executor.py) or
+    # an index array (a group of waves that branched apart; the fancy-indexed operands are copies)
     def h(st, ws):
         A = st.V[ai:ai + na, ws]
         B = st.V[bi:bi + nb, ws]
@@ -65,8 +68,17 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
         if read_sa is not None and read_sb is not None:
             kw = dict(scale_kw, scale_a=read_sa(st, ws), scale_b=read_sb(st, ws))
         if in_place and isinstance(ws, slice):
-            M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, out=st.V[di:di + nc], **kw)
+            M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, out=st.V[di:di + nc, ws], **kw)
             return
         D = M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, **kw)
         st.V[di:di + nc, ws] = D
-    return CompiledStep(inst, idx, h, "mfma")
+
+    def native_call(st):
+        """The native kernel's call over every wave of the batch (for a fused MFMA run), or None."""
+        if not in_place:
+            return None
+        return M.native_call(name, target, st.V[ai:ai + na], st.V[bi:bi + nb], read_c(st, ALL), st.V[di:di + nc],
+                             cbsz=cbsz, abid=abid, blgp=blgp)
+    step = CompiledStep(inst, idx, h, "mfma")
+    step.native_call = native_call
+    return step

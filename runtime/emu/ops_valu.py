@@ -252,9 +252,42 @@ def _alignbyte(a, b, c):
     return (v >> ((np.asarray(c).astype(U64) & U64(3)) * U64(8))).astype(U32)
 
 
+def _perm_runs(sel: int) -> list[tuple[int, int, int, int]] | None:
+    """A v_perm_b32 selector as runs (source 0 = S1 / 1 = S0, source byte, result byte, bytes) of
+    result bytes taken from consecutive source bytes; None if a selector byte is >= 8 (sign/constant)."""
+    runs: list[list[int]] = []
+    for i in range(4):
+        s = (sel >> (8 * i)) & 0xFF
+        if s >= 8:
+            return None
+        src, sb = s >> 2, s & 3
+        r = runs[-1] if runs else None
+        if r is not None and r[0] == src and r[1] + r[3] == sb and r[2] + r[3] == i:
+            r[3] += 1
+        else:
+            runs.append([src, sb, i, 1])
+    return [(r[0], r[1], r[2], r[3]) for r in runs]
+
+
 def _perm(a, b, sel):
     """v_perm_b32: bytes of {S0, S1} (S1 is the low word) chosen by each selector byte of S2."""
     a, b, sel = np.asarray(a, U32), np.asarray(b, U32), np.asarray(sel, U32)
+    s0 = int(sel.flat[0])
+    runs = _perm_runs(s0)
+    if runs is not None and (sel.size == 1 or (sel == U32(s0)).all()):
+        # one selector for every lane (an SGPR or constant, as compilers use it): shifts and masks
+        shape = np.broadcast_shapes(a.shape, b.shape, sel.shape)
+        out = np.zeros(shape, U32)
+        for src, sb, db, n in runs:
+            x = b if src == 0 else a
+            if sb:
+                x = x >> U32(8 * sb)
+            if n < 4:
+                x = x & U32((1 << (8 * n)) - 1)
+            if db:
+                x = x << U32(8 * db)
+            out |= x
+        return out
     sb = np.ascontiguousarray(sel).reshape(sel.shape + (1,)).view(U8)          # [..., 4] selector bytes
     if (sb < 8).all():
         shape = np.broadcast_shapes(a.shape, b.shape, sel.shape)

@@ -7,6 +7,7 @@ it and neither has to import the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:       # for an annotation only: at run time this module stays a leaf
@@ -17,7 +18,7 @@ class CompiledStep:
     """One compiled instruction."""
 
     __slots__ = ("inst", "idx", "fn", "cat", "term", "counter", "result", "lds_write", "nop_slots",
-                 "mfma", "reads", "writes", "error", "is_load", "flags")
+                 "mfma", "reads", "writes", "error", "is_load", "flags", "native_call")
 
     def __init__(self, inst, idx: int, fn, cat: str, *, term: bool = False, counter: str | None = None,
                  result: str | None = None):
@@ -33,6 +34,8 @@ class CompiledStep:
         self.is_load = False
         # s_waitcnt: its counts ('vmcnt', 'lgkmcnt', 'expcnt'); LDS DMA: {'also_lgkm': True}
         self.flags: dict[str, int] = {}
+        # MFMA: (batch) -> the native kernel's call over all its waves, or None (mfma.native_call)
+        self.native_call: Callable | None = None
 
 
 class CompiledBlock:

@@ -70,6 +70,7 @@ class Batch:
         self.san: Sanitizer | None = None         # the sanitizer's per-batch state, when on
         self.stats: RunContext | None = None      # the launch's statistics (shared)
         self.scratch: np.ndarray | None = None    # per-lane private memory (uint8 [W, 64, bytes])
+        self.native_calls: dict = {}              # fused MFMA runs' native calls into this batch's V
 
     # ------------------------------------------------------------------ exec
     def sync_exec(self, ws=ALL) -> None:
