@@ -18,8 +18,10 @@ Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code
 ``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
 missing value) alike; there is no traceback for one.  See docs/cli.md.
 
-Everything the commands use is imported at the top, so the module shows what the command line
-depends on; only torch (optional, and the demo's last step) is imported where it is used.
+What ``isagen gen`` needs is imported at the top; the other commands' heavier modules (the runtime
+and emulator, the report, the decoder, torch) are imported where they are used, and ``run`` and
+``report`` are loaded on first use (``IsagenGroup._LAZY``), so that a one-spec ``isagen gen`` starts in
+tens of milliseconds (issue 17: whole-process speed; bench/gen_speed.py measures it).
 """
 
 from __future__ import annotations
@@ -38,14 +40,10 @@ from pathlib import Path
 import click
 
 from isagen import __version__
-from isagen.api import build
 from isagen.builders.registry import load_generators
 from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 from isagen.errors import IsagenError, SpecError
-from isagen.isa.decoder import opcode_table
 from isagen.isa.table import isa_table
-from isagen.objects.codeobject import read_code_object
-from isagen.objects.disasm import disassemble
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import (
     ASSEMBLERS,
@@ -55,9 +53,6 @@ from isagen.objects.toolchain import (
     toolchain_report,
 )
 from isagen.progress import SLOW_WORK_S, Progress
-from isagen.report import command as report_command
-from isagen.runtime import run as run_command
-from isagen.runtime.backends import choose_backend
 from isagen.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 
 EXIT_USER_ERROR = 2
@@ -103,8 +98,17 @@ class IsagenGroup(click.Group):
     """The subcommands, listed in the order they are added rather than alphabetically.  Errors of the
     work become exit codes here, so that every command gets the same treatment."""
 
+    #: commands defined with the code they drive, imported when asked for (name -> module)
+    _LAZY = {"run": "isagen.runtime.run", "report": "isagen.report.command"}
+
     def list_commands(self, ctx) -> list[str]:
-        return list(self.commands)
+        return list(self.commands) + [name for name in self._LAZY if name not in self.commands]
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name in self._LAZY and cmd_name not in self.commands:
+            import importlib
+            self.add_command(importlib.import_module(self._LAZY[cmd_name]).command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx):
         try:
@@ -291,6 +295,7 @@ def _gen_results(tasks: list[_GenTask], workers: int):
         for name in sorted({t.target.name for t in tasks}):
             isa_table(name)
             if not tasks[0].asm_only:
+                from isagen.isa.decoder import opcode_table
                 opcode_table(name)
     ctx = multiprocessing.get_context("fork" if fork else "spawn")
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
@@ -455,6 +460,8 @@ def toolchain() -> int:
 def disasm(file, kernel, target) -> int:
     """Disassemble an AMDGPU code object (.co / .hsaco; a clang offload bundle is read through its
     AMDGPU entry) in llvm-objdump's layout, with the descriptor and metadata as comments."""
+    from isagen.objects.codeobject import read_code_object
+    from isagen.objects.disasm import disassemble
     sys.stdout.write(disassemble(read_code_object(file, target=target), kernel))
     return 0
 
@@ -505,6 +512,9 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     except ImportError:
         print("4. run       not available: torch is not installed (pip install torch); nothing was run.")
         return 0
+    from isagen.api import build
+    from isagen.runtime import run as run_command
+    from isagen.runtime.backends import choose_backend
     backend = run_command.require_device(choose_backend())     # hip without a GPU: one line, as in run
     kernel = build(str(spec.path), target.name)
     run_command.check_sizes(kernel, {"n": n})                    # what the kernel addresses, what memory holds
@@ -537,10 +547,6 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     return 0
 
 
-
-# run and report live with the code they drive (isagen/runtime/run.py, isagen/report/command.py)
-cli.add_command(run_command.command, "run")
-cli.add_command(report_command.command, "report")
 
 
 if __name__ == "__main__":

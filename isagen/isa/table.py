@@ -320,6 +320,15 @@ class InstrDef:
         return self.make(ops, mods, comment)
 
     def make(self, ops: Sequence[Any], mods: dict[str, Any], comment: str | None = None) -> Instruction:
+        key = _made_key(self, ops, mods)
+        made = None
+        if key is not None:
+            try:
+                made = _MADE.get(key)
+            except TypeError:           # an unhashable operand
+                key = None
+        if made is not None and made[2] is self:    # these operands and modifiers passed the checks before
+            return Instruction(self, made[0], dict(made[1]), comment)
         if len(ops) != len(self.operands):
             raise ISAError(f"{self.name} takes {len(self.operands)} operands ({self.signature()}), got {len(ops)}")
         mods = self._check_mods(mods)
@@ -327,6 +336,10 @@ class InstrDef:
         checked = tuple(self._check_operand(spec, value, widths.get(spec.name, spec.width))
                         for spec, value in zip(self.operands, ops))
         self._check_combination(checked, mods)
+        if key is not None:
+            if len(_MADE) >= _MADE_LIMIT:
+                _MADE.clear()
+            _MADE[key] = (checked, dict(mods), self)
         return Instruction(self, checked, mods, comment)
 
     # ------------------------------------------------------------------ modifiers
@@ -642,12 +655,14 @@ class ISATable:
     def __init__(self, target: Target, defs: dict[str, InstrDef], missing: dict[str, str] | None = None):
         self.target = target
         self.defs = defs
-        self._missing = missing or {}     # instructions of the other target, for a helpful error
+        self._missing = missing           # instructions of the other targets, for a helpful error
 
     def __getitem__(self, name: str) -> InstrDef:
         try:
             return self.defs[name]
         except KeyError:
+            if self._missing is None:      # worked out on the first miss (it builds the other tables)
+                self._missing = _other_targets_instructions(self.target, self.defs)
             other = self._missing.get(name)
             if other:
                 raise ISAError(f"'{name}' does not exist on {self.target.name} (it is a {other} instruction)") from None
@@ -695,18 +710,51 @@ def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: InstrDef.make's memo: (definition, operands, modifiers, their types) -> the checked operands and
+#: modifiers.  An unrolled kernel builds the same instruction many times over (a GEMM of 3157
+#: instructions has 859 distinct ones), and the checks are pure functions of these; the types are part
+#: of the key because 1, 1.0 and True are equal (and hash alike) but are not the same operand.
+_MADE: dict[tuple, tuple[tuple[Any, ...], dict[str, Any], InstrDef]] = {}
+_MADE_LIMIT = 1 << 16
+
+
+def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple | None:
+    """The memo key of ``desc.make(ops, mods)``, or None when a modifier is not a value the key can
+    hold.  ``desc`` is there by identity (the memo's value keeps it, so the id is not reused)."""
+    if type(ops) is not tuple:
+        ops = tuple(ops)
+    if mods:
+        mkey = []
+        for k, v in mods.items():
+            t = type(v)
+            if t is tuple or t is list:
+                mkey.append((k, t, tuple(v), tuple(map(type, v))))
+            elif t is bool or t is int or t is str:
+                mkey.append((k, t, v))
+            else:
+                return None
+        mods_key: tuple = tuple(mkey)
+    else:
+        mods_key = ()
+    return (id(desc), ops, tuple(map(type, ops)), mods_key)
+
+
 @functools.cache
 def isa_table(target: str | Target) -> ISATable:
     """The instruction table of a target (cached)."""
     target = get_target(target)
-    defs = _build_defs(target)
+    return ISATable(target, _build_defs(target))
+
+
+def _other_targets_instructions(target: Target, defs: dict[str, InstrDef]) -> dict[str, str]:
+    """Instruction name -> the other target that has it, for those ``target`` lacks."""
     missing: dict[str, str] = {}
     for other in TARGETS.values():
         if other.name != target.name:
             for name in _build_defs(other):
                 if name not in defs:
                     missing[name] = other.name
-    return ISATable(target, defs, missing)
+    return missing
 
 
 @functools.cache
