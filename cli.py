@@ -29,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import gc
 import multiprocessing
 import os
 import sys
@@ -44,6 +45,7 @@ from isagen.builders.registry import load_generators
 from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 from isagen.errors import IsagenError, SpecError
 from isagen.isa.table import isa_table
+from isagen.objects import cache
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import (
     ASSEMBLERS,
@@ -158,7 +160,11 @@ def resources_line(program) -> str:
                    ".s with LLVM (see `isagen toolchain`); default $ISAGEN_ASSEMBLER, else isagen")
 @click.option("-j", "--jobs", "jobs_n", type=click.IntRange(min=1), default=None, metavar="N",
               help="build in N processes (default: one per CPU core)")
-def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> int:
+@click.option("--cache/--no-cache", "use_cache", default=True,
+              help="reuse the .s/.co of an unchanged build from isagen's cache (default; see docs/cli.md): the "
+                   "key is the spec file, parameters, target, isagen's version and source, and the packages that "
+                   "shape the bytes")
+def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n, use_cache) -> int:
     """Build each SPEC (a .yaml file, or a directory of them) for its targets: DIR/<kernel>.<target>.s
     and .co, several at a time across the CPU cores (-j).  On a terminal, a build of several shows a
     progress bar on stderr; piped, one line per build, in order."""
@@ -191,9 +197,10 @@ def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> 
 
     out = _output_dir(out_dir)
     workers = max(1, min(jobs_n or os.cpu_count() or 1, len(jobs)))
-    tasks = [_GenTask(str(spec.path), tuple(defines), t, force, asm_only, str(out), assembler) for spec, t in jobs]
-    failures, written, start = 0, 0, time.perf_counter()
-    with Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress, \
+    tasks = [_GenTask(str(spec.path), tuple(defines), t, force, asm_only, str(out), assembler, use_cache)
+             for spec, t in jobs]
+    failures, written, cached, start = 0, 0, 0, time.perf_counter()
+    with _imports_frozen(), Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress, \
             _gen_results(tasks, workers) as results:
         # results come in the order of the jobs (a pool builds ahead); each build's line: "[i/n] name
         # target … " and its outcome; above a bar the line is printed whole (the bar shows what is next)
@@ -206,11 +213,13 @@ def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> 
             if workers == 1:
                 r = r()                               # serial: build now, with the head already shown
             written += r.written
+            cached += r.cached
             for w in r.warnings:
                 progress.echo(w, file=sys.stderr)
             progress.advance()
             tail = ("FAILED" if r.error else
-                    f"ok {r.seconds:.2f} s{' (REJECTED: emitted with --force)' if r.rejected else ''} · {r.resources}")
+                    f"ok {r.seconds:.2f} s{' (REJECTED: emitted with --force)' if r.rejected else ''} · {r.resources}"
+                    f"{' · from the cache' if r.cached else ''}")
             progress.echo(head + tail if progress.shown or workers > 1 else tail)
             if r.error:
                 failures += 1
@@ -224,8 +233,21 @@ def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> 
         if len(jobs) > 1:
             _error(f"{failures} of {len(jobs)} builds failed")
         return EXIT_USER_ERROR
-    print(f"wrote {written} files ({kinds}) to {out}/ in {elapsed:.1f} s")
+    reused = f"; {cached} of {len(jobs)} builds from the cache (--no-cache builds them)" if cached else ""
+    print(f"wrote {written} files ({kinds}) to {out}/ in {elapsed:.1f} s{reused}")
     return 0
+
+
+@contextlib.contextmanager
+def _imports_frozen():
+    """While the builds run, what is loaded already (modules, ISA tables, specs) is left out of the
+    cyclic collector's scans (``gc.freeze``; forked workers inherit it): a build allocates tens of
+    thousands of objects, and each full collection would otherwise walk every module's too."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 @dataclass(frozen=True)
@@ -239,10 +261,12 @@ class _GenTask:
     asm_only: bool
     out_dir: str
     assembler: str
+    use_cache: bool = False
 
 
 @dataclass
 class _GenResult:
+    cached: bool = False
     written: int = 0
     seconds: float = 0.0
     resources: str = ""
@@ -261,17 +285,19 @@ def _gen_one(task: _GenTask) -> _GenResult:
         warnings.simplefilter("always", AssemblerFallbackWarning)
         try:
             spec = load_spec(task.spec_path, task.defines)
-            program = spec.build(task.target, force=task.force)
-            asm = render_assembly(program)
-            stem = Path(task.out_dir) / f"{spec.name}.{program.target.name}"
-            _write(stem.with_name(stem.name + ".s"), asm.encode())
-            result.written += 1
-            if not task.asm_only:
-                co, _ = code_object(program, assembler=task.assembler, asm_text=asm)
-                _write(stem.with_name(stem.name + ".co"), co)
+            stem = Path(task.out_dir) / f"{spec.name}.{task.target.name}"
+            key = _gen_cache_key(spec, task) if task.use_cache else None
+            hit = cache.load(f"gen.{spec.name}", key) if key else None
+            if hit is not None:
+                entry, co, asm = hit
+                _write(stem.with_name(stem.name + ".s"), asm.encode())
                 result.written += 1
-            result.resources = resources_line(program)
-            result.rejected = program.rejected or None
+                if not task.asm_only:
+                    _write(stem.with_name(stem.name + ".co"), co)
+                    result.written += 1
+                result.resources, result.rejected, result.cached = entry["resources"], entry["rejected"], True
+            else:
+                _gen_build(task, spec, stem, key, result)
         except IsagenError as e:
             result.error = str(e)
     result.warnings = tuple(f"isagen: warning: {w.message}" for w in caught
@@ -281,6 +307,41 @@ def _gen_one(task: _GenTask) -> _GenResult:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _gen_build(task: _GenTask, spec, stem: Path, key: str | None, result: _GenResult) -> None:
+    """Build, write the files and (with a key, when LLVM was not needed) store them in the cache."""
+    program = spec.build(task.target, force=task.force)
+    asm = render_assembly(program)
+    _write(stem.with_name(stem.name + ".s"), asm.encode())
+    result.written += 1
+    made_by = "isagen"
+    co = b""
+    if not task.asm_only:
+        co, made_by = code_object(program, assembler=task.assembler, asm_text=asm)
+        _write(stem.with_name(stem.name + ".co"), co)
+        result.written += 1
+    result.resources = resources_line(program)
+    result.rejected = program.rejected or None
+    if key and made_by == "isagen":
+        cache.store(f"gen.{spec.name}", key, {"resources": result.resources, "rejected": result.rejected}, co, asm,
+                    durable=False)
+
+
+def _gen_cache_key(spec, task: _GenTask) -> str | None:
+    """The cache key of one ``isagen gen`` build, or None when it is not cached: LLVM assembles it
+    (its bytes then depend on the LLVM found), or its generator lives outside the isagen package (a
+    plug-in or a test's: ``source_hash`` does not cover its code)."""
+    if task.assembler != "isagen":
+        return None
+    source = Path(spec.generator.source or "/").resolve()
+    roots = (cache.package_root(), (cache.package_root() / "kernels").resolve())
+    if not any(source.is_relative_to(r) for r in roots):
+        return None
+    return cache.cache_key(kind="gen", spec=Path(spec.path).read_text(), spec_path=str(Path(spec.path).resolve()),
+                           params=dict(spec.params), target=task.target.target_id, target_name=task.target.name,
+                           force=task.force, asm_only=task.asm_only, isagen=__version__, source=cache.source_hash(),
+                           packages=cache.dependency_versions(), python=list(sys.version_info[:2]))
 
 
 @contextlib.contextmanager

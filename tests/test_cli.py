@@ -150,7 +150,7 @@ def test_parallel_library_build_writes_the_serial_builds_files(tmp_path):
         shutil.copy(bundled_specs_dir() / f"{name}.yaml", lib)
     outputs = {}
     for jobs in ("1", "2"):
-        r = run_module("gen", str(lib), "-j", jobs, "-o", str(tmp_path / f"j{jobs}"))
+        r = run_module("gen", str(lib), "-j", jobs, "--no-cache", "-o", str(tmp_path / f"j{jobs}"))
         assert r.returncode == 0, r.stderr
         files = sorted((tmp_path / f"j{jobs}").iterdir())
         outputs[jobs] = ({f.name: f.read_bytes() for f in files},

@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 from isagen.errors import ISAError
-from isagen.isa.instruction import Instruction
+from isagen.isa.instruction import Instruction, Shared
 from isagen.isa.operands import (
     OFF,
     Label,
@@ -328,7 +328,7 @@ class InstrDef:
             except TypeError:           # an unhashable operand
                 key = None
         if made is not None and made[2] is self:    # these operands and modifiers passed the checks before
-            return Instruction(self, made[0], dict(made[1]), comment)
+            return Instruction(self, made[0], dict(made[1]), comment, made[3])
         if len(ops) != len(self.operands):
             raise ISAError(f"{self.name} takes {len(self.operands)} operands ({self.signature()}), got {len(ops)}")
         mods = self._check_mods(mods)
@@ -336,11 +336,12 @@ class InstrDef:
         checked = tuple(self._check_operand(spec, value, widths.get(spec.name, spec.width))
                         for spec, value in zip(self.operands, ops))
         self._check_combination(checked, mods)
+        shared = Shared()
         if key is not None:
             if len(_MADE) >= _MADE_LIMIT:
                 _MADE.clear()
-            _MADE[key] = (checked, dict(mods), self)
-        return Instruction(self, checked, mods, comment)
+            _MADE[key] = (checked, dict(mods), self, shared)
+        return Instruction(self, checked, mods, comment, shared)
 
     # ------------------------------------------------------------------ modifiers
     def _check_mods(self, mods: dict[str, Any]) -> dict[str, Any]:
@@ -711,11 +712,16 @@ def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 #: InstrDef.make's memo: (definition, operands, modifiers, their types) -> the checked operands and
-#: modifiers.  An unrolled kernel builds the same instruction many times over (a GEMM of 3157
+#: modifiers, and the ``Shared`` facts of the instructions made from them.  An unrolled kernel builds the same instruction many times over (a GEMM of 3157
 #: instructions has 859 distinct ones), and the checks are pure functions of these; the types are part
 #: of the key because 1, 1.0 and True are equal (and hash alike) but are not the same operand.
-_MADE: dict[tuple, tuple[tuple[Any, ...], dict[str, Any], InstrDef]] = {}
+_MADE: dict[tuple, tuple[tuple[Any, ...], dict[str, Any], InstrDef, Shared]] = {}
 _MADE_LIMIT = 1 << 16
+
+
+def forget_made() -> None:
+    """Empty InstrDef.make's memo (benchmarks time a build from nothing with it)."""
+    _MADE.clear()
 
 
 def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple | None:
@@ -736,7 +742,10 @@ def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple
         mods_key: tuple = tuple(mkey)
     else:
         mods_key = ()
-    return (id(desc), ops, tuple(map(type, ops)), mods_key)
+    types = tuple(map(type, ops))
+    if float in types:                  # -0.0 == 0.0, but they are different constants
+        return (id(desc), ops, types, mods_key, tuple(repr(o) for o in ops if type(o) is float))
+    return (id(desc), ops, types, mods_key)
 
 
 @functools.cache
