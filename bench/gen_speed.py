@@ -50,10 +50,10 @@ sys.path.insert(0, str(ROOT))
 
 from isagen import __version__  # noqa: E402
 from isagen.builders.spec import bundled_specs_dir, load_spec  # noqa: E402
+from isagen.isa.table import forget_made  # noqa: E402
 from isagen.objects.codeobject import read_code_object  # noqa: E402
 from isagen.objects.elf_writer import write_code_object  # noqa: E402
 from isagen.objects.emit import render_assembly  # noqa: E402
-from isagen.isa.table import forget_made  # noqa: E402
 from isagen.objects.toolchain import assemble, find_toolchain  # noqa: E402
 
 GEMM_SPEC = ROOT / "specs" / "gemm_bf16.yaml"
@@ -327,16 +327,19 @@ def markdown(doc: dict) -> str:
             runs = {(r["jobs"], r["cache"]): r for r in lib["runs"]}
             jmax = max(j for j, _ in runs)
             best = runs[(jmax, "--no-cache")]
-            lines.append(f"| all bundled specs × their targets, `isagen gen specs/ --no-cache -j {jmax}` | ≤ 5 s wall | "
+            lines.append(f"| all bundled specs × their targets, `isagen gen specs/ --no-cache -j {jmax}` | "
+                         f"≤ 5 s wall | "
                          f"{best['wall_s']:.1f} s | – | {'yes' if best['wall_s'] <= 5 else 'no'} "
                          f"(load {best['load_before'][0]:.1f} before) |")
             if (jmax, "cached") in runs:
                 c = runs[(jmax, "cached")]
-                lines.append(f"| the same from the build cache (cached: not the headline) | – | {c['wall_s']:.1f} s | – | – |")
+                lines.append(f"| the same from the build cache (cached: not the headline) | – | {c['wall_s']:.1f} s "
+                             "| – | – |")
             lines.append(f"| peak RSS of a library build (largest process) | stated | "
                          f"{max(r['maxrss_mib'] for r in lib['runs'] if r['cache'] == '--no-cache'):.0f} MiB | – | – |")
             if "j_speedup" in lib:
-                lines.append(f"| -j speedup, -j {jmax} over -j 1 (uncached) | measured | {lib['j_speedup']:.2f}× | – | – |")
+                lines.append(f"| -j speedup, -j {jmax} over -j 1 (uncached) | measured | {lib['j_speedup']:.2f}× "
+                             "| – | – |")
         lines += ["", f"Python's own start-up (`python -c pass`, median): {_ms(h['python_startup_s'])}. "
                   f"In process, the first build (ISA tables loaded, generators imported) took {_ms(ip['first'])}"
                   + (f"; Triton's first compile (its imports) {_ms(tri_ip['first'])}." if tri_ip else "."), "",

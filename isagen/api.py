@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path

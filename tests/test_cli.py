@@ -435,12 +435,13 @@ def _elementwise_library(tmp_path, count=2):
 
 def test_library_build_draws_a_bar_on_a_terminal_only(tmp_path):
     lib = _elementwise_library(tmp_path)
-    piped = run_module("gen", str(lib), "--asm-only", "-o", str(tmp_path / "a"))
+    piped = run_module("gen", str(lib), "--asm-only", "--no-cache", "-o", str(tmp_path / "a"))
     assert piped.returncode == 0 and piped.stderr == ""
     # the same build with stderr on a pseudo-terminal: the bar is drawn there, stdout is unchanged
     leader, follower = pty.openpty()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "isagen", "gen", str(lib), "--asm-only", "-o", str(tmp_path / "a")],
+    proc = subprocess.Popen([sys.executable, "-m", "isagen", "gen", str(lib), "--asm-only", "--no-cache", "-o",
+                             str(tmp_path / "a")],
                             stdout=subprocess.PIPE, stderr=follower, text=True, env=env, cwd=ROOT)
     os.close(follower)
     stdout, _ = proc.communicate(timeout=120)

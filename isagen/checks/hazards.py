@@ -845,7 +845,8 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
     t = _fixed_rules(target)
     window = max_window(target)
     cfg = CFG(list(items))
-    profiles = {pos: _profile(item, t, target) for pos, item in enumerate(items) if isinstance(item, Instruction)}
+    insts = {pos: item for pos, item in enumerate(items) if isinstance(item, Instruction)}
+    profiles = {pos: _profile(item, t, target) for pos, item in insts.items()}
     any_dpp = any(p.dpp for p in profiles.values())
     # registers some instruction of the program can start a hazard on; only those need a search
     hazardous: set[Key] = set()
@@ -872,8 +873,8 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
                 key = (cpos, ppos, reason)
                 if key not in found or found[key][0] > dist:
                     found[key] = (dist, Violation(
-                        cpos, items[cpos], format_keys(regs),
-                        f"{reason.format(regs=format_keys(regs))} #{ppos} {items[ppos].render(False)} "
+                        cpos, insts[cpos], format_keys(regs),
+                        f"{reason.format(regs=format_keys(regs))} #{ppos} {insts[ppos].render(False)} "
                         f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
                         f"needs {n}", source=ppos, kind="hazard"))
         if not p.writes.isdisjoint(interest):

@@ -712,10 +712,11 @@ def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 #: InstrDef.make's memo: (definition, operands, modifiers, their types) -> the checked operands and
-#: modifiers, and the ``Shared`` facts of the instructions made from them.  An unrolled kernel builds the same instruction many times over (a GEMM of 3157
-#: instructions has 859 distinct ones), and the checks are pure functions of these; the types are part
-#: of the key because 1, 1.0 and True are equal (and hash alike) but are not the same operand.
-_MADE: dict[tuple, tuple[tuple[Any, ...], dict[str, Any], InstrDef, Shared]] = {}
+#: modifiers, and the ``Shared`` facts of the instructions made from them.  An unrolled kernel builds
+#: the same instruction many times over (a GEMM of 3157 instructions has 859 distinct ones), and the
+#: checks are pure functions of these; the types are part of the key because 1, 1.0 and True are
+#: equal (and hash alike) but are not the same operand.
+_MADE: dict[tuple[Any, ...], tuple[tuple[Any, ...], dict[str, Any], InstrDef, Shared]] = {}
 _MADE_LIMIT = 1 << 16
 
 
@@ -724,13 +725,13 @@ def forget_made() -> None:
     _MADE.clear()
 
 
-def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple | None:
+def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple[Any, ...] | None:
     """The memo key of ``desc.make(ops, mods)``, or None when a modifier is not a value the key can
     hold.  ``desc`` is there by identity (the memo's value keeps it, so the id is not reused)."""
     if type(ops) is not tuple:
         ops = tuple(ops)
     if mods:
-        mkey = []
+        mkey: list[tuple[Any, ...]] = []
         for k, v in mods.items():
             t = type(v)
             if t is tuple or t is list:
@@ -739,7 +740,7 @@ def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple
                 mkey.append((k, t, v))
             else:
                 return None
-        mods_key: tuple = tuple(mkey)
+        mods_key: tuple[Any, ...] = tuple(mkey)
     else:
         mods_key = ()
     types = tuple(map(type, ops))

@@ -162,9 +162,9 @@ def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | No
           durable: bool = True) -> Path | None:
     """Write an entry atomically; returns its directory.  A concurrent writer of the same key wins
     harmlessly (both wrote the same content).  ``durable=False`` skips the fsyncs (``isagen gen``,
-    whose outputs are files anyway: an entry a crash left short fails its digest and is rebuilt).  A cache that cannot be written (read-only home, a
-    file where the directory should be) is a ``CacheWarning`` naming it, and None: the kernel was
-    built and is used, only not kept."""
+    whose outputs are files anyway: an entry a crash left short fails its digest and is rebuilt).
+    A cache that cannot be written (read-only home, a file where the directory should be) is a
+    ``CacheWarning`` naming it, and None: the kernel was built and is used, only not kept."""
     try:
         return _store(name, key, entry, co, asm, root, durable)
     except OSError as e:

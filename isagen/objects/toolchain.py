@@ -592,7 +592,7 @@ def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
             continue
         if len(found) > 1 or meta is not None:
             raise ToolchainError("an object holds more than one AMDGPU metadata note")
-        from isagen.objects.codeobject import check_metadata    # (it loads the decoder: only when linking)
+        from isagen.objects.codeobject import check_metadata  # (it loads the decoder: only when linking)
         try:
             meta = msgpack.unpackb(found[0], raw=False, strict_map_key=False)
             check_metadata(meta, "the object", sec["offset"])
