@@ -260,14 +260,20 @@ def _gen_report(jobs: list[tuple[str, str]], tasks: list[_GenTask], workers: int
 
 @contextlib.contextmanager
 def _imports_frozen():
-    """While the builds run, what is loaded already (modules, ISA tables, specs) is left out of the
-    cyclic collector's scans (``gc.freeze``; forked workers inherit it): a build allocates tens of
-    thousands of objects, and each full collection would otherwise walk every module's too."""
+    """While the builds run, the cyclic collector does not run by itself (builds leave no cycles to
+    speak of: everything they make is freed by reference counting when the build's files are
+    written), and what is loaded already (modules, ISA tables, specs) is left out of its scans
+    (``gc.freeze``; forked workers inherit both).  ``_gen_one`` collects when many objects have
+    stayed alive since the last collection."""
+    was_enabled = gc.isenabled()
+    gc.disable()
     gc.freeze()
     try:
         yield
     finally:
         gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -400,7 +406,13 @@ def _gen_one(task: _GenTask) -> _GenResult:
         if not issubclass(w.category, AssemblerFallbackWarning):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     result.seconds = time.perf_counter() - t0
+    if not gc.isenabled() and gc.get_count()[0] > GC_EVERY:
+        gc.collect()
     return result
+
+
+#: with the collector paused, collect after a build when this many more objects were made than freed
+GC_EVERY = 200_000
 
 
 def _from_cache(task: _GenTask, result: _GenResult) -> bool:

@@ -343,7 +343,10 @@ def evaluate(expr, env: dict | None = None) -> np.ndarray:
         memo[key] = v
         return v
 
-    return ev(const(expr)).copy()
+    try:
+        return ev(const(expr)).copy()
+    finally:
+        del ev          # ev refers to itself: without this, each call leaves a cycle (and its memo) to the collector
 
 
 # ------------------------------------------------------------------------------ emission
