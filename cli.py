@@ -412,6 +412,7 @@ def _gen_one(task: _GenTask) -> _GenResult:
 
 
 #: with the collector paused, collect after a build when this many more objects were made than freed
+#: (a build frees what it made when its files are written, so this stays rare)
 GC_EVERY = 200_000
 
 
@@ -456,6 +457,8 @@ def _gen_build(task: _GenTask, result: _GenResult) -> None:
         cache.store("gen", task.cache_key,
                     {"name": spec.name, "resources": result.resources, "rejected": result.rejected}, co, asm,
                     durable=False)
+    from isagen.isa.table import forget_made
+    forget_made()       # the next build is another kernel: its registers differ, few instructions would repeat
 
 
 @contextlib.contextmanager
