@@ -24,7 +24,8 @@ is installed (a 256x256x32 bf16 ``tl.dot`` GEMM, B stored N x K, 8 warps, 16x16 
   ``triton.compile`` of the tile (its imports done once before);
 * whole process: ``isagen gen specs/gemm_bf16.yaml --target gfx942 --no-cache`` against a Python
   process that imports Triton and compiles the tile, in alternating pairs; and ``isagen gen`` with
-  its cache warm (labelled "cached", not the headline).
+  its cache warm (labelled "cached", not the headline).  isagen's modules are byte-compiled first
+  (``byte_compile``), as an installed package's are.
 
 The first repetition of the first spec also pays one-time costs (importing the generators, loading
 the ISA tables); they are reported as ``first`` and left out of the median.  Results go to
@@ -222,11 +223,29 @@ def library_build(paths) -> dict:
     return out
 
 
+def byte_compile() -> list[str]:
+    """Byte-compile isagen's modules (and tools/), as ``pip install`` leaves an installed package: a
+    process then loads them instead of compiling each from source (which it does every time where
+    PYTHONDONTWRITEBYTECODE is set, as on the project's development machine: about 230 ms for the
+    modules a GEMM build imports).  Triton, installed by pip, has its bytecode already.  The package's
+    folders that are links (kernels, runtime, specs) are compiled where they point."""
+    import compileall
+    pkg = ROOT / "isagen"
+    dirs = [pkg, ROOT / "tools"] + sorted({p.resolve() for p in pkg.iterdir() if p.is_symlink() and p.is_dir()})
+    files = sorted({p.resolve() for p in pkg.iterdir() if p.is_symlink() and p.suffix == ".py"})
+    for d in dirs:
+        compileall.compile_dir(str(d), quiet=1)
+    for f in files:
+        compileall.compile_file(str(f), quiet=1)
+    return [str(x.relative_to(ROOT)) for x in dirs + files]
+
+
 def headline_runs(reps: int, pairs: int) -> dict:
     """Issue 17's targets: gemm_bf16 on gfx942 in process and as a whole process, Triton beside it."""
     import subprocess
     import tempfile
-    out: dict = {"spec": "gemm_bf16", "target": "gfx942", "triton_tile": TRITON_TILE}
+    out: dict = {"spec": "gemm_bf16", "target": "gfx942", "triton_tile": TRITON_TILE,
+                 "byte_compiled": byte_compile()}
     # ---- in process: spec -> .co, from nothing each time (the first run also loads the ISA tables)
     samples = []
     for _ in range(reps + 1):
@@ -346,6 +365,11 @@ def markdown(doc: dict) -> str:
             if "j_speedup" in lib:
                 lines.append(f"| -j speedup, -j {jmax} over -j 1 (uncached) | measured | {lib['j_speedup']:.2f}× "
                              "| – | – |")
+        if h.get("byte_compiled"):
+            lines += ["", "Before the whole-process runs isagen's modules were byte-compiled, as `pip install` leaves "
+                      f"an installed package ({', '.join(h['byte_compiled'])}); Triton's come byte-compiled from "
+                      "its installation. (This machine sets PYTHONDONTWRITEBYTECODE=1: without the step each isagen "
+                      "process would compile its modules from source, about 230 ms.)"]
         lines += ["", f"Python's own start-up (`python -c pass`, median): {_ms(h['python_startup_s'])}. "
                   f"In process, the first build (ISA tables loaded, generators imported) took {_ms(ip['first'])}"
                   + (f"; Triton's first compile (its imports) {_ms(tri_ip['first'])}." if tri_ip else "."), "",
