@@ -158,8 +158,8 @@ def resources_line(program) -> str:
               help="build in N processes (default: one per CPU core)")
 @click.option("--cache/--no-cache", "use_cache", default=True,
               help="reuse the .s/.co of an unchanged build from isagen's cache (default; see docs/cli.md): the "
-                   "key is the spec file, parameters, target, isagen's version and source, and the packages that "
-                   "shape the bytes")
+                   "key is the spec file, -D, the target and flags, isagen's version and source, and the packages "
+                   "that shape the bytes")
 def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n, use_cache) -> int:
     """Build each SPEC (a .yaml file, or a directory of them) for its targets: DIR/<kernel>.<target>.s
     and .co, several at a time across the CPU cores (-j).  On a terminal, a build of several shows a
