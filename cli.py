@@ -13,14 +13,17 @@
     isagen report SPEC.yaml|FILE.co [--target T] [--kernel K] [--format text|json|html|png] [-o FILE]
                                        register pressure, liveness and occupancy (docs/report.md;
                                        the command is defined in isagen/report/command.py)
+    isagen model FILE.co --shape M,N,K [--machine mi355x] [--timeline FILE.png]
+                                       predicted run time, limiter and stalls per SIMD (a model, not
+                                       a measurement; isagen/model/command.py, docs/model.md)
 
 Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code 2: an
 ``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
 missing value) alike; there is no traceback for one.  See docs/cli.md.
 
 Only what every command needs is imported at the top; the builders (and numpy with them), the
-runtime and emulator, the report, the decoder and torch are imported where they are used, and ``run``
-and ``report`` are loaded on first use (``IsagenGroup._LAZY``): an ``isagen gen`` whose builds are all
+runtime and emulator, the report, the decoder and torch are imported where they are used, and ``run``,
+``report`` and ``model`` are loaded on first use (``IsagenGroup._LAZY``): an ``isagen gen`` whose builds are all
 in the cache imports no builder at all (issue 17: whole-process speed; bench/gen_speed.py measures it).
 """
 
@@ -97,7 +100,7 @@ class IsagenGroup(click.Group):
     work become exit codes here, so that every command gets the same treatment."""
 
     #: commands defined with the code they drive, imported when asked for (name -> module)
-    _LAZY = {"run": "isagen.runtime.run", "report": "isagen.report.command"}
+    _LAZY = {"run": "isagen.runtime.run", "report": "isagen.report.command", "model": "isagen.model.command"}
 
     def list_commands(self, ctx) -> list[str]:
         return list(self.commands) + [name for name in self._LAZY if name not in self.commands]

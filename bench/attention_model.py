@@ -416,9 +416,30 @@ def valu_ops(insts: list[Instruction]) -> list[tuple[str, float]]:
     return sorted(((n, c / TILES_PER_TRIP) for n, c in counts.items()), key=lambda x: -x[1])
 
 
+BENCH_SHAPE = (16, 64, 8, 2048, 2048)       # specs/attention_bf16.yaml shapes: (b, h, h_kv, n_q, n_kv)
+MACHINES_OF = {"gfx942": ("mi300x", "mi325x"), "gfx950": ("mi350x", "mi355x")}
+
+
+def predict(target: str, head_dim: int, dtype: str) -> dict:
+    """The timing model's forward prediction per machine of ``target`` at BENCH_SHAPE (docs/model.md)."""
+    from isagen.model.machines import get_machine
+    from isagen.model.workloads import isagen_attention
+
+    out = {}
+    for mach in MACHINES_OF[target]:
+        try:
+            p = isagen_attention(*BENCH_SHAPE, head_dim, get_machine(mach), dtype=dtype)
+            out[mach] = {"predicted_us": round(p.us, 2), "predicted_tflops": round(p.tflops, 1),
+                         "limiter": p.limiter, "clock_mhz": round(p.clock_mhz)}
+        except Exception as e:                # reported, not hidden
+            out[mach] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--no-predict", action="store_true", help="skip the timing model's predictions")
     args = ap.parse_args(argv)
     rows = []
     for target, d, dtype in VARIANTS:
@@ -429,10 +450,27 @@ def main(argv=None) -> int:
               f"{s['mfma_share_overlapped']:.2f} overlapped (issue's metric); "
               f"VALU-bound {s['mfma_share_valu_bound']:.2f}, throughput {s['mfma_share_throughput_overlapped']:.2f}; "
               f"waves/SIMD {r['waves_per_simd']}; nops {r['hot_loop_nops']}")
+    if not args.no_predict:
+        for r in rows:
+            r["predicted"] = predict(r["target"], r["head_dim"], r["dtype"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "attention_model.json").write_text(json.dumps(rows, indent=1) + "\n")
-    (out / "attention_model.md").write_text(markdown(rows))
+    text = markdown(rows)
+    pred = [r for r in rows if r.get("predicted")]
+    if pred:
+        text += ("\nTiming model (isagen.model, docs/model.md): **predictions, never measurements**, of the forward "
+                 f"at HipKittens' GQA shape {BENCH_SHAPE} (B, H, H_kv, N_q, N_kv), non-causal.\n\n"
+                 "| target | D | dtype | machine | predicted us | predicted TFLOP/s | limiter |\n"
+                 "|---|---|---|---|---:|---:|---|\n")
+        for r in pred:
+            for mach, x in r["predicted"].items():
+                if "error" in x:
+                    text += f"| {r['target']} | {r['head_dim']} | {r['dtype']} | {mach} | - | - | {x['error']} |\n"
+                else:
+                    text += (f"| {r['target']} | {r['head_dim']} | {r['dtype']} | {mach} | {x['predicted_us']:g} | "
+                             f"{x['predicted_tflops']:g} | {x['limiter']} |\n")
+    (out / "attention_model.md").write_text(text)
     print(f"wrote {out / 'attention_model.json'} and {out / 'attention_model.md'}")
     brows = []
     for target in ("gfx942", "gfx950"):

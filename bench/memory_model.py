@@ -67,8 +67,10 @@ CASES = [
     ("add_rms_norm_per_token_quant_fp8_bf16", {}, {"rows": 512, "hidden": 4096}, {}),
     ("silu_and_mul_per_token_quant_fp8_bf16", {}, {"rows": 128, "d": 14336}, {}),
     ("mxfp8_quant_bf16", {}, {"rows": 512, "blocks": 128}, {}),
+    ("mxfp4_quant_bf16", {}, {"rows": 512, "blocks": 128}, {}),
 ]
-ONLY_ON = {"mxfp8_quant_bf16": "gfx950"}      # specs for one target (OCP microscaling); the rest run on gfx942
+# specs for one target (OCP microscaling); the rest run on gfx942
+ONLY_ON = {"mxfp8_quant_bf16": "gfx950", "mxfp4_quant_bf16": "gfx950"}
 
 
 def shaped(t, sizes):

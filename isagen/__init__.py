@@ -10,12 +10,14 @@ from importlib import import_module as _import_module
 
 __version__ = "0.1.0"
 
-# ``isagen.build``, ``isagen.Kernel``, ``isagen.attention``, ``isagen.attention_backward`` and
-# ``isagen.scaled_mm`` load on first use, so ``import isagen`` stays light (no torch, no yaml)
+# ``isagen.build``, ``isagen.Kernel``, ``isagen.attention``, ``isagen.attention_backward``,
+# ``isagen.scaled_mm`` and ``isagen.mx_mm`` load on first use, so ``import isagen`` stays light (no torch, no yaml)
 _LAZY = {"build": ("isagen.api", "build"), "Kernel": ("isagen.api", "Kernel"),
          "attention": ("isagen.runtime.attention", "attention"),
          "attention_backward": ("isagen.runtime.attention", "attention_backward"),
-         "scaled_mm": ("isagen.runtime.scaled_mm", "scaled_mm")}
+         "scaled_mm": ("isagen.runtime.scaled_mm", "scaled_mm"),
+         "mx_mm": ("isagen.runtime.mx_mm", "mx_mm"),
+         "mx_dequantize": ("isagen.runtime.mx_mm", "mx_dequantize")}
 
 
 def __getattr__(name):

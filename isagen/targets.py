@@ -59,6 +59,13 @@ class MfmaInfo:
     def cycles(self) -> int:
         return 4 * self.passes
 
+    def passes_for(self, cbsz: int = 0, blgp: int = 0) -> int:
+        """Passes with these modifiers: the f8f6f4 forms take half of ``passes`` (the fp8 figure)
+        when neither A nor B is fp8/bf8 (cbsz and blgp >= 2: fp6/bf6/fp4; LLVM's SISchedule.td)."""
+        if self.in_type == "f8f6f4" and cbsz >= 2 and blgp >= 2:
+            return self.passes // 2
+        return self.passes
+
     @property
     def flops(self) -> int:
         """Floating-point operations of one wave-level instruction (2*M*N*K per output block)."""

@@ -50,14 +50,15 @@ from isagen.tiles.global_to_lds import GlobalToLds, interleaved_copies
 from isagen.tiles.kloop import double_buffered_loop, loop_bodies
 from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle
 from isagen.tiles.lds_to_reg import DsReads, Fragment, join_u16_pairs, kmajor_reads, tr16_reads, u16_reads
-from isagen.tiles.mma import bf16_mfma, fp8_mfma, mma_ops
+from isagen.tiles.mma import bf16_mfma, fp8_mfma, mma_ops, operand_regs
 from isagen.tiles.order import emit_remap
 from isagen.tiles.registers import Accumulators, FragmentRegs
 from isagen.tiles.schedule import emit, merge
 from isagen.tiles.window import LeadingPad, column_window, row_window, tile_window
 
 SCHEDULES = {"pingpong8": (8, 2, 4), "interleave4": (4, 2, 2)}     # waves, wave grid rows x cols
-ELEM_BYTES = {"bf16": 2, "fp8": 1, "bf8": 1}
+ELEM_BYTES = {"bf16": 2, "fp8": 1, "bf8": 1, "fp4": 1}    # fp4: a byte holds two (the plan counts K in bytes)
+ARG_DTYPE = {"fp4": "u8"}                                  # kernel-argument type of packed fp4 pairs
 
 
 def _lds_too_small_for_256x256x64(t: Target) -> bool:
@@ -191,7 +192,7 @@ class Plan:
 
     @property
     def mfmas_per_ktile(self) -> int:
-        return self.frags_m * self.frags_n * (self.block_k // self.mfma.k)
+        return self.frags_m * self.frags_n * self.slices * self.fragment.mfmas_per_slice
 
     @property
     def acc_regs(self) -> int:
@@ -232,8 +233,9 @@ def _default_block_k(p, target: Target) -> int:
     eb = ELEM_BYTES[_in_dtype(p)]
     bk = target.gemm_defaults.block_k * 2 // eb
     if eb == 1 and p.schedule == "interleave4":
-        mfma, _ = fp8_mfma(target, p.mfma)
-        k_per_mfma = 4 * mfma.a_regs // eb
+        dt = _in_dtype(p)
+        mfma, _ = fp8_mfma(target, p.mfma, dt, dt, getattr(p, "scaled", False))
+        k_per_mfma = 4 * operand_regs(mfma, dt) // eb
         if k_per_mfma * eb > 8 and bk // ((64 // mfma.m) * max(16 // eb, k_per_mfma)) < 2:
             bk *= 2
     return bk
@@ -290,11 +292,11 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     eb = ELEM_BYTES[in_dtype]
     block_k = p.block_k or _default_block_k(p, target)
     b_dtype = getattr(p, "b_dtype", "") or in_dtype
-    if ELEM_BYTES[b_dtype] != eb:
-        raise SpecError(f"params.b_dtype: {b_dtype} B with {in_dtype} A: both operands must be 8-bit or bf16")
+    if ELEM_BYTES[b_dtype] != eb or (in_dtype == "fp4") != (b_dtype == "fp4"):
+        raise SpecError(f"params.b_dtype: {b_dtype} B with {in_dtype} A: both operands must be 8-bit, fp4 or bf16")
     mfma, mods = ((bf16_mfma(target, p.mfma), {}) if in_dtype == "bf16"
-                  else fp8_mfma(target, p.mfma, in_dtype, b_dtype))
-    k_per_mfma = 4 * mfma.a_regs // eb
+                  else fp8_mfma(target, p.mfma, in_dtype, b_dtype, getattr(p, "scaled", False)))
+    k_per_mfma = 4 * operand_regs(mfma, in_dtype) // eb
     lane_groups = 64 // mfma.m
     # reads of 16 bytes per lane (ds_read_b128) unless interleave4 needs two k-slices and only 8 bytes
     # fit; an MFMA taking 32 bytes per lane (fp8 f8f6f4) reads its slice in two 16-byte parts
@@ -392,7 +394,14 @@ def gemm_bf16(p, target) -> KernelBuilder:
 
 
 class GemmKernel:
-    """Writes one GEMM kernel from a plan."""
+    """Writes one GEMM kernel from a plan.
+
+    Hooks for a sibling generator (the FP8 GEMM's block scaling): ``ACC_AGPR`` (where the accumulators
+    live), ``mma(slices, stage)``, ``after_mma(stage)`` (after a K-tile's last MFMAs) and
+    ``group0_copies`` (group 0's memory-cluster wait also waits for vmcnt when set: its reason)."""
+
+    ACC_AGPR = True
+    group0_copies: str | None = None
 
     def __init__(self, plan: Plan, name: str):
         self.plan = plan
@@ -433,8 +442,8 @@ class GemmKernel:
     # ------------------------------------------------------------------ arguments and uniforms
     def arguments(self):
         k, pl = self.k, self.plan
-        k.args.pointer("A", pl.in_dtype, "read_only")
-        k.args.pointer("B", pl.b_dtype or pl.in_dtype, "read_only")
+        k.args.pointer("A", ARG_DTYPE.get(pl.in_dtype, pl.in_dtype), "read_only")
+        k.args.pointer("B", ARG_DTYPE.get(pl.b_dtype or pl.in_dtype, pl.b_dtype or pl.in_dtype), "read_only")
         k.args.pointer("C", pl.out_dtype, "write_only")
         self.extra_pointers()
         for n in ("m", "n", "k", "tiles_m", "tiles_n", "k_tiles", "pad"):
@@ -565,6 +574,10 @@ class GemmKernel:
         em.free()
         self.advance()
 
+    def copies_per_tile(self) -> int:
+        """LDS-DMA instructions one loader wave issues per K-tile (its ``vmcnt`` per tile)."""
+        return self.gA.blocks_per_wave + self.gB.blocks_per_wave
+
     def advance(self):
         """Move both windows to the next K-tile (now)."""
         self.rA.advance(self.plan.block_k_bytes, "A: window to the next K-tile")
@@ -573,7 +586,7 @@ class GemmKernel:
     def registers(self):
         """Accumulators (zeroed) and the fragment registers every K-tile's reads fill."""
         k, pl = self.k, self.plan
-        self.acc = Accumulators(k, "acc", pl.frags_m, pl.frags_n, pl.mfma.c_regs)
+        self.acc = Accumulators(k, "acc", pl.frags_m, pl.frags_n, pl.mfma.c_regs, agpr=self.ACC_AGPR)
         regs = pl.fragment.regs
         self.regA = FragmentRegs(k, "A_frag", pl.frags_m, pl.slices, regs)
         self.regB = FragmentRegs(k, "B_frag", pl.frags_n, pl.slices, regs)
@@ -609,7 +622,7 @@ class GemmKernel:
                 join_u16_pairs(self.k, self.regB.slice(fn, s), self.hiB.slice(fn, s), pl.fragment.regs,
                                f"B[{fn}] slice {s}")
 
-    def mma(self, slices) -> list:
+    def mma(self, slices, stage: int = 0) -> list:
         pl = self.plan
         return mma_ops(self.k, pl.mfma, pl.fragment, self.acc.tile, self.regA.slice, self.regB.slice,
                        range(pl.frags_m), range(pl.frags_n), slices, mods=dict(pl.mfma_mods))
@@ -626,6 +639,9 @@ class GemmKernel:
         if copies is not None:
             k.wait(vmcnt=0, why=copies)
 
+    def after_mma(self, stage: int) -> None:
+        """Emitted after the last MFMAs of each K-tile (in LDS ``stage``)."""
+
     # ------------------------------------------------------------------ loop scaffolding
     def kloop(self, body) -> None:
         """``body(stage)`` for K-tiles 0..k_tiles-1 (``tiles.kloop.double_buffered_loop``)."""
@@ -635,7 +651,7 @@ class GemmKernel:
     def pingpong8(self):
         k, pl = self.k, self.plan
         all_slices = range(pl.slices)
-        j_wave = self.gA.blocks_per_wave + self.gB.blocks_per_wave
+        j_wave = self.copies_per_tile()
         g1, join = k.label("group1"), k.label("groups_join")
         k.s_cmp_eq_u32(self.wave_row, 1, comment="ping-pong group of this wave")
         k.s_cbranch_scc1(g1)
@@ -648,11 +664,12 @@ class GemmKernel:
         def body0(stage):
             k.comment("memory cluster: fragments of tile t -> registers")
             emit(self.load_regs(stage, all_slices))
-            self._wait_reads(all_slices, "fragments of tile t are in registers")
+            self._wait_reads(all_slices, "fragments of tile t are in registers", copies=self.group0_copies)
             k.barrier(why="ping-pong: group 1 runs its memory cluster next")
             k.comment("compute cluster")
             k.s_setprio(1, comment="MFMA cluster first")
-            emit(self.mma(all_slices))
+            emit(self.mma(all_slices, stage))
+            self.after_mma(stage)
             k.s_setprio(0)
             k.barrier(why="ping-pong: group 1 computes next")
         self.kloop(body0)
@@ -673,7 +690,8 @@ class GemmKernel:
             k.barrier(why="ping-pong: group 0 runs its memory cluster next; tile t+1 complete")
             k.comment("compute cluster: tile t+2 -> this stage (both groups have read it), between the MFMAs")
             k.s_setprio(1, comment="MFMA cluster first")
-            emit(merge(self.mma(all_slices), self.load_lds(stage)))
+            emit(merge(self.mma(all_slices, stage), self.load_lds(stage)))
+            self.after_mma(stage)
             k.s_setprio(0)
             k.barrier(why="ping-pong: group 0 computes next")
         self.kloop(body1)
@@ -683,7 +701,7 @@ class GemmKernel:
     def interleave4(self):
         k, pl = self.k, self.plan
         h0, h1 = pl.halves
-        j_wave = self.gA.blocks_per_wave + self.gB.blocks_per_wave
+        j_wave = self.copies_per_tile()
         k.wait(vmcnt=j_wave, why="tile 0 has landed (tile 1 may still be in flight)")
         k.barrier(why="tile 0 is in LDS for everyone")
         emit(self.load_regs(0, h0))
@@ -691,13 +709,14 @@ class GemmKernel:
 
         def body(stage):
             k.comment("first half: MFMAs on k-slices of half 0, reads of half 1 between them")
-            emit(merge(self.mma(h0), self.load_regs(stage, h1)))
+            emit(merge(self.mma(h0, stage), self.load_regs(stage, h1)))
             self._wait_reads(h1, "half 1 of tile t is in registers; this wave's reads of the stage are done",
                              copies="this wave's copy of tile t+1 has landed")
             k.barrier(why="everyone is done reading this stage; tile t+1 is complete")
             k.comment("second half: MFMAs on half 1; half 0 of tile t+1 and the copy of tile t+2 between them")
             side = self.load_lds(stage) + self.load_regs(1 - stage, h0)
-            emit(merge(self.mma(h1), side))
+            emit(merge(self.mma(h1, stage), side))
+            self.after_mma(stage)
             self._wait_reads(h0, "half 0 of tile t+1 is in registers")
         self.kloop(body)
 

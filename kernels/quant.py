@@ -14,6 +14,10 @@ operation rounded once; the numpy model ``isagen.prims.fp8_model`` gives the sam
 * ``silu_and_mul_per_token``: ``x [rows, 2, d]`` (gate | up), ``y = silu(gate) * up`` in fp32
   (``isagen.prims.math``, as the gated activations), then ``per_token`` of ``y``: ``q [rows, d]``, ``scales [rows]``.
 
+``mxfp8`` / ``mxfp4`` (gfx950, OCP Microscaling): an E8M0 scale per block of 32 and e4m3fn codes, or fp4
+e2m1 codes packed two a byte (element 2i in the low nibble; ``fp4_code`` rounds on the fp4 grid); see
+``pass_mx`` and docs/gemm.md.
+
 The fp8 format is the target's: e4m3fnuz on gfx942 (FP8_MAX 240), OCP e4m3fn on gfx950 (FP8_MAX 448);
 the conversion is ``v_cvt_pk_fp8_f32`` (round to nearest even).  The two divisions are IEEE divisions
 (``isagen.prims.math.div_f32``: correctly rounded on the hardware too, once per row), so the scale is
@@ -54,7 +58,7 @@ from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC, neg
 from isagen.prims.convert import ELEMENT_BYTES, Converter
-from isagen.prims.fp8_model import E4M3_EMAX, FP8_MAX, fp8_format_of, min_scale
+from isagen.prims.fp8_model import E2M1_EMAX, E4M3_EMAX, FP4_MAX, FP8_MAX, fp8_format_of, min_scale
 from isagen.prims.math import ACTIVATIONS, div_f32
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.reduce import CrossWave, group_reduce, rms_rstd
@@ -82,7 +86,8 @@ class QuantOp:
     dynamic: bool        # per-token scales (else the caller's static scale)
     residual: bool       # add + RMSNorm
     doc: str
-    mx: bool = False     # MXFP8: an E8M0 scale per block of 32 (OCP microscaling), no row scale
+    mx: bool = False     # MXFP8 / MXFP4: an E8M0 scale per block of 32 (OCP microscaling), no row scale
+    fp4: bool = False    # MXFP4: fp4 e2m1 elements, two a byte (else 8-bit e4m3)
 
     @property
     def cols(self) -> str:
@@ -105,9 +110,14 @@ OPS = {
     "silu_and_mul_per_token": QuantOp("gated", True, False, "per-token fp8 of silu(gate) * up, x [rows, 2, d]"),
     "mxfp8": QuantOp("plain", False, False, "MXFP8 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] "
                                             "-> e4m3fn codes and an E8M0 scale per block of 32", mx=True),
+    "mxfp4": QuantOp("plain", False, False, "MXFP4 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] "
+                                            "-> fp4 e2m1 codes packed two a byte (element 2i in bits 3:0, "
+                                            "2i+1 in bits 7:4) q [rows, blocks, 16] and an E8M0 scale per block of 32",
+                     mx=True, fp4=True),
 }
 MX_BLOCK = 32
 ELEMENTS_PER_LANE = 16          # one 16-byte store of fp8 results per lane and chunk
+ELEMENTS_PER_LANE_FP4 = 32      # MXFP4: one 16-byte store of fp4 results (and one whole block of 32) a lane
 SILU = ACTIVATIONS["silu"]
 
 PARAMS = {
@@ -125,7 +135,8 @@ PARAMS = {
 
 def geometry(p) -> RowGeometry:
     return RowGeometry(p.dtype, p.max_hidden, p.waves_per_row,
-                       lane_bytes=ELEMENTS_PER_LANE * ELEMENT_BYTES[p.dtype])
+                       lane_bytes=(ELEMENTS_PER_LANE_FP4 if OPS[p.op].fp4 else ELEMENTS_PER_LANE)
+                       * ELEMENT_BYTES[p.dtype])
 
 
 def _f32_bits(v: float) -> int:
@@ -149,7 +160,8 @@ def validate(p, target):
                                   f"{need} VGPRs of row data per lane ({g.chunks} chunks); raise waves_per_row"))
     if op.mx and target.fp8_format != "ocp":
         ocp = ", ".join(t.name for t in TARGETS.values() if t.fp8_format == "ocp")
-        out.append(("op", f"mxfp8 is an OCP format (e4m3fn elements, E8M0 scales): {ocp}, not {target.name} "
+        elems = "fp4 e2m1" if op.fp4 else "e4m3fn"
+        out.append(("op", f"{p.op} is an OCP format ({elems} elements, E8M0 scales): {ocp}, not {target.name} "
                           f"({target.fp8_format.upper()} fp8)"))
     if op.kind == "rms" and g.accesses * p.waves_per_row > p.waves:
         out.append(("waves_per_row", f"the weight is staged through LDS {p.waves} KiB at a time, and a chunk of "
@@ -168,8 +180,9 @@ def _tensors(p) -> list[tuple[str, str, tuple, str]]:
         return [("x", p.dtype, ("rows", 2, "d"), "in"), ("q", "fp8", ("rows", "d"), "out"),
                 ("scales", "f32", ("rows",), "out")]
     if op.mx:
-        return [("x", p.dtype, ("rows", "blocks", MX_BLOCK), "in"), ("q", "fp8", ("rows", "blocks", MX_BLOCK), "out"),
-                ("scales", "u8", ("rows", "blocks"), "out")]
+        q = ("q", "u8", ("rows", "blocks", MX_BLOCK // 2), "out") if op.fp4 else \
+            ("q", "fp8", ("rows", "blocks", MX_BLOCK), "out")
+        return [("x", p.dtype, ("rows", "blocks", MX_BLOCK), "in"), q, ("scales", "u8", ("rows", "blocks"), "out")]
     out: list[tuple[str, str, tuple, str]] = [("x", p.dtype, ("rows", "hidden"), "in")]
     if op.residual:
         out.append(("residual", p.dtype, ("rows", "hidden"), "in"))
@@ -211,7 +224,7 @@ def launch(p, target) -> LaunchInfo:
 
 @generator("quant_fp8", params=PARAMS, shapes={"rows": "rows of x (any number)", "hidden": "elements per row",
                                                "d": "output columns of silu_and_mul_per_token (x has 2d)",
-                                               "blocks": "mxfp8: blocks of 32 elements per row"},
+                                               "blocks": "mxfp8 / mxfp4: blocks of 32 elements per row"},
            validate=validate, check=check, launch=launch,
            doc="FP8 e4m3 quantization of rows (per-token, static, fused after RMSNorm or SiLU-and-mul); "
                "16-byte loads and stores")
@@ -286,16 +299,25 @@ class _QuantKernel:
             k.s_lshr_b32(self.group, wave, log2(p.waves_per_row), comment="row group within the workgroup")
         self.lanes = RowLanes(k, g, self.wave_in_row, lane, name="x_off")
         self.out_off = k.vgpr(g.chunks, "q_off", align=1, kernel=True)
+        q_shift = log2(g.esize) + (1 if op.fp4 else 0)
         for j in range(g.chunks):
-            k.v_lshrrev_b32(self.out_off[j], log2(g.esize), self.lanes.offsets[j],
-                            comment=f"chunk {j}: its fp8 bytes (one per element)")
+            k.v_lshrrev_b32(self.out_off[j], q_shift, self.lanes.offsets[j],
+                            comment=f"chunk {j}: its fp4 bytes (two elements a byte)" if op.fp4
+                            else f"chunk {j}: its fp8 bytes (one per element)")
         self.fp8_max_v = k.vgpr(1, "fp8_max", kernel=True)
         k.v_mov_b32(self.fp8_max_v, self.fp8_max, comment=f"FP8_MAX of {self.fmt}")
         if op.dynamic:
             self.scale_off = k.vgpr(1, "scale_off", kernel=True)
             k.v_cmp_eq_u32(VCC, 0, lane, comment="vcc: lane 0 writes the row's scale")
 
-        if op.mx:
+        if op.fp4:
+            # MXFP4: a lane holds a whole block of 32 (its 16 fp4 bytes: one 16-byte store); every lane
+            # writes its block's scale byte
+            self.scale_off = k.vgpr(g.chunks, "scale_off", align=1, kernel=True)
+            for j in range(g.chunks):
+                k.v_lshrrev_b32(self.scale_off[j], log2(MX_BLOCK // 2), self.out_off[j],
+                                comment=f"chunk {j}: its block (16 fp4 bytes a block)")
+        elif op.mx:
             self.scale_off = k.vgpr(g.chunks, "scale_off", align=1, kernel=True)
             with k.temps(odd="v1") as t:
                 k.v_and_b32(t.odd, 1, lane, comment="lanes 2i, 2i+1 hold a block of 32")
@@ -310,6 +332,10 @@ class _QuantKernel:
             self.blocks = k.sgpr(1, "blocks", kernel=True)
             k.s_mov_b32(self.blocks, self.cols, comment="blocks of 32 a row (bytes of a row of scales)")
             k.s_lshl_b32(self.cols, self.cols, log2(MX_BLOCK), comment="x 32: elements a row")
+        self.q_bytes = self.cols
+        if op.fp4:
+            self.q_bytes = k.sgpr(1, "q_row_bytes", kernel=True)
+            k.s_lshr_b32(self.q_bytes, self.cols, 1, comment="bytes of a row of q: two fp4 a byte")
         if op.static:
             self.scale = k.sgpr(1, "scale", kernel=True)
             k.s_load_dword(self.scale, self.scale_ptr, 0, comment="the caller's scale (fp32)")
@@ -324,7 +350,7 @@ class _QuantKernel:
             k.s_lshl_b32(x_row, self.in_bytes, 1, comment="a row of x holds gate and up")
         for n in self.win:
             if n == "q":
-                k.s_mul_i32(self.steps[n], self.cols, self.groups, comment="q: bytes between a row group's rows")
+                k.s_mul_i32(self.steps[n], self.q_bytes, self.groups, comment="q: bytes between a row group's rows")
             elif n == "scales" and op.mx:
                 k.s_mul_i32(self.steps[n], self.blocks, self.groups, comment="scales: a byte a block")
             elif n == "scales":
@@ -346,7 +372,7 @@ class _QuantKernel:
                             group=self.group, wg_id=k.workgroup_id["x"])
         for n, w in self.win.items():
             if n == "q":
-                w.start(self.loop.row, self.cols, 0)
+                w.start(self.loop.row, self.q_bytes, 0)
             elif n == "scales":
                 w.start(self.loop.row, self.blocks if op.mx else 4, 0)
             else:
@@ -421,6 +447,8 @@ class _QuantKernel:
             self.shift = k.vgpr(1, "minus_x", kernel=True)
             self.nan_code = k.vgpr(1, "e8m0_nan", kernel=True)
             k.v_mov_b32(self.nan_code, 0xFF, comment="E8M0 NaN (a VGPR: v_cndmask already reads vcc)")
+            if op.fp4:
+                self.q4 = k.vgpr(4, "fp4_codes", kernel=True)
         if op.dynamic:
             self.amax = k.vgpr(1, "amax", kernel=True)
             self.total = k.sgpr(1, "row_amax", kernel=True)
@@ -440,7 +468,7 @@ class _QuantKernel:
 
         self.loop.top()
         k.comment("---- row: aim the windows at it (num_records 0 past the last row), load it")
-        for what, size in (("row", self.in_bytes), ("q", self.cols), ("scales", self.blocks if op.mx else 4)):
+        for what, size in (("row", self.in_bytes), ("q", self.q_bytes), ("scales", self.blocks if op.mx else 4)):
             names = [n for n in self.win if n == what or (what == "row" and n not in ("q", "scales"))]
             if names:
                 self.loop.records(records, size)
@@ -621,40 +649,91 @@ class _QuantKernel:
 
     # ------------------------------------------------------------------ MXFP8: a scale per block of 32
     def pass_mx(self):
-        """Per chunk: the lane's max |x| (16 elements), the partner lane's (a block is lanes 2i, 2i+1: one
-        DPP step), X = floor(log2(amax)) - 8 from the exponent bits (at least -127; NaN code 0xff for a
-        block with a NaN or an infinity), the elements x * 2^-X (``v_ldexp_f32``: exact) saturated to
-        +-448 with NaN kept, their codes stored (16 bytes a lane) and the even lane's E8M0 byte."""
-        k = self.k
-        k.comment("---- MXFP8: per block of 32 (lanes 2i, 2i+1) X = floor(log2(max |x|)) - 8, codes of x / 2^X "
-                  "saturated, the E8M0 byte X + 127")
+        """Per chunk: the block max (MXFP8: a lane holds 16 elements, a block is lanes 2i, 2i+1, one DPP
+        step joins their maxima; MXFP4: a lane holds a whole block of 32), X = floor(log2(amax)) - emax (8
+        for e4m3, 2 for fp4 e2m1) from the exponent bits (at least -127; NaN code 0xff for a block with a
+        NaN or an infinity), the elements x * 2^-X (``v_ldexp_f32``: exact), then MXFP8: saturated to +-448
+        with NaN kept, ``v_cvt_pk_fp8_f32``; MXFP4: ``fp4_code`` (round to nearest even on the fp4 grid,
+        saturated to +-6); 16 bytes of codes a lane, and the block's E8M0 byte (the even lane's / every
+        lane's)."""
+        k, fp4 = self.k, self.op.fp4
+        emax = E2M1_EMAX if fp4 else E4M3_EMAX
+        who = "one lane" if fp4 else "lanes 2i, 2i+1"
+        k.comment(f"---- {'MXFP4' if fp4 else 'MXFP8'}: per block of 32 ({who}) X = floor(log2(max |x|)) "
+                  f"- {emax}, codes of x / 2^X saturated, the E8M0 byte X + 127")
         t = self.t
         for j in self._chunks("mx_end"):
             self.pending.wait_for(f"row{j}", f"chunk {j} of the row has landed")
             k.v_mov_b32(self.amax, 0, comment="the lane's max |x|")
             self._lane_max_bits(j)
             self._halves_to_f32()
-            group_reduce(k, [self.amax], "umax", 2, ["max |x| of the block"])
+            if not fp4:
+                group_reduce(k, [self.amax], "umax", 2, ["max |x| of the block"])
             k.v_lshrrev_b32(self.code, 23, self.amax, comment="biased exponent of amax (0: zero or subnormal, "
                                                               "255: inf or NaN)")
             k.v_cmp_ne_u32(VCC, 255, self.code, comment="vcc: the block is finite (read 2 instructions later)")
-            k.v_add_u32(self.shift, -E4M3_EMAX, self.code, comment="X + 127 = exponent - 8 ...")
+            k.v_add_u32(self.shift, -emax, self.code, comment=f"X + 127 = exponent - {emax} ...")
             k.v_max_i32(self.shift, 0, self.shift, comment="... at least 0 (X >= -127)")
             k.v_cndmask_b32(self.code, self.nan_code, self.shift, VCC, comment="E8M0 code: X + 127, or NaN 0xff")
             k.v_sub_u32(self.shift, 127, self.shift, comment="-X: the elements are x * 2^-X")
             k.buffer_store_byte(self.code, self.scale_off[j], self.win["scales"].regs, 0, offen=True,
-                                comment="the block's scale (the even lane)")
-            for d in range(4):
+                                comment="the block's scale (its lane)" if fp4 else "the block's scale (the even lane)")
+            for d in range(self.geom.vec // 4):
                 y = self._values("x", j, d, t)
                 for e in range(4):
                     k.v_ldexp_f32(t[e], y[e], self.shift, comment="x / 2^X (exact)" if e == 0 else None)
+                if fp4:
+                    for e in range(4):
+                        self.fp4_code(t[e], 4 * d + e)
+                    continue
                 self.clamp(t)
                 out = self._regs("x", j, d)
                 k.v_cvt_pk_fp8_f32(out, t[0], t[1], comment=f"elements {4 * d}, {4 * d + 1} -> e4m3fn, low word")
                 k.v_cvt_pk_fp8_f32(out, t[2], t[3], op_sel=[0, 0, 1], comment="... high word")
-            k.buffer_store_dwordx4(self._regs("x", j, 0, 4), self.out_off[j], self.win["q"].regs, 0, offen=True,
-                                   comment=f"q, chunk {j}: 16 codes (lanes past the row's end are dropped)")
+            if fp4:
+                k.buffer_store_dwordx4(self.q4, self.out_off[j], self.win["q"].regs, 0, offen=True,
+                                       comment=f"q, chunk {j}: 32 fp4 codes in 16 bytes (lanes past the row's "
+                                               "end are dropped)")
+            else:
+                k.buffer_store_dwordx4(self._regs("x", j, 0, 4), self.out_off[j], self.win["q"].regs, 0, offen=True,
+                                       comment=f"q, chunk {j}: 16 codes (lanes past the row's end are dropped)")
         self._row_landed()
+
+    def fp4_code(self, y, i: int) -> None:
+        """fp4 e2m1 code of ``y`` (fp32, |y| < 8 or not finite) into nibble ``i % 8`` of ``fp4_codes[i // 8]``
+        (element 2m in the low nibble of byte m: ``isagen.prims.fp8_model.pack_fp4``'s order).
+
+        Round to nearest even on the fp4 grid by the float trick: the grid spacing of |y|'s binade is
+        s = 2^(e-1) for |y| in [2^e, 2^(e+1)), e >= 0, and 0.5 below 1; c = s * 2^23 has ulp s, so
+        fl(|y| + c) - c is |y| rounded to a multiple of s, ties to the even multiple (the even fp4 code;
+        |y| < 8 <= 2^23 s keeps the sum in c's binade).  ``v_min_f32`` saturates to 6 (inf and NaN too:
+        IEEE minNum).  The magnitude code of r in {0, .5, 1, 1.5, 2, 3, 4, 6} is 2r for r <= 2 and
+        (bits(r) >> 22) - 252 (exponent and mantissa bit) for r >= 1; both are right at 1 and 2, and
+        above 2 the second is the smaller, below 1 the first is the larger, so it is med3(2r, that, 4).
+        The sign is y's bit 31 (-0 gives code 8)."""
+        k = self.k
+        a, c, h = self.u[0], self.u[1], self.u[2]
+        first = i == 0
+        k.v_and_b32(a, 0x7FFFFFFF, y, comment="|y|" if first else None)
+        k.v_and_b32(c, 0x7F800000, y, comment="|y|'s exponent bits" if first else None)
+        k.v_add_u32(c, 22 << 23, c, comment="c = 2^23 * 2^(e-1): ulp(c) = the fp4 spacing of |y|'s binade"
+                    if first else None)
+        k.v_max_i32(c, 149 << 23, c, comment="... at least 2^22 (spacing 0.5 below 1)" if first else None)
+        k.v_add_f32(a, a, c, comment="|y| + c: rounds to the spacing, ties to even" if first else None)
+        k.v_sub_f32(a, a, c, comment="r = |y| on the fp4 grid (exact)" if first else None)
+        k.v_min_f32(a, FP4_MAX, a, comment="saturate to 6 (inf, NaN too)" if first else None)
+        k.v_add_f32(h, a, a, comment="2r" if first else None)
+        k.v_cvt_u32_f32(h, h, comment="2r: the code for r <= 2" if first else None)
+        k.v_lshrrev_b32(a, 22, a, comment="exponent and mantissa bit of r" if first else None)
+        k.v_add_u32(a, -252, a, comment="the code for r >= 1" if first else None)
+        k.v_med3_i32(a, h, a, 4, comment="the magnitude code" if first else None)
+        k.v_lshrrev_b32(h, 28, y, comment="y's sign at bit 3" if first else None)
+        k.v_and_or_b32(a, h, 8, a, comment="sign | magnitude" if first else None)
+        dw, nib = divmod(i, 8)
+        if nib == 0:
+            k.v_mov_b32(self.q4[dw], a, comment=f"element {i}: nibble 0 of fp4 dword {dw}")
+        else:
+            k.v_lshl_or_b32(self.q4[dw], a, 4 * nib, self.q4[dw], comment=f"element {i}: nibble {nib}")
 
     def row_scale(self):
         k = self.k

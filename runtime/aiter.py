@@ -85,11 +85,13 @@ class Bf16GemmConfig:
     def from_name(cls, name: str) -> Bf16GemmConfig:
         """The CSV row of a kernel from its name (the gfx942 and gfx950 CSVs agree with this rule)."""
         stem = name.rsplit("/", 1)[-1].removesuffix(".co")
-        m = re.fullmatch(r"bf16gemm_fp32bf16_tn_(\d+)x(\d+)_(\w+)", stem)
+        m = re.fullmatch(r"bf16gemm_(?:fp32bf16|bf16)_tn_(\d+)x(\d+)(?:_(\w+))?", stem)
         if not m:
-            raise LaunchError(f"'{name}' is not an AITER bf16gemm_fp32bf16_tn_<M>x<N>_* kernel")
-        rest = m.group(3)
-        return cls(stem, int(m.group(1)), int(m.group(2)), "bshuffle" in rest, rest.endswith("clean"))
+            raise LaunchError(f"'{name}' is not an AITER bf16gemm_fp32bf16_tn_<M>x<N>_* or "
+                              f"bf16gemm_bf16_tn_<M>x<N> kernel")
+        rest = m.group(3) or ""
+        # the CSV's bPreshuffle column: "bshuffle" (fp32bf16 kernels) or "bpreshuffle" (gfx950's 256x256)
+        return cls(stem, int(m.group(1)), int(m.group(2)), "shuffle" in rest, rest.endswith("clean"))
 
 
 def bf16gemm_splitk(cfg: Bf16GemmConfig, M: int, N: int, K: int, splitk: int | None, num_cu: int = 304) -> int:
@@ -123,14 +125,15 @@ def bf16gemm_grid(cfg: Bf16GemmConfig, M: int, N: int, split: int) -> tuple[int,
 
 def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="float32", device=None,
                 sanitize: bool = True, on_error: str = "raise", out_fill: float = float("nan"),
-                num_cu: int = 304):
+                num_cu: int = 304, trace=None):
     """``A[M, K] @ B[N, K]^T`` through AITER's bf16 GEMM kernel ``co`` (its bytes or a path) on the emulator.
 
     ``A`` and ``B`` are bf16 (torch tensors, CPU) with unit stride in K.  Arguments, grid (``ceil(N/tileN),
     ceil(M/tileM), splitK``) and block (256) as ``gemm_a16w16_asm`` computes them; D is ``M x N``, not
     padded (``tuned_gemm.asm_gemm`` allocates it with ``torch.empty``: here it starts as ``out_fill``).
     Returns ``(out, reports, module)``: the output as a torch tensor, the emulator's reports
-    (``on_error="collect"``) and the loaded module (``module.last_stats``).
+    (``on_error="collect"``) and the loaded module (``module.last_stats``).  ``trace``: the emulator's
+    trace hook for this launch (``Module.trace``; the timing model's instruction streams).
     """
     import torch
 
@@ -155,11 +158,12 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
     # the processor the code object was built for (its ELF e_flags), not a name spelled here
     dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
     mod = dev.load_module(co)
+    mod.trace = trace
     kernels = list(mod.co.kernels)
     if len(kernels) != 1:
         raise LaunchError(f"bf16 GEMM: expected one kernel in the code object, found {kernels}")
     kname = kernels[0]
-    m = re.search(r"bf16gemm_fp32bf16_tn_\w+?(?=E$|$)", kname)
+    m = re.search(r"bf16gemm_(?:fp32bf16|bf16)_tn_\w+?(?=E$|$)", kname)
     cfg = Bf16GemmConfig.from_name(m.group(0) if m else name)
     if cfg.b_preshuffle:
         raise LaunchError(f"bf16 GEMM: {cfg.name} takes a pre-shuffled B; this launcher passes B as N x K")
@@ -177,6 +181,11 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
         stride_A0=K * 2, stride_B0=K * 2, stride_C0=N * esize, stride_D0=N * esize,
         M=M, N=N, K=K, splitk=split, is_out_b16=int(out_t == torch.bfloat16), ptr_Bias=0, add_bias=0,
         ptr_semaphore=int(sem) if sem is not None else 0)
+    # AITER passes sizeof(KernelArgs) = 352 bytes; the pf3 kernels declare a 336-byte segment (no
+    # ptr_semaphore: they run split-K 1 only), so the tail they never read is left off here
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    if len(raw) > seg and not any(raw[seg:]):
+        raw = raw[:seg]
     try:
         reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
                              sanitize=sanitize)
@@ -190,4 +199,200 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
         for buf in (d, a, b, sem):
             if buf is not None:
                 dev.free(buf)
+    return out, reports, mod
+
+
+# ------------------------------------------------------------ fp8 block-scale GEMM, pre-shuffled B
+#
+# struct __attribute__((packed)) KernelArgs  (csrc/py_itfs_cu/asm_a8w8_blockscale_bpreshuffle.cu): 16-byte slots.
+FP8BS_ARG_FIELDS: tuple[tuple[str, str], ...] = (
+    ("ptr_C", "p"), ("ptr_A", "p"), ("ptr_B", "p"), ("ptr_a_scale", "p"), ("ptr_b_scale", "p"), ("ptr_bias", "p"),
+    ("m", "u"), ("n", "u"), ("k", "u"), ("lda", "u"), ("ldb", "u"), ("ldc", "u"), ("ks", "u"),
+    ("scale_m", "u"), ("scale_n", "u"), ("scale_k", "u"),
+)
+FP8BS_TILE_K = 128          # TileK; block_shape = (1, 128) for A, (128, 128) for B
+
+
+def pack_slots(spec: tuple[tuple[str, str], ...], **fields) -> bytes:
+    """A packed struct of 16-byte slots (pointer + p2, or a 4-byte value + p3), as AITER's launchers declare."""
+    unknown = set(fields) - {n for n, _ in spec}
+    if unknown:
+        raise LaunchError(f"KernelArgs has no field {', '.join(sorted(unknown))}")
+    out = bytearray()
+    for name, kind in spec:
+        v = fields.get(name, 0)
+        if kind == "p":
+            out += struct.pack("<Q", int(v)) + bytes(8)
+        elif kind == "f":
+            out += struct.pack("<f", float(v)) + bytes(12)
+        else:
+            out += struct.pack("<I", int(v) & 0xFFFFFFFF) + bytes(12)
+    return bytes(out)
+
+
+def shuffle_weight_16x16(w):
+    """AITER's ``shuffle_weight(w, layout=(16, 16))`` (aiter/ops/shuffle.py) for 1-byte elements: [N, K] viewed
+    as (N/16, 16, K/32, 2, 16), permuted (0, 2, 3, 1, 4) -- 16-byte K packs of 16 rows side by side."""
+    N, K = w.shape
+    if N % 16 or K % 32:
+        raise LaunchError(f"shuffle_weight: N={N} must be a multiple of 16 and K={K} of 32")
+    return w.view(N // 16, 16, K // 32, 2, 16).permute(0, 2, 3, 1, 4).contiguous().view(N, K)
+
+
+@dataclass(frozen=True)
+class Fp8BlockscaleConfig:
+    """A row of ``hsa/<arch>/fp8gemm_blockscale/fp8gemm_bf16_blockscale.csv``: every kernel there has tile_n 128,
+    splitK 1 (split-K capable) and a pre-shuffled B."""
+
+    name: str
+    tile_m: int
+    tile_n: int
+
+    @classmethod
+    def from_name(cls, name: str) -> Fp8BlockscaleConfig:
+        m = re.search(r"fp8gemm_bf16_blockscale_BpreShuffle_(\d+)x(\d+)", name)
+        if not m:
+            raise LaunchError(f"'{name}' is not an AITER fp8gemm_bf16_blockscale_BpreShuffle_<M>x<N> kernel")
+        return cls(m.group(0), int(m.group(1)), int(m.group(2)))
+
+
+def fp8bs_splitk(K: int, splitk: int) -> int:
+    """The launcher's split-K check for an explicit split: every split takes a multiple of 128 of K."""
+    split = splitk or 1
+    per = -(-K // split)
+    per = -(-per // FP8BS_TILE_K) * FP8BS_TILE_K
+    actual = -(-K // per)
+    if actual != split:
+        raise LaunchError(f"fp8 block-scale GEMM: split-K {split} does not give 128-aligned K ranges for K={K} "
+                          f"(AITER: 'Kdim alignment check failed for splitK')")
+    return split
+
+
+def fp8bs_grid(cfg: Fp8BlockscaleConfig, M: int, N: int, split: int) -> tuple[int, int, int]:
+    """``gdx = N / tile_n * splitK, gdy = ceil(M / tile_m), gdz = 1`` (the launcher's grid)."""
+    return (N // cfg.tile_n) * split, -(-M // cfg.tile_m), 1
+
+
+def gemm_a8w8_blockscale_bpreshuffle(A, B_shuffled, x_scale, w_scale, co: bytes | str, *, splitk: int = 1,
+                                     device=None, sanitize: bool = True, on_error: str = "raise", trace=None):
+    """``(A * x_scale) @ (B * w_scale)^T`` in bf16 through AITER's fp8 block-scale GEMM ``co`` on the emulator.
+
+    ``A``: fp8 [M, K]; ``B_shuffled``: fp8 [N, K] after :func:`shuffle_weight_16x16`; ``x_scale``: fp32
+    [M, K/128] (per row and 128-wide K block; passed to the kernel transposed, [K/128, M], as AITER's test
+    does); ``w_scale``: fp32 [N/128, K/128].  The arguments, grid ``(N/128 * splitK, ceil(M/tile_m))`` and
+    block 256 are ``gemm_a8w8_blockscale_bpreshuffle_asm``'s; with split-K > 1 the output starts zeroed
+    (the launcher's ``hipMemsetAsync``) and the splits add into it.  Returns ``(out, reports, module)``.
+    """
+    import torch
+
+    from isagen.runtime.emu import Device
+
+    if isinstance(co, str):
+        with open(co, "rb") as f:
+            co = f.read()
+    M, K = A.shape
+    N = B_shuffled.shape[0]
+    if B_shuffled.shape[1] != K or A.element_size() != 1 or B_shuffled.element_size() != 1:
+        raise LaunchError(f"fp8 block-scale GEMM: A must be fp8 M x K and B fp8 N x K, got {tuple(A.shape)} "
+                          f"and {tuple(B_shuffled.shape)}")
+    if N % 128 or K % FP8BS_TILE_K:
+        raise LaunchError(f"fp8 block-scale GEMM: N={N} and K={K} must be multiples of 128 (AITER: 'only support "
+                          f"128nx128k tile')")
+    sk = K // FP8BS_TILE_K
+    if tuple(x_scale.shape) != (M, sk) or tuple(w_scale.shape) != (N // 128, sk):
+        raise LaunchError(f"fp8 block-scale GEMM: x_scale must be [{M}, {sk}] and w_scale [{N // 128}, {sk}], got "
+                          f"{tuple(x_scale.shape)} and {tuple(w_scale.shape)}")
+    dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
+    mod = dev.load_module(co)
+    mod.trace = trace
+    kname = next(iter(mod.co.kernels))
+    cfg = Fp8BlockscaleConfig.from_name(kname)
+    split = fp8bs_splitk(K, splitk)
+    grid = fp8bs_grid(cfg, M, N, split)
+    c = dev.to_device(torch.zeros(M, N, dtype=torch.bfloat16), "C")
+    a = dev.to_device(A.contiguous().view(torch.uint8), "A")
+    b = dev.to_device(B_shuffled.contiguous().view(torch.uint8), "B")
+    xs = dev.to_device(x_scale.float().t().contiguous(), "x_scale")
+    ws = dev.to_device(w_scale.float().contiguous(), "w_scale")
+    bias = dev.to_device(torch.zeros(1, N, dtype=torch.float32), "zero_bias")
+    raw = pack_slots(FP8BS_ARG_FIELDS, ptr_C=int(c), ptr_A=int(a), ptr_B=int(b), ptr_a_scale=int(xs),
+                     ptr_b_scale=int(ws), ptr_bias=int(bias), m=M, n=N, k=K, lda=K, ldb=K, ldc=N * 2, ks=split,
+                     scale_m=M, scale_n=N // 128, scale_k=sk)
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    if len(raw) > seg and not any(raw[seg:]):
+        raw = raw[:seg]
+    try:
+        reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
+                             sanitize=sanitize)
+        out = torch.from_numpy(dev.from_device(c, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+    finally:
+        for buf in (c, a, b, xs, ws, bias):
+            dev.free(buf)
+    return out, reports, mod
+
+
+# ------------------------------------------------------------ int8 GEMM, per-token scales, pre-shuffled B
+#
+# struct __attribute__((packed)) KernelArgs  (csrc/py_itfs_cu/asm_gemm_a8w8.cu): 16-byte slots.
+I8_ARG_FIELDS: tuple[tuple[str, str], ...] = (
+    ("ptr_c", "p"), ("ptr_a", "p"), ("ptr_b", "p"), ("ptr_sa", "p"), ("ptr_sb", "p"), ("ptr_bias", "p"),
+    ("m", "u"), ("n", "u"), ("k", "u"), ("lda", "u"), ("ldb", "u"), ("ldc", "u"), ("ks", "u"),
+)
+
+
+def i8_tiles(name: str) -> tuple[int, int]:
+    m = re.search(r"I8gemm_bf16_perTokenI8_BpreShuffle_(\d+)x(\d+)", name)
+    if not m:
+        raise LaunchError(f"'{name}' is not an AITER I8gemm_bf16_perTokenI8_BpreShuffle_<M>x<N> kernel")
+    return int(m.group(1)), int(m.group(2))
+
+
+def gemm_a8w8_asm(A, B_shuffled, x_scale, w_scale, bias, co: bytes | str, *, splitk: int = 1, device=None,
+                  sanitize: bool = True, on_error: str = "raise", trace=None):
+    """``(A @ B^T) * x_scale * w_scale + bias`` in bf16 through AITER's int8 GEMM ``co`` on the emulator.
+
+    ``A``: int8 [M, K]; ``B_shuffled``: int8 [N, K] after :func:`shuffle_weight_16x16` (AITER's test shuffles
+    with layout (16, 16)); ``x_scale`` fp32 [M, 1], ``w_scale`` fp32 [N, 1] (per token / per channel);
+    ``bias`` fp32 [1, N] (the asm kernel needs one: pass zeros).  Grid ``(N/tile_n * splitK, ceil(M/tile_m))``,
+    block 256, split-K as ``gemm_a8w8_asm`` checks it (128-aligned K ranges; output zeroed first).
+    """
+    import torch
+
+    from isagen.runtime.emu import Device
+
+    if isinstance(co, str):
+        with open(co, "rb") as f:
+            co = f.read()
+    M, K = A.shape
+    N = B_shuffled.shape[0]
+    if A.dtype != torch.int8 or B_shuffled.dtype != torch.int8 or B_shuffled.shape[1] != K:
+        raise LaunchError(f"int8 GEMM: A must be int8 M x K and B int8 N x K, got {A.dtype} {tuple(A.shape)} and "
+                          f"{B_shuffled.dtype} {tuple(B_shuffled.shape)}")
+    dev = device if device is not None else Device(read_code_object(co).mach, sanitize=sanitize)
+    mod = dev.load_module(co)
+    mod.trace = trace
+    kname = next(iter(mod.co.kernels))
+    tile_m, tile_n = i8_tiles(kname)
+    if N % tile_n:
+        raise LaunchError(f"int8 GEMM: N={N} must be a multiple of the kernel's tile_n={tile_n}")
+    split = fp8bs_splitk(K, splitk)
+    grid = ((N // tile_n) * split, -(-M // tile_m), 1)
+    c = dev.to_device(torch.zeros(M, N, dtype=torch.bfloat16), "C")
+    a = dev.to_device(A.contiguous(), "A")
+    b = dev.to_device(B_shuffled.contiguous(), "B")
+    sa = dev.to_device(x_scale.float().contiguous(), "x_scale")
+    sb = dev.to_device(w_scale.float().contiguous(), "w_scale")
+    bb = dev.to_device(bias.float().contiguous(), "bias")
+    raw = pack_slots(I8_ARG_FIELDS, ptr_c=int(c), ptr_a=int(a), ptr_b=int(b), ptr_sa=int(sa), ptr_sb=int(sb),
+                     ptr_bias=int(bb), m=M, n=N, k=K, lda=K, ldb=K, ldc=N * 2, ks=split)
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    if len(raw) > seg and not any(raw[seg:]):
+        raw = raw[:seg]
+    try:
+        reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
+                             sanitize=sanitize)
+        out = torch.from_numpy(dev.from_device(c, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+    finally:
+        for buf in (c, a, b, sa, sb, bb):
+            dev.free(buf)
     return out, reports, mod

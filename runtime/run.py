@@ -164,6 +164,9 @@ def random_inputs(kernel, sizes: dict, device: str = "cpu", seed: int = 0) -> di
             x = torch.cat([torch.zeros(1, dtype=torch.int64), cuts, torch.tensor([total])])[:shape[0]]
             out[t.name] = x.to(dtype).to(device)
             continue
+        if t.fill == "e8m0":           # MX block scales: exponents 2^-7 .. 2^7 (bytes 120..134)
+            out[t.name] = torch.randint(120, 135, shape, generator=gen, dtype=torch.int32).to(dtype).to(device)
+            continue
         if t.fill == "positive":
             out[t.name] = (torch.rand(shape, generator=gen, dtype=torch.float32) * 1.5 + 0.5).to(dtype).to(device)
             continue

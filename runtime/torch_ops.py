@@ -5,6 +5,7 @@
     y2 = torch.ops.isagen.axpy(x, y, 2.0)      # dtype-generic: builds the f32/bf16/f16 kernel it needs
     o, lse = torch.ops.isagen.attention(q, k, v, True)   # isagen.runtime.attention.attention as an op
     c = torch.ops.isagen.scaled_mm(a, b, sa, sb, torch.bfloat16)   # isagen.runtime.scaled_mm (FP8 GEMM)
+    c = torch.ops.isagen.mx_mm(a, b, sa, sb, torch.bfloat16, "e2m1", "e2m1")   # isagen.runtime.mx_mm (MX GEMM)
     dq, dk, dv = torch.ops.isagen.attention_backward(do, q, k, v, o, lse, True)   # ... and its backward
 
 The op's schema comes from the kernel's launch contract (``isagen.builders.contract.LaunchInfo``), so a kernel
@@ -70,6 +71,9 @@ GENERIC_OPS = {
     "silu_and_mul_per_token_quant_fp8": ("silu_and_mul_per_token_quant_fp8_bf16", _ANY, "gated"),
     # MXFP8 (OCP microscaling: targets with OCP fp8 only): x [..., hidden] -> q [..., hidden], scales [..., hidden/32]
     "mxfp8_quant": ("mxfp8_quant_bf16", _ANY, "blocks32"),
+    # MXFP4 (gfx950): x [..., hidden] -> q uint8 [..., hidden/2] (fp4 e2m1 two a byte, element 2i in bits 3:0),
+    # scales [..., hidden/32]
+    "mxfp4_quant": ("mxfp4_quant_bf16", _ANY, "blocks32"),
 }
 # ops whose kernel dtype follows only some inputs (the others have fixed types: a quantization scale is fp32)
 DTYPE_FROM = {"static_quant_fp8": ("x",)}
@@ -123,15 +127,16 @@ def _gated_adapter(name: str, info, tensors: list):
 
 
 def _blocks32_adapter(name: str, info, tensors: list):
-    """``x [..., hidden]`` -> ``[rows, hidden/32, 32]`` (MXFP8's blocks of 32); ``q`` back to ``[..., hidden]``,
-    the per-block scales ``[rows, blocks]`` to ``[..., blocks]``."""
+    """``x [..., hidden]`` -> ``[rows, hidden/32, 32]`` (MXFP8's and MXFP4's blocks of 32); ``q`` back to
+    ``[..., hidden]`` (MXFP4's packed bytes to ``[..., hidden/2]``), the per-block scales ``[rows, blocks]`` to
+    ``[..., blocks]``."""
     x = tensors[0]
     if x.dim() < 1 or x.shape[-1] % 32:
         raise LaunchError(f"isagen::{name}: x has shape {tuple(x.shape)}; expected [..., hidden] with hidden a "
                           "multiple of 32 (blocks of 32 elements)")
     lead, hidden = tuple(x.shape[:-1]), x.shape[-1]
-    return [x.reshape(-1, hidden // 32, 32)], lambda y: y.reshape(*lead, hidden) if y.dim() == 3 else \
-        y.reshape(*lead, hidden // 32)
+    return [x.reshape(-1, hidden // 32, 32)], lambda y: y.reshape(*lead, hidden // 32 * y.shape[-1]) \
+        if y.dim() == 3 else y.reshape(*lead, hidden // 32)
 
 
 def _same_adapter(name: str, info, tensors: list):
@@ -419,11 +424,11 @@ def register_attention_backward_op() -> str:
 
 # --------------------------------------------------------------------------- scaled_mm
 SCALED_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype=bfloat16, "
-                    "Tensor? bias=None, str? target=None) -> Tensor")
+                    "Tensor? bias=None, str? target=None, int[]? block_size=None) -> Tensor")
 
 
 def register_scaled_mm_op() -> str:
-    """Register ``torch.ops.isagen.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target) -> C``
+    """Register ``torch.ops.isagen.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, block_size) -> C``
     (``isagen.runtime.scaled_mm.scaled_mm``: b stored N×K, C = scale_a·scale_b·(a @ b.T) + bias), with a
     fake implementation; CPU tensors run in the emulator, GPU tensors through hip."""
     from isagen.runtime import scaled_mm as smm
@@ -432,13 +437,14 @@ def register_scaled_mm_op() -> str:
             return f"{NAMESPACE}::scaled_mm"
 
         def run_on(backend: str):
-            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None):
-                return smm.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, backend=backend)
+            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None, block_size=None):
+                return smm.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias, target, backend=backend,
+                                     block_size=block_size)
             impl.__name__ = f"isagen_scaled_mm_{backend}"
             return impl
 
-        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None):
-            return smm.output_like(a, b, scale_a, scale_b, out_dtype, bias)
+        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None, block_size=None):
+            return smm.output_like(a, b, scale_a, scale_b, out_dtype, bias, block_size)
 
         _lib.define("scaled_mm" + SCALED_MM_SCHEMA)
         _lib.impl("scaled_mm", run_on("emu"), "CPU")
@@ -446,6 +452,38 @@ def register_scaled_mm_op() -> str:
         torch.library.register_fake(f"{NAMESPACE}::scaled_mm", fake, lib=_lib)
         _EXTRA_OPS["scaled_mm"] = SCALED_MM_SCHEMA
         return f"{NAMESPACE}::scaled_mm"
+
+
+# --------------------------------------------------------------------------- mx_mm
+MX_MM_SCHEMA = ("(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType out_dtype=bfloat16, "
+                "str a_format=\"e4m3\", str? b_format=None, str? target=None) -> Tensor")
+
+
+def register_mx_mm_op() -> str:
+    """Register ``torch.ops.isagen.mx_mm(a, b, scale_a, scale_b, out_dtype, a_format, b_format, target) -> C``
+    (``isagen.runtime.mx_mm.mx_mm``: gfx950's MX GEMM, b stored N×K, E8M0 block-32 scales), with a fake
+    implementation; CPU tensors run in the emulator, GPU tensors through hip."""
+    from isagen.runtime import mx_mm as mx
+    with _lock:
+        if "mx_mm" in _EXTRA_OPS:
+            return f"{NAMESPACE}::mx_mm"
+
+        def run_on(backend: str):
+            def impl(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, a_format="e4m3", b_format=None, target=None):
+                return mx.mx_mm(a, b, scale_a, scale_b, out_dtype, a_format=a_format, b_format=b_format,
+                                target=target, backend=backend)
+            impl.__name__ = f"isagen_mx_mm_{backend}"
+            return impl
+
+        def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, a_format="e4m3", b_format=None, target=None):
+            return mx.output_like(a, b, scale_a, scale_b, out_dtype)
+
+        _lib.define("mx_mm" + MX_MM_SCHEMA)
+        _lib.impl("mx_mm", run_on("emu"), "CPU")
+        _lib.impl("mx_mm", run_on("hip"), "CUDA")
+        torch.library.register_fake(f"{NAMESPACE}::mx_mm", fake, lib=_lib)
+        _EXTRA_OPS["mx_mm"] = MX_MM_SCHEMA
+        return f"{NAMESPACE}::mx_mm"
 
 
 def registered_ops() -> dict:
@@ -456,3 +494,4 @@ register_bundled_ops()
 register_attention_op()
 register_attention_backward_op()
 register_scaled_mm_op()
+register_mx_mm_op()

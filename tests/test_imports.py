@@ -20,7 +20,7 @@ Layers, lowest first; a module may import its own layer and the layers below it,
     1. checks       isagen.checks
     2. builders     isagen.builders, isagen.tiles, isagen.prims
     3. generators   isagen.kernels, and the code object side: isagen.objects
-    4. front ends   isagen.api, isagen.runtime, isagen.report
+    4. front ends   isagen.api, isagen.runtime, isagen.report, isagen.model
     5. commands     isagen.cli, isagen.__main__
 
 One upward import is allowed: the generator registry's plugin loader
@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checks", ("isagen.checks",)),
     ("builders", ("isagen.builders", "isagen.tiles", "isagen.prims")),
     ("generators", ("isagen.kernels", "isagen.objects")),
-    ("front ends", ("isagen.api", "isagen.runtime", "isagen.report")),
+    ("front ends", ("isagen.api", "isagen.runtime", "isagen.report", "isagen.model")),
     ("commands", ("isagen.cli", "isagen.__main__")),
 ]
 

@@ -112,7 +112,8 @@ class TensorParam:
     role: str = "in"                 # in | out | inout
     # what random inputs (isagen run) must look like when not any numbers: "offsets:<size>" = cumulative
     # offsets from 0 to that size, non-decreasing (flash-attn's cu_seqlens); "positive" = uniform in
-    # [0.5, 2) (a quantization scale); "" = random numbers
+    # [0.5, 2) (a quantization scale); "e8m0" = E8M0 scale bytes 120..134 (2^-7..2^7, MX block scales);
+    # "" = random numbers
     fill: str = ""
 
     @property

@@ -146,7 +146,8 @@ class GemmFp8Params(Params):
     #: element type of B: same (as A), or fp8 / bf8 / a named format (e5m2 for a gradient operand)
     b_dtype: str = 'same'
     #: tensor: one fp32 scale_a and one scale_b; row: scale_a[M] per row (token) and scale_b[N] per column (channel), as
-    #: torch._scaled_mm's row-wise
+    #: torch._scaled_mm's row-wise; block: DeepSeek-style, scale_a[M, K/128] per 1x128 of A and scale_b[N/128, K/128]
+    #: per 128x128 of B, applied per K-block inside the loop
     scaling: str = 'tensor'
     #: add bias[N] (fp32) to each row after the scales: C = scale_a·scale_b·(A·Bᵀ) + bias
     bias: bool = False
@@ -163,6 +164,35 @@ class GemmFp8Params(Params):
     block_k: int = 0
     #: MFMA tile: 16 (v_mfma_f32_16x16x32_fp8_fp8 on gfx942, v_mfma_f32_16x16x128_f8f6f4 on gfx950) or 32
     #: (v_mfma_f32_32x32x16_fp8_fp8 on gfx942, v_mfma_f32_32x32x64_f8f6f4 on gfx950)
+    mfma: int = 16
+    #: W of the chiplet-aware order: tile-rows walked together; 0: target default (gfx942 4, gfx950 8)
+    group_m: int = 0
+    #: C of the chiplet-aware order: consecutive tiles per XCD; 0: target default (gfx942 16, gfx950 64)
+    chunk: int = 0
+
+@dataclass(frozen=True)
+class GemmMxParams(Params):
+    """The 'gemm_mx' generator's parameters (isagen/kernels/gemm_mx.py)."""
+
+    name: str
+    #: MX element format of A: e4m3 / e5m2 (MXFP8, one byte each) or e2m1 (MXFP4, two per byte along K, the low nibble
+    #: the even k)
+    a_format: str = 'e4m3'
+    #: MX element format of B: same (as A), e4m3, e5m2 or e2m1 (fp4 only with fp4 A)
+    b_format: str = 'same'
+    #: element type of C (accumulation is fp32; bf16/f16 round to nearest even)
+    out_dtype: str = 'bf16'
+    #: pingpong8: 8 waves in two groups a barrier apart; interleave4: 4 waves, single MFMAs interleaved with single
+    #: loads
+    schedule: str = 'pingpong8'
+    #: macro tile rows (M) per workgroup
+    block_m: int = 256
+    #: macro tile columns (N) per workgroup
+    block_n: int = 256
+    #: K elements per pipeline stage; 0: 128 bytes of A's rows per stage (128 for MXFP8, 256 for MXFP4), twice that for
+    #: interleave4's decode tiles where one k-slice would be the whole stage
+    block_k: int = 0
+    #: MFMA tile: 16 (v_mfma_scale_f32_16x16x128_f8f6f4) or 32 (v_mfma_scale_f32_32x32x64_f8f6f4)
     mfma: int = 16
     #: W of the chiplet-aware order: tile-rows walked together; 0: target default (gfx942 4, gfx950 8)
     group_m: int = 0
@@ -202,7 +232,9 @@ class QuantFp8Params(Params):
     #: per-tensor: q = fp8(clamp(x * (1 / scale))), scale a 1-element fp32 tensor; rms_norm_per_token: per-token fp8 of
     #: x * rsqrt(mean(x^2) + eps) * weight; add_rms_norm_per_token: residual_out = x + residual; per-token fp8 of
     #: rms_norm(residual_out); silu_and_mul_per_token: per-token fp8 of silu(gate) * up, x [rows, 2, d]; mxfp8: MXFP8
-    #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32
+    #: (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> e4m3fn codes and an E8M0 scale per block of 32;
+    #: mxfp4: MXFP4 (OCP microscaling; targets with OCP fp8): x [rows, blocks, 32] -> fp4 e2m1 codes packed two a byte
+    #: (element 2i in bits 3:0, 2i+1 in bits 7:4) q [rows, blocks, 16] and an E8M0 scale per block of 32
     op: str = 'per_token'
     #: element type of x (math in fp32)
     dtype: str = 'bf16'

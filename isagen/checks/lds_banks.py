@@ -71,7 +71,9 @@ def phases(target_name: str, width: int, op: str) -> list[tuple[int, ...]]:
     if width == 16 and op == "read" and banks == 32:
         return [tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942]
     lanes = max(1, min(64, banks * 4 // width))
-    return [tuple(range(s, s + lanes)) for s in range(0, 64, lanes)]
+    # widths that do not divide the bank row (12-byte b96 accesses: 10 lanes a phase) leave a shorter
+    # last phase rather than lanes past 63
+    return [tuple(range(s, min(s + lanes, 64))) for s in range(0, 64, lanes)]
 
 
 def analyse(addresses, width: int, target_name: str = DEFAULT_TARGET, op: str = "read",

@@ -218,9 +218,10 @@ MX_BLOCK = 32
 E4M3_EMAX = 8        # exponent of e4m3fn's largest normal, 448 = 1.75 * 2^8
 
 
-def mx_scale_codes(x) -> np.ndarray:
-    """E8M0 codes [..., n/32] of MXFP8 blocks (32 consecutive elements of the last axis), from the OCP MX
-    spec (v1.0, 6.3): X = floor(log2(amax)) - emax(e4m3) = floor(log2(amax)) - 8, clamped below to -127
+def mx_scale_codes(x, emax: int = E4M3_EMAX) -> np.ndarray:
+    """E8M0 codes [..., n/32] of MX blocks (32 consecutive elements of the last axis), from the OCP MX
+    spec (v1.0, 6.3): X = floor(log2(amax)) - emax of the element format (8 for e4m3, 2 for fp4 e2m1: the
+    default is MXFP8's), clamped below to -127
     (a block of zeros or of subnormals: code 0, 2^-127); code = X + 127; a block with a NaN or an
     infinity gets the NaN code 0xff.  floor(log2) of a float32 is its unbiased exponent (subnormals:
     below -126, clamped anyway)."""
@@ -229,7 +230,7 @@ def mx_scale_codes(x) -> np.ndarray:
     bad = ~np.isfinite(blocks).all(-1)
     amax = np.where(np.isfinite(blocks), blocks, 0).max(-1).astype(np.float32)
     biased = (amax.view(np.uint32) >> 23).astype(np.int64)           # 0 for zeros and subnormals
-    code = np.maximum(biased - E4M3_EMAX, 0)
+    code = np.maximum(biased - emax, 0)
     return np.where(bad, 0xFF, code).astype(np.uint8)
 
 
@@ -254,4 +255,93 @@ def torch_mxfp8_quant(x):
     rows = x.shape[0]
     codes, scales = mxfp8_quant(_np32(x).reshape(rows, -1))
     return (torch.from_numpy(decode(codes, "e4m3fn")).reshape(x.shape),
+            torch.from_numpy(scales.astype(np.float64)).reshape(x.shape[:-1]))
+
+
+# ------------------------------------------------------------------ block-scaled GEMM reference
+SCALE_BLOCK = 128     # DeepSeek-style block scaling: 1x128 of A, 128x128 of B per fp32 scale
+
+
+def torch_block_scaled_mm(A, B, scale_a, scale_b):
+    """float64 ``C[m][n] = sum_kb scale_a[m][kb] * scale_b[n/128][kb] * sum_{k in kb} A[m][k] * B[n][k]`` for
+    A (M×K), B (N×K) (any float type, fp8 included), scale_a (M, K/128), scale_b (cdiv(N, 128), K/128): the
+    expression the ``gemm_fp8_blockscale`` spec gives ``isagen run``."""
+    import torch
+    a, b = A.double(), B.double()
+    n = b.shape[0]
+    kb = a.shape[1] // SCALE_BLOCK
+    sa = scale_a.double()
+    sb = scale_b.double().repeat_interleave(SCALE_BLOCK, dim=0)[:n]
+    parts = torch.einsum("mbk,nbk->bmn", a.reshape(a.shape[0], kb, SCALE_BLOCK), b.reshape(n, kb, SCALE_BLOCK))
+    return torch.einsum("bmn,mb,nb->mn", parts, sa, sb)
+
+
+# ------------------------------------------------------------------ MXFP4 (OCP Microscaling, fp4 e2m1 elements)
+# fp4 e2m1 (OCP MX v1.0, 5.3.3): sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf, no NaN.  Codes 0..7
+# are the magnitudes below (code 1 = 0.5 the one subnormal), bit 3 the sign (8 = -0).
+E2M1_EMAX = 2            # exponent of fp4's largest normal, 6 = 1.5 * 2^2
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+FP4_MAX = 6.0
+
+
+def decode_fp4(codes) -> np.ndarray:
+    """float64 values of fp4 e2m1 codes (the low 4 bits of each entry)."""
+    c = np.asarray(codes).astype(np.int64) & 0xF
+    return np.where(c & 8, -1.0, 1.0) * FP4_VALUES[c & 7]
+
+
+def encode_fp4(y) -> np.ndarray:
+    """fp4 e2m1 codes (uint8, 0..15) of float values: the nearest of the 8 magnitudes, a tie going to the
+    even code (round to nearest even), magnitudes above 6 (and +-inf) saturated to 6 (OCP MX: fp4 has no
+    inf; conversions saturate), the sign kept (also for 0: -0 is code 8).  NaN has no fp4 code: it gives
+    6 with its sign bit (what the kernel's ``v_min_f32`` leaves; only in blocks whose E8M0 scale is the
+    NaN code 0xff, where the elements are don't-cares)."""
+    y = np.asarray(y, np.float32)
+    a = np.abs(y.astype(np.float64))
+    a = np.where(np.isnan(a), FP4_MAX, np.minimum(a, FP4_MAX))
+    d = np.abs(a[..., None] - FP4_VALUES)
+    best = d.min(-1, keepdims=True)
+    tied = d == best                                  # one or two neighbours
+    even = tied & (np.arange(8) % 2 == 0)
+    pick = np.where(even.any(-1, keepdims=True), even, tied)
+    code = pick.argmax(-1).astype(np.uint8)
+    return code | (np.signbit(y).astype(np.uint8) << 3)
+
+
+def pack_fp4(codes) -> np.ndarray:
+    """Two fp4 codes a byte along the last axis: element 2i in bits 3:0, element 2i+1 in bits 7:4
+    (little-endian nibbles: element k of a dword at bits 4k+3:4k, the order the gfx950 f8f6f4 MFMAs read
+    fp4 K-elements in)."""
+    c = np.asarray(codes, np.uint8)
+    return (c[..., 0::2] & 0xF) | ((c[..., 1::2] & 0xF) << 4)
+
+
+def unpack_fp4(packed) -> np.ndarray:
+    """Inverse of ``pack_fp4``: codes [..., 2n]."""
+    p = np.asarray(packed, np.uint8)
+    return np.stack([p & 0xF, p >> 4], axis=-1).reshape(*p.shape[:-1], -1)
+
+
+def mxfp4_quant(x) -> tuple[np.ndarray, np.ndarray]:
+    """(packed fp4 e2m1 [..., n/2] (``pack_fp4``), E8M0 codes [..., n/32]) of MXFP4 (OCP MX v1.0): per block
+    of 32, X = floor(log2(amax)) - 2 (at least -127; 0xff for a block with a NaN or an inf), each element
+    x / 2^X (exact) rounded to nearest even and saturated to +-6 (``encode_fp4``).  In a NaN-scale block the
+    elements are x * 2^-126 (the kernel reads the code 0xff as X = 126), encoded the same way."""
+    x = np.asarray(x, np.float32)
+    codes = mx_scale_codes(x, E2M1_EMAX)
+    shift = np.where(codes == 0xFF, 255 - E2M1_EMAX, codes.astype(np.int64)) - 127        # X
+    shift = np.repeat(shift, MX_BLOCK, axis=-1)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        y = np.ldexp(x, (-shift).astype(np.int32)).astype(np.float32)     # exact (or underflow to +-0)
+    return pack_fp4(encode_fp4(y)), codes
+
+
+def torch_mxfp4_quant(x):
+    """(the packed fp4 bytes as float64 [rows, blocks, 16], the E8M0 codes as float64 [rows, blocks]) of
+    ``mxfp4_quant`` on a torch tensor ``x [rows, blocks, 32]`` (the expression the ``mxfp4_quant`` spec gives
+    ``isagen run``: the kernel's bytes must equal these; ``decode_fp4(unpack_fp4(q))`` gives the values)."""
+    import torch
+    rows = x.shape[0]
+    packed, scales = mxfp4_quant(_np32(x).reshape(rows, -1))
+    return (torch.from_numpy(packed.astype(np.float64)).reshape(*x.shape[:-1], x.shape[-1] // 2),
             torch.from_numpy(scales.astype(np.float64)).reshape(x.shape[:-1]))

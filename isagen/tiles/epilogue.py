@@ -42,9 +42,12 @@ def store_quad(k, rsrc, acc4: Reg, voff: Reg, out_dtype: str, tmp: Reg, packer: 
     ``scale`` (a VGPR) first when given, value ``i`` times ``col_scale[i]`` (4 VGPRs) when given, then
     plus ``col_bias[i]`` (4 VGPRs) when given.
 
-    ``tmp`` is 4 VGPRs (the values read out of the AGPRs)."""
+    ``tmp`` is 4 VGPRs (the values read out of the AGPRs, or copied from VGPR accumulators)."""
     for i in range(4):
-        k.v_accvgpr_read_b32(tmp[i], acc4[i], comment=f"{what}: column +{i}" if i == 0 else None)
+        if acc4.cls == "a":
+            k.v_accvgpr_read_b32(tmp[i], acc4[i], comment=f"{what}: column +{i}" if i == 0 else None)
+        else:                       # accumulators a VALU updates live in VGPRs (the block-scaled FP8 GEMM)
+            k.v_mov_b32(tmp[i], acc4[i], comment=f"{what}: column +{i}" if i == 0 else None)
     if scale is not None:
         for i in range(4):
             k.v_mul_f32(tmp[i], tmp[i], scale, comment=f"{what}: times the row's scale" if i == 0 else None)

@@ -29,20 +29,31 @@ def bf16_mfma(target, size: int) -> MfmaInfo:
     return found[0]
 
 
-F8F6F4_FORMAT = {"fp8": 0, "bf8": 1}        # cbsz (src0) / blgp (src1) codes of the f8f6f4 MFMAs
+# cbsz (src0) / blgp (src1) codes of the f8f6f4 MFMAs (CDNA4 ISA): fp8 = e4m3, bf8 = e5m2, fp6 = e2m3,
+# bf6 = e3m2, fp4 = e2m1; and the VGPRs each format's operand takes (32 elements per lane)
+F8F6F4_FORMAT = {"fp8": 0, "bf8": 1, "fp6": 2, "bf6": 3, "fp4": 4}
+F8F6F4_REGS = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 
 
-def fp8_mfma(target, size: int, a: str = "fp8", b: str = "fp8") -> tuple[MfmaInfo, dict]:
+def operand_regs(info: MfmaInfo, dtype: str) -> int:
+    """VGPRs per lane of an A/B operand of ``info`` holding ``dtype`` (f8f6f4: by format; else the table's)."""
+    return F8F6F4_REGS[dtype] if info.in_type == "f8f6f4" else info.a_regs
+
+
+def fp8_mfma(target, size: int, a: str = "fp8", b: str = "fp8", scaled: bool = False) -> tuple[MfmaInfo, dict]:
     """The MFMA of ``size`` x ``size`` output with the most FLOPs per cycle on ``target`` for A of type
-    ``a`` and B of type ``b`` (fp8 = e4m3, bf8 = e5m2), fed as ``mma_ops`` feeds them (B as src0, A as
-    src1), and its modifiers: the f8f6f4 form where the target has one (cbsz = B's format, blgp = A's;
-    twice the rate of the K=32/K=16 forms on gfx950), else the ``<src0>_<src1>`` form (``bf8_fp8``: B
-    e5m2, A e4m3)."""
-    f8f6f4 = [i for i in target.find_mfma("f8f6f4", size, size) if not i.mnemonic.startswith("v_mfma_scale_")]
-    legacy = target.find_mfma(a if a == b else f"{b}_{a}", size, size)
+    ``a`` and B of type ``b`` (fp8 = e4m3, bf8 = e5m2; fp4 = e2m1 and fp6/bf6 only in the f8f6f4 forms),
+    fed as ``mma_ops`` feeds them (B as src0, A as src1), and its modifiers: the f8f6f4 form where the
+    target has one (cbsz = B's format, blgp = A's; twice the rate of the K=32/K=16 forms on gfx950), else
+    the ``<src0>_<src1>`` form (``bf8_fp8``: B e5m2, A e4m3).  ``scaled``: the block-scaled
+    ``v_mfma_scale_*`` form (E8M0 scales of A and B per 32 k)."""
+    f8f6f4 = [i for i in target.find_mfma("f8f6f4", size, size) if i.mnemonic.startswith("v_mfma_scale_") == scaled]
+    narrow = a not in ("fp8", "bf8") or b not in ("fp8", "bf8")
+    legacy = [] if scaled or narrow else target.find_mfma(a if a == b else f"{b}_{a}", size, size)
     found = f8f6f4 + legacy
     if not found:
-        raise SpecError(f"{target.name} has no {size}x{size} MFMA for {a} A and {b} B")
+        raise SpecError(f"{target.name} has no {size}x{size} MFMA for {a} A and {b} B"
+                        + (" with E8M0 block scales" if scaled else ""))
     best = max(found, key=lambda i: i.m * i.n * i.k / i.passes)
     if best in f8f6f4:
         mods = {k: v for k, v in (("cbsz", F8F6F4_FORMAT[b]), ("blgp", F8F6F4_FORMAT[a])) if v}

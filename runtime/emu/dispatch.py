@@ -116,6 +116,8 @@ class Module:
         self._kernels: dict[str, LoadedKernel] = {}
         self.last_stats: dict | None = None
         self.last_reports: list = []
+        # a callable ``trace(batch, ws, block)`` the executor calls before each basic block (off: None)
+        self.trace = None
 
     _text = None
 
@@ -195,6 +197,7 @@ class Module:
             kernarg = self._pack_args(k, args, grid, block, shared_bytes, extra, kernarg)
             mem.write_bytes(kbuf.addr, kernarg)
             rc = RunContext(k.name, prog, dev, on_error, dev.max_wave_instructions)
+            rc.trace = self.trace
             prog.reset_counts()
             t0 = time.perf_counter()
             nwaves_wg = (threads + 63) // 64

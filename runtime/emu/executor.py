@@ -12,6 +12,8 @@ until every wave of its workgroup that has not ended is parked, then releases th
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from isagen.runtime.emu import report as R
@@ -20,7 +22,7 @@ from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
 from isagen.runtime.emu.sanitizer import instrument
 from isagen.runtime.emu.steps import CompiledBlock, CompiledStep
-from isagen.runtime.emu.wave import ALL, BARRIER, DONE, RUN, Batch
+from isagen.runtime.emu.wave import ALL, BARRIER, DONE, M0, RUN, Batch
 
 # the instruction categories (``CompiledStep.cat``) the launch statistics count executions of
 INSTRUCTION_CATEGORIES = ("salu", "branch", "smem", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma",
@@ -80,14 +82,55 @@ class CompiledCode:
             j = i
             n = len(self.insts)
             steps = []
+            gpr_idx = 0            # VGPR index mode: the operands it offsets (bits: src0, src1, src2, vdst)
             while j < n:
-                s = self.step(j)
+                inst = self.insts[j]
+                s = self._indexed_step(j, gpr_idx) if gpr_idx and inst.family in _VALU else self.step(j)
                 steps.append(s)
+                gpr_idx = _gpr_idx_after(inst, gpr_idx)
                 j += 1
                 if s.term or is_terminator(s.inst) or j in self.leaders:
                     break
+            if gpr_idx:
+                last = steps[-1]
+                steps[-1] = _error_step(last.inst, last.idx, "VGPR index mode (s_set_gpr_idx_on) still on at the "
+                                        "end of a basic block is not modelled", R.UNSUPPORTED)
             b = self._blocks[i] = CompiledBlock(i, steps)
         return b
+
+    def _indexed_step(self, i: int, mask: int) -> CompiledStep:
+        """A VALU instruction under VGPR index mode: its VGPR operands that ``mask`` enables are offset by
+        M0[7:0], which each wave sets at run time.  Per distinct offset the instruction is rewritten with
+        the offset registers and compiled (and sanitized) like any other, so one semantics serves both."""
+        inst = self.insts[i]
+        if inst.mai:
+            return _error_step(inst, i, f"{inst.name} under VGPR index mode is not modelled", R.UNSUPPORTED)
+        roles = {r for bit, names in enumerate(_GPR_IDX_ROLES) if (mask >> bit) & 1 for r in names}
+        variants: dict[int, CompiledStep] = {}
+
+        def variant(off: int) -> CompiledStep:
+            s = variants.get(off)
+            if s is None:
+                ops = tuple(dataclasses.replace(o, reg=dataclasses.replace(o.reg, index=o.reg.index + off))
+                            if o.role in roles and o.reg is not None and o.reg.file == "v" else o
+                            for o in inst.operands)
+                moved = dataclasses.replace(inst, operands=ops)
+                try:
+                    s = compile_step(moved, i, self.ctx)
+                except CompileError as e:
+                    s = _error_step(moved, i, str(e), e.category)
+                if self.ctx.sanitize:
+                    instrument(s, self.ctx)
+                variants[off] = s
+            return s
+
+        def fn(st, ws):
+            offs = st.S[M0, ws] & np.uint32(0xFF)
+            if isinstance(ws, slice):
+                ws = np.arange(st.W)[ws]
+            for off in np.unique(offs):
+                variant(int(off)).fn(st, ws[offs == off])
+        return CompiledStep(inst, i, fn, "valu")
 
     def reset_counts(self) -> None:
         for b in self._blocks.values():
@@ -100,6 +143,22 @@ class CompiledCode:
                 for c, k in b.cats.items():
                     out[c] = out.get(c, 0) + k * b.execs
         return out
+
+
+_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P")
+_GPR_IDX_ROLES = (("src0",), ("vsrc1", "src1"), ("src2",), ("vdst",))     # M0[15:12]'s bits, in order
+
+
+def _gpr_idx_after(inst, mask: int) -> int:
+    """The VGPR index mode's operand mask after ``inst`` (0: off)."""
+    name = inst.name
+    if name == "s_set_gpr_idx_on":
+        return next(o.value for o in inst.operands if o.role == "ssrc1") & 0xF
+    if name == "s_set_gpr_idx_mode":
+        return int(inst.mods.get("simm16", 0)) & 0xF
+    if name == "s_set_gpr_idx_off":
+        return 0
+    return mask
 
 
 def _error_step(inst, idx: int, message: str, category: str) -> CompiledStep:
@@ -136,6 +195,9 @@ class RunContext:
         self.lds_bytes_written = 0
         self.global_bytes_by_width: dict[int, int] = {}   # global bytes moved, by the access's bytes per lane
         self.batch: Batch | None = None   # the batch running now (set by run_batch)
+        # ``trace(batch, ws, block)`` before each basic block a group of waves runs (``Module.trace``;
+        # the timing model's instruction streams); None, the default, costs one test per block
+        self.trace = None
 
     def global_access(self, width: int, nbytes: int, *, write: bool) -> None:
         """Count ``nbytes`` of global memory moved by an instruction accessing ``width`` bytes per lane."""
@@ -197,6 +259,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     budget = rc.budget
     n_blocks = 0
     status, pcs = st.status, st.pc
+    trace = rc.trace
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
     errstate.__enter__()
     try:
@@ -228,6 +291,8 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
             block = prog.block_at(pc)
             nw = W if isinstance(ws, slice) else ws.size
             block.execs += nw
+            if trace is not None:
+                trace(st, ws, block)
             for fn in block.fns:
                 fn(st, ws)
             if not block.steps[-1].term:

@@ -9,7 +9,8 @@ opsel_b=0, out=None) -> d``
                 OCP on gfx950) and rejects instructions the architecture does not have.
     ``a``, ``b`` ``uint32[a_regs, W, 64]`` / ``uint32[b_regs, W, 64]``: the raw bits of the A and B
                 register tuples of W waves (register-major, as the executor's register file
-                ``V[num_regs, W, 64]`` slices them; any strides).
+                ``V[num_regs, W, 64]`` slices them; any strides).  For the f8f6f4 forms the counts
+                follow the formats: ``operand_regs(name, cbsz, blgp)``.
     ``c``       ``uint32[c_regs, W, 64]`` raw bits of SrcC (f32 / i32 words, f64 as register pairs,
                 low word first), or anything that broadcasts to it (an inline-constant SrcC).
     returns     ``uint32[c_regs, W, 64]``: the raw bits of D (a new array; inputs are not modified).
@@ -23,8 +24,13 @@ opsel_b=0, out=None) -> d``
     contents of the two scale VGPRs; ``opsel_a``/``opsel_b`` (0..3) pick the byte holding the E8M0
     exponent.  The scale of A's K-block ``kb`` (32 elements) for row i is in lane ``kb*M + i``, of
     B's for column j in lane ``kb*N + j``; factor ``2**(e-127)``, e = 255 is NaN [verify on hardware].
+    Triton 3.9's ``tl.dot_scaled`` code for gfx950 (its scale and operand layouts are LLVM's and
+    Triton's, run in production) computes the right products on this rule for fp8 and fp4 operands,
+    both MFMA shapes, op_sel bytes 0 and 1 (tests/runtime/emu/test_emu_mx_triton.py).
 
 ``spec(name, target=None) -> MfmaSpec`` the instruction's shape, types and register counts;
+``operand_regs(name, cbsz=0, blgp=0) -> (a_regs, b_regs)`` the A/B register counts as the modifiers
+select them (f8f6f4: 8 for fp8/bf8, 6 for fp6/bf6, 4 for fp4; else the spec's);
 ``validate(name, target, cbsz, abid, blgp) -> MfmaSpec`` the same checks ``mfma()`` makes, without running;
 ``SPECS`` all supported instructions.  ``layout(name)`` the cached index arrays (see below).
 ``a_slot(spec, block, i, k)``, ``b_slot(spec, block, k, j)`` -> ``(reg, sub, lane)`` and
@@ -36,10 +42,19 @@ Supported instructions
 ======================
 Every MFMA of ``isagen.targets`` (``ALL_MFMAS``; per-target membership is ``Target.mfmas``): the
 f32, f16, bf16, i8, f64, xf32 and fp8/bf8 forms, the legacy multi-block ones, and the CDNA4
-double-rate and f8f6f4 forms with fp8/bf8 A and B (cbsz/blgp = 0 e4m3 or 1 e5m2 select the A/B
-formats; 2/3/4 = fp6/bf6/fp4 raise MfmaError), including the block-scaled ``v_mfma_scale_*`` forms.
-An MFMA the table lacks, or one the target does not have, raises MfmaError naming both.
-Not supported: sparse SMFMAC, fp6/fp4 inputs.
+double-rate and f8f6f4 forms, including the block-scaled ``v_mfma_scale_*`` forms.  The f8f6f4
+formats of A and B are chosen independently by cbsz (A) and blgp (B): 0 fp8 (e4m3), 1 bf8 (e5m2),
+2 fp6 (e2m3), 3 bf6 (e3m2), 4 fp4 (e2m1) (CDNA4 ISA; LLVM's ``llvm.amdgcn.mfma.scale.*`` format
+codes); 5..7 raise MfmaError.  An MFMA the table lacks, or one the target does not have, raises
+MfmaError naming both.  Not supported: sparse SMFMAC.
+
+f8f6f4 operand registers (LLVM 22's assembler checks the same widths: "wrong register tuple size
+for cbsz value 4"; the decoder of isagen/isa/decoder.py reads them the same way): every lane holds
+32 elements of its row (A) / column (B), in 8 VGPRs (fp8/bf8, one byte each), 6 (fp6/bf6: a 192-bit
+little-endian bit string, element e in bits [6e+5 : 6e], so elements cross register boundaries, as
+CK's ``f6x32_pk_t`` packs them) or 4 (fp4: element e in nibble e of the 128-bit string, i.e. the
+low nibble of a byte is the even element).  fp4 and fp6 have no inf/NaN (OCP MX v1.0): every code
+is a finite value, subnormals included.
 
 Lane layouts
 ============
@@ -62,8 +77,13 @@ The gfx950 double-rate f16/bf16/i8 instructions follow the same rule (kl = 8 for
 instructions with fp8 inputs use the layout of AMD's CDNA4
 matrix-core blog (ROCm blogs, "Matrix Core Programming on AMD CDNA3 and CDNA4"): byte ``r`` (0..31)
 of lane L (group ``g = L // M``, ``G = 64 // M`` groups) holds ``k = 16*g + 16*G*(r // 16) + r % 16``
-[verify on hardware].  Note that one permutation of k applied to both A and B does not change D, so
-for equal-width A/B formats only the row/column and k-pairing of A and B is observable.
+[verify on hardware].  fp4/fp6 operands hold 32 consecutive k per lane: element e of lane L is
+``k = 32*(L // M) + e`` (the lane's K-block is ``L // M``, which is why its scale byte sits in the
+same lane; Modular's CDNA4 MXFP4 kernel docs: "each lane loads 16 contiguous bytes", and Triton
+3.9's ``tl.dot_scaled`` code for gfx950 runs correctly on it, mixed e2m1 x e4m3 included:
+tests/runtime/emu/test_emu_mx_triton.py).  Note that one permutation of k applied to both A and B
+does not change D, so for equal-width A/B formats only the row/column and k-pairing of A and B is
+observable (scales and mixed widths make the rest observable).
 
 Modifiers (CDNA3 ISA, calculator semantics)
     CBSZ/ABID, multi-block instructions only: block b of the result uses the A block
@@ -102,7 +122,7 @@ from isagen.runtime.emu import numerics as nx
 from isagen.targets import ALL_MFMAS, MfmaInfo, mfma_targets
 
 __all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "validate", "layout", "mfma", "a_slot", "b_slot",
-           "cd_slot", "supported"]
+           "cd_slot", "supported", "operand_regs", "F8F6F4_FORMATS"]
 
 
 class MfmaError(ISAError):
@@ -206,8 +226,15 @@ def _elem_per_word(s: MfmaSpec) -> int:
     return 1 if s.in_bits == 64 else 32 // s.in_bits
 
 
-def _input_slot(s: MfmaSpec, rows: int, block: int, row: int, k: int) -> tuple[int, int, int]:
-    """(word, sub, lane) of element (row, k) of an input whose other dimension is ``rows``."""
+def _input_slot(s: MfmaSpec, rows: int, block: int, row: int, k: int, fmt: int = 0) -> tuple[int, int, int]:
+    """(word, sub, lane) of element (row, k) of an input whose other dimension is ``rows``.
+
+    f8f6f4 inputs are addressed as 8 words of 4 one-element slots per lane whatever the format
+    (``fmt``, the cbsz/blgp code): element e of the lane is (word e // 4, sub e % 4); for fp8/bf8 that
+    is the register and byte, fp6/fp4 elements are first unpacked into that form (_f8f6f4_codes)."""
+    if s.layout == "f8f6f4" and fmt >= 2:               # fp6/bf6/fp4: 32 consecutive k per lane
+        e = k % 32
+        return e // 4, e % 4, (k // 32) * rows + row
     if s.layout == "f8f6f4":
         groups = 64 // rows
         g = (k % (16 * groups)) // 16
@@ -240,6 +267,14 @@ def b_slot(s: MfmaSpec, block: int, k: int, j: int) -> tuple[int, int, int]:
     """(reg, sub, lane) of B[k][j] of ``block``."""
     w, sub, lane = _input_slot(s, s.n, block, j, k)
     return (2 * w if s.in_bits == 64 else w), sub, lane
+
+
+def f8f6f4_slot(s: MfmaSpec, fmt: int, rows: int, row: int, k: int) -> tuple[int, int, int]:
+    """(lane, bit offset in the lane's register tuple, element bits) of element (row, k) of an f8f6f4
+    input in format ``fmt`` (cbsz/blgp code) whose other dimension is ``rows`` (M for A, N for B)."""
+    w, sub, lane = _input_slot(s, rows, 0, row, k, fmt)
+    bits = F8F6F4_FORMATS[fmt][1]
+    return lane, (w * 4 + sub) * bits, bits
 
 
 def cd_slot(s: MfmaSpec, block: int, i: int, j: int) -> tuple[int, int]:
@@ -283,17 +318,21 @@ def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
     per = _elem_per_word(s)
     a_idx = np.empty((s.blocks, s.m, s.k), np.int64)
     b_idx = np.empty((s.blocks, s.k, s.n), np.int64)
+    # f8f6f4: cbsz/blgp are the A/B formats (they change where k sits, not blocks or lanes)
+    fa, fb = (cbsz, blgp) if s.layout == "f8f6f4" else (0, 0)
+    if s.layout == "f8f6f4":
+        cbsz = blgp = 0
     bc = 1 << cbsz
     lane_of = _BLGP_LANE[blgp] if not s.out_type == "f64" else _BLGP_LANE[0]
     for blk in range(s.blocks):
         src_blk = (blk // bc) * bc + abid
         for i in range(s.m):
             for k in range(s.k):
-                w, sub, lane = _input_slot(s, s.m, src_blk, i, k)
+                w, sub, lane = _input_slot(s, s.m, src_blk, i, k, fa)
                 a_idx[blk, i, k] = (w * 64 + lane) * per + sub
         for k in range(s.k):
             for j in range(s.n):
-                w, sub, lane = _input_slot(s, s.n, blk, j, k)
+                w, sub, lane = _input_slot(s, s.n, blk, j, k, fb)
                 b_idx[blk, k, j] = (w * 64 + lane_of(lane)) * per + sub
     words = s.c_regs // (2 if s.out_bits == 64 else 1)
     d_src = np.full(words * 64, -1, np.int64)
@@ -313,22 +352,33 @@ def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
 
 # ----------------------------------------------------------------------------- execution
 
-_F8F6F4_FORMATS = {0: "fp8", 1: "bf8"}
-_F8F6F4_NAMES = {2: "fp6 (e2m3)", 3: "bf6 (e3m2)", 4: "fp4 (e2m1)"}
+# cbsz (A) / blgp (B) of the f8f6f4 MFMAs -> (kind, element bits); the VGPRs of the operand are
+# 32 elements * bits / 32 = bits (CDNA4 ISA; LLVM's register classes VReg_256/192/128 agree)
+F8F6F4_FORMATS = {0: ("fp8", 8), 1: ("bf8", 8), 2: ("fp6", 6), 3: ("bf6", 6), 4: ("fp4", 4)}
+_F8F6F4_NAMES = {0: "fp8 (e4m3)", 1: "bf8 (e5m2)", 2: "fp6 (e2m3)", 3: "bf6 (e3m2)", 4: "fp4 (e2m1)"}
+
+
+def operand_regs(name, cbsz: int = 0, blgp: int = 0) -> tuple[int, int]:
+    """(A, B) VGPR counts of ``name`` (a name or MfmaSpec) with these modifiers: the f8f6f4 forms take
+    8 (fp8/bf8), 6 (fp6/bf6) or 4 (fp4) registers per operand as cbsz/blgp select; others the spec's."""
+    s = name if isinstance(name, MfmaSpec) else SPECS[name]
+    if s.layout != "f8f6f4":
+        return s.a_regs, s.b_regs
+    return F8F6F4_FORMATS[int(cbsz)][1], F8F6F4_FORMATS[int(blgp)][1]
 
 
 def _check_modifiers(s: MfmaSpec, cbsz: int, abid: int, blgp: int) -> tuple[str, str, int, int, int]:
-    """Validate the modifiers; returns (a_kind, b_kind, cbsz, abid, blgp) for the layout."""
+    """Validate the modifiers; returns (a_kind, b_kind, cbsz, abid, blgp) for the layout (for f8f6f4,
+    cbsz/blgp are the A/B format codes, which the layout needs)."""
     cbsz, abid, blgp = int(cbsz), int(abid), int(blgp)
     if s.layout == "f8f6f4":
         for field, v in (("cbsz", cbsz), ("blgp", blgp)):
-            if v not in _F8F6F4_FORMATS:
-                what = _F8F6F4_NAMES.get(v, f"format code {v}")
-                raise MfmaError(f"{s.name}: {field}={v} selects {what} inputs; the emulator runs "
-                                "only fp8 (0) and bf8 (1) inputs of the f8f6f4 MFMAs")
+            if v not in F8F6F4_FORMATS:
+                raise MfmaError(f"{s.name}: {field}={v} is not a matrix format (0 fp8 e4m3, 1 bf8 e5m2, "
+                                "2 fp6 e2m3, 3 bf6 e3m2, 4 fp4 e2m1)")
         if abid:
             raise MfmaError(f"{s.name}: abid={abid} is not defined for this instruction (must be 0)")
-        return _F8F6F4_FORMATS[cbsz], _F8F6F4_FORMATS[blgp], 0, 0, 0
+        return F8F6F4_FORMATS[cbsz][0], F8F6F4_FORMATS[blgp][0], cbsz, 0, blgp
     if cbsz or abid:
         if not s.cbsz_abid:
             raise MfmaError(f"{s.name}: cbsz={cbsz} abid={abid} given, but this instruction has no "
@@ -347,11 +397,30 @@ def _check_modifiers(s: MfmaSpec, cbsz: int, abid: int, blgp: int) -> tuple[str,
     return s.a_type, s.b_type, cbsz, abid, (0 if s.out_type == "f64" else blgp)
 
 
+# OCP MX v1.0 element formats without inf/NaN: (exponent bits, mantissa bits); bias 2**(e-1) - 1
+_MX_MINIFLOATS = {"fp6": (2, 3), "bf6": (3, 2), "fp4": (2, 1)}
+
+
+def _minifloat_table(ebits: int, mbits: int) -> np.ndarray:
+    """Every code of a sign/exponent/mantissa format with no inf/NaN -> its value (subnormals kept)."""
+    bias = (1 << (ebits - 1)) - 1
+    out = np.empty(1 << (1 + ebits + mbits), np.float64)
+    for code in range(out.size):
+        e = (code >> mbits) & ((1 << ebits) - 1)
+        m = code & ((1 << mbits) - 1)
+        mag = (m / (1 << mbits)) * 2.0 ** (1 - bias) if e == 0 else (1 + m / (1 << mbits)) * 2.0 ** (e - bias)
+        out[code] = -mag if code >> (ebits + mbits) else mag
+    return out
+
+
 @cache
 def _decode_table(kind: str, target: str):
-    """Lookup table raw code -> value (float64, int64 for i8) for the 8-bit kinds; None otherwise."""
+    """Lookup table raw code -> value (float64, int64 for i8) for the 8-bit and narrower kinds;
+    None otherwise."""
     if kind in ("fp8", "bf8"):
         return nx.fp8_table(nx.fp8_format(target, kind)).astype(np.float64)
+    if kind in _MX_MINIFLOATS:
+        return _minifloat_table(*_MX_MINIFLOATS[kind])
     if kind == "i8":
         return np.arange(256, dtype=np.uint8).view(np.int8).astype(np.int64)
     return None
@@ -449,6 +518,29 @@ def _flat_elements(x: np.ndarray, bits: int) -> np.ndarray:
     return x.ravel()
 
 
+# fp6: element e of the lane's 192-bit string starts at bit 6e: register r = 6e // 32, offset o
+_FP6_REG = np.array([6 * e // 32 for e in range(32)], np.intp)
+_FP6_OFF = np.array([6 * e % 32 for e in range(32)], np.uint64)
+
+
+def _f8f6f4_codes(x: np.ndarray, fmt: int) -> np.ndarray:
+    """The element codes of an f8f6f4 operand ``uint32[regs, W, 64]`` flat in the [word][w][lane][sub]
+    order of the fp8 layout (8 words of 4 one-byte slots per lane; element e = word*4 + sub)."""
+    bits = F8F6F4_FORMATS[fmt][1]
+    x = np.ascontiguousarray(x, dtype=np.uint32)
+    if bits == 8:
+        return x.view(np.uint8).ravel()
+    _, W, L = x.shape
+    if bits == 4:               # nibble n of register r is element 8r + n
+        nib = (x[:, :, :, None] >> (np.arange(8, dtype=np.uint32) * np.uint32(4))) & np.uint32(0xF)
+        codes = nib.reshape(4, W, L, 2, 4).transpose(0, 3, 1, 2, 4)          # [r, n//4, W, L, n%4]
+        return codes.astype(np.uint8).ravel()
+    wide = np.concatenate([x, np.zeros((1, W, L), np.uint32)]).astype(np.uint64)
+    pair = wide[_FP6_REG] | (wide[_FP6_REG + 1] << np.uint64(32))              # [32, W, L]
+    codes = (pair >> _FP6_OFF[:, None, None]) & np.uint64(0x3F)
+    return codes.astype(np.uint8).reshape(8, 4, W, L).transpose(0, 2, 3, 1).ravel()
+
+
 _CHUNK = 256          # waves per inner call (measured: ~25% faster per wave than 1024 at once)
 
 _E8M0 = np.array([2.0 ** (e - 127) for e in range(255)] + [np.nan], np.float64)
@@ -484,10 +576,11 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
         raise MfmaError(f"{name} takes no scale operands (only the v_mfma_scale_* forms do)")
     a = np.asarray(a)
     b = np.asarray(b)
-    if a.ndim != 3 or a.shape[0] != s.a_regs or a.shape[2] != 64:
-        raise MfmaError(f"{name}: A must be uint32[{s.a_regs}, W, 64], got {a.shape}")
-    if b.shape != (s.b_regs,) + a.shape[1:]:
-        raise MfmaError(f"{name}: B must be uint32[{s.b_regs}, {a.shape[1]}, 64], got {b.shape}")
+    na, nb = operand_regs(s, cbsz, blgp)
+    if a.ndim != 3 or a.shape[0] != na or a.shape[2] != 64:
+        raise MfmaError(f"{name}: A must be uint32[{na}, W, 64], got {a.shape}")
+    if b.shape != (nb,) + a.shape[1:]:
+        raise MfmaError(f"{name}: B must be uint32[{nb}, {a.shape[1]}, 64], got {b.shape}")
     W = a.shape[1]
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
@@ -513,8 +606,12 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
     plan = _plan(name, cbsz, abid, lay_blgp, W)
     bits = s.in_bits
 
-    a_el = _decode(np.take(_flat_elements(a, bits), plan.a_idx), a_kind, t)        # [W, B, M, K]
-    b_el = _decode(np.take(_flat_elements(b, bits), plan.b_idx), b_kind, t)        # [W, B, K, N]
+    if s.layout == "f8f6f4":      # cbsz/blgp are the formats; every format gathers as fp8 bytes
+        a_flat, b_flat = _f8f6f4_codes(a, cbsz), _f8f6f4_codes(b, lay_blgp)
+    else:
+        a_flat, b_flat = _flat_elements(a, bits), _flat_elements(b, bits)
+    a_el = _decode(np.take(a_flat, plan.a_idx), a_kind, t)        # [W, B, M, K]
+    b_el = _decode(np.take(b_flat, plan.b_idx), b_kind, t)        # [W, B, K, N]
     if s.scaled:      # exact: powers of two applied to A and B before the (exact) products
         sa = _block_scales(s, scale_a, opsel_a, s.m, W, "A")                         # [W, M, K/32]
         if plan.rows is not None:                                    # A's rows are in D order

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from isagen.runtime.emu import mfma as M
-from isagen.runtime.emu.access import CompileError, is_vreg
+from isagen.runtime.emu.access import CompileError, is_vreg, read32
 from isagen.runtime.emu.steps import CompiledStep
 
 U32 = np.uint32
@@ -18,16 +18,19 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
         raise CompileError(f"{name}: sparse MFMA (SMFMAC) is not modelled")
     m = inst.mods
     cbsz, abid, blgp = m.get("cbsz", 0), m.get("abid", 0), m.get("blgp", 0)
+    if "scale_byte" in m and abid == 1:
+        abid = 0        # the MFMA word of a v_mfma_scale_* has abid 1, set by the assembler (decoder.py)
     try:
         spec = M.validate(name, ctx.target, cbsz, abid, blgp)
     except Exception as e:                     # MfmaError: unknown / wrong target / bad modifier
         raise CompileError(str(e)) from None
     ops = {o.role: o for o in inst.operands}
     d, a, b, c = ops["vdst"], ops["src0"], ops["src1"], ops["src2"]
-    di = ctx.vindex(d.reg, spec.c_regs)
-    ai = ctx.vindex(a.reg, spec.a_regs)
-    bi = ctx.vindex(b.reg, spec.b_regs)
-    na, nb, nc = spec.a_regs, spec.b_regs, spec.c_regs
+    na, nb = M.operand_regs(spec, cbsz, blgp)      # f8f6f4: the widths of the selected formats
+    nc = spec.c_regs
+    di = ctx.vindex(d.reg, nc)
+    ai = ctx.vindex(a.reg, na)
+    bi = ctx.vindex(b.reg, nb)
     if is_vreg(c):
         ci = ctx.vindex(c.reg, nc)
         read_c = lambda st, ws: st.V[ci:ci + nc, ws]
@@ -42,9 +45,14 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
             const = np.full((nc, 1, 1), cbits, U32)
         read_c = lambda st, ws: const
     target = ctx.target
-    scaled = spec.scaled
-    if scaled:
-        raise CompileError(f"{name}: scaled MFMA operands are not wired yet")
+    scale_kw = {}
+    read_sa = read_sb = None
+    if spec.scaled:
+        # the two E8M0 scale sources (VGPR, SGPR or constant) and the byte each takes its scales
+        # from (decoder: scale_byte = op_sel[i] | op_sel_hi[i] << 1)
+        read_sa, read_sb = read32(ops["scale0"], ctx), read32(ops["scale1"], ctx)
+        opsel_a, opsel_b = m.get("scale_byte", (0, 0))
+        scale_kw = {"opsel_a": opsel_a, "opsel_b": opsel_b}
 
     # D may be written in place (it may be C, but must not overlap A or B)
     in_place = not (di < ai + na and ai < di + nc) and not (di < bi + nb and bi < di + nc)
@@ -53,9 +61,12 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
         A = st.V[ai:ai + na, ws]
         B = st.V[bi:bi + nb, ws]
         C = read_c(st, ws)
+        kw = scale_kw
+        if read_sa is not None and read_sb is not None:
+            kw = dict(scale_kw, scale_a=read_sa(st, ws), scale_b=read_sb(st, ws))
         if in_place and isinstance(ws, slice):
-            M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, out=st.V[di:di + nc])
+            M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, out=st.V[di:di + nc], **kw)
             return
-        D = M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp)
+        D = M.mfma(name, target, A, B, C, cbsz=cbsz, abid=abid, blgp=blgp, **kw)
         st.V[di:di + nc, ws] = D
     return CompiledStep(inst, idx, h, "mfma")

@@ -279,6 +279,18 @@ def compile_salu(inst, idx, ctx) -> CompiledStep:
     d, srcs = _ops(inst)
     fn: Callable[..., Any]     # the semantics from whichever table has the instruction (their arities differ)
 
+    if name in ("s_set_gpr_idx_on", "s_set_gpr_idx_idx"):
+        # VGPR index mode (gfx9): M0[7:0] is the index; _on also sets the enable mask M0[15:12] from its
+        # 4-bit immediate (VSRC0, VSRC1, VSRC2, VDST).  The executor applies the index to the VALU
+        # instructions that follow in the block (executor.CompiledCode.block_at).
+        ra = read32(srcs[0], ctx, lanes=False)
+        keep = U32(0xFFFF0F00) if name == "s_set_gpr_idx_on" else U32(0xFFFFFF00)
+        mode = U32((srcs[1].value & 0xF) << 12) if name == "s_set_gpr_idx_on" else U32(0)
+
+        def h(st, ws):
+            st.S[M0, ws] = (st.S[M0, ws] & keep) | (np.asarray(ra(st, ws), U32) & U32(0xFF)) | mode
+        return CompiledStep(inst, idx, h, "salu")
+
     if fam == "SOPC":
         if name in SOPC_64:
             fn = SOPC_64[name]
@@ -612,9 +624,14 @@ def _compile_sopp(inst, idx, ctx) -> CompiledStep:
                 st.pc[ws] = np.where(test(st, ws), j, nxt)
         return CompiledStep(inst, idx, h, "branch", term=True)
     if name in ("s_sleep", "s_setprio", "s_icache_inv", "s_incperflevel", "s_decperflevel",
-                "s_ttracedata", "s_wakeup", "s_setkill", "s_set_gpr_idx_off", "s_set_gpr_idx_mode",
-                "s_sendmsghalt"):
+                "s_ttracedata", "s_wakeup", "s_setkill", "s_set_gpr_idx_off", "s_sendmsghalt"):
         return CompiledStep(inst, idx, _noop, "other")
+    if name == "s_set_gpr_idx_mode":
+        mode = U32((imm & 0xF) << 12)
+
+        def h(st, ws):
+            st.S[M0, ws] = (st.S[M0, ws] & U32(0xFFFF0FFF)) | mode
+        return CompiledStep(inst, idx, h, "other")
     if name == "s_sendmsg":
         return CompiledStep(inst, idx, _noop, "other")
     if name == "s_trap":

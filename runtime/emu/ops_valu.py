@@ -779,6 +779,9 @@ def dpp_lanes(ctrl: int):
         return np.maximum(row_base - 1, 0), lane >= 16
     if ctrl == 0x143:
         return np.full(64, 31), lane >= 32
+    if 0x150 <= ctrl <= 0x15F:
+        # row_newbcast:n (gfx90a+; gfx10's row_share): every lane reads lane n of its own row of 16
+        return row_base + (ctrl & 0xF), np.ones(64, bool)
     raise CompileError(f"DPP control {ctrl:#x} is not modelled")
 
 

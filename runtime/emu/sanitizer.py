@@ -41,10 +41,10 @@ class MfmaKind:
 
     __slots__ = ("name", "passes", "xdl")
 
-    def __init__(self, name: str, target: str):
+    def __init__(self, name: str, target: str, cbsz: int = 0, blgp: int = 0):
         info = get_target(target).mfma(name)
         self.name = name
-        self.passes = info.passes
+        self.passes = info.passes_for(cbsz, blgp)     # f8f6f4 with fp6/fp4 A and B: half the passes
         self.xdl = info.xdl
 
 
@@ -77,7 +77,7 @@ def instrument(step, ctx) -> None:
     is_mem = fam in ("MUBUF", "MTBUF", "GLOBAL", "FLAT", "SCRATCH", "DS")
     is_trans = step.cat == "trans"
     if is_mfma:
-        step.mfma = MfmaKind(name, ctx.target)
+        step.mfma = MfmaKind(name, ctx.target, inst.mods.get("cbsz", 0), inst.mods.get("blgp", 0))
     accumulate = name in ("v_fmac_f32", "v_mac_f32", "v_fmac_f16", "v_mac_f16", "v_fmac_f64") or \
         name.startswith(("v_dot2c", "v_dot4c", "v_dot8c")) or "_atomic_" in name or name.startswith("ds_")
     reads, writes = [], []
@@ -100,6 +100,10 @@ def instrument(step, ctx) -> None:
     if step.cat == "lds_dma" or name in ("ds_read_addtid_b32", "ds_write_addtid_b32") or name.startswith("s_movrel"):
         reads.append(nregs + M0)
         uninit_reads.append(nregs + M0)
+    if name in ("s_set_gpr_idx_on", "s_set_gpr_idx_idx", "s_set_gpr_idx_mode"):
+        # VGPR index mode keeps its index and operand mask in M0 (the other bits are kept: a read too)
+        reads.append(nregs + M0)
+        writes.append(nregs + M0)
     if name in ("v_div_fmas_f32", "v_div_fmas_f64"):
         reads += [nregs + VCC_LO, nregs + VCC_LO + 1]
         uninit_reads += [nregs + VCC_LO, nregs + VCC_LO + 1]

@@ -264,9 +264,11 @@ def test_generator_launch_contract_matches_declared_sizes_and_grid():
             info = spec.launch_info(t)
             # a contract may depend on the parameters (attention's varlen takes THD sizes): the spec's uses
             # declared sizes only; tests/kernels/test_attention_build.py checks its modes cover them all
-            # (quant_fp8: hidden for the row ops, d for SiLU-and-mul's [rows, 2, d])
+            # (quant_fp8: hidden for the row ops, d for SiLU-and-mul's [rows, 2, d]; gemm_fp8: kb, nb for block
+            # scaling's scale shapes only; gemm_mx: k for MXFP8, kp = K/2 bytes for MXFP4's packed rows)
             assert set(info.size_symbols) <= set(gen.shapes), spec.name
-            if spec.kernel not in ("attention", "attention_bwd", "attention_bwd_prep", "quant_fp8"):
+            if spec.kernel not in ("attention", "attention_bwd", "attention_bwd_prep", "quant_fp8", "gemm_fp8",
+                                   "gemm_mx"):
                 assert sorted(info.size_symbols) == sorted(gen.shapes), spec.name
     spec = next(s for s in load_specs([bundled_specs_dir()]) if s.name == "axpy_f32")
     p = spec.params

@@ -59,7 +59,7 @@ def programs():
 
 
 def test_bundled_specs():
-    assert {s.name for s in BUNDLED} == {"gemm_fp8", "gemm_fp8_rowwise", "gemm_fp8_decode"}
+    assert {s.name for s in BUNDLED} == {"gemm_fp8", "gemm_fp8_rowwise", "gemm_fp8_decode", "gemm_fp8_blockscale"}
     assert all(set(s.targets) == {"gfx942", "gfx950"} for s in BUNDLED)
 
 

@@ -337,3 +337,98 @@ def test_mxfp8_refusals_and_op(monkeypatch, capsys):
     assert cli_main(["run", "mxfp8_quant_bf16", "--backend", "emu", "--target", "gfx950", "--shape", "rows=5",
                      "--shape", "blocks=31"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "PASS"
+
+
+# ---------------------------------------------------------------------------- MXFP4 (gfx950)
+def test_fp4_model_against_the_format():
+    """encode_fp4 from the e2m1 definition: every code's value encodes to itself; midpoints round to the
+    even code, the floats either side to the nearer; above 6, inf saturate; -0 keeps its sign; decode and
+    pack/unpack are inverses (element 2i in the low nibble)."""
+    vals = m.decode_fp4(np.arange(16))
+    assert list(vals[:8]) == [0, 0.5, 1, 1.5, 2, 3, 4, 6] and list(vals[8:]) == [-v for v in vals[:8]]
+    np.testing.assert_array_equal(m.encode_fp4(vals.astype(np.float32)), np.arange(16))
+    pos = vals[:8]
+    mids = ((pos[1:] + pos[:-1]) / 2).astype(np.float32)
+    even = [c if c % 2 == 0 else c + 1 for c in range(7)]              # the tie goes to the even code
+    np.testing.assert_array_equal(m.encode_fp4(mids), even)
+    np.testing.assert_array_equal(m.encode_fp4(np.nextafter(mids, np.float32(0))), np.arange(7))
+    np.testing.assert_array_equal(m.encode_fp4(np.nextafter(mids, np.float32(9))), np.arange(1, 8))
+    big = np.array([6.5, 7, 8, 1e30, np.inf, -7.5, -np.inf], np.float32)
+    np.testing.assert_array_equal(m.encode_fp4(big), [7, 7, 7, 7, 7, 15, 15])
+    assert m.encode_fp4(np.float32(-0.0)) == 8 and m.encode_fp4(np.float32(-0.2)) == 8
+    codes = np.arange(32, dtype=np.uint8) % 16
+    packed = m.pack_fp4(codes)
+    assert packed[0] == (codes[0] | codes[1] << 4)
+    np.testing.assert_array_equal(m.unpack_fp4(packed), codes)
+
+
+def test_mxfp4_model_against_the_spec():
+    """The E8M0 scale is floor(log2(amax)) - 2 + 127 (numpy's log2), 0 for zero blocks, 0xff with a NaN or
+    an inf; the values are x / 2^X rounded to the nearest fp4 value (ties to even), saturated to 6."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((4, 256)) * np.exp2(rng.integers(-30, 30, (4, 256)) / 3)).astype(np.float32)
+    x[1, :32] = 0
+    x[2, 70] = np.nan
+    x[3, 100] = -np.inf
+    q, s = m.mxfp4_quant(x)
+    amax = np.abs(x).reshape(4, 8, 32).max(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.floor(np.log2(amax)) - 2 + 127
+    want = np.where(amax == 0, 0, np.maximum(want, 0))
+    want = np.where(np.isfinite(x).reshape(4, 8, 32).all(-1), want, 255)
+    np.testing.assert_array_equal(s, want.astype(np.uint8))
+    finite = (s != 255)[..., None]
+    y = x.reshape(4, 8, 32) / np.exp2(s.astype(np.float64) - 127)[..., None]
+    got = m.decode_fp4(m.unpack_fp4(q)).reshape(4, 8, 32)
+    err = np.abs(got - np.clip(y, -6, 6))
+    grid_half = np.where(np.abs(y) < 2, 0.25, np.where(np.abs(y) < 4, 0.5, 1.0))
+    assert (np.where(finite, err <= grid_half, True)).all()       # the nearest grid value
+    assert (np.abs(got[finite.repeat(32, -1)]) <= 6).all()
+
+
+@pytest.mark.parametrize("dtype,wpr", [("bf16", 1), ("f16", 2), ("f32", 1)])
+def test_mxfp4_bit_exact(dtype, wpr):
+    """Packed codes and E8M0 bytes equal the model's: 31 blocks (a partial chunk), rows with zeros, NaN,
+    inf, tiny values, exact ties (values on the fp4 midpoints) and maxima over many binades."""
+    k = kernel("quant_fp8", "gfx950", op="mxfp4", dtype=dtype, max_hidden=2048, waves=4, waves_per_row=wpr,
+               rows_per_workgroup=4)
+    g = torch.Generator().manual_seed(12)
+    rows, blocks = 7, 31
+    x = torch.randn(rows, blocks * 32, generator=g) * torch.exp2(torch.randint(-20, 20, (rows, blocks * 32),
+                                                                               generator=g).float() / 4)
+    x[1] = 0
+    x[2, 5] = float("nan")
+    x[3, 40] = float("inf")
+    x[4] *= 1e-3 if dtype == "f16" else 1e-30
+    ties = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0] * 4)      # amax 6 -> X = 0: y = x
+    x[5, :32] = ties * torch.where(torch.arange(32) % 3 == 0, -1.0, 1.0)
+    x = x.to(TORCH[dtype]).reshape(rows, blocks, 32)
+    q = torch.empty(rows, blocks, 16, dtype=torch.uint8)
+    scales = torch.empty(rows, blocks, dtype=torch.uint8)
+    stats = run(k, x=x, q=q, scales=scales)
+    wq, ws = m.mxfp4_quant(x.float().reshape(rows, -1).numpy())
+    np.testing.assert_array_equal(scales.numpy(), ws)
+    np.testing.assert_array_equal(q.reshape(rows, -1).numpy(), wq)
+    # the ties, by hand: -0.25 -> -0, 0.75 -> 1, 1.25 -> 1, -1.75 -> -2, 2.5 -> 2, 3.5 -> 4, -5 -> -4, 6
+    assert scales[5, 0] == 127
+    assert list(m.unpack_fp4(q[5, 0].numpy())[:8]) == [8, 2, 2, 12, 4, 6, 14, 7]
+    assert stats["global_bytes_read"] == x.numel() * x.element_size()
+    assert stats["global_bytes_written"] == x.numel() // 2 + rows * blocks
+
+
+def test_mxfp4_refusals_and_op(monkeypatch, capsys):
+    with pytest.raises(SpecError, match=r"mxfp4 is an OCP format \(fp4 e2m1 elements.*: gfx950, not gfx942"):
+        kernel("quant_fp8", "gfx942", op="mxfp4")
+    import isagen.runtime.gpu as gpu
+    monkeypatch.setattr(gpu, "default_target", lambda: "gfx950")
+    x = torch.randn(2, 3, 96, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    q, s = torch.ops.isagen.mxfp4_quant(x)
+    assert q.shape == (2, 3, 48) and q.dtype == torch.uint8 and s.shape == (2, 3, 3) and s.dtype == torch.uint8
+    wq, ws = m.mxfp4_quant(x.float().reshape(6, 96).numpy())
+    np.testing.assert_array_equal(q.reshape(6, 48).numpy(), wq)
+    np.testing.assert_array_equal(s.reshape(6, 3).numpy(), ws)
+    with pytest.raises(LaunchError, match="hidden a multiple of 32"):
+        torch.ops.isagen.mxfp4_quant(x[..., :40])
+    assert cli_main(["run", "mxfp4_quant_bf16", "--backend", "emu", "--target", "gfx950", "--shape", "rows=5",
+                     "--shape", "blocks=31"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "PASS"

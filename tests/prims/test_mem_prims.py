@@ -260,7 +260,8 @@ MEMORY_SPECS = ("rms_norm_bf16", "add_rms_norm_bf16", "layer_norm_bf16", "dropou
                 "rotary_neox_bf16", "rotary_interleaved_bf16", "silu_bf16", "gelu_bf16", "gelu_tanh_bf16", "relu_bf16",
                 "tanh_bf16", "silu_and_mul_bf16", "gelu_and_mul_bf16", "gelu_tanh_and_mul_bf16",
                 "per_token_quant_fp8_bf16", "static_quant_fp8_bf16", "rms_norm_per_token_quant_fp8_bf16",
-                "add_rms_norm_per_token_quant_fp8_bf16", "silu_and_mul_per_token_quant_fp8_bf16", "mxfp8_quant_bf16")
+                "add_rms_norm_per_token_quant_fp8_bf16", "silu_and_mul_per_token_quant_fp8_bf16", "mxfp8_quant_bf16",
+                "mxfp4_quant_bf16")
 ROW_SPECS = MEMORY_SPECS[:5]
 # the only wait states left to s_nop are latency with nothing independent to fill it: a reduction's DPP
 # step reading the previous step of its own chain (two chains interleaved fill one of its two slots; the

@@ -75,13 +75,43 @@ def test_e5m2_gradient_operand(target):
            b.to(torch.float32).to(e5), sa, sb)
 
 
+def expect_block(c, a, b, sa, sb):
+    """Block scales: the float64 sum over K-blocks of scale_a·scale_b·(a·bᵀ of the block), within the
+    kernel's bound (tests/kernels/test_gemm_fp8_blockscale_emu.py explains it)."""
+    from isagen.prims.fp8_model import torch_block_scaled_mm
+    ref = torch_block_scaled_mm(a, b, sa, sb)
+    mag = torch_block_scaled_mm(a.double().abs(), b.double().abs(), sa.abs(), sb.abs())
+    kb = a.shape[1] // 128
+    err = (c.double() - ref).abs()
+    tol = (128 + 2 * kb + 4) * kb * 2.0 ** -24 * mag + UNIT[c.dtype] * ref.abs() + 1e-30
+    assert c.shape == ref.shape and (err <= tol).all(), f"max error {err.max():.3g}"
+    assert ref.abs().max() > 1
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+@pytest.mark.parametrize("M", [5, 70])
+def test_block_scales(target, M):
+    """block_size [128, 128]: scale_a (M, K/128), scale_b (cdiv(N,128), K/128); decode-size M (64x256 tile)
+    and M above 64 (128x256), N past a 128-block, through the torch op too."""
+    N, K = 136, 256
+    a, b = operands(target, M, N, K, seed=M)
+    g = torch.Generator().manual_seed(3)
+    sa, sb = torch.rand(M, 2, generator=g) + 0.25, torch.rand(2, 2, generator=g) + 0.25
+    expect_block(isagen.scaled_mm(a, b, sa, sb, torch.bfloat16, target=target, block_size=[128, 128]), a, b, sa, sb)
+    c = torch.ops.isagen.scaled_mm(a, b, sa, sb, torch.float32, None, target, [128, 128])
+    expect_block(c, a, b, sa, sb)
+
+
 def test_fake_gives_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         a = torch.empty(33, 64, dtype=torch.float8_e4m3fnuz)
         b = torch.empty(48, 64, dtype=torch.float8_e4m3fnuz)
         c = torch.ops.isagen.scaled_mm(a, b, torch.empty(()), torch.empty(()), torch.float16)
+        d = torch.ops.isagen.scaled_mm(a, b, torch.empty(33, 1), torch.empty(1, 1), torch.float32, None, None,
+                                       [128, 128])
     assert c.shape == (33, 48) and c.dtype == torch.float16
+    assert d.shape == (33, 48) and d.dtype == torch.float32
 
 
 def bad_call(target="gfx942", M=8, N=16, K=32, **change):
@@ -111,6 +141,19 @@ def bad_call(target="gfx942", M=8, N=16, K=32, **change):
     (bad_call(out_dtype=torch.int8), r"out_dtype must be one of"),
     (bad_call(bias=torch.ones(8)), r"bias must be a float tensor of shape \(16,\), got shape \(8,\)"),
     (bad_call(target="gfx900"), r"unsupported target"),
+    (bad_call(K=192, block_size=[128, 128]), r"K = 192 must be a multiple of 128 with block_size \[128, 128\]"),
+    (bad_call(K=256, block_size=[128, 128], scale_a=torch.ones(8, 1), scale_b=torch.ones(1, 2)),
+     r"scale_a has shape \(8, 1\); with block_size \[128, 128\] it must be \(8, 2\)"),
+    (bad_call(K=256, block_size=[128, 128], scale_a=torch.ones(8, 2), scale_b=torch.ones(16, 2)),
+     r"scale_b has shape \(16, 2\); with block_size \[128, 128\] it must be \(1, 2\)"),
+    (bad_call(K=256, block_size=[128, 128], scale_a=torch.ones(8, 2),
+              scale_b=torch.tensor([[1.0, math.inf]])), r"scale_b holds a non-finite value"),
+    (bad_call(K=256, block_size=[128, 128], scale_a=torch.ones(8, 2, dtype=torch.float16),
+              scale_b=torch.ones(1, 2)), r"scale_a must be float32"),
+    (bad_call(K=256, block_size=[1, 128], scale_a=torch.ones(8, 2), scale_b=torch.ones(1, 2)),
+     r"block_size must be \[128, 128\]"),
+    (bad_call(K=256, scale_a=torch.ones(8, 2), scale_b=torch.ones(1, 2)),
+     r"scale_a has shape \(8, 2\); it must be \(\) or \(1,\)"),
 ])
 def test_bad_inputs_one_line(call, message):
     with pytest.raises(Exception, match=message) as e:

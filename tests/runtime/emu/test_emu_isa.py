@@ -372,6 +372,8 @@ def _dpp_ref(v, ctrl, row_mask=0xF, bank_mask=0xF, bound_zero=True, old=None):
             src = 31 if row > 1 else None
         elif kind == "wave_shr1":
             src = lane - 1 if lane > 0 else None
+        elif kind == "row_newbcast":
+            src = row * 16 + n
         if src is None:
             if bound_zero:
                 out[lane] = 0
@@ -409,6 +411,55 @@ def test_dpp_lane_patterns():
     written = shifted != 9
     exp = np.where(written, bits(shifted.view(np.float32) + x), 9)
     np.testing.assert_array_equal(out[8], exp)
+
+
+def test_dpp_row_newbcast():
+    # gfx90a+'s row broadcast (AITER's int8 GEMMs use it): lane n of each row of 16 to the whole row
+    v = (np.arange(64, dtype=U32) + 1) * 5
+    out = run("""
+  v_mov_b32 v40, 7
+  v_mov_b32 v41, 7
+  s_nop 1
+  v_mov_b32_dpp v40, v1 row_newbcast:0 row_mask:0xf bank_mask:0xf
+  v_mov_b32_dpp v41, v1 row_newbcast:13 row_mask:0xa bank_mask:0xf
+""", [v], 2)
+    np.testing.assert_array_equal(out[0], _dpp_ref(v, ("row_newbcast", 0)))
+    np.testing.assert_array_equal(out[1], _dpp_ref(v, ("row_newbcast", 13), row_mask=0xA, old=np.full(64, 7, U32)))
+
+
+def test_vgpr_index_mode():
+    # s_set_gpr_idx_on: M0[7:0] = the index, M0[15:12] = the operands it offsets (SRC0, SRC1, SRC2, DST);
+    # AITER's int8 GEMM epilogue steps through its accumulators this way.  The results are what the same
+    # instructions with the offset registers written out give.
+    a, b, c = (np.arange(64, dtype=U32) * k + 1000 * k for k in (1, 2, 3))
+    out = run("""
+  s_mov_b32 s20, 1
+  s_set_gpr_idx_on s20, gpr_idx(SRC0)
+  v_mov_b32 v40, v1
+  v_add_u32 v41, v1, v1
+  s_set_gpr_idx_off
+  s_mov_b32 s21, 0x102
+  s_set_gpr_idx_on s21, gpr_idx(SRC0,DST)
+  v_mov_b32 v40, v1
+  s_set_gpr_idx_off
+  s_mov_b32 s22, 2
+  s_set_gpr_idx_on s22, gpr_idx(SRC1)
+  s_set_gpr_idx_idx s20
+  v_sub_u32 v43, v3, v1
+  s_set_gpr_idx_mode gpr_idx(SRC0)
+  v_mov_b32 v44, v1
+  s_set_gpr_idx_off
+  s_mov_b32 s23, m0
+  v_mov_b32 v45, s23
+  v_mov_b32 v46, v1
+""", [a, b, c], 7)
+    np.testing.assert_array_equal(out[0], b)                       # v40 = v(1+1)
+    np.testing.assert_array_equal(out[1], b + a)                   # src1 not offset
+    np.testing.assert_array_equal(out[2], c)                       # v(40+2) = v(1+2): DST offset too
+    np.testing.assert_array_equal(out[3], c - b)                   # v3 - v(1+1): SRC1 by the new index
+    np.testing.assert_array_equal(out[4], b)                       # mode SRC0 keeps index 1
+    assert (out[5] == ((1 << 12) | 1)).all()                       # M0 after s_set_gpr_idx_mode SRC0
+    np.testing.assert_array_equal(out[6], a)                       # off: no offset
 
 
 def test_sdwa_selects():
