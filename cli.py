@@ -21,8 +21,10 @@ Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code
 ``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
 missing value) alike; there is no traceback for one.  See docs/cli.md.
 
-Everything the commands use is imported at the top, so the module shows what the command line
-depends on; only torch (optional, and the demo's last step) is imported where it is used.
+Only what every command needs is imported at the top; the builders (and numpy with them), the
+runtime and emulator, the report, the decoder and torch are imported where they are used, and ``run``,
+``report`` and ``model`` are loaded on first use (``IsagenGroup._LAZY``): an ``isagen gen`` whose builds are all
+in the cache imports no builder at all (issue 17: whole-process speed; bench/gen_speed.py measures it).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import gc
 import multiprocessing
 import os
 import sys
@@ -41,16 +44,8 @@ from pathlib import Path
 import click
 
 from isagen import __version__
-from isagen.api import build
-from isagen.builders.registry import load_generators
-from isagen.builders.spec import bundled_specs_dir, load_spec, load_specs, parse_overrides
 from isagen.errors import IsagenError, SpecError
-from isagen.isa.decoder import opcode_table
-from isagen.isa.table import isa_table
-from isagen.model import command as model_command
-from isagen.objects.codeobject import read_code_object
-from isagen.objects.disasm import disassemble
-from isagen.objects.emit import render_assembly
+from isagen.objects import cache
 from isagen.objects.toolchain import (
     ASSEMBLERS,
     AssemblerFallbackWarning,
@@ -59,9 +54,6 @@ from isagen.objects.toolchain import (
     toolchain_report,
 )
 from isagen.progress import SLOW_WORK_S, Progress
-from isagen.report import command as report_command
-from isagen.runtime import run as run_command
-from isagen.runtime.backends import choose_backend
 from isagen.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 
 EXIT_USER_ERROR = 2
@@ -107,8 +99,17 @@ class IsagenGroup(click.Group):
     """The subcommands, listed in the order they are added rather than alphabetically.  Errors of the
     work become exit codes here, so that every command gets the same treatment."""
 
+    #: commands defined with the code they drive, imported when asked for (name -> module)
+    _LAZY = {"run": "isagen.runtime.run", "report": "isagen.report.command", "model": "isagen.model.command"}
+
     def list_commands(self, ctx) -> list[str]:
-        return list(self.commands)
+        return list(self.commands) + [name for name in self._LAZY if name not in self.commands]
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name in self._LAZY and cmd_name not in self.commands:
+            import importlib
+            self.add_command(importlib.import_module(self._LAZY[cmd_name]).command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx):
         try:
@@ -158,14 +159,27 @@ def resources_line(program) -> str:
                    ".s with LLVM (see `isagen toolchain`); default $ISAGEN_ASSEMBLER, else isagen")
 @click.option("-j", "--jobs", "jobs_n", type=click.IntRange(min=1), default=None, metavar="N",
               help="build in N processes (default: one per CPU core)")
-def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> int:
+@click.option("--cache/--no-cache", "use_cache", default=True,
+              help="reuse the .s/.co of an unchanged build from isagen's cache (default; see docs/cli.md): the "
+                   "key is the spec file, -D, the target and flags, isagen's version and source, and the packages "
+                   "that shape the bytes")
+def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n, use_cache) -> int:
     """Build each SPEC (a .yaml file, or a directory of them) for its targets: DIR/<kernel>.<target>.s
     and .co, several at a time across the CPU cores (-j).  On a terminal, a build of several shows a
     progress bar on stderr; piped, one line per build, in order."""
     assembler = assembler or default_assembler()
-    overrides = parse_overrides(defines)
     if target != "all":
         get_target(target)                          # unknown target: one error before anything is read
+    gen_key = _GenKey(tuple(defines), target, force, asm_only) if use_cache and assembler == "isagen" else None
+    if gen_key is not None:
+        hits = _all_cached(specs, gen_key)
+        if hits is not None:                        # every build in the cache: nothing to load or build
+            out = _output_dir(out_dir)
+            tasks = [_GenTask(path, tuple(defines), t, force, asm_only, str(out), assembler, key)
+                     for _, t, path, key in hits]
+            return _gen_report([(name, t) for name, t, _, _ in hits], tasks, 1, asm_only, out)
+    from isagen.builders.spec import load_specs, parse_overrides
+    overrides = parse_overrides(defines)
     loaded = load_specs(specs, overrides)
     _check_unique(loaded)
 
@@ -191,26 +205,44 @@ def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> 
 
     out = _output_dir(out_dir)
     workers = max(1, min(jobs_n or os.cpu_count() or 1, len(jobs)))
-    tasks = [_GenTask(str(spec.path), tuple(defines), t, force, asm_only, str(out), assembler) for spec, t in jobs]
-    failures, written, start = 0, 0, time.perf_counter()
-    with Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress, \
+    manifests = {spec.path: _manifest_key(spec, gen_key) for spec in loaded} if gen_key else {}
+    tasks = []
+    for spec, t in jobs:
+        mkey = manifests.get(spec.path)
+        tasks.append(_GenTask(str(spec.path), tuple(defines), t.name, force, asm_only, str(out), assembler,
+                              _build_key(mkey, t.name) if mkey else None, t))
+    rc = _gen_report([(spec.name, t.name) for spec, t in jobs], tasks, workers, asm_only, out)
+    for spec in loaded:                  # a spec all of whose builds are in the cache: remember its list
+        mkey = manifests.get(spec.path)
+        names = [t.name for s, t in jobs if s is spec]
+        if mkey and names and all(cache.entry_dir("gen", _build_key(mkey, n)).is_dir() for n in names):
+            cache.store("gen", mkey, {"name": spec.name, "targets": names}, b"", "", durable=False)
+    return rc
+
+
+def _gen_report(jobs: list[tuple[str, str]], tasks: list[_GenTask], workers: int, asm_only: bool, out: Path) -> int:
+    """Run the builds (or take them from the cache) and print a line for each, then the summary."""
+    failures, written, cached, start = 0, 0, 0, time.perf_counter()
+    with _imports_frozen(), Progress("building", total=len(jobs), enabled=len(jobs) > 1) as progress, \
             _gen_results(tasks, workers) as results:
         # results come in the order of the jobs (a pool builds ahead); each build's line: "[i/n] name
         # target … " and its outcome; above a bar the line is printed whole (the bar shows what is next)
-        for i, ((spec, t), r) in enumerate(zip(jobs, results), 1):
-            head = f"[{i}/{len(jobs)}] {spec.name} {t.name} … "
+        for i, ((spec_name, t_name), r) in enumerate(zip(jobs, results), 1):
+            head = f"[{i}/{len(jobs)}] {spec_name} {t_name} … "
             if progress.shown:
-                progress.update(i - 1, status=f"{spec.name} {t.name}")
+                progress.update(i - 1, status=f"{spec_name} {t_name}")
             elif workers == 1:
                 print(head, end="", flush=True)
             if workers == 1:
                 r = r()                               # serial: build now, with the head already shown
             written += r.written
+            cached += r.cached
             for w in r.warnings:
                 progress.echo(w, file=sys.stderr)
             progress.advance()
             tail = ("FAILED" if r.error else
-                    f"ok {r.seconds:.2f} s{' (REJECTED: emitted with --force)' if r.rejected else ''} · {r.resources}")
+                    f"ok {r.seconds:.2f} s{' (REJECTED: emitted with --force)' if r.rejected else ''} · {r.resources}"
+                    f"{' · from the cache' if r.cached else ''}")
             progress.echo(head + tail if progress.shown or workers > 1 else tail)
             if r.error:
                 failures += 1
@@ -224,25 +256,131 @@ def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n) -> 
         if len(jobs) > 1:
             _error(f"{failures} of {len(jobs)} builds failed")
         return EXIT_USER_ERROR
-    print(f"wrote {written} files ({kinds}) to {out}/ in {elapsed:.1f} s")
+    reused = f"; {cached} of {len(jobs)} builds from the cache (--no-cache builds them)" if cached else ""
+    print(f"wrote {written} files ({kinds}) to {out}/ in {elapsed:.1f} s{reused}")
     return 0
+
+
+@contextlib.contextmanager
+def _imports_frozen():
+    """While the builds run, the cyclic collector does not run by itself (builds leave no cycles to
+    speak of: everything they make is freed by reference counting when the build's files are
+    written), and what is loaded already (modules, ISA tables, specs) is left out of its scans
+    (``gc.freeze``; forked workers inherit both).  ``_gen_one`` collects when many objects have
+    stayed alive since the last collection."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
 class _GenTask:
-    """One build of ``isagen gen``: what a worker process needs (a path and strings, not a loaded spec)."""
+    """One build of ``isagen gen``: what a worker process needs (a path and strings, not a loaded spec).
+    ``cache_key``: where its result is kept in the cache (None: not cached); ``target_obj``: the
+    Target, None for a build the cache holds (its name is enough then)."""
 
     spec_path: str
     defines: tuple[str, ...]
-    target: Target
+    target: str
     force: bool
     asm_only: bool
     out_dir: str
     assembler: str
+    cache_key: str | None = None
+    target_obj: Target | None = None
+
+
+@dataclass(frozen=True)
+class _GenKey:
+    """What, besides the spec file and isagen itself, decides the outputs of an ``isagen gen``."""
+
+    defines: tuple[str, ...]
+    target: str
+    force: bool
+    asm_only: bool
+
+
+def _spec_files(paths) -> list[Path] | None:
+    """The spec files ``isagen gen PATHS`` reads, as load_specs lists them; None where that would be
+    an error (load_specs then reports it)."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml"))
+            if not found:
+                return None
+            files += found
+        else:
+            files.append(p)
+    return files
+
+
+def _manifest_key(spec_or_path, gk: _GenKey, text: str | None = None) -> str | None:
+    """The cache key of a spec file's build list under ``gk``: the file's text and resolved path,
+    ``-D``, ``--target``, ``--force``, ``--asm-only``, isagen's version and source, the packages that
+    shape the bytes and Python's version.  The spec's parameters follow from these (the generators'
+    defaults are isagen's source), so no spec needs loading to look a build up.  None (not cached)
+    for a spec whose generator lives outside the isagen package (a plug-in's or a test's code is
+    not in ``source_hash``)."""
+    if not isinstance(spec_or_path, (str, Path)):
+        spec = spec_or_path
+        source = Path(spec.generator.source or "/").resolve()
+        roots = (cache.package_root(), (cache.package_root() / "kernels").resolve())
+        if not any(source.is_relative_to(r) for r in roots):
+            return None
+        path = Path(spec.path)
+    else:
+        path = Path(spec_or_path)
+    try:
+        text = path.read_text() if text is None else text
+    except (OSError, UnicodeDecodeError):
+        return None
+    return cache.cache_key(kind="gen", spec=text, spec_path=str(path.resolve()), defines=list(gk.defines),
+                           target=gk.target, force=gk.force, asm_only=gk.asm_only, isagen=__version__,
+                           source=cache.source_hash(), packages=cache.dependency_versions(),
+                           python=list(sys.version_info[:2]))
+
+
+def _build_key(manifest_key: str, target_name: str) -> str:
+    return cache.cache_key(kind="gen-build", manifest=manifest_key, target=target_name)
+
+
+def _all_cached(paths, gk: _GenKey) -> list[tuple[str, str, str, str]] | None:
+    """``[(spec name, target name, spec path, build key)]`` when the cache holds every build ``isagen gen PATHS``
+    would make (checked, not loaded), else None (then the specs are loaded and built as usual)."""
+    files = _spec_files(paths)
+    if not files:
+        return None
+    out, names = [], set()
+    for f in files:
+        mkey = _manifest_key(f, gk)
+        if mkey is None:
+            return None
+        hit = cache.load("gen", mkey)
+        if hit is None:
+            return None
+        entry = hit[0]
+        name, targets = entry.get("name"), entry.get("targets")
+        if not isinstance(name, str) or not isinstance(targets, list) or not targets or name in names:
+            return None                             # (two specs of one name: load_specs reports it)
+        names.add(name)
+        for t in targets:
+            key = _build_key(mkey, t)
+            if not cache.entry_dir("gen", key).is_dir():
+                return None
+            out.append((name, t, str(f), key))
+    return out
 
 
 @dataclass
 class _GenResult:
+    cached: bool = False
     written: int = 0
     seconds: float = 0.0
     resources: str = ""
@@ -254,24 +392,15 @@ class _GenResult:
 def _gen_one(task: _GenTask) -> _GenResult:
     """Build one spec for one target and write its .s (and .co): in this process or a pool's worker.
     An ``IsagenError`` is the result's ``error``; the assembler's fallback warnings are returned as
-    lines, so that the parent prints them in order."""
+    lines, so that the parent prints them in order.  A build the cache holds is copied from it."""
     t0 = time.perf_counter()
     result = _GenResult()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AssemblerFallbackWarning)
         try:
-            spec = load_spec(task.spec_path, task.defines)
-            program = spec.build(task.target, force=task.force)
-            asm = render_assembly(program)
-            stem = Path(task.out_dir) / f"{spec.name}.{program.target.name}"
-            _write(stem.with_name(stem.name + ".s"), asm.encode())
-            result.written += 1
-            if not task.asm_only:
-                co, _ = code_object(program, assembler=task.assembler, asm_text=asm)
-                _write(stem.with_name(stem.name + ".co"), co)
-                result.written += 1
-            result.resources = resources_line(program)
-            result.rejected = program.rejected or None
+            hit = _from_cache(task, result) if task.cache_key else False
+            if not hit:
+                _gen_build(task, result)
         except IsagenError as e:
             result.error = str(e)
     result.warnings = tuple(f"isagen: warning: {w.message}" for w in caught
@@ -280,7 +409,59 @@ def _gen_one(task: _GenTask) -> _GenResult:
         if not issubclass(w.category, AssemblerFallbackWarning):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     result.seconds = time.perf_counter() - t0
+    if not gc.isenabled() and gc.get_count()[0] > GC_EVERY:
+        gc.collect()
     return result
+
+
+#: with the collector paused, collect after a build when this many more objects were made than freed
+#: (a build frees what it made when its files are written, so this stays rare)
+GC_EVERY = 200_000
+
+
+def _from_cache(task: _GenTask, result: _GenResult) -> bool:
+    """Write the files of a build the cache holds; False when it holds none (or a corrupt one,
+    which cache.load reports and removes)."""
+    assert task.cache_key is not None
+    hit = cache.load("gen", task.cache_key)
+    if hit is None:
+        return False
+    entry, co, asm = hit
+    stem = Path(task.out_dir) / f"{entry['name']}.{task.target}"
+    _write(stem.with_name(stem.name + ".s"), asm.encode())
+    result.written += 1
+    if not task.asm_only:
+        _write(stem.with_name(stem.name + ".co"), co)
+        result.written += 1
+    result.resources, result.rejected, result.cached = entry["resources"], entry["rejected"], True
+    return True
+
+
+def _gen_build(task: _GenTask, result: _GenResult) -> None:
+    """Build, write the files and (with a key, when LLVM was not needed) store them in the cache."""
+    from isagen.builders.spec import load_spec
+    from isagen.objects.emit import render_assembly
+    spec = load_spec(task.spec_path, task.defines)
+    target = task.target_obj or task.target
+    program = spec.build(target, force=task.force)
+    asm = render_assembly(program)
+    stem = Path(task.out_dir) / f"{spec.name}.{program.target.name}"
+    _write(stem.with_name(stem.name + ".s"), asm.encode())
+    result.written += 1
+    made_by = "isagen"
+    co = b""
+    if not task.asm_only:
+        co, made_by = code_object(program, assembler=task.assembler, asm_text=asm)
+        _write(stem.with_name(stem.name + ".co"), co)
+        result.written += 1
+    result.resources = resources_line(program)
+    result.rejected = program.rejected or None
+    if task.cache_key and made_by == "isagen":
+        cache.store("gen", task.cache_key,
+                    {"name": spec.name, "resources": result.resources, "rejected": result.rejected}, co, asm,
+                    durable=False)
+    from isagen.isa.table import forget_made
+    forget_made()       # the next build is another kernel: its registers differ, few instructions would repeat
 
 
 @contextlib.contextmanager
@@ -292,9 +473,11 @@ def _gen_results(tasks: list[_GenTask], workers: int):
         return
     fork = "fork" in multiprocessing.get_all_start_methods()
     if fork:            # what every build loads, loaded once here for the forked workers to share
-        for name in sorted({t.target.name for t in tasks}):
+        from isagen.isa.table import isa_table
+        for name in sorted({t.target for t in tasks}):
             isa_table(name)
             if not tasks[0].asm_only:
+                from isagen.isa.decoder import opcode_table
                 opcode_table(name)
     ctx = multiprocessing.get_context("fork" if fork else "spawn")
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
@@ -343,6 +526,8 @@ def _output_dir(path: str) -> Path:
 def list_specs(paths) -> int:
     """Each spec (files or directories of them; default: the bundled specs) with its generator,
     targets, parameters, sizes and reference; then each generator's parameter table."""
+    from isagen.builders.registry import load_generators
+    from isagen.builders.spec import bundled_specs_dir, load_spec
     paths = [Path(p) for p in paths] or [bundled_specs_dir()]
     files = []
     for p in paths:
@@ -459,6 +644,8 @@ def toolchain() -> int:
 def disasm(file, kernel, target) -> int:
     """Disassemble an AMDGPU code object (.co / .hsaco; a clang offload bundle is read through its
     AMDGPU entry) in llvm-objdump's layout, with the descriptor and metadata as comments."""
+    from isagen.objects.codeobject import read_code_object
+    from isagen.objects.disasm import disassemble
     sys.stdout.write(disassemble(read_code_object(file, target=target), kernel))
     return 0
 
@@ -477,6 +664,8 @@ DEMO_SPEC = "axpy_f32.yaml"
 def demo(out_dir, target, n) -> int:
     """Generate the fp32 axpy kernel, assemble it, show its first instructions, then run it (hip on a
     supported AMD GPU, else the CPU emulator) and check it against torch."""
+    from isagen.builders.spec import bundled_specs_dir, load_spec
+    from isagen.objects.emit import render_assembly
     spec_path = bundled_specs_dir() / DEMO_SPEC
     spec = load_spec(spec_path)
     target = spec.select_targets(target)[0]
@@ -509,6 +698,9 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     except ImportError:
         print("4. run       not available: torch is not installed (pip install torch); nothing was run.")
         return 0
+    from isagen.api import build
+    from isagen.runtime import run as run_command
+    from isagen.runtime.backends import choose_backend
     backend = run_command.require_device(choose_backend())     # hip without a GPU: one line, as in run
     kernel = build(str(spec.path), target.name)
     run_command.check_sizes(kernel, {"n": n})                    # what the kernel addresses, what memory holds
@@ -541,11 +733,6 @@ def _demo_run(spec, target, co: bytes, n: int) -> int:
     return 0
 
 
-
-# run and report live with the code they drive (isagen/runtime/run.py, isagen/report/command.py)
-cli.add_command(run_command.command, "run")
-cli.add_command(report_command.command, "report")
-cli.add_command(model_command.command, "model")
 
 
 if __name__ == "__main__":

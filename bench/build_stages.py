@@ -4,7 +4,9 @@ For each spec (default: the GEMM and the longest memory-bound kernel) and target
 the generator alone (``finish()``'s checks switched off), then on its item list ``insert_nops``,
 ``check_hazards`` (on the padded list), ``check_waits``, the LDS bank check, and the whole build
 (``Spec.build``: load + generator + every check).  CPU time of the process (``time.process_time``,
-less disturbed than wall time on a shared machine), the fastest repetition kept.  Results go to
+less disturbed than wall time on a shared machine), the fastest repetition kept; each stage starts
+after a full collection and with the memo of checked instructions emptied before the generator and
+the build (``forget_made``), so that no stage pays for, or profits from, another.  Results go to
 ``bench/results/build_stages.json`` and ``bench/results/build_stages.md``.
 
     python bench/build_stages.py [--reps 5] [SPEC:TARGET ...]
@@ -13,6 +15,7 @@ less disturbed than wall time on a shared machine), the fastest repetition kept.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -28,6 +31,12 @@ import isagen.builders.program as program_module  # noqa: E402
 from isagen import __version__  # noqa: E402
 from isagen.builders.spec import bundled_specs_dir, load_spec  # noqa: E402
 from isagen.checks import hazards, lds_banks, waits  # noqa: E402
+
+try:
+    from isagen.isa.table import forget_made  # noqa: E402
+except ImportError:        # an isagen from before the memo of checked instructions (a before/after run)
+    def forget_made() -> None:
+        pass
 
 DEFAULT = ["gemm_bf16:gfx942", "gemm_bf16:gfx950", "dropout_add_layer_norm_bf16:gfx942",
            "dropout_add_layer_norm_bf16:gfx950"]
@@ -55,17 +64,20 @@ def measure(name: str, target: str, reps: int) -> dict:
     best: dict[str, float] = {}
 
     def timed(stage, fn, *args):
+        gc.collect()        # no collection owed by an earlier stage lands in this one
         t0 = time.process_time()
         out = fn(*args)
         best[stage] = min(best.get(stage, float("inf")), time.process_time() - t0)
         return out
 
     for _ in range(reps):
+        forget_made()       # every stage from nothing: no instruction facts kept from an earlier run
         items = timed("generator", unchecked_items, spec, target)
         padded = timed("insert_nops", hazards.insert_nops, items, target)
         timed("check_hazards", hazards.check_hazards, padded, target)
         timed("check_waits", waits.check_waits, padded, target)
         timed("lds_banks", lds_banks.check_program, padded, target)
+        forget_made()
         program = timed("build", spec.build, target)
     n = len(program.instructions())
     ms = {k: 1e3 * v for k, v in best.items()}

@@ -2,9 +2,9 @@
 
     PYTHONPATH=. python bench/cli_startup.py [--reps 15]
 
-``cli.py`` imports what its commands use at module level (docs/cli.md), so every command pays the
-import of the builders, the toolchain, the report model and the runtime before it starts; this
-measures that price.  Reports min and median wall seconds over ``--reps`` runs each.  Writes
+``cli.py`` imports at module level only what every command needs; the builders, the report model
+and the runtime are imported by the commands that use them (docs/cli.md, issue 17); this measures
+what a command still pays before it starts.  Reports min and median wall seconds over ``--reps`` runs each.  Writes
 bench/results/cli_startup.json and .md.
 """
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
 from isagen.builders.spec import bundled_specs_dir, load_spec
 from isagen.errors import IsagenError, LaunchError, SpecError
 from isagen.objects import cache, toolchain
+from isagen.objects.cache import source_hash
 from isagen.objects.emit import render_assembly
 from isagen.progress import SLOW_WORK_S, Progress
 from isagen.runtime import gpu
@@ -326,25 +326,6 @@ def resolve_spec(spec) -> Path:
     near = difflib.get_close_matches(str(spec), names, n=1)
     hint = f" (did you mean '{near[0]}'?)" if near else ""
     raise SpecError(f"unknown spec '{spec}'{hint}; bundled specs: {', '.join(names) or 'none'}")
-
-
-_SOURCE_HASH = None
-
-
-def source_hash() -> str:
-    """SHA-256 over isagen's code that shapes a code object (the package and the kernel generators), so
-    an edited generator never meets a stale cache entry, version bump or not."""
-    global _SOURCE_HASH
-    if _SOURCE_HASH is None:
-        root = Path(__file__).resolve().parent
-        files = sorted(p for d in (root, (root / "kernels").resolve())
-                       for p in d.rglob("*") if p.suffix in (".py", ".yaml", ".json") and "runtime" not in p.parts
-                       and "__pycache__" not in p.parts and "specs" not in p.parts)
-        h = hashlib.sha256()
-        for p in files:
-            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-        _SOURCE_HASH = h.hexdigest()
-    return _SOURCE_HASH
 
 
 def _override_text(value) -> str:

@@ -150,7 +150,7 @@ def test_parallel_library_build_writes_the_serial_builds_files(tmp_path):
         shutil.copy(bundled_specs_dir() / f"{name}.yaml", lib)
     outputs = {}
     for jobs in ("1", "2"):
-        r = run_module("gen", str(lib), "-j", jobs, "-o", str(tmp_path / f"j{jobs}"))
+        r = run_module("gen", str(lib), "-j", jobs, "--no-cache", "-o", str(tmp_path / f"j{jobs}"))
         assert r.returncode == 0, r.stderr
         files = sorted((tmp_path / f"j{jobs}").iterdir())
         outputs[jobs] = ({f.name: f.read_bytes() for f in files},
@@ -435,12 +435,13 @@ def _elementwise_library(tmp_path, count=2):
 
 def test_library_build_draws_a_bar_on_a_terminal_only(tmp_path):
     lib = _elementwise_library(tmp_path)
-    piped = run_module("gen", str(lib), "--asm-only", "-o", str(tmp_path / "a"))
+    piped = run_module("gen", str(lib), "--asm-only", "--no-cache", "-o", str(tmp_path / "a"))
     assert piped.returncode == 0 and piped.stderr == ""
     # the same build with stderr on a pseudo-terminal: the bar is drawn there, stdout is unchanged
     leader, follower = pty.openpty()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "isagen", "gen", str(lib), "--asm-only", "-o", str(tmp_path / "a")],
+    proc = subprocess.Popen([sys.executable, "-m", "isagen", "gen", str(lib), "--asm-only", "--no-cache", "-o",
+                             str(tmp_path / "a")],
                             stdout=subprocess.PIPE, stderr=follower, text=True, env=env, cwd=ROOT)
     os.close(follower)
     stdout, _ = proc.communicate(timeout=120)

@@ -335,8 +335,33 @@ def load_generators() -> dict[str, Generator]:
     return GENERATORS
 
 
+def _module_declaring(name: str) -> str | None:
+    """The one module of ``isagen.kernels`` whose source declares ``@generator("name"``, or None
+    (none, or several).  A guess that saves importing every generator for one build: the registry
+    decides (get_generator falls back to load_generators when the guess does not register it)."""
+    import os
+    package = importlib.import_module("isagen.kernels")
+    needle = f'@generator("{name}"'
+    found = []
+    for directory in package.__path__:
+        for entry in sorted(os.listdir(directory)):
+            if entry.endswith(".py") and not entry.startswith("_"):
+                with open(os.path.join(directory, entry), encoding="utf-8") as f:
+                    if needle in f.read():
+                        found.append(entry[:-3])
+    return found[0] if len(found) == 1 else None
+
+
 def get_generator(name: str) -> Generator:
-    """The generator called ``name``; a SpecError (with a suggestion) when there is none."""
+    """The generator called ``name``; a SpecError (with a suggestion) when there is none.  Only the
+    module that declares it is imported when that can be told from the sources (a one-spec build
+    then skips importing the other generators); otherwise every generator module is."""
+    if name not in GENERATORS and not _LOADED and isinstance(name, str):
+        module = _module_declaring(name)
+        if module is not None:
+            importlib.import_module(f"isagen.kernels.{module}")
+    if name in GENERATORS:
+        return GENERATORS[name]
     gens = load_generators()
     if name not in gens:
         near = difflib.get_close_matches(str(name), gens, n=1)

@@ -270,10 +270,19 @@ _SUPERSEDED_BY = {"mfma_write": "mfma", "valu_write": "valu", "salu_write_m0": "
 
 
 class _Facts:
-    """What the pass needs to know of one instruction, computed once."""
+    """What the pass needs to know of one instruction, computed once for all equal instructions
+    (``Instruction.shared``): ``inst`` is the first of them (only its definition, operands and
+    modifiers are read)."""
 
     __slots__ = ("inst", "name", "unit", "mfma", "uses", "defs", "touch", "_ops", "dpp", "flags", "mods", "ws",
-                 "xclass", "events")
+                 "xclass")
+
+    @staticmethod
+    def of(inst: Instruction) -> _Facts:
+        f = inst.shared.checks.get("hazards.facts")
+        if f is None:
+            f = inst.shared.checks["hazards.facts"] = _Facts(inst)
+        return f
 
     def __init__(self, inst: Instruction):
         self.inst = inst
@@ -290,7 +299,6 @@ class _Facts:
         self.ws = nop_wait_states(inst)
         # the kind of writer this is, for ending older hazards of the same kind (_SUPERSEDED_BY)
         self.xclass = "mfma" if self.mfma is not None else ("valu" if self.unit in ("valu", "trans") else self.unit)
-        self.events: list[_Event] | None = None   # what it leaves behind (the pass fills it in once)
 
     def op(self, name: str) -> tuple[Key, ...]:
         if self._ops is None:
@@ -311,7 +319,8 @@ class _Pass:
         self.target = get_target(target)
         self.table = _fixed_rules(self.target)
         self.window = max_window(self.target)
-        self.facts = {pos: _Facts(i) for pos, i in enumerate(items) if isinstance(i, Instruction)}
+        self.facts = {pos: _Facts.of(i) for pos, i in enumerate(items) if isinstance(i, Instruction)}
+        self.events: dict[int, list[_Event]] = {}   # what each instruction leaves behind (worked out once)
         self.has_dpp = any(f.dpp for f in self.facts.values())
         self.cfg = CFG(items)
         self.nops: dict[int, int] = {}             # instruction position -> wait states inserted before it
@@ -538,10 +547,12 @@ class _Pass:
 
     def _events(self, pos: int) -> list[_Event]:
         """The events the instruction at ``pos`` leaves behind (worked out once; walks copy them)."""
-        f = self.facts[pos]
-        if f.events is None:
-            f.events = [ev for ev in self._events_of(pos, f.inst) if ev.keys]
-        return f.events
+        events = self.events.get(pos)
+        if events is None:
+            inst = self.items[pos]
+            assert isinstance(inst, Instruction)
+            events = self.events[pos] = [ev for ev in self._events_of(pos, inst) if ev.keys]
+        return events
 
     @staticmethod
     def _verb(ev: _Event) -> str:
@@ -647,7 +658,8 @@ _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
 
 
 class _Profile:
-    """What one instruction reads and writes, by role (computed once per instruction)."""
+    """What one instruction reads and writes, by role (computed once for all equal instructions,
+    ``Instruction.shared``; ``inst`` is the first of them, read for its operands only)."""
 
     __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
                  "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
@@ -806,6 +818,14 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     return found
 
 
+def _profile(inst: Instruction, table: dict[str, int], target: Target) -> _Profile:
+    key = f"hazards.profile.{target.name}"
+    p = inst.shared.checks.get(key)
+    if p is None:
+        p = inst.shared.checks[key] = _Profile(inst, table)
+    return p
+
+
 def _what(p: _Profile) -> str:
     if p.mfma is not None:
         return f"{'XDL' if p.mfma.xdl else 'non-XDL'} MFMA, {p.mfma.passes} passes"
@@ -825,7 +845,8 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
     t = _fixed_rules(target)
     window = max_window(target)
     cfg = CFG(list(items))
-    profiles = {pos: _Profile(item, t) for pos, item in enumerate(items) if isinstance(item, Instruction)}
+    insts = {pos: item for pos, item in enumerate(items) if isinstance(item, Instruction)}
+    profiles = {pos: _profile(item, t, target) for pos, item in insts.items()}
     any_dpp = any(p.dpp for p in profiles.values())
     # registers some instruction of the program can start a hazard on; only those need a search
     hazardous: set[Key] = set()
@@ -852,8 +873,8 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
                 key = (cpos, ppos, reason)
                 if key not in found or found[key][0] > dist:
                     found[key] = (dist, Violation(
-                        cpos, c.inst, format_keys(regs),
-                        f"{reason.format(regs=format_keys(regs))} #{ppos} {p.inst.render(False)} "
+                        cpos, insts[cpos], format_keys(regs),
+                        f"{reason.format(regs=format_keys(regs))} #{ppos} {insts[ppos].render(False)} "
                         f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
                         f"needs {n}", source=ppos, kind="hazard"))
         if not p.writes.isdisjoint(interest):

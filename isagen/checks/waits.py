@@ -181,8 +181,11 @@ class _Checker:
     def _check(self, pos: int, x: Instruction, state: dict) -> None:
         if not state:
             return
-        uses, defs = frozenset(x.use_keys()), frozenset(x.def_keys())
-        touch = uses | defs
+        sets = x.shared.checks.get("waits.keys")      # (equal instructions share them)
+        if sets is None:
+            uses, defs = frozenset(x.use_keys()), frozenset(x.def_keys())
+            sets = x.shared.checks["waits.keys"] = (uses, defs, uses | defs)
+        uses, defs, touch = sets
         is_vmem_load = pos in self.ops and self.ops[pos].is_vmem_load
         touches_lds = x.unit == "ds" and bool({"lds_read", "lds_write"} & x.desc.flags)
         my_lds = lds_range(x) if touches_lds else None

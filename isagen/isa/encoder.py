@@ -450,7 +450,12 @@ def encode_items(items: Sequence[object]) -> bytes:
             pc += size
     out = bytearray()
     for inst, size in insts:
-        code = encode(inst, len(out), labels)
+        sh = inst.shared
+        code = sh.code                 # equal label-free instructions encode alike, wherever they are
+        if code is None:
+            code = encode(inst, len(out), labels)
+            if not any(isinstance(op, Label) for op in inst.ops):
+                sh.code = code
         if len(code) != size:
             raise EncodeError(f"{inst.render(False)}: encoded {len(code)} bytes, its size is {size}")
         out += code

@@ -31,11 +31,30 @@ if TYPE_CHECKING:                     # the table builds instructions; a run-tim
     from isagen.isa.table import InstrDef
 
 
+class Shared:
+    """What follows from an instruction's definition, operands and modifiers alone (its register keys,
+    size, encoding form, text, machine code, the checks' per-instruction facts), worked out once:
+    ``InstrDef.make`` hands every instruction it makes with equal operands and modifiers the same
+    one (an unrolled kernel repeats most of its instructions), an instruction made otherwise gets
+    its own.  ``checks`` holds what a check pass derives, under the pass's own name."""
+
+    __slots__ = ("defs", "uses", "size", "encoding", "text", "code", "checks")
+
+    def __init__(self) -> None:
+        self.defs: tuple[tuple[str, int], ...] | None = None
+        self.uses: tuple[tuple[str, int], ...] | None = None
+        self.size: int | None = None
+        self.encoding: str | None = None
+        self.text: str | None = None        # render(False)
+        self.code: bytes | None = None      # the encoder's bytes (label-free instructions only)
+        self.checks: dict[str, Any] = {}
+
+
 class Instruction:
-    __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes", "_defs", "_uses")
+    __slots__ = ("desc", "ops", "mods", "comment", "lds", "lanes", "shared")
 
     def __init__(self, desc: InstrDef, ops: tuple[Any, ...], mods: dict[str, Any],
-                 comment: str | None = None):
+                 comment: str | None = None, shared: Shared | None = None):
         self.desc = desc          # the table's definition
         self.ops = ops            # operand values, in assembly order
         self.mods = mods          # modifier name -> value (validated)
@@ -45,10 +64,9 @@ class Instruction:
         # optional lane byte addresses of a DS/LDS-DMA access, one 64-tuple per wave variant, for the
         # LDS bank check (lds_banks.check_program)
         self.lanes: tuple[tuple[int, ...], ...] | None = None
-        # the register keys written and read, worked out on first use (operands never change, and
-        # every check pass asks for them)
-        self._defs: tuple[tuple[str, int], ...] | None = None
-        self._uses: tuple[tuple[str, int], ...] | None = None
+        # what follows from desc, ops and mods, worked out on first use (they never change), shared
+        # with the equal instructions InstrDef.make made
+        self.shared = shared if shared is not None else Shared()
 
     # ------------------------------------------------------------------ identity
     @property
@@ -67,12 +85,18 @@ class Instruction:
     def encoding(self) -> str:
         """``e32``/``e64``/``dpp`` for VOP1/VOP2/VOPC instructions (which form LLVM will pick), else
         ``native``."""
-        return self.desc.encoding(self.ops, self.mods)
+        sh = self.shared
+        if sh.encoding is None:
+            sh.encoding = self.desc.encoding(self.ops, self.mods)
+        return sh.encoding
 
     @property
     def size(self) -> int:
         """Bytes of machine code (4, 8 or 12: instruction words plus a trailing literal)."""
-        return self.desc.size(self.ops, self.mods)
+        sh = self.shared
+        if sh.size is None:
+            sh.size = self.desc.size(self.ops, self.mods)
+        return sh.size
 
     @property
     def is_dpp(self) -> bool:
@@ -83,7 +107,7 @@ class Instruction:
         return self.ops[self.desc.operand_index(name)]
 
     def with_comment(self, comment: str) -> Instruction:
-        inst = Instruction(self.desc, self.ops, self.mods, comment)
+        inst = Instruction(self.desc, self.ops, self.mods, comment, self.shared)
         inst.lds = self.lds
         inst.lanes = self.lanes
         return inst
@@ -108,25 +132,27 @@ class Instruction:
 
     def def_keys(self) -> tuple[tuple[str, int], ...]:
         """``defs()`` as a tuple, computed once per instruction."""
-        if self._defs is None:
+        sh = self.shared
+        if sh.defs is None:
             keys: list[tuple[str, int]] = []
             for value in self.def_operands():
                 keys += operand_keys(value)
             for name in self.desc.implicit_defs:
                 keys += Special(name).keys()
-            self._defs = tuple(keys)
-        return self._defs
+            sh.defs = tuple(keys)
+        return sh.defs
 
     def use_keys(self) -> tuple[tuple[str, int], ...]:
         """``uses()`` as a tuple, computed once per instruction."""
-        if self._uses is None:
+        sh = self.shared
+        if sh.uses is None:
             keys: list[tuple[str, int]] = []
             for value in self.use_operands():
                 keys += operand_keys(value)
             for name in self.desc.implicit_uses:
                 keys += Special(name).keys()
-            self._uses = tuple(keys)
-        return self._uses
+            sh.uses = tuple(keys)
+        return sh.uses
 
     # ------------------------------------------------------------------ rendering
     def render_operands(self) -> str:
@@ -139,15 +165,18 @@ class Instruction:
         return self.desc.render_modifiers(self.mods)
 
     def render(self, with_comment: bool = True) -> str:
-        text = self.desc.asm
-        if self.is_dpp:
-            text += "_dpp"
-        ops = self.render_operands()
-        if ops:
-            text += " " + ops
-        mods = self.render_modifiers()
-        if mods:
-            text += " " + mods
+        text = self.shared.text
+        if text is None:
+            text = self.desc.asm
+            if self.is_dpp:
+                text += "_dpp"
+            ops = self.render_operands()
+            if ops:
+                text += " " + ops
+            mods = self.render_modifiers()
+            if mods:
+                text += " " + mods
+            self.shared.text = text
         if with_comment and self.comment:
             text = f"{text:<48} // {self.comment}"
         return text

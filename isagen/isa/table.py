@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 from isagen.errors import ISAError
-from isagen.isa.instruction import Instruction
+from isagen.isa.instruction import Instruction, Shared
 from isagen.isa.operands import (
     OFF,
     Label,
@@ -320,6 +320,15 @@ class InstrDef:
         return self.make(ops, mods, comment)
 
     def make(self, ops: Sequence[Any], mods: dict[str, Any], comment: str | None = None) -> Instruction:
+        key = _made_key(self, ops, mods)
+        made = None
+        if key is not None:
+            try:
+                made = _MADE.get(key)
+            except TypeError:           # an unhashable operand
+                key = None
+        if made is not None and made[2] is self:    # these operands and modifiers passed the checks before
+            return Instruction(self, made[0], dict(made[1]), comment, made[3])
         if len(ops) != len(self.operands):
             raise ISAError(f"{self.name} takes {len(self.operands)} operands ({self.signature()}), got {len(ops)}")
         mods = self._check_mods(mods)
@@ -327,7 +336,12 @@ class InstrDef:
         checked = tuple(self._check_operand(spec, value, widths.get(spec.name, spec.width))
                         for spec, value in zip(self.operands, ops))
         self._check_combination(checked, mods)
-        return Instruction(self, checked, mods, comment)
+        shared = Shared()
+        if key is not None:
+            if len(_MADE) >= _MADE_LIMIT:
+                _MADE.clear()
+            _MADE[key] = (checked, dict(mods), self, shared)
+        return Instruction(self, checked, mods, comment, shared)
 
     # ------------------------------------------------------------------ modifiers
     def _check_mods(self, mods: dict[str, Any]) -> dict[str, Any]:
@@ -642,12 +656,14 @@ class ISATable:
     def __init__(self, target: Target, defs: dict[str, InstrDef], missing: dict[str, str] | None = None):
         self.target = target
         self.defs = defs
-        self._missing = missing or {}     # instructions of the other target, for a helpful error
+        self._missing = missing           # instructions of the other targets, for a helpful error
 
     def __getitem__(self, name: str) -> InstrDef:
         try:
             return self.defs[name]
         except KeyError:
+            if self._missing is None:      # worked out on the first miss (it builds the other tables)
+                self._missing = _other_targets_instructions(self.target, self.defs)
             other = self._missing.get(name)
             if other:
                 raise ISAError(f"'{name}' does not exist on {self.target.name} (it is a {other} instruction)") from None
@@ -695,18 +711,60 @@ def _entries(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: InstrDef.make's memo: (definition, operands, modifiers, their types) -> the checked operands and
+#: modifiers, and the ``Shared`` facts of the instructions made from them.  An unrolled kernel builds
+#: the same instruction many times over (a GEMM of 3157 instructions has 859 distinct ones), and the
+#: checks are pure functions of these; the types are part of the key because 1, 1.0 and True are
+#: equal (and hash alike) but are not the same operand.
+_MADE: dict[tuple[Any, ...], tuple[tuple[Any, ...], dict[str, Any], InstrDef, Shared]] = {}
+_MADE_LIMIT = 1 << 16
+
+
+def forget_made() -> None:
+    """Empty InstrDef.make's memo (benchmarks time a build from nothing with it)."""
+    _MADE.clear()
+
+
+def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The memo key of ``desc.make(ops, mods)``, or None when a modifier is not a value the key can
+    hold.  ``desc`` is there by identity (the memo's value keeps it, so the id is not reused)."""
+    if type(ops) is not tuple:
+        ops = tuple(ops)
+    if mods:
+        mkey: list[tuple[Any, ...]] = []
+        for k, v in mods.items():
+            t = type(v)
+            if t is tuple or t is list:
+                mkey.append((k, t, tuple(v), tuple(map(type, v))))
+            elif t is bool or t is int or t is str:
+                mkey.append((k, t, v))
+            else:
+                return None
+        mods_key: tuple[Any, ...] = tuple(mkey)
+    else:
+        mods_key = ()
+    types = tuple(map(type, ops))
+    if float in types:                  # -0.0 == 0.0, but they are different constants
+        return (id(desc), ops, types, mods_key, tuple(repr(o) for o in ops if type(o) is float))
+    return (id(desc), ops, types, mods_key)
+
+
 @functools.cache
 def isa_table(target: str | Target) -> ISATable:
     """The instruction table of a target (cached)."""
     target = get_target(target)
-    defs = _build_defs(target)
+    return ISATable(target, _build_defs(target))
+
+
+def _other_targets_instructions(target: Target, defs: dict[str, InstrDef]) -> dict[str, str]:
+    """Instruction name -> the other target that has it, for those ``target`` lacks."""
     missing: dict[str, str] = {}
     for other in TARGETS.values():
         if other.name != target.name:
             for name in _build_defs(other):
                 if name not in defs:
                     missing[name] = other.name
-    return ISATable(target, defs, missing)
+    return missing
 
 
 @functools.cache

@@ -48,6 +48,53 @@ def cache_dir() -> Path:
     return base / "isagen"
 
 
+_SOURCE_HASH: str | None = None
+
+
+def source_hash() -> str:
+    """SHA-256 over isagen's code that shapes a code object (the package and the kernel generators), so
+    an edited generator never meets a stale cache entry, version bump or not."""
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
+        root = Path(__file__).resolve().parent.parent
+        files = sorted(p for d in (root, (root / "kernels").resolve())
+                       for p in d.rglob("*") if p.suffix in (".py", ".yaml", ".json") and "runtime" not in p.parts
+                       and "__pycache__" not in p.parts and "specs" not in p.parts)
+        h = hashlib.sha256()
+        for p in files:
+            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        _SOURCE_HASH = h.hexdigest()
+    return _SOURCE_HASH
+
+
+def package_root() -> Path:
+    """The isagen package directory (generators whose source lies under it are covered by
+    ``source_hash``; the kernels folder may be a link out of it)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def dependency_versions() -> dict[str, str]:
+    """Where and which version of each third-party package that shapes a build's bytes (numpy in the
+    generators' lane arithmetic, PyYAML reading specs and ISA tables, msgpack writing the metadata
+    note) is installed: the file that names its version, with its size and time stamp.  Found
+    without importing them (a cache hit then needs none of them)."""
+    import importlib.util
+    out = {}
+    for name, rel in (("numpy", "version.py"), ("yaml", "__init__.py"), ("msgpack", "__init__.py")):
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        if not origin:
+            out[name] = "absent"
+            continue
+        path = os.path.join(os.path.dirname(origin), rel)
+        try:
+            st = os.stat(path)
+            out[name] = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            out[name] = origin
+    return out
+
+
 def cache_key(**parts) -> str:
     """SHA-256 (hex) of the canonical JSON of ``parts`` (keys sorted, no whitespace)."""
     text = json.dumps({"format": FORMAT, **parts}, sort_keys=True, separators=(",", ":"), default=str)
@@ -111,13 +158,15 @@ def load(name: str, key: str, root: Path | None = None) -> tuple[dict, bytes, st
     return entry, co, asm
 
 
-def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None = None) -> Path | None:
+def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None = None, *,
+          durable: bool = True) -> Path | None:
     """Write an entry atomically; returns its directory.  A concurrent writer of the same key wins
-    harmlessly (both wrote the same content).  A cache that cannot be written (read-only home, a
-    file where the directory should be) is a ``CacheWarning`` naming it, and None: the kernel was
-    built and is used, only not kept."""
+    harmlessly (both wrote the same content).  ``durable=False`` skips the fsyncs (``isagen gen``,
+    whose outputs are files anyway: an entry a crash left short fails its digest and is rebuilt).
+    A cache that cannot be written (read-only home, a file where the directory should be) is a
+    ``CacheWarning`` naming it, and None: the kernel was built and is used, only not kept."""
     try:
-        return _store(name, key, entry, co, asm, root)
+        return _store(name, key, entry, co, asm, root, durable)
     except OSError as e:
         where = entry_dir(name, key, root).parent
         warnings.warn(f"cannot write the isagen cache in {where} ({e.strerror or e}); the kernel is used but not "
@@ -125,7 +174,7 @@ def store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | No
         return None
 
 
-def _store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None) -> Path:
+def _store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | None, durable: bool = True) -> Path:
     final = entry_dir(name, key, root)
     final.parent.mkdir(parents=True, exist_ok=True)
     asm_bytes = asm.encode()
@@ -137,8 +186,9 @@ def _store(name: str, key: str, entry: dict, co: bytes, asm: str, root: Path | N
                             ("entry.json", json.dumps(entry, indent=1, sort_keys=True).encode())):
             with open(tmp / fname, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
         if final.exists():
             if _read(final, key)[3] is None:   # a concurrent builder stored it meanwhile: keep theirs
                 return final

@@ -17,11 +17,12 @@ what LLVM wrote.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 import msgpack
 
-from isagen.builders.program import Program
-from isagen.objects.emit import metadata_document, next_free_sgpr
+if TYPE_CHECKING:     # (the builders load numpy: only code-object writers need them, and they have them)
+    from isagen.builders.program import Program
 
 KD_SIZE = 64
 
@@ -50,6 +51,7 @@ def kernel_descriptor(program: Program, code_entry_offset: int = 0) -> bytes:
     rsrc3 = program.accum_offset // 4 - 1
     # kernel_code_properties: only the kernarg segment pointer (s[0:1]) is set up
     props = 1 << 3
+    from isagen.objects.emit import next_free_sgpr
     assert next_free_sgpr(program) <= program.sgpr_count          # the count the granule is of
     data = struct.pack("<IIIIq20xIIIHH4x", program.lds_bytes, 0, program.args.segment_size, 0,
                        code_entry_offset, rsrc3, rsrc1, rsrc2, props, 0)
@@ -73,6 +75,7 @@ def _key_order(value):
 
 def metadata_msgpack(program: Program, target_id: str | None = None) -> bytes:
     """The metadata note's descriptor: the msgpack of ``emit.metadata_document``."""
+    from isagen.objects.emit import metadata_document
     doc = metadata_document(program, target_id or program.target.target_id)
     data: bytes = msgpack.packb(_key_order(doc))
     return data

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import msgpack
 
 from isagen.errors import CodeObjectError, ToolchainError
-from isagen.objects.codeobject import NT_AMDGPU_METADATA, check_metadata
+from isagen.objects.elf_parts import NT_AMDGPU_METADATA
 from isagen.targets import TARGETS, Target, get_target
 
 TRIPLE = "amdgcn-amd-amdhsa"
@@ -592,6 +592,7 @@ def _split_metadata(obj: bytes) -> tuple[bytes, dict | None]:
             continue
         if len(found) > 1 or meta is not None:
             raise ToolchainError("an object holds more than one AMDGPU metadata note")
+        from isagen.objects.codeobject import check_metadata  # (it loads the decoder: only when linking)
         try:
             meta = msgpack.unpackb(found[0], raw=False, strict_map_key=False)
             check_metadata(meta, "the object", sec["offset"])

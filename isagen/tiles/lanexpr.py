@@ -319,31 +319,31 @@ def bind(expr, regs: dict):
 # ------------------------------------------------------------------------------ numpy evaluation
 def evaluate(expr, env: dict | None = None) -> np.ndarray:
     """The 64 lane values (int64 array) of ``expr``; ``env`` maps uniform names to ints."""
-    env = env or {}
-    memo: dict = {}
+    return _ev(const(expr), env or {}, {}).copy()
 
-    def ev(e):
-        key = id(e)
-        if key in memo:
-            return memo[key]
-        if isinstance(e, Const):
-            v = np.full(64, e.value, np.int64)
-        elif isinstance(e, Lane):
-            v = np.arange(64, dtype=np.int64)
-        elif isinstance(e, (Uniform, VReg)):
-            if e.name not in env:
-                raise KeyError(f"lane expression needs a value for '{e.name}'")
-            v = np.broadcast_to(np.asarray(env[e.name], dtype=np.int64), (64,)).copy()
-        elif isinstance(e, Bin):
-            v = _apply(e.op, ev(e.a), ev(e.b)) & MASK32
-        elif isinstance(e, Select):
-            v = np.where(ev(e.x) < ev(e.y), ev(e.a), ev(e.b))
-        else:
-            raise TypeError(e)
-        memo[key] = v
-        return v
 
-    return ev(const(expr)).copy()
+def _ev(e, env: dict, memo: dict) -> np.ndarray:
+    """evaluate's recursion (a module function: a recursive closure would be a cycle, left with its
+    memo for the cyclic collector after every call)."""
+    key = id(e)
+    if key in memo:
+        return memo[key]
+    if isinstance(e, Const):
+        v = np.full(64, e.value, np.int64)
+    elif isinstance(e, Lane):
+        v = np.arange(64, dtype=np.int64)
+    elif isinstance(e, (Uniform, VReg)):
+        if e.name not in env:
+            raise KeyError(f"lane expression needs a value for '{e.name}'")
+        v = np.broadcast_to(np.asarray(env[e.name], dtype=np.int64), (64,)).copy()
+    elif isinstance(e, Bin):
+        v = _apply(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo)) & MASK32
+    elif isinstance(e, Select):
+        v = np.where(_ev(e.x, env, memo) < _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
+    else:
+        raise TypeError(e)
+    memo[key] = v
+    return v
 
 
 # ------------------------------------------------------------------------------ emission
