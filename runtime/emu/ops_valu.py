@@ -1498,7 +1498,7 @@ def _permlane_swap(vi: VInst, ctx):
     i = ctx.vindex(vi.vdst.reg, 1)
     j = ctx.vindex(vi.srcs[0].reg, 1)
     lane = np.arange(64)
-    if "32" in vi.name:
+    if vi.name.startswith("v_permlane32"):      # (not '"32" in name': every _b32 name has it)
         # vdst's upper 32 lanes <-> src0's lower 32 lanes
         odd = lane >= 32
         partner = lane ^ 32

@@ -629,6 +629,10 @@ GFX950_BODY = """
   v_add_u32 v10, 1000, v0
   s_nop 1
   v_permlane32_swap_b32 v9, v10
+  v_mov_b32 v22, v0
+  v_add_u32 v23, 1000, v0
+  s_nop 1
+  v_permlane16_swap_b32 v22, v23
   v_cvt_pk_bf16_f32 v14, v11, v12
   v_lshlrev_b32 v3, 3, v0
   v_lshlrev_b32 v15, 2, v0
@@ -653,6 +657,8 @@ GFX950_BODY = """
   global_store_dword v2, v14, s[6:7] offset:1536
   global_store_dword v2, v20, s[6:7] offset:1792
   global_store_dword v2, v21, s[6:7] offset:2048
+  global_store_dword v2, v22, s[6:7] offset:2304
+  global_store_dword v2, v23, s[6:7] offset:2560
 """
 
 
@@ -666,9 +672,9 @@ def test_gfx950_instructions():
     co = build("g950", GFX950_BODY, target="gfx950", args=(("ptr", "inp"), ("ptr", "out")), lds=4096, vgprs=24)
     dev = Device("gfx950")
     inp = dev.to_device(np.arange(256, dtype=U32))
-    out = dev.to_device(np.zeros((9, 64), U32))
+    out = dev.to_device(np.zeros((11, 64), U32))
     assert dev.load_module(co).launch("g950", grid=(1,), block=(64,), args=[inp, out], on_error="collect") == []
-    o = dev.from_device(out, (9, 64), U32)
+    o = dev.from_device(out, (11, 64), U32)
     lane = np.arange(64, dtype=U32)
     a, b, c = lane, U32(0xF0F0F0F0), U32(0xCCCCCCCC)
     np.testing.assert_array_equal(o[0], a ^ b ^ c)                              # bitop3 truth table 0x96: xor3
@@ -676,6 +682,11 @@ def test_gfx950_instructions():
     # v_permlane32_swap: lanes 32..63 of vdst <-> lanes 0..31 of src0
     np.testing.assert_array_equal(o[2], np.where(lane < 32, lane, 1000 + lane - 32))
     np.testing.assert_array_equal(o[3], np.where(lane < 32, lane + 32, 1000 + lane))
+    # v_permlane16_swap (LLVM's llvm.amdgcn.permlane16.swap): the odd rows of 16 lanes of vdst <-> the even
+    # rows of src0 (AITER's gfx950 bf16 GEMM epilogue pairs its output quads with it)
+    odd = (lane // 16) % 2 == 1
+    np.testing.assert_array_equal(o[9], np.where(odd, 1000 + lane - 16, lane))
+    np.testing.assert_array_equal(o[10], np.where(odd, 1000 + lane, lane + 16))
     # global_load_lds_dwordx4: 16 bytes per lane at M0 + 16*lane
     np.testing.assert_array_equal(o[4], 4 * lane)
     np.testing.assert_array_equal(o[5], 4 * lane + 3)
