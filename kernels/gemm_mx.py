@@ -33,7 +33,7 @@ from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.errors import SpecError
 from isagen.isa.operands import M0, Reg
-from isagen.kernels import gemm
+from isagen.kernels import gemm, gemm_fp8
 from isagen.kernels.gemm import GemmKernel, Plan
 from isagen.targets import TARGETS, get_target
 from isagen.tiles import lanexpr as lx
@@ -55,13 +55,7 @@ PARAMS = {
                       choices=tuple(FORMATS)),
     "b_format": Param("str", "same", "MX element format of B: same (as A), e4m3, e5m2 or e2m1 (fp4 only with "
                                      "fp4 A)", choices=("same",) + tuple(FORMATS)),
-    "out_dtype": Param("str", "bf16", "element type of C (accumulation is fp32; bf16/f16 round to nearest even)",
-                       choices=("bf16", "f16", "f32")),
-    "schedule": Param("str", "pingpong8", "pingpong8: 8 waves in two groups a barrier apart; "
-                                          "interleave4: 4 waves, single MFMAs interleaved with single loads",
-                      choices=tuple(gemm.SCHEDULES)),
-    "block_m": Param("int", 256, "macro tile rows (M) per workgroup", multiple_of=32, min=32, max=256),
-    "block_n": Param("int", 256, "macro tile columns (N) per workgroup", multiple_of=32, min=32, max=256),
+    **{name: gemm_fp8.PARAMS[name] for name in ("out_dtype", "schedule", "block_m", "block_n")},
     "block_k": Param("int", 0, "K elements per pipeline stage; 0: 128 bytes of A's rows per stage (128 for "
                                "MXFP8, 256 for MXFP4), twice that for interleave4's decode tiles where one "
                                "k-slice would be the whole stage", choices=(0, 128, 256, 512)),

@@ -54,20 +54,9 @@ WORKGROUP_SIZE = 256          # launch_kernel({..., gdx, gdy, gdz, 256, 1, 1, ..
 
 def pack_bf16gemm_args(**fields) -> bytes:
     """The bytes of AITER's ``KernelArgs`` for the bf16 GEMM; missing fields are 0 (``KernelArgs args = {}``)."""
-    unknown = set(fields) - {n for n, _ in BF16GEMM_ARG_FIELDS}
-    if unknown:
-        raise LaunchError(f"bf16 GEMM KernelArgs has no field {', '.join(sorted(unknown))}")
-    out = bytearray()
-    for name, kind in BF16GEMM_ARG_FIELDS:
-        v = fields.get(name, 0)
-        if kind == "p":
-            out += struct.pack("<Q", int(v)) + bytes(8)
-        elif kind == "f":
-            out += struct.pack("<f", float(v)) + bytes(12)
-        else:
-            out += struct.pack("<I", int(v) & 0xFFFFFFFF) + bytes(12)
+    out = pack_slots(BF16GEMM_ARG_FIELDS, **fields)
     assert len(out) == BF16GEMM_ARGS_SIZE
-    return bytes(out)
+    return out
 
 
 @dataclass(frozen=True)
