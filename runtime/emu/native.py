@@ -18,8 +18,8 @@ wave-MFMA than the numpy path in isolation (~1.1 us per 32x32x8 wave-MFMA), more
 fused runs (executor._fuse_mfma_runs), where the accumulators of 32 waves stay in cache.
 
 The shared object is cached under ``isagen.objects.cache.cache_dir() / "emu-native"`` by a hash of
-the source and compiler.  No compiler (``cc``/``gcc``/``clang`` on PATH, or ``$CC``), a failed build,
-or ``ISAGEN_EMU_NATIVE=0`` leaves the numpy path in use; ``available()`` says which.
+the source and compiler.  No compiler (``cc``/``gcc``/``clang``/``clang-22``/``clang-19`` on PATH, or
+``$CC``), a failed build, or ``ISAGEN_EMU_NATIVE=0`` leaves the numpy path in use; ``available()`` says which.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def _compiler() -> str | None:
     cc = os.environ.get("CC")
     if cc and shutil.which(cc):
         return shutil.which(cc)
-    for name in ("cc", "gcc", "clang"):
+    # Debian's LLVM packages (which isagen's CI installs) name their clang by version only
+    for name in ("cc", "gcc", "clang", "clang-22", "clang-19"):
         p = shutil.which(name)
         if p:
             return p
@@ -193,7 +194,7 @@ def _build() -> ctypes.CDLL | None:
         return None
     cc = _compiler()
     if cc is None:
-        _why = "no C compiler on PATH (cc, gcc, clang or $CC)"
+        _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
         return None
     from isagen.objects.cache import cache_dir
     flags = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-fast-math", "-std=c99"]
