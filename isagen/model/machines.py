@@ -86,13 +86,13 @@ SOURCES: dict[str, str] = {
 class Params:
     """The model's free parameters (not in any data sheet): fitted on the calibration rows only."""
 
-    mem_latency_ns: float = 550.0     # a global load's unloaded round trip (L2 miss) [fitted]
+    mem_latency_ns: float = 250.0     # a global load's unloaded round trip (L2 miss) [fitted]
     l2_latency_ns: float = 300.0      # a load that hits L2 [estimate: between L1 and HBM]
     smem_latency_ns: float = 200.0    # a scalar load [estimate]
     lds_latency_cycles: int = 64      # a DS read's round trip [estimate]
     store_latency_ns: float = 300.0   # a store or atomic leaving vmcnt [estimate]
     hbm_efficiency: float = 0.80      # achievable fraction of peak HBM bandwidth [fitted]
-    launch_us: float = 5.5            # a kernel launch's fixed cost: dispatch, first wave start, drain [fitted]
+    launch_us: float = 6.5            # a kernel launch's fixed cost: dispatch, first wave start, drain [fitted]
     # the clock with every matrix core busy, as a fraction of peak (an effective figure: it also absorbs what
     # slows matrix-bound code and is not modelled, e.g. LDS bank conflicts) [fitted]
     clock_fraction: float = 0.5
