@@ -17,7 +17,9 @@ import gc
 
 import numpy as np
 
+from isagen.errors import IsagenError
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, Ctx
 from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
@@ -270,7 +272,7 @@ class RunContext:
         row = 0
         lanes: tuple[int, ...] = ()
         if rows_lanes is not None:
-            m = np.asarray(rows_lanes)
+            m = X.to_host(rows_lanes)
             if m.ndim == 1:
                 m = m[:, None]
             r, lanes = R.first_bad(m)
@@ -278,7 +280,7 @@ class RunContext:
         if wave is None:
             wave = int(widx[row]) if len(widx) else 0
         if rows_lanes is None:
-            lanes = tuple(int(x) for x in np.nonzero(st.EXEC[wave])[0])   # the lanes taking part
+            lanes = tuple(int(x) for x in np.nonzero(X.to_host(st.EXEC[wave]))[0])   # the lanes taking part
         g = int(st.wg[wave])
         rep = Report(category, self.kernel, int(inst.pc), inst.text, message,
                      workgroup=tuple(int(x) for x in st.wg_id[g]), wave=int(st.wave_in_wg[wave]),
@@ -311,6 +313,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     W = st.W
     budget = rc.budget
     n_blocks = 0
+    block = None
     status, pcs = st.status, st.pc
     trace = rc.trace
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
@@ -360,6 +363,14 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
                 _budget_exceeded(st, prog, rc)
     except _Abort:
         pass
+    except Exception as e:
+        if X.active() == "cpu" or isinstance(e, IsagenError):
+            raise
+        # the cuda engine: a handler that mixes host and device arrays, or a CuPy gap -- one clear error
+        where = f"the basic block at {block.steps[0].inst.pc:#x} ({block.steps[0].inst.text} ... " \
+                f"{block.steps[-1].inst.text})" if block is not None else "the batch set-up"
+        raise X.EngineError(f"the cuda emulator engine cannot run {where} of kernel '{rc.kernel}': "
+                            f"{type(e).__name__}: {e}; use {X.ENV}=cpu") from e
     finally:
         if gc_was_on:
             gc.enable()
