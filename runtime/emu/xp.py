@@ -31,6 +31,11 @@ class EngineError(IsagenError):
     """The requested emulator engine is not available or cannot run this work."""
 
 
+class FtzWarning(UserWarning):
+    """The cuda engine runs float VALU arithmetic of a kernel that keeps float32 subnormals (see
+    _CONV_SRC below: CuPy flushes them)."""
+
+
 np = types.ModuleType("isagen_emu_array_namespace", "numpy, or CuPy while a CUDA launch runs")
 np.__dict__.update(numpy.__dict__)
 _numpy_dict = dict(np.__dict__)
