@@ -8,7 +8,12 @@ the lanes) or numpy scalars (constants); 64-bit operands return ``uint64`` the s
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu.report import UNSUPPORTED
 from isagen.runtime.emu.wave import EXEC_LO, VCC_LO, words_to_mask

@@ -13,6 +13,7 @@ import numpy as np
 
 from isagen.errors import LaunchError
 from isagen.runtime.emu import wide
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.dispatch import Module
 from isagen.targets import DEFAULT_TARGET, get_target
 
@@ -45,8 +46,9 @@ class DeviceBuffer:
 class Memory:
     """Byte-addressed global memory: allocations in one arena, vectorised loads/stores with bounds."""
 
-    def __init__(self, capacity: int = 1 << 20):
-        self.arena = np.zeros(capacity, np.uint8)
+    def __init__(self, capacity: int = 1 << 20, xp=np):
+        self.xp = xp                                  # the array module the arena lives in (xp.py)
+        self.arena = xp.zeros(capacity, np.uint8)
         self.top = 0                                  # bump pointer (arena offset)
         self.allocs: dict[int, DeviceBuffer] = {}     # address -> buffer
         self._free: list[tuple[int, int]] = []        # (offset, span) of freed ranges
@@ -74,7 +76,7 @@ class Memory:
                 cap = self.arena.size
                 while cap < self.top:
                     cap *= 2
-                grown = np.zeros(cap, np.uint8)
+                grown = self.xp.zeros(cap, np.uint8)
                 grown[: self.arena.size] = self.arena
                 self.arena = grown
         self.arena[off: off + span] = 0
@@ -98,6 +100,8 @@ class Memory:
         self._bufs = bufs
         self._starts = np.array([b.addr for b in bufs] or [0], np.uint64)
         self._ends = np.array([b.addr + b.size for b in bufs] or [0], np.uint64)
+        self._starts_x = self.xp.asarray(self._starts)     # the same, on the engine's device
+        self._ends_x = self.xp.asarray(self._ends)
 
     def owner(self, addr: int) -> DeviceBuffer | None:
         for b in self._bufs:
@@ -124,15 +128,19 @@ class Memory:
     def check(self, addr: np.ndarray, nbytes: int) -> np.ndarray:
         """Boolean array: True where ``[addr, addr+nbytes)`` lies inside one live allocation."""
         a = addr.astype(np.uint64, copy=False)
+        xp = self.xp
         if a.size > 16:
             # fast path: the lowest and highest access inside one allocation -> all of them are
-            lo, hi = a.min(), a.max()
+            if xp is np:
+                lo, hi = a.min(), a.max()
+            else:       # one transfer from the device for both
+                lo, hi = (np.uint64(v) for v in X.to_host(xp.stack((a.min(), a.max()))))
             j = int(np.searchsorted(self._starts, lo, side="right")) - 1
             if j >= 0 and lo >= self._starts[j] and hi + np.uint64(nbytes) <= self._ends[j]:
-                return np.ones(a.shape, np.bool_)
-        i = np.searchsorted(self._starts, a, side="right").astype(np.int64) - 1
-        i = np.maximum(i, 0)
-        return (a >= self._starts[i]) & (a + np.uint64(nbytes) <= self._ends[i])
+                return xp.ones(a.shape, np.bool_)
+        i = xp.searchsorted(self._starts_x, a, side="right").astype(np.int64) - 1
+        i = xp.maximum(i, 0)
+        return (a >= self._starts_x[i]) & (a + np.uint64(nbytes) <= self._ends_x[i])
 
     def offsets(self, addr: np.ndarray) -> np.ndarray:
         return (addr.astype(np.uint64, copy=False) - np.uint64(ARENA_BASE)).astype(np.int64)
@@ -141,11 +149,12 @@ class Memory:
         """Load ``nbytes`` (1, 2, 4, 8, 12, 16, ...) at each address.  Returns uint32 [..., ceil(n/4)]
         for n >= 4, or the zero-extended value as uint32 [...] for n < 4.  Lanes where ``ok`` is False
         read 0 (and are not touched)."""
+        xp = self.xp
         off = self.offsets(addr)
         if ok is not None and ok.all():
             ok = None                         # every lane reads: no masking pass
         if ok is not None:
-            off = np.where(ok, off, 0)
+            off = xp.where(ok, off, 0)
         ar = self.arena
         if nbytes >= 4:
             ndw = nbytes // 4
@@ -153,38 +162,39 @@ class Memory:
                 out = wide.gather(ar, off, nbytes)
             elif not (off & 3).any():
                 w = ar.view(np.uint32)
-                idx = (off >> 2)[..., None] + np.arange(ndw)
+                idx = (off >> 2)[..., None] + xp.arange(ndw)
                 out = w[idx]
             else:
-                idx = off[..., None] + np.arange(ndw * 4)
-                out = np.ascontiguousarray(ar[idx]).view(np.uint32)
+                idx = off[..., None] + xp.arange(ndw * 4)
+                out = xp.ascontiguousarray(ar[idx]).view(np.uint32)
             if ok is not None:
-                out = np.where(ok[..., None], out, np.uint32(0))
+                out = xp.where(ok[..., None], out, np.uint32(0))
             return out
         if nbytes == 1:
             out = ar[off].astype(np.uint32)
         else:
             out = ar[off].astype(np.uint32) | (ar[off + 1].astype(np.uint32) << 8)
         if ok is not None:
-            out = np.where(ok, out, np.uint32(0))
+            out = xp.where(ok, out, np.uint32(0))
         return out
 
     def write(self, addr: np.ndarray, data: np.ndarray, nbytes: int, mask: np.ndarray) -> None:
         """Store: ``data`` uint32 [..., ndw] for n >= 4 or uint32 [...] (low bytes) for n < 4, where ``mask``."""
+        xp = self.xp
         off = self.offsets(addr)[mask]
         if off.size == 0:
             return
         ar = self.arena
         if nbytes >= 4:
             ndw = nbytes // 4
-            d = np.ascontiguousarray(data[mask], dtype=np.uint32).reshape(-1, ndw)
+            d = xp.ascontiguousarray(data[mask], dtype=np.uint32).reshape(-1, ndw)
             if wide.wide_size(nbytes) and wide.aligned(off, nbytes):
                 wide.scatter(ar, off, d, nbytes)
             elif not (off & 3).any():
                 w = ar.view(np.uint32)
-                w[(off >> 2)[:, None] + np.arange(ndw)] = d
+                w[(off >> 2)[:, None] + xp.arange(ndw)] = d
             else:
-                ar[off[:, None] + np.arange(ndw * 4)] = d.view(np.uint8).reshape(-1, ndw * 4)
+                ar[off[:, None] + xp.arange(ndw * 4)] = d.view(np.uint8).reshape(-1, ndw * 4)
             return
         d = data[mask].astype(np.uint32)
         ar[off] = (d & 0xFF).astype(np.uint8)
@@ -193,11 +203,12 @@ class Memory:
 
     def read_bytes(self, addr: int, size: int) -> bytes:
         off = addr - ARENA_BASE
-        return self.arena[off: off + size].tobytes()
+        chunk = self.arena[off: off + size]
+        return (chunk if self.xp is np else chunk.get()).tobytes()
 
     def write_bytes(self, addr: int, data: bytes) -> None:
         off = addr - ARENA_BASE
-        self.arena[off: off + len(data)] = np.frombuffer(data, np.uint8)
+        self.arena[off: off + len(data)] = self.xp.asarray(np.frombuffer(data, np.uint8))
 
 
 class Device:
@@ -212,8 +223,11 @@ class Device:
 
     def __init__(self, target: str = DEFAULT_TARGET, sanitize: bool = True, *,
                  max_wave_instructions: int = 1 << 22, lds_dma_inst_offset: bool = True,
-                 kernarg_preload: bool = True):
+                 kernarg_preload: bool = True, array_module=None):
         self.target = get_target(target)
+        # the engine: "cpu" (numpy) or "cuda" (CuPy on an NVIDIA GPU); array_module numpy/cupy/"cpu"/"cuda",
+        # None for $ISAGEN_EMU_DEVICE (default cpu).  See docs/emulator.md, "Engines and speed".
+        self.engine = X.resolve(array_module)
         self.sanitize = bool(sanitize)
         # instruction budget per wave: a wave that executes more raises a "budget" report (a hang)
         self.max_wave_instructions = int(max_wave_instructions)
@@ -223,7 +237,7 @@ class Device:
         # start kernels with preloaded kernarg SGPRs past the 256-byte compatibility prologue, as
         # firmware that supports kernarg preload does; False runs the prologue (older firmware)
         self.kernarg_preload = bool(kernarg_preload)
-        self.memory = Memory()
+        self.memory = Memory(xp=X.module(self.engine))
         # optional observer of every LDS access (with the sanitizer on): called as
         # lds_observer(inst, addresses [waves, 64] int64, active [waves, 64] bool, nbytes, write, dma)
         # once per instruction and group of waves (e.g. isagen.tiles.bank_check.BankObserver)
@@ -237,7 +251,15 @@ class Device:
         self.memory.free(buf)
 
     def to_device(self, array, name: str = "") -> DeviceBuffer:
-        """Copy a numpy array (or anything ``np.asarray`` takes; torch CPU tensors too) to the device."""
+        """Copy a numpy array (or anything ``np.asarray`` takes; torch CPU tensors too) to the device.
+        On the cuda engine a CUDA torch tensor or a CuPy array is copied device to device (DLPack)."""
+        if self.engine == "cuda":
+            src = _cuda_bytes(array)
+            if src is not None:
+                buf = self.alloc(src.size, name)
+                off = buf.addr - ARENA_BASE
+                self.memory.arena[off: off + src.size] = src
+                return buf
         if hasattr(array, "detach") and hasattr(array, "numpy"):
             array = _torch_to_numpy(array)
         a = np.ascontiguousarray(np.asarray(array))
@@ -261,6 +283,22 @@ class Device:
                               f"({self.memory.nearest(addr)})")
         return np.frombuffer(self.memory.read_bytes(addr, n), dtype).reshape(shape).copy()
 
+    def to_array(self, buf, shape, dtype):
+        """Like :meth:`from_device`, as an array of the engine's device: numpy on cpu, a CuPy array on
+        cuda (no host copy; ``torch.from_dlpack(arr)`` makes it a CUDA tensor without another)."""
+        if self.engine == "cpu":
+            return self.from_device(buf, shape, dtype)
+        dtype = np.dtype(dtype)
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+        n = int(np.prod(shape)) * dtype.itemsize
+        addr = int(buf)
+        owner = self.memory.owner(addr)
+        if owner is None or addr + n > owner.addr + owner.size:
+            raise LaunchError(f"to_array: {n} bytes at {addr:#x} are not inside one allocation "
+                              f"({self.memory.nearest(addr)})")
+        off = addr - ARENA_BASE
+        return self.memory.arena[off: off + n].copy().view(dtype).reshape(shape)
+
     def copy_to(self, buf, array) -> None:
         """Overwrite the start of ``buf`` with ``array``'s bytes."""
         a = np.ascontiguousarray(np.asarray(array))
@@ -281,3 +319,18 @@ def _torch_to_numpy(t):
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(np.uint16)
     return t.numpy()
+
+
+def _cuda_bytes(array):
+    """A CUDA torch tensor or a CuPy array as a contiguous CuPy uint8 array of its bytes (DLPack, on the
+    device), or None for anything else."""
+    cp = X.module("cuda")
+    if isinstance(array, cp.ndarray):
+        return cp.ascontiguousarray(array).ravel().view(cp.uint8)
+    if hasattr(array, "detach") and getattr(array, "is_cuda", False):
+        import torch
+        t = array.detach().contiguous()
+        if t.dtype in (torch.bfloat16, torch.float16):
+            t = t.view(torch.int16)
+        return cp.from_dlpack(t).ravel().view(cp.uint8)
+    return None

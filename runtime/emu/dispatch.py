@@ -21,6 +21,7 @@ from isagen.errors import CodeObjectError, LaunchError
 from isagen.isa.decoder import decode
 from isagen.objects.codeobject import read_code_object
 from isagen.progress import progress_wanted, report_progress
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
 from isagen.runtime.emu.executor import CompiledCode, RunContext, run_batch
 from isagen.runtime.emu.report import EmulatorError
@@ -32,6 +33,11 @@ BATCH_VGPR_BYTES = 192 << 20
 MAX_BATCH_WAVES = 2048
 # bytes of LDS one batch may hold (the sanitizer's race shadow takes 8x as much again)
 BATCH_LDS_BYTES = 16 << 20
+# the cuda engine: the per-instruction cost is launch overhead, nearly independent of the waves, so a
+# batch is as large as the GPU's memory comfortably allows (the whole grid for GEMMs up to 8192^3)
+CUDA_BATCH_VGPR_BYTES = 4 << 30
+CUDA_MAX_BATCH_WAVES = 1 << 16
+CUDA_BATCH_LDS_BYTES = 1 << 30
 # a launch of at least this many waves, watched by a progress bar, runs its first workgroup alone to
 # learn how many instructions a wave executes (the bar's estimate inside the batches after it).  A
 # batch costs ~(36 + W) x its instructions per wave x the time of one wave's instruction (measured on a
@@ -163,11 +169,19 @@ class Module:
         AITER's launchers do); it is copied to the start of the kernarg segment and the hidden
         arguments are filled after it as usual.
         """
+        with X.engine(self.device.engine):
+            return self._launch(name, grid, block, args, shared_bytes, on_error, sanitize, kernarg)
+
+    def _launch(self, name: str, grid, block, args, shared_bytes: int, on_error: str, sanitize: bool | None,
+                kernarg: bytes | None):
         if on_error not in ("raise", "collect"):
             raise LaunchError(f"on_error must be 'raise' or 'collect', not {on_error!r}")
         k = self.kernel(name)
         dev = self.device
         san = dev.sanitize if sanitize is None else bool(sanitize)
+        if san and dev.engine != "cpu":
+            raise X.EngineError(f"the sanitizer does not run on the {dev.engine} emulator engine: pass sanitize=False "
+                                f"(Device or launch) or use {X.ENV}=cpu")
         grid = _dims(grid, "grid")
         block = _dims(block, "block")
         threads = block[0] * block[1] * block[2]
@@ -204,9 +218,13 @@ class Module:
             total_wg = grid[0] * grid[1] * grid[2]
             self._order = workgroup_order(total_wg)
             per_wave = max(prog.ctx.nregs, 1) * 64 * 4
-            wg_per_batch = max(1, min(total_wg, BATCH_VGPR_BYTES // (per_wave * nwaves_wg),
-                                      max(1, MAX_BATCH_WAVES // nwaves_wg),
-                                      max(1, BATCH_LDS_BYTES // max(lds_total, 1))))
+            cuda = dev.engine == "cuda"
+            vgpr_cap = CUDA_BATCH_VGPR_BYTES if cuda else BATCH_VGPR_BYTES
+            waves_cap = CUDA_MAX_BATCH_WAVES if cuda else MAX_BATCH_WAVES
+            lds_cap = CUDA_BATCH_LDS_BYTES if cuda else BATCH_LDS_BYTES
+            wg_per_batch = max(1, min(total_wg, vgpr_cap // (per_wave * nwaves_wg),
+                                      max(1, waves_cap // nwaves_wg),
+                                      max(1, lds_cap // max(lds_total, 1))))
             report_progress(0, total_wg)             # the CLI's bar, when one is open, learns the size
             # Progress inside a batch: its waves run in step, so none finishes before the batch ends and a
             # launch of one batch would report nothing until it is done.  The instructions a wave has
@@ -349,11 +367,13 @@ class Module:
         st.wg_id[:, 2] = lin // (gx * gy)
         st.wg[:] = np.repeat(np.arange(n), nw)
         st.wave_in_wg[:] = np.tile(np.arange(nw), n)
+        st.wg_x = X.from_host(st.wg)              # the same, on the engine's device (LDS indexing)
         # EXEC: the work-items that exist
         t = st.wave_in_wg[:, None] * 64 + np.arange(64)[None, :]
         live = t < threads
-        st.EXEC[:] = live
-        st.set_exec(slice(None), live)
+        live_x = X.from_host(live)
+        st.EXEC[:] = live_x
+        st.set_exec(slice(None), live_x)
         # v0 (packed x | y << 10 | z << 20 on gfx90a+)
         x = t % block[0]
         y = (t // block[0]) % block[1]
@@ -364,7 +384,7 @@ class Module:
             v0 |= (y.astype(np.uint32) << 10)
         if dims >= 2:
             v0 |= (z.astype(np.uint32) << 20)
-        st.V[0] = np.where(live, v0, 0)
+        st.V[0] = X.from_host(np.where(live, v0, 0))
         # user SGPRs in hardware order
         layout = kd.user_sgpr_layout()
         s_init = []
@@ -392,7 +412,7 @@ class Module:
         nxt = kd.user_sgpr_count
         for d, on in enumerate(kd.workgroup_id_enabled):
             if on:
-                st.S[nxt] = st.wg_id[st.wg, d].astype(np.uint32)
+                st.S[nxt] = X.from_host(st.wg_id[st.wg, d].astype(np.uint32))
                 s_init.append(nxt)
                 nxt += 1
         if kd.workgroup_info_enabled:
@@ -409,7 +429,7 @@ class Module:
         # private (scratch) memory per lane
         priv = kd.private_segment_fixed_size
         if priv or kd.uses_dynamic_stack:
-            st.scratch = np.zeros((W, 64, max(priv, 0) + (16384 if kd.uses_dynamic_stack else 0)), np.uint8)
+            st.scratch = X.np.zeros((W, 64, max(priv, 0) + (16384 if kd.uses_dynamic_stack else 0)), np.uint8)
         # entry point (past the 256-byte compatibility prologue when arguments are preloaded)
         entry_pc = k.k.code_address
         if kd.kernarg_preload_length and self.device.kernarg_preload:

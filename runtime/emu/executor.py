@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
+import warnings
 
 import numpy as np
 
+from isagen.errors import IsagenError
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, Ctx
 from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
@@ -61,6 +65,7 @@ class CompiledCode:
                 leaders.add(i + 1)
         self.leaders = leaders
         self.has_mfma = any(inst.mai for inst in insts)
+        self._ftz_warned = False
 
     def step(self, i: int) -> CompiledStep:
         s = self.steps[i]
@@ -74,8 +79,22 @@ class CompiledCode:
                 raise AssertionError(f"emulator bug: {inst.name} terminator flag disagrees")
             if self.ctx.sanitize:
                 instrument(s, self.ctx)
+            if X.active() == "cuda" and not self._ftz_warned:
+                self._warn_ftz(s)
             self.steps[i] = s
         return s
+
+    def _warn_ftz(self, s: CompiledStep) -> None:
+        """The cuda engine: CuPy flushes float32 subnormals (xp.py), so float VALU arithmetic of a kernel
+        that keeps them (its descriptor's float32 denormal mode) can differ from the CPU engine; say so
+        once per program when the first such instruction is compiled."""
+        if s.cat in ("valu", "trans") and not self.ctx.flush32 and _FLOAT_VALU.search(s.inst.name) \
+                and s.inst.name not in _FTZ_SAFE:
+            self._ftz_warned = True
+            warnings.warn(f"cuda emulator engine: kernel '{self.ctx.kernel}' runs float VALU instructions "
+                          f"({s.inst.name} first) with float32 denormals kept (its descriptor); CuPy flushes "
+                          f"float32 subnormals to zero, so where one occurs the results can differ from the CPU "
+                          f"engine's: confirm such results with {X.ENV}=cpu", X.FtzWarning, stacklevel=2)
 
     def block_at(self, i: int) -> CompiledBlock:
         b = self._blocks.get(i)
@@ -148,6 +167,11 @@ class CompiledCode:
         return out
 
 
+_FLOAT_VALU = re.compile(r"_f32(_|$)")    # float32 VALU names (f64 is never flushed; f16 values are normal f32s)
+# float32 VALU instructions a flushed subnormal cannot change: integer -> f32 conversions (never a
+# subnormal result) and the ordered/unordered compares (a flushed subnormal is still ordered)
+_FTZ_SAFE = frozenset({"v_cvt_f32_u32", "v_cvt_f32_i32", "v_cvt_f32_ubyte0", "v_cvt_f32_ubyte1", "v_cvt_f32_ubyte2",
+                       "v_cvt_f32_ubyte3", "v_cmp_o_f32", "v_cmp_u_f32", "v_cmpx_o_f32", "v_cmpx_u_f32"})
 _VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P")
 _GPR_IDX_ROLES = (("src0",), ("vsrc1", "src1"), ("src2",), ("vdst",))     # M0[15:12]'s bits, in order
 
@@ -270,7 +294,7 @@ class RunContext:
         row = 0
         lanes: tuple[int, ...] = ()
         if rows_lanes is not None:
-            m = np.asarray(rows_lanes)
+            m = X.to_host(rows_lanes)
             if m.ndim == 1:
                 m = m[:, None]
             r, lanes = R.first_bad(m)
@@ -278,7 +302,7 @@ class RunContext:
         if wave is None:
             wave = int(widx[row]) if len(widx) else 0
         if rows_lanes is None:
-            lanes = tuple(int(x) for x in np.nonzero(st.EXEC[wave])[0])   # the lanes taking part
+            lanes = tuple(int(x) for x in np.nonzero(X.to_host(st.EXEC[wave]))[0])   # the lanes taking part
         g = int(st.wg[wave])
         rep = Report(category, self.kernel, int(inst.pc), inst.text, message,
                      workgroup=tuple(int(x) for x in st.wg_id[g]), wave=int(st.wave_in_wg[wave]),
@@ -311,6 +335,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     W = st.W
     budget = rc.budget
     n_blocks = 0
+    block = None
     status, pcs = st.status, st.pc
     trace = rc.trace
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
@@ -360,6 +385,14 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
                 _budget_exceeded(st, prog, rc)
     except _Abort:
         pass
+    except Exception as e:
+        if X.active() == "cpu" or isinstance(e, IsagenError):
+            raise
+        # the cuda engine: a handler that mixes host and device arrays, or a CuPy gap -- one clear error
+        where = f"the basic block at {block.steps[0].inst.pc:#x} ({block.steps[0].inst.text} ... " \
+                f"{block.steps[-1].inst.text})" if block is not None else "the batch set-up"
+        raise X.EngineError(f"the cuda emulator engine cannot run {where} of kernel '{rc.kernel}': "
+                            f"{type(e).__name__}: {e}; use {X.ENV}=cpu") from e
     finally:
         if gc_was_on:
             gc.enable()

@@ -117,12 +117,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
+
+import numpy as host  # layouts are built on the host (xp.py)
 
 from isagen.errors import ISAError
 from isagen.runtime.emu import native
 from isagen.runtime.emu import numerics as nx
+from isagen.runtime.emu import xp as X
 from isagen.targets import ALL_MFMAS, MfmaInfo, mfma_targets
 
 __all__ = ["MfmaError", "MfmaSpec", "SPECS", "spec", "validate", "layout", "mfma", "a_slot", "b_slot",
@@ -320,8 +327,8 @@ def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
     """Index arrays for ``name`` with the given (already validated) modifiers; cached."""
     s = SPECS[name]
     per = _elem_per_word(s)
-    a_idx = np.empty((s.blocks, s.m, s.k), np.int64)
-    b_idx = np.empty((s.blocks, s.k, s.n), np.int64)
+    a_idx = host.empty((s.blocks, s.m, s.k), host.int64)
+    b_idx = host.empty((s.blocks, s.k, s.n), host.int64)
     # f8f6f4: cbsz/blgp are the A/B formats (they change where k sits, not blocks or lanes)
     fa, fb = (cbsz, blgp) if s.layout == "f8f6f4" else (0, 0)
     if s.layout == "f8f6f4":
@@ -339,18 +346,20 @@ def layout(name: str, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> Layout:
                 w, sub, lane = _input_slot(s, s.n, blk, j, k, fb)
                 b_idx[blk, k, j] = (w * 64 + lane_of(lane)) * per + sub
     words = s.c_regs // (2 if s.out_bits == 64 else 1)
-    d_src = np.full(words * 64, -1, np.int64)
+    d_src = host.full(words * 64, -1, host.int64)
     for blk in range(s.blocks):
         for i in range(s.m):
             for j in range(s.n):
                 w, lane = _out_slot(s, blk, i, j)
                 d_src[w * 64 + lane] = (blk * s.m + i) * s.n + j
     if cbsz == 0 and blgp == 0:            # the unmodified layout must be a bijection
-        assert np.array_equal(np.sort(a_idx.ravel()), np.arange(a_idx.size)), name
-        assert np.array_equal(np.sort(b_idx.ravel()), np.arange(b_idx.size)), name
+        assert host.array_equal(host.sort(a_idx.ravel()), host.arange(a_idx.size)), name
+        assert host.array_equal(host.sort(b_idx.ravel()), host.arange(b_idx.size)), name
     assert (d_src >= 0).all(), name
     for arr in (a_idx, b_idx, d_src):
         arr.flags.writeable = False
+    if X.active() != "cpu":       # built on the host, used on the engine's device
+        return Layout(X.from_host(a_idx), X.from_host(b_idx), X.from_host(d_src))
     return Layout(a_idx, b_idx, d_src)
 
 
@@ -435,6 +444,10 @@ def _decode(raw: np.ndarray, kind: str, target: str) -> np.ndarray:
     table = _decode_table(kind, target)
     if table is not None:
         return np.take(table, raw)
+    if X.active() != "cpu" and kind in ("bf16", "f32", "xf32"):     # no flushed float32 step (xp.py)
+        if kind == "bf16":
+            return X.f32_bits_to_f64(raw.astype(np.uint32) << np.uint32(16))
+        return X.f32_bits_to_f64(raw if kind == "f32" else raw & np.uint32(0xFFFFE000))
     with np.errstate(invalid="ignore"):              # signalling NaNs widen with a warning
         if kind == "bf16":                           # bf16 bits are the top half of an f32
             return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
@@ -586,7 +599,7 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     if b.shape != (nb,) + a.shape[1:]:
         raise MfmaError(f"{name}: B must be uint32[{nb}, {a.shape[1]}, 64], got {b.shape}")
     W = a.shape[1]
-    if _native_ok(s, a_kind, b_kind) and native.available():
+    if _native_ok(s, a_kind, b_kind) and X.active() == "cpu" and native.available():
         return _run_native(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
@@ -627,6 +640,9 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
         b_el = b_el * np.repeat(sb, 32, axis=2).transpose(0, 2, 1)[:, None, :, :]
 
     if s.out_type == "f64":
+        if X.active() != "cpu":     # its products are not exact in float64: the sum's order and fusing show
+            raise X.EngineError(f"{name}: f64 MFMAs are not supported by the cuda emulator engine "
+                                f"(use {X.ENV}=cpu)")
         if blgp & 1:
             a_el = -a_el
         if blgp & 2:
@@ -651,7 +667,10 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
     c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
     if out is None:
         out = np.empty((s.c_regs, W, 64), np.uint32)
-    np.matmul(a_el, b_el, out=plan.prod)
+    if X.active() == "cpu" or s.out_type == "i32":     # integer sums are exact in any order
+        np.matmul(a_el, b_el, out=plan.prod)
+    else:
+        X.matmul_k_order(a_el, b_el, plan.prod)
     if plan.rows is not None:
         acc = plan.prod.reshape(W, s.c_regs, 64).transpose(1, 0, 2)             # a view: D order
     else:
@@ -659,6 +678,9 @@ def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blg
         acc = np.take(plan.prod.ravel(), plan.d_idx, out=plan.acc)                 # [c_regs, W, 64]
     if s.out_type == "i32":     # int64 sum, stored modulo 2**32
         np.add(acc, c32.view(np.int32), out=out.view(np.int32), dtype=np.int64, casting="unsafe")
+        return out
+    if X.active() != "cpu":     # the same sum and rounding without a flushed float32 step (xp.py)
+        X.add_round_f32(acc, c32, out)
         return out
     with np.errstate(invalid="ignore", over="ignore"):   # float64 sum, one rounding to f32 (RNE)
         np.add(acc, c32.view(np.float32), out=out.view(np.float32), dtype=np.float64, casting="unsafe")
@@ -757,7 +779,7 @@ def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, b
     t = _target_name(target)
     s = spec(name, t)
     a_kind, b_kind, cbsz, abid, lay_blgp = _check_modifiers(s, cbsz, abid, blgp)
-    if not (_native_ok(s, a_kind, b_kind) and native.available()):
+    if not (_native_ok(s, a_kind, b_kind) and X.active() == "cpu" and native.available()):
         return None
     eb = _NATIVE_KINDS[a_kind]
     W = a.shape[1]
@@ -799,3 +821,7 @@ def call_run(rec: np.ndarray, W: int, chunk: int) -> None:
     lib = native.library()
     assert lib is not None
     lib.mfma_run(rec.shape[0], native.address(rec), W, chunk)
+
+
+for _f in (layout, _plan, _decode_table, _lut32, _native_offsets):
+    X.register_cache(_f.cache_clear)

@@ -66,9 +66,16 @@ the ISA's description and has not been checked on hardware here [verify].
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numpy as np
+import numpy as host
 
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
+
+from isagen.runtime.emu import xp as X
 from isagen.targets import get_target
 
 __all__ = [
@@ -235,9 +242,9 @@ def _decode_code(code: int, fmt: str) -> float:
 @cache
 def fp8_table(fmt: str) -> np.ndarray:
     """Read-only float32[256]: the value of every code of ``fmt``."""
-    t = np.array([_decode_code(c, fmt) for c in range(256)], dtype=np.float32)
+    t = host.array([_decode_code(c, fmt) for c in range(256)], dtype=np.float32)
     t.flags.writeable = False
-    return t
+    return X.from_host(t)      # on the engine's device (a copy there, writable: CuPy has no read-only arrays)
 
 
 def fp8_to_f32(codes, fmt: str) -> np.ndarray:
@@ -318,3 +325,7 @@ def flush_denorm_f16(h) -> np.ndarray:
     """f16 bits with subnormals replaced by a zero of the same sign."""
     u = _u32(h) & 0xFFFF
     return np.where((u & 0x7C00) == 0, u & 0x8000, u).astype(np.uint16)
+
+
+for _f in (fp8_table, _encode_tables):
+    X.register_cache(_f.cache_clear)

@@ -9,7 +9,12 @@ shadow (words a wave writes / reads, per barrier generation).
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu import wide
@@ -40,7 +45,7 @@ def lds_bytes_rw(st, inst, ws, addr, act, nbytes, data=None, dma=False):
     Reads return uint8 [n,64,nbytes]; writes take ``data`` uint8 [n,64,nbytes]."""
     addr = np.asarray(addr).astype(I64)
     act = _lds_check(st, inst, ws, addr, act, nbytes)
-    g = st.wg[ws]
+    g = st.wg_x[ws]
     L = st.lds.shape[1]
     flat = st.lds.reshape(-1)
     base = (g * L)[:, None] + np.where(act, addr, 0)
@@ -77,7 +82,7 @@ class DsAddressing:
 def _gather(st, ws, addr, act, nbytes):
     """Read nbytes per lane at byte addresses addr [n,64] -> uint32 [n,64,ndw] (nbytes>=4) or [n,64]."""
     L = st.lds.shape[1]
-    g = st.wg[ws]
+    g = st.wg_x[ws]
     full = bool(act.all())
     a = addr if full else np.where(act, addr, 0)
     if wide.wide_size(nbytes) and wide.aligned(a, nbytes):     # L is a multiple of 16
@@ -116,7 +121,7 @@ def _bytes(vals, nbytes):
 def _scatter(st, ws, addr, act, nbytes, vals):
     """Write vals ([n,64,ndw] uint32 or [n,64] low bytes) at addr where act."""
     L = st.lds.shape[1]
-    g = st.wg[ws]
+    g = st.wg_x[ws]
     full = bool(act.all())
     if not full and not act.any():
         return
@@ -461,7 +466,7 @@ def _compile_atomic(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
         if st.san is not None:
             st.san.lds_access(st, ws, inst, a, m, size, write=True, atomic=True)
         L = st.lds.shape[1]
-        g = st.wg[ws]
+        g = st.wg_x[ws]
         flat_idx = ((g * L)[:, None] + np.where(m, a, 0))
         fi = flat_idx[m]
         dv = reg(st, ws, d0i)

@@ -10,7 +10,12 @@ hardware.  Bytes moved are counted per active, in-range lane into the launch sta
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu import report as R

@@ -3,7 +3,12 @@ arithmetic).  MFMAs ignore EXEC: every lane's registers take part and every lane
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu import mfma as M
 from isagen.runtime.emu.access import CompileError, is_vreg, read32

@@ -7,14 +7,18 @@ forms); SCC is ``st.SCC`` (uint32 0/1).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu.access import CompileError, read32, read64, swrite, swrite64
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import BARRIER, DONE, EXEC_LO, M0, VCC_LO
+from isagen.runtime.emu.xp import from_host, to_host
 
 U32, U64, I32, I64 = np.uint32, np.uint64, np.int32, np.int64
 M32 = 0xFFFFFFFF
@@ -576,7 +580,7 @@ def _hwreg_value(st, ws, hw_id):
     if hw_id == 1:
         return st.mode[ws].astype(U64)
     if hw_id == 4:  # HW_ID: wave id [3:0], simd [5:4], ... cu [11:8]; a plausible stable value
-        return (st.wave_in_wg[ws] & 0xF).astype(U64)
+        return from_host((st.wave_in_wg[ws] & 0xF).astype(U64))
     if hw_id == 6:  # LDS_ALLOC
         return np.full(n, U64((st.lds_bytes + 511) // 512 << 12))
     return np.zeros(n, U64)
@@ -621,7 +625,7 @@ def _compile_sopp(inst, idx, ctx) -> CompiledStep:
             test = _branch_cond(cond, inst)
 
             def h(st, ws):
-                st.pc[ws] = np.where(test(st, ws), j, nxt)
+                st.pc[ws] = to_host(np.where(test(st, ws), j, nxt))
         return CompiledStep(inst, idx, h, "branch", term=True)
     if name in ("s_sleep", "s_setprio", "s_icache_inv", "s_incperflevel", "s_decperflevel",
                 "s_ttracedata", "s_wakeup", "s_setkill", "s_set_gpr_idx_off", "s_sendmsghalt"):

@@ -11,9 +11,12 @@ computed exactly (see :func:`fma32`); transcendentals are computed in float64 an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu.access import (

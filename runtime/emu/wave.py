@@ -21,7 +21,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
+import numpy as host  # the host-side scheduling state stays numpy on every engine
+
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 if TYPE_CHECKING:       # annotations only: both modules import this one
     from isagen.runtime.emu.executor import RunContext
@@ -58,14 +63,15 @@ class Batch:
         self.SCC = np.zeros(W, np.uint32)
         self.EXEC = np.zeros((W, 64), np.bool_)
         self.exec_all = False
-        self.pc = np.zeros(W, np.int64)
-        self.status = np.zeros(W, np.int8)
-        self.wg = np.zeros(W, np.int64)           # workgroup index within the batch
-        self.wave_in_wg = np.zeros(W, np.int64)
-        self.wg_id = np.zeros((G, 3), np.int64)   # workgroup ids (x, y, z) of each batch workgroup
+        self.pc = host.zeros(W, np.int64)
+        self.status = host.zeros(W, np.int8)
+        self.wg = host.zeros(W, np.int64)           # workgroup index within the batch
+        self.wg_x = self.wg                         # the same on the engine's device (set by dispatch)
+        self.wave_in_wg = host.zeros(W, np.int64)
+        self.wg_id = host.zeros((G, 3), np.int64)   # workgroup ids (x, y, z) of each batch workgroup
         self.lds_bytes = lds_bytes
         self.lds = np.zeros((G, (max(lds_bytes, 4) + 15) // 16 * 16), np.uint8)
-        self.icount = np.zeros(W, np.int64)       # instructions executed per wave (budget)
+        self.icount = host.zeros(W, np.int64)       # instructions executed per wave (budget)
         self.mode = np.zeros(W, np.uint32)        # HW_REG_MODE as s_setreg left it
         self.san: Sanitizer | None = None         # the sanitizer's per-batch state, when on
         self.stats: RunContext | None = None      # the launch's statistics (shared)

@@ -11,7 +11,12 @@ last lane writing an element wins), as the dword path does for each of its dword
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
+    from isagen.runtime.emu.xp import np
 
 _VIEW: dict[int, np.dtype] = {4: np.dtype(np.uint32), 8: np.dtype(np.uint64), 16: np.dtype("V16")}
 
@@ -31,9 +36,17 @@ def _items(buf: np.ndarray, nbytes: int) -> np.ndarray:
     return buf[:n].view(_VIEW[nbytes])
 
 
+def _void_ok(buf) -> bool:
+    """Whether ``buf``'s array type has numpy's void dtypes (numpy does; CuPy does not)."""
+    return type(buf).__module__.startswith("numpy")
+
+
 def gather(buf: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
     """uint32 ``[..., nbytes // 4]``: the ``nbytes`` at each byte offset of ``off`` (aligned, int64)
     of the contiguous uint8 buffer ``buf`` (whose start is aligned to ``nbytes``)."""
+    if nbytes == 16 and not _void_ok(buf):     # CuPy has no 16-byte void dtype: two 8-byte items
+        idx = (off >> 3)[..., None] + np.arange(2)
+        return np.take(_items(buf, 8), idx).view(np.uint32).reshape(off.shape + (4,))
     items = _items(buf, nbytes)
     out = np.take(items, off >> (nbytes.bit_length() - 1))
     return out.view(np.uint32).reshape(off.shape + (nbytes // 4,))
@@ -42,6 +55,9 @@ def gather(buf: np.ndarray, off: np.ndarray, nbytes: int) -> np.ndarray:
 def scatter(buf: np.ndarray, off: np.ndarray, vals: np.ndarray, nbytes: int) -> None:
     """Store ``vals`` (uint32 ``[k, nbytes // 4]`` or anything reshaping to it) at the byte offsets
     ``off`` (int64 ``[k]``, aligned) of ``buf``."""
-    items = _items(buf, nbytes)
     v = np.ascontiguousarray(vals, dtype=np.uint32).reshape(off.shape + (nbytes // 4,))
+    if nbytes == 16 and not _void_ok(buf):
+        _items(buf, 8)[(off >> 3)[..., None] + np.arange(2)] = v.view(np.uint64).reshape(off.shape + (2,))
+        return
+    items = _items(buf, nbytes)
     items[off >> (nbytes.bit_length() - 1)] = v.view(_VIEW[nbytes]).reshape(off.shape)

@@ -1,0 +1,167 @@
+"""The cuda emulator engine (CuPy on an NVIDIA GPU) against the CPU engine, bit for bit, and against torch.
+
+Skipped with the reason where CuPy or a CUDA device is missing (CI).  The code objects come from Triton
+and the AMDGPU toolchain where installed, else from ``$ISAGEN_EMU_CUDA_FIXTURES`` (written on a machine
+that has them by ``python tools/emu_cuda_fixtures.py DIR``).  The engine-selection tests at the end run
+everywhere.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from isagen.runtime.emu import Device
+from isagen.runtime.emu import mfma as M
+from isagen.runtime.emu import xp as X
+
+
+def _cuda_reason():
+    try:
+        X.cupy_module()
+    except X.EngineError as e:
+        return str(e)
+    return None
+
+
+REASON = _cuda_reason()
+needs_cuda = pytest.mark.skipif(REASON is not None, reason=f"no cuda engine here: {REASON}")
+
+
+def _fixture(fn, *a):
+    try:
+        return fn(*a)
+    except Exception as e:        # no Triton / toolchain and no prebuilt fixtures
+        pytest.skip(f"code object unavailable ({type(e).__name__}: {e}); see tools/emu_cuda_fixtures.py")
+
+
+def _bf16_pair(M_, N_, K, seed, bt=False):
+    g = torch.Generator().manual_seed(seed)
+    A = torch.randn(M_, K, generator=g).bfloat16()
+    B = torch.randn(*((N_, K) if bt else (K, N_)), generator=g).bfloat16()
+    return A, B
+
+
+def _as_double(bits: np.ndarray, shape):
+    return torch.from_numpy(bits.view(np.int16).copy()).view(torch.bfloat16).double().reshape(shape)
+
+
+@needs_cuda
+@pytest.mark.parametrize("engine_cls", ["bf16_32", "f16_16", "fp8_16", "i8_32"])
+def test_mfma_random_bits_match_cpu(engine_cls):
+    """One MFMA on random register contents (the whole finite range: the sum's order shows) gives the
+    same bits on both engines (the cuda engine's k-order kernel against numpy's matmul path)."""
+    name = {"bf16_32": "v_mfma_f32_32x32x8_bf16", "f16_16": "v_mfma_f32_16x16x16_f16",
+            "fp8_16": "v_mfma_f32_16x16x32_fp8_fp8", "i8_32": "v_mfma_i32_32x32x16_i8"}[engine_cls]
+    s = M.spec(name, "gfx942")
+    na, nb = M.operand_regs(name, 0, 0)
+    rng = np.random.default_rng(7)
+    W = 40
+    a = rng.integers(0, 2**32, (na, W, 64), dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, (nb, W, 64), dtype=np.uint64).astype(np.uint32)
+    c = rng.integers(0, 2**32, (s.c_regs, W, 64), dtype=np.uint64).astype(np.uint32)
+    if s.out_type == "f32":       # finite C and inputs: NaN payloads may differ (docs/emulator.md)
+        c = (rng.standard_normal((s.c_regs, W, 64)) * 1e3).astype(np.float32).view(np.uint32)
+    with X.engine("cpu"):
+        ref = M.mfma(name, "gfx942", a, b, c)
+    cp = X.cupy_module()
+    with X.engine("cuda"):
+        got = M.mfma(name, "gfx942", cp.asarray(a), cp.asarray(b), cp.asarray(c)).get()
+    if s.out_type == "f32":
+        nan = np.isnan(ref.view(np.float32))
+        assert (nan == np.isnan(got.view(np.float32))).all()
+        ref, got = ref[~nan], got[~nan]
+    assert np.array_equal(ref, got)
+
+
+@needs_cuda
+@pytest.mark.parametrize("n", [256, 384])
+def test_triton_matmul_same_bits_as_cpu(n):
+    from tools import emu_cuda_fixtures as F
+    k = _fixture(F.triton_matmul)
+    A, B = _bf16_pair(n, n, n, n)
+    a16, b16 = A.view(torch.int16).numpy(), B.view(torch.int16).numpy()
+    outs = {}
+    for eng in ("cpu", "cuda"):
+        dev = Device("gfx942", sanitize=False, array_module=eng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", X.FtzWarning)      # its float32 VALU ops cannot see a flush
+            _, c, _ = F.run_triton(dev, k, a16, b16, n, n, n)
+        outs[eng] = dev.from_device(c, (n * n,), np.uint16)
+    assert np.array_equal(outs["cpu"], outs["cuda"])
+    C, ref = _as_double(outs["cuda"], (n, n)), A.double() @ B.double()
+    assert ((C - ref).abs() <= 2.0 ** -8 * ref.abs() + 1e-4 * (A.double().abs() @ B.double().abs())).all()
+
+
+@needs_cuda
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_gemm_bf16_same_bits_as_cpu(target):
+    from tools import emu_cuda_fixtures as F
+    co = _fixture(F.gemm_co, target)
+    m, n, k = 512, 256, 320
+    A, B = _bf16_pair(m, n, k, 3, bt=True)
+    a16, b16 = A.view(torch.int16).numpy(), B.view(torch.int16).numpy()
+    outs = {}
+    for eng in ("cpu", "cuda"):
+        dev = Device(target, sanitize=False, array_module=eng)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            _, c, _ = F.run_gemm(dev, target, co, a16, b16, m, n, k)
+        # v_rcp_f32 in its index arithmetic: the cuda engine says a flushed subnormal could change it
+        assert any(issubclass(w.category, X.FtzWarning) for w in seen) == (eng == "cuda")
+        outs[eng] = dev.from_device(c, (m * n,), np.uint16)
+    assert np.array_equal(outs["cpu"], outs["cuda"])
+    C, ref = _as_double(outs["cuda"], (m, n)), A.double() @ B.double().T
+    assert ((C - ref).abs() <= 2.0 ** -8 * ref.abs() + 1e-5 * np.sqrt(k) * 8).all()
+
+
+@needs_cuda
+def test_torch_cuda_tensors_in_and_out_through_dlpack():
+    from tools import emu_cuda_fixtures as F
+    co = _fixture(F.gemm_co, "gfx942")
+    m = n = k = 256
+    A, B = _bf16_pair(m, n, k, 5, bt=True)
+    dev = Device("gfx942", sanitize=False, array_module="cuda")
+    _, c, _ = F.run_gemm(dev, "gfx942", co, A.cuda(), B.cuda(), m, n, k)     # CUDA tensors: no host copy
+    out = torch.from_dlpack(dev.to_array(c, (m, n), np.int16)).view(torch.bfloat16)
+    assert out.is_cuda
+    host = Device("gfx942", sanitize=False)
+    _, hc, _ = F.run_gemm(host, "gfx942", co, A.view(torch.int16).numpy(), B.view(torch.int16).numpy(), m, n, k)
+    assert np.array_equal(out.view(torch.int16).cpu().numpy().ravel(), host.from_device(hc, (m * n,), np.int16))
+
+
+@needs_cuda
+def test_sanitizer_is_refused_on_cuda():
+    from tools import emu_cuda_fixtures as F
+    k = _fixture(F.triton_matmul)
+    dev = Device("gfx942", array_module="cuda")           # sanitize=True by default
+    a = np.zeros((128, 128), np.int16)
+    with pytest.raises(X.EngineError, match="sanitizer does not run on the cuda emulator engine"):
+        F.run_triton(dev, k, a, a, 128, 128, 128)
+
+
+@needs_cuda
+def test_env_selects_cuda(monkeypatch):
+    monkeypatch.setenv(X.ENV, "cuda")
+    assert Device("gfx942").engine == "cuda"
+
+
+# ---------------------------------------------------------------------------------- everywhere
+
+def test_engine_selection_errors(monkeypatch):
+    monkeypatch.setenv(X.ENV, "tpu")
+    with pytest.raises(X.EngineError, match="ISAGEN_EMU_DEVICE='tpu'"):
+        Device("gfx942")
+    monkeypatch.delenv(X.ENV)
+    assert Device("gfx942").engine == "cpu"
+    assert Device("gfx942", array_module=np).engine == "cpu"
+    with pytest.raises(X.EngineError, match="array_module="):
+        Device("gfx942", array_module="jax")
+
+
+@pytest.mark.skipif(REASON is None, reason="CUDA and CuPy are present here")
+def test_cuda_engine_refused_with_one_line_without_cupy():
+    with pytest.raises(X.EngineError) as e:
+        Device("gfx942", array_module="cuda")
+    assert "\n" not in str(e.value) and "cuda emulator engine" in str(e.value)
