@@ -571,8 +571,12 @@ class GemmKernel:
         pad = lx.uniform("pad", 1 << 16, self.s["pad"])
         self.gA.first_tile(0, em, pad)
         self.gB.first_tile(0, em, pad)
+        self.first_tile_extra(em)
         em.free()
         self.advance()
+
+    def first_tile_extra(self, em) -> None:
+        """Hook: other copies of the leading partial K-tile (the MX GEMM's scale tiles); none here."""
 
     def copies_per_tile(self) -> int:
         """LDS-DMA instructions one loader wave issues per K-tile (its ``vmcnt`` per tile)."""

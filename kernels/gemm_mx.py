@@ -404,18 +404,11 @@ class MxGemmKernel(GemmKernel):
         self.st["B"].read_addr(em, self.sb_addr, lx.uniform("wave_n", pl.wave_cols - 1, self.wave_col))
         em.free()
 
-    def first_tile(self):
-        k = self.k
-        k.comment("tile 0 -> LDS stage 0: the leading partial K-tile; lanes before K element 0 load zeros")
-        em = lx.Emitter(k, self.lane)
-        pad = lx.uniform("pad", 1 << 16, self.s["pad"])
-        self.gA.first_tile(0, em, pad)
-        self.gB.first_tile(0, em, pad)
+    def first_tile_extra(self, em) -> None:
+        """The scale tiles of the leading partial K-tile: K-blocks before the first one load zeros."""
         pad_kb = lx.uniform("pad_kb", 1 << 12, self.pad_kb)
         self.st["A"].first_tile(0, em, pad_kb, self.loader_expr)
         self.st["B"].first_tile(0, em, pad_kb, self.loader_expr)
-        em.free()
-        self.advance()
 
     def copies_per_tile(self) -> int:
         return super().copies_per_tile() + self.st["A"].blocks_per_wave + self.st["B"].blocks_per_wave
