@@ -13,6 +13,7 @@ the same blob.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import time
@@ -44,6 +45,9 @@ def sanitize_enabled() -> bool:
     raise LaunchError(f"ISAGEN_EMU_SANITIZE={value!r}: use 1 or 0")
 
 
+MAX_MODULES = 32      # loaded code objects the backend keeps (see EmuBackend._modules)
+
+
 class EmuBackend(Backend):
     """Runs kernels in the CPU emulator; tensors must be CPU tensors."""
 
@@ -51,7 +55,10 @@ class EmuBackend(Backend):
 
     def __init__(self) -> None:
         self._devices: dict[str, object] = {}
-        self._modules: dict[tuple, object] = {}     # (target, sanitize, SHA-256 of the code object)
+        # (target, sanitize, SHA-256 of the code object) -> loaded module, least recently used first: a
+        # module holds its decoded and compiled code (closures per instruction), so a process that runs
+        # many kernels (a test suite, a tuning sweep) keeps the last MAX_MODULES, not all of them
+        self._modules: collections.OrderedDict[tuple, object] = collections.OrderedDict()
         self.last_stats = None
 
     def check_device(self, name: str, tensor) -> None:
@@ -69,6 +76,10 @@ class EmuBackend(Backend):
         mod = self._modules.get(key)
         if mod is None:
             mod = self._modules[key] = dev.load_module(kernel.code_object)
+            while len(self._modules) > MAX_MODULES:
+                self._modules.popitem(last=False)
+        else:
+            self._modules.move_to_end(key)
         return dev, mod
 
     def run(self, kernel, tensors: dict, values: dict, grid, block, *, timing: bool = False,

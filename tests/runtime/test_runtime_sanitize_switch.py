@@ -29,3 +29,20 @@ def test_the_device_used_follows_the_switch(monkeypatch, setting, expected):
     ref = 2.0 * x.double() + y.double()
     kernel(x, y, alpha=2.0)                     # the default (emulator) backend, same switch
     assert torch.allclose(y.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_the_backend_keeps_the_most_recently_used_modules(monkeypatch):
+    # a loaded module holds its decoded and compiled code: a process running many kernels keeps only
+    # the last MAX_MODULES of them (least recently used out), and a kept one is not reloaded
+    from isagen.runtime.backends import emu
+    monkeypatch.setattr(emu, "MAX_MODULES", 2)
+    kernels = [isagen.build(name, target="gfx942") for name in ("axpy_f32", "scale_f16", "add_bf16")]
+    backend = EmuBackend()
+    first = backend._module(kernels[0])[1]
+    backend._module(kernels[1])
+    assert backend._module(kernels[0])[1] is first            # a hit, and now the most recent
+    backend._module(kernels[2])                               # evicts kernels[1], the least recent
+    assert len(backend._modules) == 2
+    assert backend._module(kernels[0])[1] is first
+    kept = {key[2] for key in backend._modules}
+    assert emu.hashlib.sha256(kernels[1].code_object).hexdigest() not in kept
