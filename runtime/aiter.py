@@ -112,6 +112,20 @@ def bf16gemm_grid(cfg: Bf16GemmConfig, M: int, N: int, split: int) -> tuple[int,
     return gdx, gdy, split
 
 
+def _fit_kernarg(mod, kname: str, raw: bytes) -> bytes:
+    """``raw`` cut to the kernel's kernarg segment when what lies past it is all zeros (AITER's launchers
+    pass their whole struct, some kernels declare a shorter segment); else unchanged, so that the
+    emulator refuses a struct that really is too long."""
+    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
+    return raw[:seg] if len(raw) > seg and not any(raw[seg:]) else raw
+
+
+def _bf16_result(dev, buf, M: int, N: int):
+    """The M x N bf16 matrix in device buffer ``buf`` as a torch tensor."""
+    import torch
+    return torch.from_numpy(dev.from_device(buf, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+
+
 def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="float32", device=None,
                 sanitize: bool = True, on_error: str = "raise", out_fill: float = float("nan"),
                 num_cu: int = 304, trace=None):
@@ -171,17 +185,15 @@ def gemm_a16w16(A, B, co: bytes | str, *, splitk: int | None = None, out_dtype="
         M=M, N=N, K=K, splitk=split, is_out_b16=int(out_t == torch.bfloat16), ptr_Bias=0, add_bias=0,
         ptr_semaphore=int(sem) if sem is not None else 0)
     # AITER passes sizeof(KernelArgs) = 352 bytes; the pf3 kernels declare a 336-byte segment (no
-    # ptr_semaphore: they run split-K 1 only), so the tail they never read is left off here
-    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
-    if len(raw) > seg and not any(raw[seg:]):
-        raw = raw[:seg]
+    # ptr_semaphore: they run split-K 1 only): _fit_kernarg leaves off the tail they never read
+    raw = _fit_kernarg(mod, kname, raw)
     try:
         reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
                              sanitize=sanitize)
         if out_t == torch.float32:
             out = torch.from_numpy(dev.from_device(d, (M, N), np.float32).copy())
         else:
-            out = torch.from_numpy(dev.from_device(d, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+            out = _bf16_result(dev, d, M, N)
         if sem is not None:
             mod.last_semaphore = dev.from_device(sem, SEMAPHORE_SHAPE, np.uint32).copy()
     finally:
@@ -307,13 +319,11 @@ def gemm_a8w8_blockscale_bpreshuffle(A, B_shuffled, x_scale, w_scale, co: bytes 
     raw = pack_slots(FP8BS_ARG_FIELDS, ptr_C=int(c), ptr_A=int(a), ptr_B=int(b), ptr_a_scale=int(xs),
                      ptr_b_scale=int(ws), ptr_bias=int(bias), m=M, n=N, k=K, lda=K, ldb=K, ldc=N * 2, ks=split,
                      scale_m=M, scale_n=N // 128, scale_k=sk)
-    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
-    if len(raw) > seg and not any(raw[seg:]):
-        raw = raw[:seg]
+    raw = _fit_kernarg(mod, kname, raw)
     try:
         reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
                              sanitize=sanitize)
-        out = torch.from_numpy(dev.from_device(c, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+        out = _bf16_result(dev, c, M, N)
     finally:
         for buf in (c, a, b, xs, ws, bias):
             dev.free(buf)
@@ -374,13 +384,11 @@ def gemm_a8w8_asm(A, B_shuffled, x_scale, w_scale, bias, co: bytes | str, *, spl
     bb = dev.to_device(bias.float().contiguous(), "bias")
     raw = pack_slots(I8_ARG_FIELDS, ptr_c=int(c), ptr_a=int(a), ptr_b=int(b), ptr_sa=int(sa), ptr_sb=int(sb),
                      ptr_bias=int(bb), m=M, n=N, k=K, lda=K, ldb=K, ldc=N * 2, ks=split)
-    seg = mod._kernarg_size(mod.kernel(kname)) or len(raw)
-    if len(raw) > seg and not any(raw[seg:]):
-        raw = raw[:seg]
+    raw = _fit_kernarg(mod, kname, raw)
     try:
         reports = mod.launch(kname, grid=grid, block=(WORKGROUP_SIZE, 1, 1), kernarg=raw, on_error=on_error,
                              sanitize=sanitize)
-        out = torch.from_numpy(dev.from_device(c, (M, N), np.uint16).astype(np.int16)).view(torch.bfloat16)
+        out = _bf16_result(dev, c, M, N)
     finally:
         for buf in (c, a, b, sa, sb, bb):
             dev.free(buf)
