@@ -249,12 +249,18 @@ def register_op(name: str, spec: str, *, dtype_param: str | None = None, variant
         schema = f"({', '.join(args)}) -> {ret}"
         entry = OpEntry(name, spec, dtype_param, variants, dict(params), schema, inputs, scalars, outputs, {}, shapes,
                         tuple(dtype_of))
-        _lib.define(name + schema)
-        _lib.impl(name, _impl(entry, "emu"), "CPU")
-        _lib.impl(name, _impl(entry, "hip"), "CUDA")
-        torch.library.register_fake(f"{NAMESPACE}::{name}", _fake(entry), lib=_lib)
+        _define_op(name, schema, lambda backend: _impl(entry, backend), _fake(entry))
         _OPS[name] = entry
         return f"{NAMESPACE}::{name}"
+
+
+def _define_op(name: str, schema: str, impl_for, fake) -> None:
+    """Define ``isagen::name`` with its emulator (CPU tensors) and hip (CUDA tensors) implementations,
+    ``impl_for(backend)``, and its fake implementation for torch.compile."""
+    _lib.define(name + schema)
+    _lib.impl(name, impl_for("emu"), "CPU")
+    _lib.impl(name, impl_for("hip"), "CUDA")
+    torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=_lib)
 
 
 def _kernel(entry: OpEntry, tensors: list, backend: str):
@@ -363,10 +369,7 @@ def register_attention_op() -> str:
         def fake(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd"):
             return attn.output_like(q, k, v, cu_seqlens_q, cu_seqlens_k, layout)
 
-        _lib.define("attention" + ATTENTION_SCHEMA)
-        _lib.impl("attention", run_on("emu"), "CPU")
-        _lib.impl("attention", run_on("hip"), "CUDA")
-        torch.library.register_fake(f"{NAMESPACE}::attention", fake, lib=_lib)
+        _define_op("attention", ATTENTION_SCHEMA, run_on, fake)
         _EXTRA_OPS["attention"] = ATTENTION_SCHEMA
         return f"{NAMESPACE}::attention"
 
@@ -399,10 +402,7 @@ def register_attention_backward_op() -> str:
                  layout="bhnd"):
             return attn.gradients_like(do, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, layout)
 
-        _lib.define("attention_backward" + ATTENTION_BACKWARD_SCHEMA)
-        _lib.impl("attention_backward", run_on("emu"), "CPU")
-        _lib.impl("attention_backward", run_on("hip"), "CUDA")
-        torch.library.register_fake(f"{NAMESPACE}::attention_backward", fake, lib=_lib)
+        _define_op("attention_backward", ATTENTION_BACKWARD_SCHEMA, run_on, fake)
 
         def setup_context(ctx, inputs, output):
             q, k, v, causal, softmax_scale, cu_q, cu_k, layout = inputs
@@ -446,10 +446,7 @@ def register_scaled_mm_op() -> str:
         def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, target=None, block_size=None):
             return smm.output_like(a, b, scale_a, scale_b, out_dtype, bias, block_size)
 
-        _lib.define("scaled_mm" + SCALED_MM_SCHEMA)
-        _lib.impl("scaled_mm", run_on("emu"), "CPU")
-        _lib.impl("scaled_mm", run_on("hip"), "CUDA")
-        torch.library.register_fake(f"{NAMESPACE}::scaled_mm", fake, lib=_lib)
+        _define_op("scaled_mm", SCALED_MM_SCHEMA, run_on, fake)
         _EXTRA_OPS["scaled_mm"] = SCALED_MM_SCHEMA
         return f"{NAMESPACE}::scaled_mm"
 
@@ -478,10 +475,7 @@ def register_mx_mm_op() -> str:
         def fake(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, a_format="e4m3", b_format=None, target=None):
             return mx.output_like(a, b, scale_a, scale_b, out_dtype)
 
-        _lib.define("mx_mm" + MX_MM_SCHEMA)
-        _lib.impl("mx_mm", run_on("emu"), "CPU")
-        _lib.impl("mx_mm", run_on("hip"), "CUDA")
-        torch.library.register_fake(f"{NAMESPACE}::mx_mm", fake, lib=_lib)
+        _define_op("mx_mm", MX_MM_SCHEMA, run_on, fake)
         _EXTRA_OPS["mx_mm"] = MX_MM_SCHEMA
         return f"{NAMESPACE}::mx_mm"
 
