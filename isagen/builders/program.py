@@ -24,6 +24,7 @@ import contextlib
 import gc
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -191,6 +192,29 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
     return tuple(out)
 
 
+#: (id of the ISA table, mnemonic) -> the builder's method for that instruction, made on first use (the
+#: tables are cached for the life of the process, so their ids are not reused)
+_EMITTERS: dict[tuple[int, str], Any] = {}
+
+
+def _emitter(desc: Any) -> Any:
+    """The builder method of one instruction (``k.v_add_u32(...)``): make it, attach ``lds=`` /
+    ``lanes=``, append it."""
+    make = desc.make
+
+    def emit(self, *ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
+        inst = make(ops, mods, comment)
+        if lds is not None:
+            inst.lds = _lds_range(lds)
+        if lanes is not None:
+            inst.lanes = _lane_addresses(inst, lanes)
+        return self.emit(inst)
+
+    emit.__name__ = desc.name
+    emit.__doc__ = f"{desc.name} {desc.signature()}"
+    return emit
+
+
 class KernelBuilder(InstructionMethods):
     """Writes one kernel.  Instruction methods come from the target's ISA table (``__getattr__``);
     type checkers and editors see them declared in ``instructions.pyi`` instead."""
@@ -222,6 +246,7 @@ class KernelBuilder(InstructionMethods):
         self._lds: list[LdsRegion] = []
         self._lds_top = 0
         self._labels: set[str] = set()
+        self._placed: set[Label] = set()
         # registers the hardware initialises at wave launch (AMDGPUUsage "Initial Kernel Execution State")
         self.kernarg_ptr = self.sgprs.alloc(2, "kernarg_ptr", align=2, index=0, kernel=True)
         if any(d not in "xyz" for d in workgroup_ids) or list(workgroup_ids) != sorted(set(workgroup_ids)):
@@ -243,21 +268,15 @@ class KernelBuilder(InstructionMethods):
             if name.startswith("_"):
                 raise AttributeError(name)
             isa = self.__dict__.get("isa")
-            if isa is None or name not in isa:
+            if isa is None:
                 raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
-            desc = isa[name]
-
-            def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
-                inst = desc.make(ops, mods, comment)
-                if lds is not None:
-                    inst.lds = _lds_range(lds)
-                if lanes is not None:
-                    inst.lanes = _lane_addresses(inst, lanes)
-                return self.emit(inst)
-
-            emit.__name__ = name
-            emit.__doc__ = f"{name} {desc.signature()}"
-            return emit
+            fn = _EMITTERS.get((id(isa), name))
+            if fn is None:
+                if name not in isa:
+                    raise AttributeError(f"'{name}' is neither a builder method nor a "
+                                         f"{self.target.name} instruction")
+                fn = _EMITTERS[id(isa), name] = _emitter(isa[name])
+            return MethodType(fn, self)      # a bound method: no cycle through the builder's __dict__
 
     def emit(self, inst: Instruction) -> Instruction:
         if inst.desc.arch != self.target.name:
@@ -290,8 +309,9 @@ class KernelBuilder(InstructionMethods):
         return Label(text)
 
     def place(self, label: Label) -> None:
-        if any(isinstance(i, Label) and i == label for i in self.items):
+        if label in self._placed:
             raise ISAError(f"label {label} placed twice")
+        self._placed.add(label)
         self.items.append(label)
 
     # ------------------------------------------------------------------ registers

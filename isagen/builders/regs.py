@@ -55,6 +55,9 @@ class RegisterPool:
         self.history: list[Allocation] = []
         self.peak = 0
         self._symbols: set[str] = set()
+        self._used = 0                                  # bit i set: register i is checked out
+        self._full = (1 << limit) - 1
+        self._aligned: dict[int, int] = {}              # align -> bits at its multiples below the limit
 
     # ------------------------------------------------------------------ check-out
     def alloc(self, count: int, name: str, align: int = 1, kernel: bool = False,
@@ -69,7 +72,7 @@ class RegisterPool:
             raise AllocationError(f"{name}: alignment {align} is not a power of two")
         if index is not None:
             start = index
-            if start + count > self.limit or any(self.owner[start:start + count]):
+            if start + count > self.limit or self._used >> start & ((1 << count) - 1):
                 raise AllocationError(f"{name}: {self._range(start, count)} is not free "
                                       f"({self.describe_live()})")
         else:
@@ -83,8 +86,8 @@ class RegisterPool:
         sym = None if scratch else self._symbol(name)
         reg = Reg(self.cls, start, count, sym, start if sym else 0)
         alloc = Allocation(name, reg, kernel, len(self.history), position, scratch=scratch)
-        for i in range(start, start + count):
-            self.owner[i] = alloc
+        self.owner[start:start + count] = [alloc] * count
+        self._used |= ((1 << count) - 1) << start
         self.live[start] = alloc
         self.history.append(alloc)
         self.peak = max(self.peak, start + count)
@@ -94,8 +97,8 @@ class RegisterPool:
         alloc = self.live.get(reg.index)
         if alloc is None or alloc.reg.count != reg.count:
             raise AllocationError(f"freeing {reg.physical()} which is not a live {_CLASS_NAME[self.cls]} allocation")
-        for i in range(reg.index, reg.index + reg.count):
-            self.owner[i] = None
+        self.owner[reg.index:reg.index + reg.count] = [None] * reg.count
+        self._used &= ~(((1 << reg.count) - 1) << reg.index)
         del self.live[reg.index]
         alloc.freed_at = position
 
@@ -112,7 +115,7 @@ class RegisterPool:
 
     # ------------------------------------------------------------------ queries
     def free_count(self) -> int:
-        return sum(1 for o in self.owner if o is None)
+        return self.limit - self._used.bit_count()
 
     def leaks(self) -> list[Allocation]:
         return [a for a in self.live.values() if not a.kernel]
@@ -129,17 +132,22 @@ class RegisterPool:
 
     # ------------------------------------------------------------------ internals
     def _find(self, count: int, align: int) -> int | None:
-        owner = self.owner
-        start = 0
-        while start + count <= self.limit:
-            # the last register in use in the window [start, start + count), if any
-            for last in range(start + count - 1, start - 1, -1):
-                if owner[last] is not None:
-                    break
-            else:
-                return start
-            start = (last + 1 + align - 1) // align * align
-        return None
+        """The lowest ``align``-aligned start of ``count`` free registers, on bit masks: ``ok`` has bit
+        ``p`` set where registers ``p .. p+width-1`` are all free (widened by doubling)."""
+        free = ~self._used & self._full
+        if count == 1 and align == 1:
+            return (free & -free).bit_length() - 1 if free else None
+        ok, width = free, 1
+        while width < count:
+            step = min(width, count - width)
+            ok &= ok >> step
+            width += step
+        if align > 1:
+            mask = self._aligned.get(align)
+            if mask is None:
+                mask = self._aligned[align] = sum(1 << i for i in range(0, self.limit, align))
+            ok &= mask
+        return (ok & -ok).bit_length() - 1 if ok else None
 
     def _symbol(self, name: str) -> str:
         base = _SYM_PREFIX[self.cls] + re.sub(r"\W", "_", name)

@@ -19,8 +19,6 @@ the 24-bit multiply and the tests can assert nothing wraps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
 import numpy as np
 
 from isagen.isa.operands import VCC, Reg
@@ -28,24 +26,35 @@ from isagen.isa.operands import VCC, Reg
 MASK32 = 0xFFFFFFFF
 
 
-def _cached_hash(self) -> int:
-    """Structural hash, computed once per node (expression trees are shared and deep)."""
-    h = self.__dict__.get("_hash")
-    if h is None:
-        h = hash((type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self)))
-        object.__setattr__(self, "_hash", h)
-    return h
-
-
 class Expr:
-    """A per-lane unsigned 32-bit value."""
+    """A per-lane unsigned 32-bit value.
 
-    __slots__ = ()
+    Nodes are immutable and compare structurally.  Each works out, once when it is made, what the
+    emitter and the simplifier ask at every level of deep, shared trees: its structural hash, its
+    upper bound ``hi`` (the value in every lane is at most this) and ``uniform`` (the same value in
+    every lane: computed in SGPRs)."""
 
-    @property
-    def hi(self) -> int:
-        """An upper bound of the value in every lane (each node kind computes its own)."""
-        raise NotImplementedError(f"{type(self).__name__} gives no upper bound")
+    __slots__ = ("_hash", "hi", "uniform")
+    _hash: int
+    hi: int
+    uniform: bool
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, o) -> bool:
+        if self is o:
+            return True
+        if type(o) is not type(self):
+            return NotImplemented
+        return self._hash == o._hash and self._key() == o._key()
+
+    def __ne__(self, o) -> bool:
+        eq = self.__eq__(o)
+        return eq if eq is NotImplemented else not eq
 
     # --------------------------------------------------------------- building
     def __add__(self, o):
@@ -91,103 +100,120 @@ class Expr:
             raise ValueError(f"lane expressions take remainders by powers of two only, not {n}")
         return self & (n - 1)
 
-    @property
-    def uniform(self) -> bool:
-        """True when the value is the same in every lane (computed in SGPRs).  Worked out once per
-        node: the emitter asks at every level of deep, shared trees."""
-        u = self.__dict__.get("_uniform")
-        if u is None:
-            u = not any(isinstance(x, (Lane, VReg)) for x in self.walk())
-            object.__setattr__(self, "_uniform", u)
-        return bool(u)
-
     def walk(self):
         yield self
 
 
-@dataclass(frozen=True, eq=True)
 class Const(Expr):
-    __hash__ = _cached_hash
+    __slots__ = ("value",)
     value: int
 
-    @property
-    def hi(self) -> int:
-        return self.value
+    def __init__(self, value: int):
+        self.value = value
+        self.hi = value
+        self.uniform = True
+        self._hash = hash(("Const", value))
+
+    def _key(self) -> tuple:
+        return (self.value,)
 
     def __repr__(self):
         return str(self.value)
 
 
-@dataclass(frozen=True, eq=True)
 class Lane(Expr):
-    __hash__ = _cached_hash
     """The lane id within the wave (0..63)."""
 
-    @property
-    def hi(self) -> int:
-        return 63
+    __slots__ = ()
+
+    def __init__(self):
+        self.hi = 63
+        self.uniform = False
+        self._hash = hash(("Lane",))
+
+    def _key(self) -> tuple:
+        return ()
 
     def __repr__(self):
         return "lane"
 
 
-@dataclass(frozen=True, eq=True)
 class Uniform(Expr):
-    __hash__ = _cached_hash
-    """A wave-uniform value held in an SGPR at run time (``reg``), or named only (numpy model)."""
+    """A wave-uniform value held in an SGPR at run time (``reg``), or named only (numpy model);
+    ``bound`` is an upper bound of the value (for the 24-bit multiply choice)."""
 
+    __slots__ = ("name", "bound", "reg")
     name: str
-    bound: int                 # an upper bound of the value (for the 24-bit multiply choice)
-    reg: Reg | None = None
+    bound: int
+    reg: Reg | None
 
-    @property
-    def hi(self) -> int:
-        return self.bound
+    def __init__(self, name: str, bound: int, reg: Reg | None = None):
+        self.name, self.bound, self.reg = name, bound, reg
+        self.hi = bound
+        self.uniform = True
+        self._hash = hash(("Uniform", name, bound, reg))
+
+    def _key(self) -> tuple:
+        return (self.name, self.bound, self.reg)
 
     def __repr__(self):
         return self.name
 
 
-@dataclass(frozen=True, eq=True)
 class VReg(Expr):
-    __hash__ = _cached_hash
     """A per-lane value already in a VGPR (``reg``); the numpy model looks ``name`` up in the env."""
 
+    __slots__ = ("name", "reg", "bound")
     name: str
     reg: Reg
-    bound: int = MASK32
+    bound: int
 
-    @property
-    def hi(self) -> int:
-        return self.bound
+    def __init__(self, name: str, reg: Reg, bound: int = MASK32):
+        self.name, self.reg, self.bound = name, reg, bound
+        self.hi = bound
+        self.uniform = False
+        self._hash = hash(("VReg", name, reg, bound))
+
+    def _key(self) -> tuple:
+        return (self.name, self.reg, self.bound)
 
     def __repr__(self):
         return self.name
 
 
-@dataclass(frozen=True, eq=True)
+def _bin_hi(op: str, a: Expr, b: Expr) -> int:
+    x, y = a.hi, b.hi
+    if op == "add":
+        return x + y
+    if op == "mul":
+        return x * y
+    if op == "and":
+        return min(x, y)
+    if op in ("or", "xor"):
+        return (1 << max(x, y).bit_length()) - 1
+    if op == "shl":
+        return x << y
+    if op == "shr":
+        return x >> _const(b)
+    raise AssertionError(op)
+
+
 class Bin(Expr):
-    __hash__ = _cached_hash
-    op: str                    # add mul and or xor shl shr
+    """``a op b``; op is one of add mul and or xor shl shr."""
+
+    __slots__ = ("op", "a", "b")
+    op: str
     a: Expr
     b: Expr
 
-    @property
-    def hi(self) -> int:
-        a, b = self.a.hi, self.b.hi
-        if self.op == "add":
-            return a + b
-        if self.op == "mul":
-            return a * b
-        if self.op == "and":
-            return min(a, b)
-        if self.op in ("or", "xor"):
-            return (1 << max(a, b).bit_length()) - 1
-        if self.op == "shl":
-            return a << b
-        if self.op == "shr":
-            return a >> _const(self.b)
-        raise AssertionError(self.op)
+    def __init__(self, op: str, a: Expr, b: Expr):
+        self.op, self.a, self.b = op, a, b
+        self.hi = _bin_hi(op, a, b)
+        self.uniform = a.uniform and b.uniform
+        self._hash = hash(("Bin", op, a, b))
+
+    def _key(self) -> tuple:
+        return (self.op, self.a, self.b)
 
     def walk(self):
         yield self
@@ -199,19 +225,23 @@ class Bin(Expr):
         return f"({self.a!r} {sym} {self.b!r})"
 
 
-@dataclass(frozen=True, eq=True)
 class Select(Expr):
-    __hash__ = _cached_hash
     """``a`` where ``x < y`` (unsigned), else ``b``."""
 
+    __slots__ = ("x", "y", "a", "b")
     x: Expr
     y: Expr
     a: Expr
     b: Expr
 
-    @property
-    def hi(self) -> int:
-        return max(self.a.hi, self.b.hi)
+    def __init__(self, x: Expr, y: Expr, a: Expr, b: Expr):
+        self.x, self.y, self.a, self.b = x, y, a, b
+        self.hi = max(a.hi, b.hi)
+        self.uniform = x.uniform and y.uniform and a.uniform and b.uniform
+        self._hash = hash(("Select", x, y, a, b))
+
+    def _key(self) -> tuple:
+        return (self.x, self.y, self.a, self.b)
 
     def walk(self):
         yield self
