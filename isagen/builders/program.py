@@ -192,9 +192,9 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
     return tuple(out)
 
 
-#: (id of the ISA table, mnemonic) -> the builder's method for that instruction, made on first use (the
-#: tables are cached for the life of the process, so their ids are not reused)
-_EMITTERS: dict[tuple[int, str], Any] = {}
+#: target name -> the KernelBuilder subclass that kernels of that target are made as (see
+#: KernelBuilder.__new__): it gains each instruction's method on first use
+_TARGET_CLASSES: dict[str, type] = {}
 
 
 def _emitter(desc: Any) -> Any:
@@ -218,6 +218,21 @@ def _emitter(desc: Any) -> Any:
 class KernelBuilder(InstructionMethods):
     """Writes one kernel.  Instruction methods come from the target's ISA table (``__getattr__``);
     type checkers and editors see them declared in ``instructions.pyi`` instead."""
+
+    def __new__(cls, name: str, target: Target | str, *args: Any, **kwargs: Any) -> KernelBuilder:
+        """A kernel builder is made as the subclass of its target (one per target, named
+        ``KernelBuilder`` too), to which ``__getattr__`` adds each instruction's method when it is first
+        used: later calls of it are plain method calls.  Subclasses of KernelBuilder are left as they
+        are (their instructions go through ``__getattr__`` every time)."""
+        if cls is KernelBuilder:
+            t = get_target(target)
+            sub = _TARGET_CLASSES.get(t.name)
+            if sub is None:
+                sub = _TARGET_CLASSES[t.name] = type("KernelBuilder", (KernelBuilder,), {
+                    "__module__": KernelBuilder.__module__, "__qualname__": "KernelBuilder",
+                    "__doc__": KernelBuilder.__doc__})
+            cls = sub
+        return super().__new__(cls)
 
     def __init__(self, name: str, target: Target | str, *, workgroup_size: int | Sequence[int] = 256,
                  workgroup_ids: str = "x", workitem_id_dims: int = 1) -> None:
@@ -268,15 +283,13 @@ class KernelBuilder(InstructionMethods):
             if name.startswith("_"):
                 raise AttributeError(name)
             isa = self.__dict__.get("isa")
-            if isa is None:
+            if isa is None or name not in isa:
                 raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
-            fn = _EMITTERS.get((id(isa), name))
-            if fn is None:
-                if name not in isa:
-                    raise AttributeError(f"'{name}' is neither a builder method nor a "
-                                         f"{self.target.name} instruction")
-                fn = _EMITTERS[id(isa), name] = _emitter(isa[name])
-            return MethodType(fn, self)      # a bound method: no cycle through the builder's __dict__
+            fn = _emitter(isa[name])
+            cls = type(self)
+            if _TARGET_CLASSES.get(self.target.name) is cls:
+                setattr(cls, name, fn)           # later uses are plain method calls
+            return MethodType(fn, self)
 
     def emit(self, inst: Instruction) -> Instruction:
         if inst.desc.arch != self.target.name:

@@ -19,11 +19,16 @@ the 24-bit multiply and the tests can assert nothing wraps.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from isagen.isa.operands import VCC, Reg
 
 MASK32 = 0xFFFFFFFF
+
+_LANE_IDS = np.arange(64, dtype=np.int64)
+_LANE_IDS.flags.writeable = False
 
 
 class Expr:
@@ -34,10 +39,12 @@ class Expr:
     upper bound ``hi`` (the value in every lane is at most this) and ``uniform`` (the same value in
     every lane: computed in SGPRs)."""
 
-    __slots__ = ("_hash", "hi", "uniform")
+    __slots__ = ("_hash", "hi", "uniform", "closed", "_lanes")
     _hash: int
     hi: int
     uniform: bool
+    closed: bool          # no Uniform or VReg inside: the lane values need no env
+    _lanes: Any           # evaluate's value of a closed node, once asked (never modified)
 
     def _key(self) -> tuple:
         raise NotImplementedError
@@ -112,6 +119,7 @@ class Const(Expr):
         self.value = value
         self.hi = value
         self.uniform = True
+        self.closed = True
         self._hash = hash(("Const", value))
 
     def _key(self) -> tuple:
@@ -129,6 +137,8 @@ class Lane(Expr):
     def __init__(self):
         self.hi = 63
         self.uniform = False
+        self.closed = True
+        self._lanes = _LANE_IDS
         self._hash = hash(("Lane",))
 
     def _key(self) -> tuple:
@@ -151,6 +161,7 @@ class Uniform(Expr):
         self.name, self.bound, self.reg = name, bound, reg
         self.hi = bound
         self.uniform = True
+        self.closed = False
         self._hash = hash(("Uniform", name, bound, reg))
 
     def _key(self) -> tuple:
@@ -172,6 +183,7 @@ class VReg(Expr):
         self.name, self.reg, self.bound = name, reg, bound
         self.hi = bound
         self.uniform = False
+        self.closed = False
         self._hash = hash(("VReg", name, reg, bound))
 
     def _key(self) -> tuple:
@@ -210,6 +222,8 @@ class Bin(Expr):
         self.op, self.a, self.b = op, a, b
         self.hi = _bin_hi(op, a, b)
         self.uniform = a.uniform and b.uniform
+        self.closed = a.closed and b.closed
+        self._lanes = None
         self._hash = hash(("Bin", op, a, b))
 
     def _key(self) -> tuple:
@@ -238,6 +252,8 @@ class Select(Expr):
         self.x, self.y, self.a, self.b = x, y, a, b
         self.hi = max(a.hi, b.hi)
         self.uniform = x.uniform and y.uniform and a.uniform and b.uniform
+        self.closed = x.closed and y.closed and a.closed and b.closed
+        self._lanes = None
         self._hash = hash(("Select", x, y, a, b))
 
     def _key(self) -> tuple:
@@ -281,38 +297,47 @@ def _const(e) -> int:
 
 
 def _bin(op: str, a, b) -> Expr:
-    a, b = const(a), const(b)
-    if op in ("shl", "shr"):
-        _const(b)
-    if isinstance(a, Const) and isinstance(b, Const):
+    if not isinstance(a, Expr):
+        a = Const(int(a))
+    if not isinstance(b, Expr):
+        b = Const(int(b))
+    ac, bc = type(a) is Const, type(b) is Const
+    if op == "shl" or op == "shr":
+        if not bc:
+            _const(b)                      # raises
+        if ac:
+            return Const(_apply(op, a.value, b.value) & MASK32)
+        n = b.value
+        if n == 0:
+            return a
+        if op == "shr" and a.hi >> n == 0:
+            return Const(0)
+        return Bin(op, a, b)
+    if ac and bc:
         return Const(_apply(op, a.value, b.value) & MASK32)
     # identities keep the emitted code short
-    if op in ("add", "or", "xor"):
-        if isinstance(b, Const) and b.value == 0:
+    if op == "add" or op == "or" or op == "xor":
+        if bc and b.value == 0:
             return a
-        if isinstance(a, Const) and a.value == 0:
+        if ac and a.value == 0:
             return b
-    if op in ("shl", "shr") and b.value == 0:
-        return a
-    if op == "mul":
-        for x, y in ((a, b), (b, a)):
-            if isinstance(y, Const):
+    elif op == "mul":
+        for x, y, yc in ((a, b, bc), (b, a, ac)):
+            if yc:
                 if y.value == 0:
                     return Const(0)
                 if y.value == 1:
                     return x
                 if y.value & (y.value - 1) == 0:
                     return _bin("shl", x, y.value.bit_length() - 1)
-    if op == "and":
-        for x, y in ((a, b), (b, a)):
-            if isinstance(y, Const) and y.value == 0:
+    elif op == "and":
+        for x, y, yc in ((a, b, bc), (b, a, ac)):
+            if yc and y.value == 0:
                 return Const(0)
-            if isinstance(y, Const) and x.hi <= y.value and y.value & (y.value + 1) == 0:
+            if yc and x.hi <= y.value and y.value & (y.value + 1) == 0:
                 return x                   # masking with all-ones above the value's bound
-    if op == "shr" and a.hi >> b.value == 0:
-        return Const(0)
     # canonical order for commutative ops: constants right (VOP2 wants the VGPR in src1)
-    if op in ("add", "mul", "and", "or", "xor") and isinstance(a, Const):
+    if ac:
         a, b = b, a
     return Bin(op, a, b)
 
@@ -349,30 +374,50 @@ def bind(expr, regs: dict):
 # ------------------------------------------------------------------------------ numpy evaluation
 def evaluate(expr, env: dict | None = None) -> np.ndarray:
     """The 64 lane values (int64 array) of ``expr``; ``env`` maps uniform names to ints."""
-    return _ev(const(expr), env or {}, {}).copy()
+    v = _ev(const(expr), env or {}, {})
+    if isinstance(v, int):
+        return np.full(64, v, np.int64)
+    return v.copy()
 
 
-def _ev(e, env: dict, memo: dict) -> np.ndarray:
+def _ev(e, env: dict, memo: dict):
     """evaluate's recursion (a module function: a recursive closure would be a cycle, left with its
-    memo for the cyclic collector after every call)."""
-    key = id(e)
-    if key in memo:
-        return memo[key]
-    if isinstance(e, Const):
-        v = np.full(64, e.value, np.int64)
-    elif isinstance(e, Lane):
-        v = np.arange(64, dtype=np.int64)
-    elif isinstance(e, (Uniform, VReg)):
+    memo for the cyclic collector after every call).  A value the same in every lane stays a Python
+    int (numpy broadcasts it where it meets a lane array): the arithmetic, then the 32-bit mask, gives
+    the same low 32 bits either way.  A node with no env inputs keeps its value (read-only), for the
+    next expression that shares it."""
+    t = type(e)
+    if t is Const:
+        return e.value
+    if e.closed:
+        v = e._lanes
+        if v is not None:
+            return v
+    else:
+        key = id(e)
+        v = memo.get(key)
+        if v is not None:
+            return v
+    if t is Bin:
+        v = _apply(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo)) & MASK32
+    elif t is Uniform or t is VReg:
         if e.name not in env:
             raise KeyError(f"lane expression needs a value for '{e.name}'")
         v = np.broadcast_to(np.asarray(env[e.name], dtype=np.int64), (64,)).copy()
-    elif isinstance(e, Bin):
-        v = _apply(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo)) & MASK32
-    elif isinstance(e, Select):
-        v = np.where(_ev(e.x, env, memo) < _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
+    elif t is Select:
+        x, y, a, b = (_ev(e.x, env, memo), _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
+        if isinstance(x, int) and isinstance(y, int):
+            v = a if x < y else b
+        else:
+            v = np.where(x < y, a, b)
     else:
         raise TypeError(e)
-    memo[key] = v
+    if e.closed:
+        if not isinstance(v, int):
+            v.flags.writeable = False
+        e._lanes = v
+    else:
+        memo[key] = v
     return v
 
 
@@ -436,18 +481,20 @@ class Emitter:
 
     def _value(self, e: Expr, why, top: Reg | None = None):
         """A register (VGPR or SGPR) or an int constant holding ``e``."""
-        if isinstance(e, Const):
+        t = type(e)
+        if t is Const:
             return e.value
-        if isinstance(e, Lane):
+        if t is Lane:
             return self.lane_reg
-        if isinstance(e, VReg):
+        if t is VReg:
             return e.reg
-        if isinstance(e, Uniform):
+        if t is Uniform:
             if e.reg is None:
                 raise ValueError(f"uniform '{e.name}' has no register")
             return e.reg
-        if e in self.cache:
-            return self.cache[e]
+        reg = self.cache.get(e)
+        if reg is not None:
+            return reg
         if e.uniform:
             reg = self._salu(e, why)
         else:
