@@ -208,7 +208,8 @@ def _emitter(desc: Any) -> Any:
             inst.lds = _lds_range(lds)
         if lanes is not None:
             inst.lanes = _lane_addresses(inst, lanes)
-        return self.emit(inst)
+        self.items.append(inst)          # self.emit(inst): made from this kernel's own table
+        return inst
 
     emit.__name__ = desc.name
     emit.__doc__ = f"{desc.name} {desc.signature()}"
@@ -335,7 +336,8 @@ class KernelBuilder(InstructionMethods):
     # ``scratch=True``: an anonymous intermediate, written as a physical register in the .s (no .set)
     def vgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False,
              scratch: bool = False) -> Reg:
-        return self._alloc("v", count, name, align, kernel, scratch)
+        return self.vgprs.alloc(count, name, align or (2 if count >= 2 else 1), kernel,
+                                position=len(self.items), scratch=scratch)      # default_align("v", count)
 
     def agpr(self, count: int = 1, name: str = "acc", align: int | None = None, kernel: bool = False,
              scratch: bool = False) -> Reg:
@@ -343,7 +345,8 @@ class KernelBuilder(InstructionMethods):
 
     def sgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False,
              scratch: bool = False) -> Reg:
-        return self._alloc("s", count, name, align, kernel, scratch)
+        return self.sgprs.alloc(count, name, align or default_align("s", count), kernel,
+                                position=len(self.items), scratch=scratch)
 
     def free(self, *regs: Reg) -> None:
         for reg in regs:

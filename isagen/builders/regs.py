@@ -18,6 +18,7 @@ ever handed out), which is what the kernel descriptor must declare.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ class RegisterPool:
             raise AllocationError(f"{name}: alignment {align} is not a power of two")
         if index is not None:
             start = index
-            if start + count > self.limit or self._used >> start & ((1 << count) - 1):
+            if start >= 0 and (start + count > self.limit or self._used >> start & ((1 << count) - 1)):
                 raise AllocationError(f"{name}: {self._range(start, count)} is not free "
                                       f"({self.describe_live()})")
         else:
@@ -84,13 +85,14 @@ class RegisterPool:
                     f"live: {self.describe_live()}")
             start = found
         sym = None if scratch else self._symbol(name)
-        reg = Reg(self.cls, start, count, sym, start if sym else 0)
+        reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
         alloc = Allocation(name, reg, kernel, len(self.history), position, scratch=scratch)
         self.owner[start:start + count] = [alloc] * count
         self._used |= ((1 << count) - 1) << start
         self.live[start] = alloc
         self.history.append(alloc)
-        self.peak = max(self.peak, start + count)
+        if start + count > self.peak:
+            self.peak = start + count
         return reg
 
     def free(self, reg: Reg, position: int | None = None) -> None:
@@ -150,7 +152,7 @@ class RegisterPool:
         return (ok & -ok).bit_length() - 1 if ok else None
 
     def _symbol(self, name: str) -> str:
-        base = _SYM_PREFIX[self.cls] + re.sub(r"\W", "_", name)
+        base = _SYM_PREFIX[self.cls] + _symbol_text(name)
         sym, n = base, 1
         while sym in self._symbols:
             n += 1
@@ -160,6 +162,12 @@ class RegisterPool:
 
     def _range(self, start: int, count: int) -> str:
         return Reg(self.cls, start, count).physical()
+
+
+@functools.lru_cache(maxsize=4096)
+def _symbol_text(name: str) -> str:
+    """An allocation's name as symbol characters (kernels reuse a few hundred names)."""
+    return re.sub(r"\W", "_", name)
 
 
 def default_align(cls: str, count: int) -> int:

@@ -336,7 +336,17 @@ class InstrDef:
         return self.make(ops, mods, comment)
 
     def make(self, ops: Sequence[Any], mods: dict[str, Any], comment: str | None = None) -> Instruction:
-        key = _made_key(self, ops, mods)
+        if not mods and type(ops) is tuple:     # _made_key's common case, inline
+            types = tuple(map(type, ops))
+            if float in types:
+                key = _made_key(self, ops, mods)
+            elif Reg in types:
+                key = (id(self), tuple([(o.cls, o.index, o.count, o.sym, o.sym_base) if type(o) is Reg else o
+                                        for o in ops]), types, ())
+            else:
+                key = (id(self), ops, types, ())
+        else:
+            key = _made_key(self, ops, mods)
         made = None
         if key is not None:
             try:
@@ -771,6 +781,8 @@ def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple
     else:
         mods_key = ()
     types = tuple(map(type, ops))
+    if Reg in types:                    # a register by its fields: tuples hash and compare in C
+        ops = tuple([(o.cls, o.index, o.count, o.sym, o.sym_base) if type(o) is Reg else o for o in ops])
     if float in types:                  # -0.0 == 0.0, but they are different constants
         return (id(desc), ops, types, mods_key, tuple(repr(o) for o in ops if type(o) is float))
     return (id(desc), ops, types, mods_key)

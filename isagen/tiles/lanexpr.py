@@ -220,11 +220,11 @@ class Bin(Expr):
 
     def __init__(self, op: str, a: Expr, b: Expr):
         self.op, self.a, self.b = op, a, b
-        self.hi = _bin_hi(op, a, b)
+        self.hi = a.hi + b.hi if op == "add" else _bin_hi(op, a, b)
         self.uniform = a.uniform and b.uniform
         self.closed = a.closed and b.closed
         self._lanes = None
-        self._hash = hash(("Bin", op, a, b))
+        self._hash = hash(("Bin", op, a._hash, b._hash))    # the children's hashes, without a call each
 
     def _key(self) -> tuple:
         return (self.op, self.a, self.b)
@@ -254,7 +254,7 @@ class Select(Expr):
         self.uniform = x.uniform and y.uniform and a.uniform and b.uniform
         self.closed = x.closed and y.closed and a.closed and b.closed
         self._lanes = None
-        self._hash = hash(("Select", x, y, a, b))
+        self._hash = hash(("Select", x._hash, y._hash, a._hash, b._hash))
 
     def _key(self) -> tuple:
         return (self.x, self.y, self.a, self.b)
