@@ -183,7 +183,7 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
         if isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
             addrs = tuple(wave.tolist())
         else:
-            addrs = tuple(int(a) for a in wave)
+            addrs = tuple(map(int, wave))
         if len(addrs) != 64:
             raise ISAError(f"lanes= on {inst.name}: {len(addrs)} addresses, expected 64 (one per lane)")
         out.append(addrs)

@@ -77,7 +77,11 @@ class RegisterPool:
                 raise AllocationError(f"{name}: {self._range(start, count)} is not free "
                                       f"({self.describe_live()})")
         else:
-            found = self._find(count, align)
+            if count == 1 and align == 1:          # _find's first case, inline (most allocations)
+                free = ~self._used & self._full
+                found = (free & -free).bit_length() - 1 if free else None
+            else:
+                found = self._find(count, align)
             if found is None:
                 raise AllocationError(
                     f"out of {_CLASS_NAME[self.cls]}s allocating '{name}' ({count} aligned to {align}; "
@@ -86,8 +90,11 @@ class RegisterPool:
             start = found
         sym = None if scratch else self._symbol(name)
         reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
-        alloc = Allocation(name, reg, kernel, len(self.history), position, scratch=scratch)
-        self.owner[start:start + count] = [alloc] * count
+        alloc = Allocation(name, reg, kernel, len(self.history), position, None, scratch)
+        if count == 1:
+            self.owner[start] = alloc
+        else:
+            self.owner[start:start + count] = [alloc] * count
         self._used |= ((1 << count) - 1) << start
         self.live[start] = alloc
         self.history.append(alloc)

@@ -296,11 +296,25 @@ def _const(e) -> int:
     return e.value
 
 
+_CONSTS: dict[int, Const] = {}
+
+
+def _int_const(v) -> Const:
+    """``Const(int(v))``, shared: nodes are immutable, and expressions use few distinct constants."""
+    v = int(v)
+    c = _CONSTS.get(v)
+    if c is None:
+        c = Const(v)
+        if len(_CONSTS) < 4096:
+            _CONSTS[v] = c
+    return c
+
+
 def _bin(op: str, a, b) -> Expr:
     if not isinstance(a, Expr):
-        a = Const(int(a))
+        a = _int_const(a)
     if not isinstance(b, Expr):
-        b = Const(int(b))
+        b = _int_const(b)
     ac, bc = type(a) is Const, type(b) is Const
     if op == "shl" or op == "shr":
         if not bc:
@@ -403,7 +417,9 @@ def _ev(e, env: dict, memo: dict):
     elif t is Uniform or t is VReg:
         if e.name not in env:
             raise KeyError(f"lane expression needs a value for '{e.name}'")
-        v = np.broadcast_to(np.asarray(env[e.name], dtype=np.int64), (64,)).copy()
+        v = env[e.name]
+        if type(v) is not int or not -(1 << 63) <= v < (1 << 63):     # an int: kept as one (see above)
+            v = np.broadcast_to(np.asarray(v, dtype=np.int64), (64,)).copy()
     elif t is Select:
         x, y, a, b = (_ev(e.x, env, memo), _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
         if isinstance(x, int) and isinstance(y, int):
@@ -447,7 +463,7 @@ class Emitter:
             dst = self.k.vgpr(1, "lane_expr", scratch=True)
             self.owned.append(dst)
         src = self._value(expr, why, top=dst)
-        if src != dst:
+        if src is not dst and src != dst:
             self._mov(dst, src, why)
         if given and len(self.owned) > self.max_temps:
             self.free()
