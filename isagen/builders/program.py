@@ -202,8 +202,9 @@ def _emitter(desc: Any) -> Any:
     ``lanes=``, append it."""
     make = desc.make
 
-    def emit(self, *ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
-        inst = make(ops, mods, comment)
+    def emit(self: KernelBuilder, *ops: Any, comment: str | None = None, lds: Any = None, lanes: Any = None,
+             **mods: Any) -> Instruction:
+        inst: Instruction = make(ops, mods, comment)
         if lds is not None:
             inst.lds = _lds_range(lds)
         if lanes is not None:

@@ -495,7 +495,7 @@ class Emitter:
         self.owned.append(r)
         return r
 
-    def _value(self, e: Expr, why, top: Reg | None = None):
+    def _value(self, e: Any, why, top: Reg | None = None):     # Any: dispatched on type(e), which mypy does not narrow
         """A register (VGPR or SGPR) or an int constant holding ``e``."""
         t = type(e)
         if t is Const:
