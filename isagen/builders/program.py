@@ -208,7 +208,18 @@ def _emitter(desc: Any) -> Any:
         if lds is not None:
             inst.lds = _lds_range(lds)
         if lanes is not None:
-            inst.lanes = _lane_addresses(inst, lanes)
+            if type(lanes) is tuple:
+                # a tuple of tuples (immutable) converted before for this kernel: the same addresses
+                seen = self._lanes_seen.get(id(lanes))
+                if seen is not None and seen[0] is lanes:
+                    access_kind(inst)
+                    inst.lanes = seen[1]
+                else:
+                    inst.lanes = _lane_addresses(inst, lanes)
+                    if all(type(w) is tuple for w in lanes):
+                        self._lanes_seen[id(lanes)] = (lanes, inst.lanes)
+            else:
+                inst.lanes = _lane_addresses(inst, lanes)
         self.items.append(inst)          # self.emit(inst): made from this kernel's own table
         return inst
 
@@ -264,6 +275,7 @@ class KernelBuilder(InstructionMethods):
         self._lds_top = 0
         self._labels: set[str] = set()
         self._placed: set[Label] = set()
+        self._lanes_seen: dict[int, tuple[Any, tuple[tuple[int, ...], ...]]] = {}   # id -> (lanes=, converted)
         # registers the hardware initialises at wave launch (AMDGPUUsage "Initial Kernel Execution State")
         self.kernarg_ptr = self.sgprs.alloc(2, "kernarg_ptr", align=2, index=0, kernel=True)
         if any(d not in "xyz" for d in workgroup_ids) or list(workgroup_ids) != sorted(set(workgroup_ids)):

@@ -135,8 +135,8 @@ class GlobalToLds:
         region = self.stages[stage]
         lanes = self._lanes.get((stage, j))
         if lanes is None:      # the same for every tile into this stage
-            lanes = self._lanes[stage, j] = [lx.evaluate(self.position(j, w) + region.offset)
-                                             for w in range(self.waves)]
+            lanes = self._lanes[stage, j] = tuple(tuple(lx.evaluate(self.position(j, w) + region.offset).tolist())
+                                                  for w in range(self.waves))
 
         def f():
             inst = getattr(self.k, self.instruction)(voff, self.rsrc.regs, 0, offen=True, lanes=lanes,
