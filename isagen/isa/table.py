@@ -361,10 +361,10 @@ class InstrDef:
         mods = self._check_mods(mods) if mods or waitcnt else {}
         if var_widths:
             widths = self._operand_widths(mods)
-            checked = tuple(self._check_operand(spec, value, widths.get(spec.name, spec.width))
-                            for spec, value in zip(self.operands, ops))
+            checked = tuple([self._check_operand(spec, value, widths.get(spec.name, spec.width))
+                             for spec, value in zip(self.operands, ops)])
         else:
-            checked = tuple(self._check_operand(spec, value, spec.width) for spec, value in zip(self.operands, ops))
+            checked = tuple([self._check_operand(spec, value, spec.width) for spec, value in zip(self.operands, ops)])
         self._check_combination(checked, mods)
         shared = Shared()
         if key is not None:
@@ -445,6 +445,9 @@ class InstrDef:
                 if count == w and not value.index % _alignment(value.cls, w) \
                         and value.index + count - 1 < _REG_LIMIT[value.cls]:
                     return value
+        elif type(value) is int and (kind == "vsrc" or kind == "ssrc") and -(1 << 31) <= value < (1 << 32) \
+                and (width != 1 or self.ftype not in ("f16", "bf16", "i16")):
+            return value                # a 32-bit constant for a 32-bit (or wider) source: checked as below
         where = f"{self.name}: operand {spec.name}"
         if isinstance(value, str) and value == "off":
             value = OFF
