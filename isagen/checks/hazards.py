@@ -331,7 +331,17 @@ class _Regs:
         defs, fdefs = idef
         values = inst.ops
         for i, is_def, is_use, vdst in roles:
-            m, f = _value_masks(values[i])
+            value = values[i]
+            if type(value) is Reg:           # the common case, inline
+                base, fbase, count = _BASE[value.cls]
+                j, n = value.index, value.count
+                if j + n <= count:
+                    lo = j >> 2
+                    m, f = ((1 << n) - 1) << (base + j), ((2 << (((j + n - 1) >> 2) - lo)) - 1) << (fbase + lo)
+                else:
+                    m, f = _value_masks(value)
+            else:
+                m, f = _value_masks(value)
             if m:
                 if is_def:
                     defs |= m
@@ -370,6 +380,7 @@ _BY_MFMA, _BY_VALU, _BY_SALU, _BY_ANY = range(4)
 # Channels: which rules an event can take part in, so that an instruction can tell from one AND of
 # folded sets whether any pending event may concern it (a channel is _FOLD bits of that int).
 _CH_VALU, _CH_MFMA, _CH_SRCC, _CH_VALU_SPECIAL, _CH_M0, _CH_WIDE, _CH_VGPR = range(7)
+_NOT_MFMA_CH = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _CH_MFMA * _FOLD)   # every channel but MFMA's
 _VERB = {"mfma_write": "writes", "valu_write": "writes", "salu_write_m0": "writes", "vgpr_write": "writes",
          "mfma_srcc_read": "reads as SrcC", "wide_store": "stores"}
 
@@ -572,6 +583,8 @@ def _facts(inst: Instruction, key: str, table: dict[str, int]) -> _Facts:
 _State = dict[tuple[int, str], _Event]
 #: one entry of a block walk's trail: clock after the instruction, its position, its folded channels
 _Trail = list[tuple[int, int, int]]
+#: per kind of writer (_BY_*), the (trail index, registers) of each write that ends older events of that kind
+_Ends = tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]
 
 
 class _Pass:
@@ -601,11 +614,21 @@ class _Pass:
             for f in self.facts:
                 if f is not None:
                     f.add_dpp()
+        # what the walk reads of each instruction, in one tuple: (listen, wait states, MFMA?, on the
+        # trail?, folded channels of its events, writes that end older events)
+        self.steps = [self._step(f) for f in self.facts]
         self.cfg = CFG(items)
         self.nops = [0] * len(items)              # wait states inserted before each instruction
         self.why = [""] * len(items)
         self.padded: dict[int, list[int]] = {}    # block -> the positions its last walk padded
         self._ws: dict[tuple[str, int | None], int] = {}
+
+    def _step(self, f: _Facts | None) -> tuple[int, int, bool, bool, int, tuple[tuple[int, int], ...]]:
+        if f is None:
+            return 0, 0, False, False, 0, ()
+        if self.has_dpp:
+            return f.listen, f.ws, f.mfma is not None, f.trail_dpp, f.emit_dpp, f.ends_dpp
+        return f.listen, f.ws, f.mfma is not None, f.trail, f.emit, f.ends
 
     def _wait(self, rule: str, passes: int | None) -> int:
         n = self._ws.get((rule, passes))
@@ -711,7 +734,7 @@ class _Pass:
         events at the top first, in their order, then the block's own by clock and place.  An
         instruction met again around a loop while its previous event of the same kind is still
         pending refreshes that event in place (it keeps its rank)."""
-        window, facts, dpp = self.window, self.facts, self.has_dpp
+        window, facts = self.window, self.facts
         nops = self.nops
         for pos in self.padded.pop(b.index, ()):
             nops[pos] = 0
@@ -724,45 +747,78 @@ class _Pass:
         flip = window                # when the current generation ends
         clock = 0
         trail: _Trail = []
+        ends: _Ends = ([], [], [], [])
+        mfmas: list[tuple[int, int]] = []          # (clock after, position) of the block's MFMAs
         origins = {ev.origin for ev in top} if top else None
         renewed: dict[tuple[int, int], int] = {}    # (position, event index) -> index of the top event renewed
+        steps = self.steps
         for pos in b.instrs:
-            f = facts[pos]
-            assert f is not None
-            hit = f.listen & heard
+            listen, ws, is_mfma, in_trail, emit, ended = steps[pos]
+            hit = listen & heard
             if hit:
-                need = self._consumer(f, pos, clock, hit, trail, top, renewed)
-                if need:
-                    clock += need
-                    padded.append(pos)
-            clock += f.ws
-            if f.trail_dpp if dpp else f.trail:
-                emit = f.emit_dpp if dpp else f.emit
+                f = cast(_Facts, facts[pos])
+                if hit & _NOT_MFMA_CH or not is_mfma or not self._chain(f, clock, mfmas, top):
+                    need = self._consumer(f, pos, clock, hit, trail, ends, top, renewed)
+                    if need:
+                        clock += need
+                        padded.append(pos)
+            clock += ws
+            if is_mfma:
+                mfmas.append((clock, pos))
+            if in_trail:
+                for by, m in ended:
+                    ends[by].append((len(trail), m))
                 trail.append((clock, pos, emit))
                 if emit:
                     heard |= emit
                     younger |= emit
                     if origins is not None and pos in origins:
-                        self._renew(pos, f, clock, trail, top, renewed)
+                        self._renew(pos, cast(_Facts, facts[pos]), clock, trail, ends, top, renewed)
             if clock >= flip:
                 heard, younger, flip = younger, 0, clock + window
         self.padded[b.index] = padded
-        return self._state_at_end(clock, trail, top, renewed)
+        return self._state_at_end(clock, trail, ends, top, renewed)
 
-    def _unended(self, m: int, by: int, trail: _Trail, after: int) -> int:
+    def _chain(self, f: _Facts, clock: int, mfmas: list[tuple[int, int]], top: list[_Event]) -> bool:
+        """For an MFMA that only MFMA results may concern: whether none of the MFMAs within the
+        window needs wait states before it, because each either shares no register with it or
+        writes exactly its SrcC with the same opcode (an accumulation chain) far enough back."""
+        src01, src2 = f.op("src0") | f.op("src1"), f.op("src2")
+        window = self.window
+
+        def fine(t: _Template, age: int) -> bool:
+            m = t.mask
+            if m & src01:
+                return False
+            if m & src2:
+                return (src2 == t.dst and f.name == t.name
+                        and self._wait("mfma_write->mfma_srcc_exact", t.passes) <= age)
+            return True
+
+        for i in range(len(mfmas) - 1, -1, -1):
+            stamp, p = mfmas[i]
+            age = clock - stamp
+            if age >= window:
+                return True
+            if not fine(cast(_Facts, self.facts[p]).events[0], age):      # an MFMA's first event: its result
+                return False
+        return all(fine(ev.t, clock + ev.age) for ev in top
+                   if ev.t.kind == "mfma_write" and clock + ev.age < window)
+
+    @staticmethod
+    def _unended(m: int, by: int, ends: _Ends, after: int) -> int:
         """``m`` less the registers written by kind ``by`` at trail entries ``after`` and later."""
-        facts, dpp = self.facts, self.has_dpp
-        for i in range(after, len(trail)):
-            pf = facts[trail[i][1]]
-            assert pf is not None
-            for b, e in pf.ends_dpp if dpp else pf.ends:
-                if b == by:
-                    m &= ~e
-            if not m:
+        writes = ends[by]
+        i = len(writes) - 1
+        while i >= 0 and m:
+            at, e = writes[i]
+            if at < after:
                 break
+            m &= ~e
+            i -= 1
         return m
 
-    def _pending(self, clock: int, trail: _Trail, top: list[_Event], renewed: dict[tuple[int, int], int],
+    def _pending(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event], renewed: dict[tuple[int, int], int],
                  c: _Facts | None, hit: int) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
         """The events pending at ``clock`` (before the instruction there), as (rank, template,
         registers still held, age, origin): all of them (``c`` None), or those of the channels of
@@ -784,7 +840,7 @@ class _Pass:
                         m &= c.heard[t.ch]
                         if not m:
                             continue
-                    m = t.mask if t.by < 0 else self._unended(t.mask, t.by, trail, i + 1)
+                    m = t.mask if t.by < 0 else self._unended(t.mask, t.by, ends, i + 1)
                     if m and (c is None or (m & c.heard[t.ch] and m & c.touch)):
                         r = renewed.get((p, k))
                         out.append(((stamp, k) if r is None else (-1, r), t, m, age, p))
@@ -799,18 +855,18 @@ class _Pass:
                 if c is not None and not m & c.heard[t.ch]:
                     continue
                 if t.by >= 0:
-                    m = self._unended(m, t.by, trail, 0)
+                    m = self._unended(m, t.by, ends, 0)
                 if m and (c is None or (m & c.heard[t.ch] and m & c.touch)):
                     out.append(((-1, idx), t, m, age, ev.origin))
         out.sort(key=lambda h: h[0])
         return out
 
-    def _consumer(self, f: _Facts, pos: int, clock: int, hit: int, trail: _Trail, top: list[_Event],
-                  renewed: dict[tuple[int, int], int]) -> int:
+    def _consumer(self, f: _Facts, pos: int, clock: int, hit: int, trail: _Trail, ends: _Ends,
+                  top: list[_Event], renewed: dict[tuple[int, int], int]) -> int:
         """The wait states the instruction at ``pos`` needs (recorded with the reason)."""
         need = 0
         worst = None
-        for _, t, m, age, origin in self._pending(clock, trail, top, renewed, f, hit):
+        for _, t, m, age, origin in self._pending(clock, trail, ends, top, renewed, f, hit):
             req, rule, regs = self._need(t, m, f)
             if req - age > need:
                 need = req - age
@@ -827,7 +883,7 @@ class _Pass:
                          f"{format_keys(_keys(regs))}: {req} wait state{'s' if req != 1 else ''}{already}")
         return need
 
-    def _renew(self, pos: int, f: _Facts, clock: int, trail: _Trail, top: list[_Event],
+    def _renew(self, pos: int, f: _Facts, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
                renewed: dict[tuple[int, int], int]) -> None:
         """The instruction at ``pos`` leaves its events again (around a loop): one whose previous
         event of the same kind is still pending at the top (young enough, registers left) takes that
@@ -837,15 +893,15 @@ class _Pass:
                 if ev.origin != pos or ev.t.kind != t.kind:
                     continue
                 if clock + ev.age < self.window:
-                    m = ev.mask if t.by < 0 else self._unended(ev.mask, t.by, trail, 0)
+                    m = ev.mask if t.by < 0 else self._unended(ev.mask, t.by, ends, 0)
                     if m:
                         renewed[(pos, k)] = idx
                 break
 
-    def _state_at_end(self, clock: int, trail: _Trail, top: list[_Event],
+    def _state_at_end(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
                       renewed: dict[tuple[int, int], int]) -> _State:
         return {(origin, t.kind): _Event(t, origin, m, age)
-                for _, t, m, age, origin in self._pending(clock, trail, top, renewed, None, 0)}
+                for _, t, m, age, origin in self._pending(clock, trail, ends, top, renewed, None, 0)}
 
     @staticmethod
     def _merge(states: list[_State]) -> _State:
@@ -947,6 +1003,7 @@ _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
 # folded register set (_FOLD bits), side by side.  MFMA results, XDL SrcC reads, VALU writes (plain, and
 # transcendental / op_sel high half / DOT ones), SALU M0 writes, wide-store data, writes a DPP reads.
 _K_VALU, _K_MFMA, _K_SRCC, _K_VALU_WIDE, _K_M0, _K_STORE, _K_DPP = range(7)
+_NOT_K_MFMA = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _K_MFMA * _FOLD)
 
 
 class _Profile:
@@ -1235,15 +1292,39 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
             for rpos in prev(ppos):
                 heapq.heappush(heap, (nd, rpos, live))
 
+    def chain(c: _Profile, clock: int, mfmas: list[tuple[int, int]]) -> bool:
+        """For an MFMA only MFMA results may concern, far enough into its block that the window stays
+        in it: whether every MFMA of the window either shares no register with it or writes exactly its
+        SrcC with the same opcode (an accumulation chain) at least the chain's count before."""
+        src01 = c.src("src0") | c.src("src1")
+        for i in range(len(mfmas) - 1, -1, -1):
+            after, j = mfmas[i]
+            dist = clock - after
+            if dist >= window:
+                return True
+            p = block[j]
+            if p.dst & src01:
+                return False
+            if p.dst & c.srcc:
+                passes = cast(MfmaInfo, p.mfma).passes
+                if not (c.srcc == p.dst and c.name == p.name
+                        and dist >= wait_states(target, "mfma_write->mfma_srcc_exact", passes)):
+                    return False
+        return True
+
     for bi in sorted(reachable):
         instrs = cfg.blocks[bi].instrs
         block = [cast(_Profile, profiles[pos]) for pos in instrs]
         # what the producers of the last one or two windows can start (a superset of the last window)
         heard, younger, flip, clock = entry[bi], 0, window, 0
+        mfmas: list[tuple[int, int]] = []          # (wait states from the top to just after, slot) of its MFMAs
         for slot, c in enumerate(block):
-            if c.listen & heard:
+            hit = c.listen & heard
+            if hit and (hit & _NOT_K_MFMA or c.mfma is None or clock < window or not chain(c, clock, mfmas)):
                 search(instrs, block, slot)
             clock += c.ws
+            if c.mfma is not None:
+                mfmas.append((clock, slot))
             heard |= c.emit
             younger |= c.emit
             if clock >= flip:
