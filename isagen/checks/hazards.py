@@ -203,7 +203,7 @@ def _new_key(key: Key) -> int:
     _KEY_AT.append(key)
     _CLASS[key[0]] = _CLASS.get(key[0], 0) | one
     cls, i = key
-    if cls in ("v", "a", "s") and i < 256:
+    if (cls in ("v", "a") and i < 256) or (cls == "s" and i < 128):
         _FONE[key] = 1 << ({"v": 0, "a": 64, "s": 128}[cls] + (i >> 2))
     else:
         _FONE[key] = 1 << _SPECIAL_FOLD[cls] if cls in _SPECIAL_FOLD else _FOTHER
@@ -380,6 +380,7 @@ _BY_MFMA, _BY_VALU, _BY_SALU, _BY_ANY = range(4)
 # Channels: which rules an event can take part in, so that an instruction can tell from one AND of
 # folded sets whether any pending event may concern it (a channel is _FOLD bits of that int).
 _CH_VALU, _CH_MFMA, _CH_SRCC, _CH_VALU_SPECIAL, _CH_M0, _CH_WIDE, _CH_VGPR = range(7)
+_S_VALU, _S_MFMA, _S_SRCC, _S_VALU_SPECIAL, _S_M0, _S_WIDE, _S_VGPR = (ch * _FOLD for ch in range(7))
 _NOT_MFMA_CH = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _CH_MFMA * _FOLD)   # every channel but MFMA's
 _VERB = {"mfma_write": "writes", "valu_write": "writes", "salu_write_m0": "writes", "vgpr_write": "writes",
          "mfma_srcc_read": "reads as SrcC", "wide_store": "stores"}
@@ -492,7 +493,7 @@ class _Facts:
         wide = _wide_store_need(inst, r, table) if "store" in flags else None
         if wide:
             events.append(_Template("wide_store", wide[0], wide[1], _CH_WIDE, -1, name, need=wide[2]))
-        self.events = evs = tuple(t for t in events if t.mask) if events else ()
+        self.events = evs = tuple([t for t in events if t.mask]) if events else ()
         for t in evs:
             emit |= t.fmask << t.ch * _FOLD
         self.emit = emit
@@ -511,13 +512,13 @@ class _Facts:
             heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = srcs | _EXEC_BITS
             heard[_CH_WIDE] = defs
             fu = fuses | _F_EXEC
-            listen = (fu << _CH_VALU * _FOLD | fuses << _CH_MFMA * _FOLD | fu << _CH_VALU_SPECIAL * _FOLD
-                      | fdefs << _CH_WIDE * _FOLD)
+            listen = (fu << _S_VALU | fuses << _S_MFMA | fu << _S_VALU_SPECIAL
+                      | fdefs << _S_WIDE)
         elif unit in ("valu", "trans", "vmem", "flat", "ds"):
             heard[_CH_MFMA] = uses | defs
             heard[_CH_SRCC] = defs
             fud = fuses | fdefs
-            listen = fud << _CH_MFMA * _FOLD | fdefs << _CH_SRCC * _FOLD
+            listen = fud << _S_MFMA | fdefs << _S_SRCC
             if valu_unit:
                 valu = uses & (_CLASS["s"] | _VCC_BITS)
                 fvalu = fuses & (_F_S | _F_VCC)
@@ -537,18 +538,18 @@ class _Facts:
                 # transcendental, op_sel high half and DOT writers: any use
                 heard[_CH_VALU_SPECIAL] = valu | uses | defs
                 heard[_CH_WIDE] = defs
-                listen |= (fvalu << _CH_VALU * _FOLD | (fvalu | fud) << _CH_VALU_SPECIAL * _FOLD
-                           | fdefs << _CH_WIDE * _FOLD)
+                listen |= (fvalu << _S_VALU | (fvalu | fud) << _S_VALU_SPECIAL
+                           | fdefs << _S_WIDE)
             elif unit in ("vmem", "flat"):
                 heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = uses & ~(vector | _SCC_BIT)
                 fs = fuses & _F_SCALAR
-                listen |= fs << _CH_VALU * _FOLD | fs << _CH_VALU_SPECIAL * _FOLD
+                listen |= fs << _S_VALU | fs << _S_VALU_SPECIAL
         if "lds_dma" in flags:
             heard[_CH_M0] = uses
-            listen |= fuses << _CH_M0 * _FOLD
+            listen |= fuses << _S_M0
         if dpp:
             heard[_CH_VGPR] = uses & vector
-            listen |= (fuses & _F_VECTOR) << _CH_VGPR * _FOLD
+            listen |= (fuses & _F_VECTOR) << _S_VGPR
         self.heard = tuple(heard)
         self.listen = listen
 
@@ -565,7 +566,7 @@ class _Facts:
         if vdefs:
             fv = self.regs.fdefs & _F_VECTOR
             self.events_dpp = self.events + (_Template("vgpr_write", vdefs, fv, _CH_VGPR, _BY_ANY, self.name),)
-            self.emit_dpp = self.emit | fv << _CH_VGPR * _FOLD
+            self.emit_dpp = self.emit | fv << _S_VGPR
         else:
             self.events_dpp, self.emit_dpp = self.events, self.emit
         self.ends_dpp = self.ends + (((_BY_ANY, defs),) if defs else ())
