@@ -381,6 +381,9 @@ _BY_MFMA, _BY_VALU, _BY_SALU, _BY_ANY = range(4)
 # folded sets whether any pending event may concern it (a channel is _FOLD bits of that int).
 _CH_VALU, _CH_MFMA, _CH_SRCC, _CH_VALU_SPECIAL, _CH_M0, _CH_WIDE, _CH_VGPR = range(7)
 _S_VALU, _S_MFMA, _S_SRCC, _S_VALU_SPECIAL, _S_M0, _S_WIDE, _S_VGPR = (ch * _FOLD for ch in range(7))
+# the channels whose rules depend on an MFMA's passes (up to the window); the others' rules are fixed
+_LONG = tuple(ch in (_CH_MFMA, _CH_SRCC) for ch in range(7))
+_LONG_CH = ((1 << 2 * _FOLD) - 1) << _CH_MFMA * _FOLD        # MFMA results and SrcC reads (adjacent channels)
 _NOT_MFMA_CH = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _CH_MFMA * _FOLD)   # every channel but MFMA's
 _VERB = {"mfma_write": "writes", "valu_write": "writes", "salu_write_m0": "writes", "vgpr_write": "writes",
          "mfma_srcc_read": "reads as SrcC", "wide_store": "stores"}
@@ -606,6 +609,9 @@ class _Pass:
         self.target = get_target(target)
         self.table = _fixed_rules(self.target)
         self.window = max_window(self.target)
+        # the longest rule that does not depend on an MFMA's passes: older events of the channels
+        # other than MFMA results and SrcC reads need nothing
+        self.short = max(self.table.values())
         key = f"hazards.nops.{self.target.name}"
         table = self.table
         self.facts: list[_Facts | None] = [_facts(i, key, table) if isinstance(i, Instruction) else None
@@ -819,46 +825,80 @@ class _Pass:
             i -= 1
         return m
 
-    def _pending(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event], renewed: dict[tuple[int, int], int],
-                 c: _Facts | None, hit: int) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
-        """The events pending at ``clock`` (before the instruction there), as (rank, template,
-        registers still held, age, origin): all of them (``c`` None), or those of the channels of
-        ``hit`` (folded) on a register ``c`` lists for their channel, that share a register with it."""
+    def _pending(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
+                 renewed: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
+        """Every event pending at ``clock``, as (rank, template, registers still held, age, origin),
+        in rank order."""
         window, facts, dpp = self.window, self.facts, self.has_dpp
+        out = []
+        i = len(trail) - 1
+        while i >= 0:
+            stamp, p, _ = trail[i]
+            age = clock - stamp
+            if age >= window:
+                break
+            pf = cast(_Facts, facts[p])
+            for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+                m = t.mask if t.by < 0 else self._unended(t.mask, t.by, ends, i + 1)
+                if m:
+                    r = renewed.get((p, k))
+                    out.append(((stamp, k) if r is None else (-1, r), t, m, age, p))
+            i -= 1
+        else:
+            out += self._top_pending(clock, ends, top, renewed, None)
+        out.sort(key=lambda h: h[0])
+        return out
+
+    def _top_pending(self, clock: int, ends: _Ends, top: list[_Event], renewed: dict[tuple[int, int], int],
+                     c: _Facts | None) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
+        """The events of the block's top still pending at ``clock`` (for ``c``: those that can concern it)."""
+        out = []
+        dead = set(renewed.values())
+        for idx, ev in enumerate(top):
+            age = clock + ev.age
+            t, m = ev.t, ev.mask
+            if age >= (self.window if c is None or _LONG[t.ch] else self.short) or idx in dead:
+                continue
+            if c is not None and not m & c.heard[t.ch]:
+                continue
+            if t.by >= 0:
+                m = self._unended(m, t.by, ends, 0)
+            if m and (c is None or (m & c.heard[t.ch] and m & c.touch)):
+                out.append(((-1, idx), t, m, age, ev.origin))
+        return out
+
+    def _hits(self, c: _Facts, clock: int, hit: int, trail: _Trail, ends: _Ends, top: list[_Event],
+              renewed: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
+        """The pending events that can make ``c`` wait, in rank order: those of the channels of
+        ``hit`` (folded), young enough for their channel's longest rule (MFMA results and SrcC reads:
+        the window; the others: the longest fixed rule), on a register ``c`` lists for their channel,
+        sharing a register with it."""
+        window, facts, dpp = self.window, self.facts, self.has_dpp
+        short = self.short
+        limit = window if hit & _LONG_CH else short
+        heard, touch = c.heard, c.touch
         out = []
         i = len(trail) - 1
         while i >= 0:
             stamp, p, emit = trail[i]
             age = clock - stamp
-            if age >= window:
+            if age >= limit:
                 break
-            if emit & hit or c is None:
-                pf = facts[p]
-                assert pf is not None
+            if emit & hit:
+                pf = cast(_Facts, facts[p])
                 for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
-                    m = t.mask
-                    if c is not None:
-                        m &= c.heard[t.ch]
-                        if not m:
-                            continue
-                    m = t.mask if t.by < 0 else self._unended(t.mask, t.by, ends, i + 1)
-                    if m and (c is None or (m & c.heard[t.ch] and m & c.touch)):
+                    ch = t.ch
+                    m = t.mask & heard[ch]
+                    if not m or (age >= short and not _LONG[ch]):
+                        continue
+                    if t.by >= 0:
+                        m = self._unended(t.mask, t.by, ends, i + 1)
+                    if m & heard[ch] and m & touch:
                         r = renewed.get((p, k))
                         out.append(((stamp, k) if r is None else (-1, r), t, m, age, p))
             i -= 1
         else:
-            dead = set(renewed.values())
-            for idx, ev in enumerate(top):
-                age = clock + ev.age
-                if age >= window or idx in dead:
-                    continue
-                t, m = ev.t, ev.mask
-                if c is not None and not m & c.heard[t.ch]:
-                    continue
-                if t.by >= 0:
-                    m = self._unended(m, t.by, ends, 0)
-                if m and (c is None or (m & c.heard[t.ch] and m & c.touch)):
-                    out.append(((-1, idx), t, m, age, ev.origin))
+            out += self._top_pending(clock, ends, top, renewed, c)
         out.sort(key=lambda h: h[0])
         return out
 
@@ -867,7 +907,7 @@ class _Pass:
         """The wait states the instruction at ``pos`` needs (recorded with the reason)."""
         need = 0
         worst = None
-        for _, t, m, age, origin in self._pending(clock, trail, ends, top, renewed, f, hit):
+        for _, t, m, age, origin in self._hits(f, clock, hit, trail, ends, top, renewed):
             req, rule, regs = self._need(t, m, f)
             if req - age > need:
                 need = req - age
@@ -902,7 +942,7 @@ class _Pass:
     def _state_at_end(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
                       renewed: dict[tuple[int, int], int]) -> _State:
         return {(origin, t.kind): _Event(t, origin, m, age)
-                for _, t, m, age, origin in self._pending(clock, trail, ends, top, renewed, None, 0)}
+                for _, t, m, age, origin in self._pending(clock, trail, ends, top, renewed)}
 
     @staticmethod
     def _merge(states: list[_State]) -> _State:
@@ -1004,6 +1044,7 @@ _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
 # folded register set (_FOLD bits), side by side.  MFMA results, XDL SrcC reads, VALU writes (plain, and
 # transcendental / op_sel high half / DOT ones), SALU M0 writes, wide-store data, writes a DPP reads.
 _K_VALU, _K_MFMA, _K_SRCC, _K_VALU_WIDE, _K_M0, _K_STORE, _K_DPP = range(7)
+_K_LONG = ((1 << _FOLD) - 1) << _K_MFMA * _FOLD | ((1 << _FOLD) - 1) << _K_SRCC * _FOLD
 _NOT_K_MFMA = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _K_MFMA * _FOLD)
 
 
@@ -1227,6 +1268,7 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
     target = get_target(target)
     t = _fixed_rules(target)
     window = max_window(target)
+    short = max(t.values())                  # the longest rule that does not depend on an MFMA's passes
     cfg = CFG(list(items))
     key = f"hazards.verifier.{target.name}"
     profiles: list[_Profile | None] = [_profile(item, t, key) if isinstance(item, Instruction) else None
@@ -1259,7 +1301,8 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
             live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
         return live
 
-    def search(instrs: list[int], block: list[_Profile], slot: int) -> None:
+    def search(instrs: list[int], block: list[_Profile], slot: int, window: int) -> None:
+        """Every pair with the instruction at ``slot`` second, less than ``window`` wait states apart."""
         cpos, c = instrs[slot], block[slot]
         interest = c.reads | c.writes
         # (distance, producer position, registers still exposed on this path, per producer kind)
@@ -1322,7 +1365,9 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
         for slot, c in enumerate(block):
             hit = c.listen & heard
             if hit and (hit & _NOT_K_MFMA or c.mfma is None or clock < window or not chain(c, clock, mfmas)):
-                search(instrs, block, slot)
+                # a pair on MFMA results or SrcC reads can need up to the window; any other, the
+                # longest fixed rule
+                search(instrs, block, slot, window if hit & _K_LONG else short)
             clock += c.ws
             if c.mfma is not None:
                 mfmas.append((clock, slot))
