@@ -622,7 +622,8 @@ class _Pass:
                 if f is not None:
                     f.add_dpp()
         # what the walk reads of each instruction, in one tuple: (listen, wait states, MFMA?, on the
-        # trail?, folded channels of its events, writes that end older events)
+        # trail?, folded channels of its events, writes that end older events, the channels split
+        # into MFMA results and SrcC reads, and the others)
         self.steps = [self._step(f) for f in self.facts]
         self.cfg = CFG(items)
         self.nops = [0] * len(items)              # wait states inserted before each instruction
@@ -630,12 +631,14 @@ class _Pass:
         self.padded: dict[int, list[int]] = {}    # block -> the positions its last walk padded
         self._ws: dict[tuple[str, int | None], int] = {}
 
-    def _step(self, f: _Facts | None) -> tuple[int, int, bool, bool, int, tuple[tuple[int, int], ...]]:
+    def _step(self, f: _Facts | None) -> tuple[int, int, bool, bool, int, tuple[tuple[int, int], ...], int, int]:
         if f is None:
-            return 0, 0, False, False, 0, ()
+            return 0, 0, False, False, 0, (), 0, 0
         if self.has_dpp:
-            return f.listen, f.ws, f.mfma is not None, f.trail_dpp, f.emit_dpp, f.ends_dpp
-        return f.listen, f.ws, f.mfma is not None, f.trail, f.emit, f.ends
+            emit, ends, trail = f.emit_dpp, f.ends_dpp, f.trail_dpp
+        else:
+            emit, ends, trail = f.emit, f.ends, f.trail
+        return f.listen, f.ws, f.mfma is not None, trail, emit, ends, emit & _LONG_CH, emit & ~_LONG_CH
 
     def _wait(self, rule: str, passes: int | None) -> int:
         n = self._ws.get((rule, passes))
@@ -747,11 +750,17 @@ class _Pass:
             nops[pos] = 0
         padded: list[int] = []
         top = list(state.values())
-        heard = 0
+        # the folded channels of the events left within the last one or two generations: MFMA results
+        # and SrcC reads for windows, the others (fixed rules) for the longest fixed rule
+        long_, short_ = 0, 0
         for ev in top:
-            heard |= ev.t.fmask << ev.t.ch * _FOLD
-        younger = 0                  # the channels of the events of the current generation
-        flip = window                # when the current generation ends
+            if _LONG[ev.t.ch]:
+                long_ |= ev.t.fmask << ev.t.ch * _FOLD
+            else:
+                short_ |= ev.t.fmask << ev.t.ch * _FOLD
+        heard = long_ | short_
+        young_long = young_short = 0                 # the channels of the current generations' events
+        flip_long, flip_short, short = window, self.short, self.short      # when they end
         clock = 0
         trail: _Trail = []
         ends: _Ends = ([], [], [], [])
@@ -760,7 +769,7 @@ class _Pass:
         renewed: dict[tuple[int, int], int] = {}    # (position, event index) -> index of the top event renewed
         steps = self.steps
         for pos in b.instrs:
-            listen, ws, is_mfma, in_trail, emit, ended = steps[pos]
+            listen, ws, is_mfma, in_trail, emit, ended, emit_long, emit_short = steps[pos]
             hit = listen & heard
             if hit:
                 f = cast(_Facts, facts[pos])
@@ -778,11 +787,17 @@ class _Pass:
                 trail.append((clock, pos, emit))
                 if emit:
                     heard |= emit
-                    younger |= emit
+                    long_ |= emit_long
+                    young_long |= emit_long
+                    short_ |= emit_short
+                    young_short |= emit_short
                     if origins is not None and pos in origins:
                         self._renew(pos, cast(_Facts, facts[pos]), clock, trail, ends, top, renewed)
-            if clock >= flip:
-                heard, younger, flip = younger, 0, clock + window
+            if clock >= flip_short:
+                short_, young_short, flip_short = young_short, 0, clock + short
+                if clock >= flip_long:
+                    long_, young_long, flip_long = young_long, 0, clock + window
+                heard = long_ | short_
         self.padded[b.index] = padded
         return self._state_at_end(clock, trail, ends, top, renewed)
 
@@ -1055,7 +1070,7 @@ class _Profile:
 
     __slots__ = ("inst", "regs", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
                  "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
-                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "emit", "listen")
+                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "emit", "emit_long", "emit_short", "listen")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
         desc = inst.desc
@@ -1119,6 +1134,7 @@ class _Profile:
         elif self.unit == "salu" and writes & _M0_BIT:
             emit |= _F_M0 << _K_M0 * _FOLD
         self.emit = emit
+        self.emit_long, self.emit_short = emit & _K_LONG, emit & ~_K_LONG
         # ... and what a pair with it second can be on
         both = freads | fwrites
         listen = 0
@@ -1360,7 +1376,12 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
         instrs = cfg.blocks[bi].instrs
         block = [cast(_Profile, profiles[pos]) for pos in instrs]
         # what the producers of the last one or two windows can start (a superset of the last window)
-        heard, younger, flip, clock = entry[bi], 0, window, 0
+        # what the producers of the last one or two generations can start: on MFMA results and SrcC
+        # reads, generations of a window; on the others (fixed rules), of the longest fixed rule
+        heard, clock = entry[bi], 0
+        long_, short_ = heard & _K_LONG, heard & ~_K_LONG
+        young_long = young_short = 0
+        flip_long, flip_short = window, short
         mfmas: list[tuple[int, int]] = []          # (wait states from the top to just after, slot) of its MFMAs
         for slot, c in enumerate(block):
             hit = c.listen & heard
@@ -1371,10 +1392,18 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
             clock += c.ws
             if c.mfma is not None:
                 mfmas.append((clock, slot))
-            heard |= c.emit
-            younger |= c.emit
-            if clock >= flip:
-                heard, younger, flip = younger, 0, clock + window
+            emit = c.emit
+            if emit:
+                heard |= emit
+                long_ |= c.emit_long
+                young_long |= c.emit_long
+                short_ |= c.emit_short
+                young_short |= c.emit_short
+            if clock >= flip_short:
+                short_, young_short, flip_short = young_short, 0, clock + short
+                if clock >= flip_long:
+                    long_, young_long, flip_long = young_long, 0, clock + window
+                heard = long_ | short_
     return sorted((v for _, v in found.values()), key=lambda v: (v.pos, v.source or 0))
 
 
