@@ -459,7 +459,7 @@ class _Facts:
 
     __slots__ = ("inst", "regs", "name", "unit", "mfma", "uses", "defs", "touch", "ws", "dpp", "flags",
                  "events", "events_dpp", "emit", "emit_dpp", "ends", "ends_dpp", "trail", "trail_dpp",
-                 "listen", "heard")
+                 "listen", "heard", "step")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
         desc = inst.desc
@@ -555,10 +555,22 @@ class _Facts:
             listen |= (fuses & _F_VECTOR) << _S_VGPR
         self.heard = tuple(heard)
         self.listen = listen
+        # what the block walk reads, in one tuple: (listen, wait states, MFMA?, on the trail?, folded
+        # channels of its events, writes that end older events, those channels split into MFMA
+        # results and SrcC reads, and the others)
+        self.step: _Step = (listen, self.ws, mfma is not None, self.trail, emit, self.ends, emit & _LONG_CH,
+                            emit & ~_LONG_CH)
 
     def op(self, name: str) -> int:
         """The registers of the operand called ``name`` (0 for a constant or no such operand)."""
         return self.regs.op(name)[0]
+
+    def dpp_step(self) -> _Step:
+        """``step`` in a program with DPP (``add_dpp``)."""
+        self.add_dpp()
+        emit = cast(int, self.emit_dpp)
+        return (self.listen, self.ws, self.mfma is not None, self.trail_dpp, emit, self.ends_dpp, emit & _LONG_CH,
+                emit & ~_LONG_CH)
 
     def add_dpp(self) -> None:
         """The ``*_dpp`` view, for programs with DPP: every VGPR write is an event as well (a DPP
@@ -576,12 +588,9 @@ class _Facts:
         self.trail_dpp = bool(self.events_dpp or self.ends_dpp)
 
 
-def _facts(inst: Instruction, key: str, table: dict[str, int]) -> _Facts:
-    f = inst.shared.checks.get(key)
-    if f is None:
-        f = inst.shared.checks[key] = _Facts(inst, table)
-    return f
-
+#: what a block walk reads of an instruction (``_Facts.step``)
+_Step = tuple[int, int, bool, bool, int, tuple[tuple[int, int], ...], int, int]
+_NO_STEP: _Step = (0, 0, False, False, 0, (), 0, 0)
 
 #: pending events at a point of the program, by (origin position, kind), in the order they became pending
 _State = dict[tuple[int, str], _Event]
@@ -614,31 +623,28 @@ class _Pass:
         self.short = max(self.table.values())
         key = f"hazards.nops.{self.target.name}"
         table = self.table
-        self.facts: list[_Facts | None] = [_facts(i, key, table) if isinstance(i, Instruction) else None
-                                           for i in items]
-        self.has_dpp = any(f.dpp for f in self.facts if f is not None)
-        if self.has_dpp:
-            for f in self.facts:
-                if f is not None:
-                    f.add_dpp()
-        # what the walk reads of each instruction, in one tuple: (listen, wait states, MFMA?, on the
-        # trail?, folded channels of its events, writes that end older events, the channels split
-        # into MFMA results and SrcC reads, and the others)
-        self.steps = [self._step(f) for f in self.facts]
+        facts: list[_Facts | None] = []
+        dpp = False
+        for i in items:
+            if isinstance(i, Instruction):
+                f = i.shared.checks.get(key)
+                if f is None:
+                    f = i.shared.checks[key] = _Facts(i, table)
+                facts.append(f)
+                dpp = dpp or f.dpp
+            else:
+                facts.append(None)
+        self.facts, self.has_dpp = facts, dpp
+        # what the walk reads of each instruction, in one tuple (``_Facts.step``)
+        if dpp:
+            self.steps = [f.dpp_step() if f is not None else _NO_STEP for f in facts]
+        else:
+            self.steps = [f.step if f is not None else _NO_STEP for f in facts]
         self.cfg = CFG(items)
         self.nops = [0] * len(items)              # wait states inserted before each instruction
         self.why = [""] * len(items)
         self.padded: dict[int, list[int]] = {}    # block -> the positions its last walk padded
         self._ws: dict[tuple[str, int | None], int] = {}
-
-    def _step(self, f: _Facts | None) -> tuple[int, int, bool, bool, int, tuple[tuple[int, int], ...], int, int]:
-        if f is None:
-            return 0, 0, False, False, 0, (), 0, 0
-        if self.has_dpp:
-            emit, ends, trail = f.emit_dpp, f.ends_dpp, f.trail_dpp
-        else:
-            emit, ends, trail = f.emit, f.ends, f.trail
-        return f.listen, f.ws, f.mfma is not None, trail, emit, ends, emit & _LONG_CH, emit & ~_LONG_CH
 
     def _wait(self, rule: str, passes: int | None) -> int:
         n = self._ws.get((rule, passes))
@@ -1255,13 +1261,6 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
     return found
 
 
-def _profile(inst: Instruction, table: dict[str, int], key: str) -> _Profile:
-    p = inst.shared.checks.get(key)
-    if p is None:
-        p = inst.shared.checks[key] = _Profile(inst, table)
-    return p
-
-
 def _what(p: _Profile) -> str:
     if p.mfma is not None:
         return f"{'XDL' if p.mfma.xdl else 'non-XDL'} MFMA, {p.mfma.passes} passes"
@@ -1287,8 +1286,15 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
     short = max(t.values())                  # the longest rule that does not depend on an MFMA's passes
     cfg = CFG(list(items))
     key = f"hazards.verifier.{target.name}"
-    profiles: list[_Profile | None] = [_profile(item, t, key) if isinstance(item, Instruction) else None
-                                       for item in items]
+    profiles: list[_Profile | None] = []
+    for item in items:
+        if isinstance(item, Instruction):
+            p = item.shared.checks.get(key)
+            if p is None:
+                p = item.shared.checks[key] = _Profile(item, t)
+            profiles.append(p)
+        else:
+            profiles.append(None)
     reachable = cfg.reachable()
     entry = _entry_filters(cfg, profiles, reachable, window)
 
