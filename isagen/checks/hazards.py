@@ -332,7 +332,8 @@ class _Regs:
         values = inst.ops
         for i, is_def, is_use, vdst in roles:
             value = values[i]
-            if type(value) is Reg:           # the common case, inline
+            tp = type(value)
+            if tp is Reg:                    # the common case, inline
                 base, fbase, count = _BASE[value.cls]
                 j, n = value.index, value.count
                 if j + n <= count:
@@ -340,6 +341,8 @@ class _Regs:
                     m, f = ((1 << n) - 1) << (base + j), ((2 << (((j + n - 1) >> 2) - lo)) - 1) << (fbase + lo)
                 else:
                     m, f = _value_masks(value)
+            elif tp is int:                  # an immediate
+                continue
             else:
                 m, f = _value_masks(value)
             if m:
