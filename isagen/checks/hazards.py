@@ -6,13 +6,19 @@ this wave) between the two instructions.  Every instruction gives one wait state
 N+1; labels and comments give none.
 
 * ``WAIT_STATES`` is the table, one dict per target, with the LLVM source of every entry
-  (in the comments above and beside it).  It is the only thing the two implementations below share.
+  (in the comments above and beside it).  It and the register numbering (``_Regs``: an
+  instruction's registers as bit masks, exact and folded) are all the two implementations share.
 * ``insert_nops(items, target)`` runs a forward dataflow of *pending hazard events* over the CFG
   (merging at labels, iterating loop back edges to a fixpoint) and puts the minimum ``s_nop`` before
   each instruction that needs it, with a comment that names the pair and the count.
 * ``check_hazards(items, target)`` verifies a finished program the other way round: for each
   instruction it searches *backwards* over every CFG path (loop back edges included) for the
   instructions within the longest hazard window and classifies each pair on its own.
+
+Cost: a small constant per instruction.  Each pass walks a block keeping, per kind of pair, the
+union of the (folded) registers recent instructions can start a hazard on; an instruction whose own
+registers of those kinds miss it needs nothing and costs one AND of two ints.  Only the others are
+looked at closely, and only as far back as their kind of rule reaches (docs/checks.md).
 
 Both treat a register written again in between *by the same kind of instruction* (MFMA after MFMA,
 VALU after VALU) as ending the older instruction's hazard on it, as LLVM's nearest-definition search
