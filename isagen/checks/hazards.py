@@ -794,18 +794,19 @@ class _Pass:
                         clock += need
                         padded.append(pos)
             clock += ws
-            if is_mfma:
+            if is_mfma:                     # only MFMAs leave events of the long kinds
                 mfmas.append((clock, pos))
+                long_ |= emit_long
+                young_long |= emit_long
             if in_trail:
                 for by, m in ended:
                     ends[by].append((len(trail), m))
                 trail.append((clock, pos, emit))
                 if emit:
                     heard |= emit
-                    long_ |= emit_long
-                    young_long |= emit_long
-                    short_ |= emit_short
-                    young_short |= emit_short
+                    if emit_short:
+                        short_ |= emit_short
+                        young_short |= emit_short
                     if origins is not None and pos in origins:
                         self._renew(pos, cast(_Facts, facts[pos]), clock, trail, ends, top, renewed)
             if clock >= flip_short:
@@ -1085,7 +1086,7 @@ class _Profile:
 
     __slots__ = ("inst", "regs", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
                  "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
-                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "emit", "emit_long", "emit_short", "listen")
+                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "emit", "emit_long", "emit_short", "listen", "step")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
         desc = inst.desc
@@ -1170,6 +1171,8 @@ class _Profile:
         if self.unit in ("valu", "trans", "mfma"):
             listen |= fwrites << _K_STORE * _FOLD
         self.listen = listen
+        # what the block walk reads, in one tuple
+        self.step = (listen, self.ws, self.mfma is not None, emit, self.emit_long, self.emit_short)
 
     def src(self, name: str) -> int:
         """The registers of the operand called ``name`` (0 for a constant or no such operand)."""
@@ -1399,21 +1402,22 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
         flip_long, flip_short = window, short
         mfmas: list[tuple[int, int]] = []          # (wait states from the top to just after, slot) of its MFMAs
         for slot, c in enumerate(block):
-            hit = c.listen & heard
-            if hit and (hit & _NOT_K_MFMA or c.mfma is None or clock < window or not chain(c, clock, mfmas)):
+            listen, ws, is_mfma, emit, emit_long, emit_short = c.step
+            hit = listen & heard
+            if hit and (hit & _NOT_K_MFMA or not is_mfma or clock < window or not chain(c, clock, mfmas)):
                 # a pair on MFMA results or SrcC reads can need up to the window; any other, the
                 # longest fixed rule
                 search(instrs, block, slot, window if hit & _K_LONG else short)
-            clock += c.ws
-            if c.mfma is not None:
+            clock += ws
+            if is_mfma:                     # only MFMAs start pairs of the long kinds
                 mfmas.append((clock, slot))
-            emit = c.emit
+                long_ |= emit_long
+                young_long |= emit_long
             if emit:
                 heard |= emit
-                long_ |= c.emit_long
-                young_long |= c.emit_long
-                short_ |= c.emit_short
-                young_short |= c.emit_short
+                if emit_short:
+                    short_ |= emit_short
+                    young_short |= emit_short
             if clock >= flip_short:
                 short_, young_short, flip_short = young_short, 0, clock + short
                 if clock >= flip_long:
