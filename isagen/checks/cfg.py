@@ -34,6 +34,17 @@ def ends_program(inst: Instruction) -> bool:
     return inst.name.startswith("s_endpgm")
 
 
+# per table entry (by identity, the entry kept beside its answer): does control leave after it
+# (a branch or s_endpgm)?  ``CFG`` asks for every instruction; the answer is the entry's alone.
+_CONTROL: dict[int, tuple[object, bool]] = {}
+
+
+def _control(desc) -> tuple[object, bool]:
+    got = (desc, "branch" in desc.flags or desc.name.startswith("s_endpgm"))
+    _CONTROL[id(desc)] = got
+    return got
+
+
 def branch_target(inst: Instruction) -> str:
     """The label name a branch jumps to."""
     for spec, value in zip(inst.desc.operands, inst.ops):
@@ -78,33 +89,38 @@ class CFG:
     def _split(self) -> None:
         cur = Block(0, 0, 0)
         placed: set[str] = set()
+        blocks = self.blocks
+        control = _CONTROL
         for pos, item in enumerate(self.items):
-            if isinstance(item, Label):
+            if isinstance(item, Instruction):
+                cur.instrs.append(pos)
+                desc = item.desc
+                known = control.get(id(desc))
+                if known is None or known[0] is not desc:
+                    known = _control(desc)
+                if known[1]:                                # control leaves here: close the block
+                    cur.end = pos + 1
+                    blocks.append(cur)
+                    cur = Block(len(blocks), pos + 1, pos + 1)
+            elif isinstance(item, Label):
                 if cur.instrs:                              # a label is a join point: start a new block
                     cur.end = pos
-                    self.blocks.append(cur)
-                    cur = Block(len(self.blocks), pos, pos)
+                    blocks.append(cur)
+                    cur = Block(len(blocks), pos, pos)
                 if item.name in placed:
                     raise CheckError(f"#{pos} label {item.name} placed twice")
                 placed.add(item.name)
                 cur.labels.append(item.name)
-            elif isinstance(item, Instruction):
-                cur.instrs.append(pos)
-                if is_branch(item) or ends_program(item):   # control leaves here: close the block
-                    cur.end = pos + 1
-                    self.blocks.append(cur)
-                    cur = Block(len(self.blocks), pos + 1, pos + 1)
-                    continue
             # comments (and anything else) just ride along in the current block
         cur.end = len(self.items)
-        if cur.instrs or cur.labels or not self.blocks:
-            self.blocks.append(cur)
-        for b in self.blocks:
+        if cur.instrs or cur.labels or not blocks:
+            blocks.append(cur)
+        block_of, slot = self._block_of, self._slot
+        for b in blocks:
             for name in b.labels:
                 self.label_block[name] = b.index
-            for i, pos in enumerate(b.instrs):
-                self._block_of[pos] = b.index
-                self._slot[pos] = i
+            block_of.update(dict.fromkeys(b.instrs, b.index))
+            slot.update(zip(b.instrs, range(len(b.instrs))))
 
     def _link(self) -> None:
         for b in self.blocks:
