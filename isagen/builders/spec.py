@@ -23,7 +23,6 @@ parameter type and validated the same way.  See docs/specs.md.
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -366,6 +365,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         if not isinstance(key, str):
             raise err(str(key), f"field names are strings, got {_kind(key)}")
         if key not in FIELDS:
+            import difflib
             near = difflib.get_close_matches(key, FIELDS, n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             raise err(key, f"unknown field{hint}; a spec has: {', '.join(FIELDS)}")

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label
+
+if TYPE_CHECKING:
+    from isagen.isa.table import InstrDef
 
 
 def is_branch(inst: Instruction) -> bool:
@@ -39,7 +42,7 @@ def ends_program(inst: Instruction) -> bool:
 _CONTROL: dict[int, tuple[object, bool]] = {}
 
 
-def _control(desc) -> tuple[object, bool]:
+def _control(desc: InstrDef) -> tuple[object, bool]:
     got = (desc, "branch" in desc.flags or desc.name.startswith("s_endpgm"))
     _CONTROL[id(desc)] = got
     return got

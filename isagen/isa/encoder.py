@@ -246,13 +246,15 @@ class _Fields:
 
 
 _SRC_FIELDS = frozenset(("src0", "src1", "src2", "ssrc0", "ssrc1", "soffset", "scale0", "scale1"))
-_PLANS: dict[tuple[int, str], tuple[Any, ...]] = {}
+_Plan = tuple[str, int, _Entry, tuple[tuple[str, int, int, bool], ...], int]
+_PLANS: dict[tuple[int, str], tuple[Any, _Plan]] = {}
 
 
-def _plan(desc: Any, enc: str) -> tuple[str, int, _Entry, tuple[tuple[str, int, int, bool], ...]]:
+def _plan(desc: Any, enc: str) -> _Plan:
     """What an instruction's encoding takes from its table entry alone, worked out once per entry
     and form: the family, the opcode, the opcode's entry, and per operand its field, its width in
-    registers, the width ``_src`` is given (2 for 64-bit operands) and whether it is a source field."""
+    registers, the width ``_src`` is given (2 for 64-bit operands) and whether it is a source field;
+    and the number of operands the encoding has."""
     key = (id(desc), enc)
     got = _PLANS.get(key)
     if got is not None and got[0] is desc:
@@ -277,7 +279,7 @@ def _plan(desc: Any, enc: str) -> tuple[str, int, _Entry, tuple[tuple[str, int, 
     # '=' fields are fixed registers such as the vcc of a 32-bit compare, with nothing to encode)
     fields = tuple((fld, n, 2 if spec.width == 2 else n, fld in _SRC_FIELDS)
                    for (fld, _file, n), spec in zip(layout, desc.operands))
-    plan = (family, op, entry, fields, len(layout))
+    plan: _Plan = (family, op, entry, fields, len(layout))
     _PLANS[key] = (desc, plan)
     return plan
 

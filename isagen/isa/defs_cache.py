@@ -1,0 +1,75 @@
+"""The ISA definition files (``isagen/isa/defs/*.yaml``) as parsed once: a ``marshal`` copy of the
+parsed document in isagen's cache directory, keyed by the SHA-256 of the file's bytes and Python's
+marshal format, read instead of parsing the YAML again (issue 17: a process that builds one kernel
+spends ~12 ms parsing them, reading the copy ~1 ms).
+
+``marshal`` holds only Python's own value types (the documents are dicts, lists, strings, numbers,
+booleans and None), so a copy is data, never code; a copy that is unreadable, of another format or
+not a mapping is ignored and rewritten.  Copies are written atomically (a temporary file renamed
+into place); where the cache directory cannot be written, the YAML is simply parsed each time.
+
+The cache directory is ``$ISAGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/isagen``, else
+``~/.cache/isagen`` (``isagen.objects.cache`` keeps built kernels there too); the copies live in
+its ``isa/`` folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+#: part of every copy's name: a copy made by another Python (another marshal format) is not read
+_FORMAT = f"m{marshal.version}-py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def cache_root() -> Path:
+    """isagen's cache directory (not created here)."""
+    env = os.environ.get("ISAGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg and os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"
+    return base / "isagen"
+
+
+def load_yaml_file(path: Path) -> dict[str, Any]:
+    """The parsed YAML document of ``path`` (``{}`` for a missing file or an empty document), from the
+    marshal copy when there is one for these exact bytes."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    copy = cache_root() / "isa" / f"{path.stem}-{hashlib.sha256(data).hexdigest()[:40]}-{_FORMAT}.marshal"
+    try:
+        doc = marshal.loads(copy.read_bytes())
+        if isinstance(doc, dict):
+            return doc
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    import yaml
+    doc = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: an ISA definition file is a mapping, got {type(doc).__name__}")
+    try:
+        blob = marshal.dumps(doc)
+    except ValueError:                 # a value marshal cannot hold (a YAML timestamp, ...): parse each time
+        return doc
+    _write_atomically(copy, blob)
+    return doc
+
+
+def _write_atomically(path: Path, blob: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
