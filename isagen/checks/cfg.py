@@ -79,12 +79,16 @@ class Block:
 class CFG:
     """Blocks and edges of one item list.  ``blocks[0]`` is the entry."""
 
+    #: whether ``_block_of``/``_slot`` are filled (a subclass that fills them itself leaves this True)
+    _indexed = True
+
     def __init__(self, items: Sequence[object]):
         self.items = items
         self.blocks: list[Block] = []
         self.label_block: dict[str, int] = {}
         self._block_of: dict[int, int] = {}     # instruction position -> block index
         self._slot: dict[int, int] = {}         # instruction position -> its index in block.instrs
+        self._indexed = False                   # (filled on the first position query)
         self._split()
         self._link()
 
@@ -118,12 +122,17 @@ class CFG:
         cur.end = len(self.items)
         if cur.instrs or cur.labels or not blocks:
             blocks.append(cur)
-        block_of, slot = self._block_of, self._slot
         for b in blocks:
             for name in b.labels:
                 self.label_block[name] = b.index
+
+    def _index(self) -> None:
+        """Fill the position -> block and position -> slot maps (only the position queries use them)."""
+        block_of, slot = self._block_of, self._slot
+        for b in self.blocks:
             block_of.update(dict.fromkeys(b.instrs, b.index))
             slot.update(zip(b.instrs, range(len(b.instrs))))
+        self._indexed = True
 
     def _link(self) -> None:
         for b in self.blocks:
@@ -150,6 +159,8 @@ class CFG:
     # ------------------------------------------------------------------ queries
     def block_of(self, pos: int) -> Block:
         """The block holding the instruction at item position ``pos``."""
+        if not self._indexed:
+            self._index()
         return self.blocks[self._block_of[pos]]
 
     def edges(self) -> list[tuple[int, int]]:
@@ -209,7 +220,7 @@ class CFG:
         """Positions of the instructions that can execute immediately before the one at ``pos``
         (the previous one in its block, or the last instruction of every predecessor path; blocks
         without instructions are looked through)."""
-        b = self.block_of(pos)
+        b = self.block_of(pos)                  # (fills the maps)
         i = self._slot[pos]
         if i > 0:
             return [b.instrs[i - 1]]

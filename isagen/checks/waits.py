@@ -197,16 +197,19 @@ class _Checker:
             return got[1]
         by_key = self.by_key
         found: set[int] = set()
-        for k in _keys(x)[2]:
-            origins = by_key.get(k)
-            if origins:
-                found.update(origins)
+        for keys in (x.use_keys(), x.def_keys()):
+            for k in keys:
+                origins = by_key.get(k)
+                if origins:
+                    found.update(origins)
         cands = (frozenset(found), _facts(x.desc)[3])
         self._cands[id(sh)] = (sh, cands)
         return cands
 
     def _check(self, pos: int, x: Instruction, live: dict, shift_vm: int, shift_ds: int) -> None:
-        cands, touches_lds = self._candidates(x)
+        sh = x.shared
+        got = self._cands.get(id(sh))
+        cands, touches_lds = got[1] if got is not None and got[0] is sh else self._candidates(x)
         # only the outstanding operations this instruction can collide with are looked at closely
         if not cands and not touches_lds:
             return
@@ -287,13 +290,20 @@ class _Checker:
         shift_vm = shift_ds = 0
         if report:
             acts = dict(self.actions[bi])
-            steps: list = [(pos, acts.get(pos, "")) for pos in self.cfg.blocks[bi].instrs]
+            steps: list = self.cfg.blocks[bi].instrs
         else:
             steps = self.actions[bi]
         check = self._check
-        for pos, kind in steps:
-            if report and live:
-                check(pos, items[pos], live, shift_vm, shift_ds)
+        for step in steps:
+            if report:
+                pos = step
+                if live:
+                    check(pos, items[pos], live, shift_vm, shift_ds)
+                if pos not in acts:
+                    continue
+                kind = acts[pos]
+            else:
+                pos, kind = step
             if kind is None:                        # s_waitcnt
                 mods = items[pos].mods
                 vmcnt, lgkmcnt = mods.get("vmcnt"), mods.get("lgkmcnt")
@@ -318,7 +328,7 @@ class _Checker:
                             continue
                     kept[origin] = (base, vm, lg)
                 live = kept
-            elif kind:
+            else:
                 op = ops[pos]
                 if kind == "vmem":
                     shift_vm += 1

@@ -388,8 +388,7 @@ def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods
         return [w0, w1] if enc == "dpp" else [w0]
     if family == "VOP3":
         srcs = [f.get(name) for name in ("src0", "src1", "src2")]
-        neg = sum(int(s.neg) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
-        abs_ = sum(int(s.abs) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        neg, abs_ = _neg_abs(srcs)
         vdst = _index(f["vdst"]) if "vdst" in f else 0
         clamp = _bits(mods, "clamp")
         omod = _bits(mods, "omod")
@@ -430,10 +429,11 @@ def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods
             hi = _bits(mods, "op_sel_hi")
         else:
             hi = _bits(mods, "op_sel_hi", 7) | (7 & ~((1 << nsrc) - 1))
-        neg_lo = _bits(mods, "neg_lo") | sum(int(s.neg) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        src_neg, src_abs = _neg_abs(srcs)
+        neg_lo = _bits(mods, "neg_lo") | src_neg
         neg_hi = _bits(mods, "neg_hi")
         if entry.mix:            # v_fma_mix*: |x| is the neg_hi bit of its source
-            neg_hi |= sum(int(s.abs) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+            neg_hi |= src_abs
         w0 = (0x1A7 << 23 | op << 16 | _bits(mods, "clamp") << 15 | (hi >> 2 & 1) << 14 | opsel << 11
               | neg_hi << 8 | vdst)
         w1 = neg_lo << 29 | (hi & 3) << 27 | fl.code("src2") << 18 | fl.code("src1") << 9 | fl.code("src0")
@@ -477,6 +477,16 @@ def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods
               | (_index(gdata) if gdata is not None else 0) << 8 | _index(f.get("addr", 0) or 0))
         return [w0, w1]
     raise EncodeError(f"{inst.name}: the {family} encoding is not covered by isagen's encoder")
+
+
+def _neg_abs(srcs: list[Any]) -> tuple[int, int]:
+    """The neg and abs bits of the source fields (bit i: source i)."""
+    neg = abs_ = 0
+    for i, s in enumerate(srcs):
+        if isinstance(s, _Src):
+            neg |= int(s.neg) << i
+            abs_ |= int(s.abs) << i
+    return neg, abs_
 
 
 def _mai(op: int, inst: Instruction, fl: _Fields, mods: dict[str, Any]) -> list[int]:
