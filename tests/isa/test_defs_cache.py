@@ -55,3 +55,25 @@ def test_an_unwritable_cache_still_parses(tmp_path, monkeypatch):
     src.write_text("remove: [s_nop]\n")
     assert defs_cache.load_yaml_file(src) == {"remove": ["s_nop"]}
     assert defs_cache.load_yaml_file(tmp_path / "missing.yaml") == {}
+
+
+def test_a_spec_seen_before_is_read_without_yaml(cache_dir, monkeypatch):
+    import sys
+
+    from isagen.builders.spec import bundled_specs_dir, parse_spec
+    text = (bundled_specs_dir() / "gemm_bf16.yaml").read_text()
+    first = parse_spec(text, "gemm_bf16.yaml")              # parsed with PyYAML, the copy kept
+    assert list((cache_dir / "isa").glob("spec-*.marshal"))
+    monkeypatch.setitem(sys.modules, "yaml", None)          # an import of yaml now fails
+    again = parse_spec(text, "gemm_bf16.yaml")
+    assert (again.name, again.kernel, again.targets, dict(again.params), again.shapes) == \
+        (first.name, first.kernel, first.targets, dict(first.params), first.shapes)
+    # an error still names the field's line, from the kept line numbers
+    bad = text.replace("mfma: 16", "mfma: 17")
+    monkeypatch.delitem(sys.modules, "yaml")
+    with pytest.raises(Exception) as e1:
+        parse_spec(bad, "g.yaml")
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    with pytest.raises(Exception) as e2:
+        parse_spec(bad, "g.yaml")
+    assert str(e1.value) == str(e2.value) and "g.yaml:" in str(e2.value)
