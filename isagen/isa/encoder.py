@@ -18,7 +18,6 @@ The tests compare it with LLVM byte for byte: every sampled instance of every ta
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from isagen.errors import CodeObjectError, ISAError
+from isagen.isa.defs_cache import load_copy, store_copy
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Mod, Reg, Special, _Off
 
@@ -64,16 +64,25 @@ def _opcodes(target: str) -> dict[str, dict[str, tuple[int, Any]]]:
     if inv is None:
         path = os.path.join(_DATA_DIR, f"opcodes.{target}.json")
         try:
-            with open(path) as f:
-                raw = json.load(f)
+            with open(path, "rb") as f:
+                data = f.read()
         except OSError as exc:
             raise CodeObjectError(f"no opcode table for {target}: {path}: {exc.strerror}") from None
-        inv = {}
-        for fam, entries in raw["families"].items():
-            names: dict[str, tuple[int, Any]] = {}
-            for op, e in sorted((int(k), e) for k, e in entries.items()):
-                names.setdefault(e.get("name", e["mn"]), (op, e))
-            inv[fam] = names
+        # the inverted table (family -> name -> (opcode, the entry's fields _Entry reads)), kept in
+        # isagen's cache as parsed
+        inv = load_copy(f"opcodes-for-encoder.{target}", data)
+        if not isinstance(inv, dict):
+            import json
+            inv = {}
+            for fam, entries in json.loads(data)["families"].items():
+                names: dict[str, Any] = {}
+                for op, e in sorted((int(k), e) for k, e in entries.items()):
+                    name = e.get("name", e["mn"])
+                    if name not in names:           # what _Entry reads, no more
+                        names[name] = (op, {"mn": name, "ops": e["ops"], "mai": e.get("mai", False),
+                                            "off2": e.get("off2", False)})
+                inv[fam] = names
+            store_copy(f"opcodes-for-encoder.{target}", data, inv)
         _INVERSE[target] = inv
     return inv
 
