@@ -116,11 +116,12 @@ def _keys(x: Instruction) -> tuple[frozenset, frozenset, frozenset]:
 #   younger: fewest instructions of the same in-order stream issued after it (vmem: VMEM; ds: DS)
 #   vm_pending / lgkm_pending: only meaningful for FLAT (both counters must reach 0)
 #
-# Cost: an instruction that neither issues a memory operation nor waits leaves the state alone, so the
-# fixpoint's passes step only over each block's memory instructions and waits; the reporting pass
-# looks, for each instruction, only at the outstanding operations that write one of its registers
-# (found once per distinct instruction through a register -> operations index) or, for an LDS
-# access, at the outstanding LDS DMAs.
+# Cost, linear in the program: an instruction that neither issues a memory operation nor waits leaves
+# the state alone, so the fixpoint's passes (a few over a loop) step only over each block's memory
+# instructions and waits, and an issue is O(1) (``walk``: per-block counter shifts instead of
+# incrementing every outstanding entry); the reporting pass looks, for each instruction, only at the
+# outstanding operations that write one of its registers (found once per distinct instruction
+# through a register -> operations index) or, for an LDS access, at the outstanding LDS DMAs.
 
 class _Checker:
     def __init__(self, items: list, target):
