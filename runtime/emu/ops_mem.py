@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
     from isagen.runtime.emu.xp import np
 
+from isagen.runtime.emu import cuda_kernels
 from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64, vwrite_masked
 from isagen.runtime.emu.ops_ds import lds_bytes_rw
 from isagen.runtime.emu.steps import CompiledStep
@@ -558,6 +560,15 @@ def _load_handler(vm: VMem, addr_fn, ctx):
 
     def h(st, ws):
         space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
+        if space == "global" and size >= 4 and st.san is None and X.active() == "cuda":
+            bad, got = cuda_kernels.vmem_load(st, ws, di, size, addr, inrange)      # one kernel
+            st.run.global_access(size, got, write=False)
+            if bad:                   # report the accesses out of every allocation (D is written)
+                if inrange is not None:
+                    _check_comps(st, vm, ws, addr, e[..., None] & inrange, "load")
+                else:
+                    _check_global(st, vm, ws, addr, e, size, "load")
+            return
         n = e.shape[0]
         mem = st.run.memory
         if space == "scratch":

@@ -1,0 +1,324 @@
+"""Hand-written CUDA kernels of the cuda emulator engine (CuPy ``RawKernel``s), for the instructions whose
+array code costs the most there: one kernel launch instead of the dozens of CuPy operations (and their
+temporaries) the numpy-interface handler makes.
+
+Each kernel computes exactly what the array code computes, with the same float64 operations in the same
+order, so the bits are the CPU engine's; float32 values are converted by integer code (xp._CONV_SRC),
+since CuPy compiles with ``-ftz=true`` and a float32 step would flush subnormals.
+
+* :func:`mfma_f32` -- the float MFMAs with 8/16-bit inputs and f32 results of the gfx9 layout (what
+  native.py runs on the CPU): one thread per (wave, D word, lane) decodes its row of A and column of B
+  exactly into float64, sums the products in k order from 0 (``__dmul_rn``/``__dadd_rn``: the order of
+  ``xp.matmul_k_order``, of the numpy path and of the native kernel), adds C in float64 and rounds once
+  to float32.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy
+
+from isagen.runtime.emu import xp as X
+
+_MFMA_SRC = X._CONV_SRC + r"""
+extern "C" __global__ void isagen_mfma_f32(
+    const unsigned int* A, long long a_rs, long long a_ws,
+    const unsigned int* B, long long b_rs, long long b_ws,
+    const unsigned int* C, long long c_rs, long long c_ws, long long c_ls,
+    unsigned int* D, long long d_rs, long long d_ws,
+    const int* a_tab, const int* b_tab, const int* d_src,
+    const double* lut_a, const double* lut_b,
+    int W, int M, int N, int K, int nout, int ebits, int bf16)
+{
+    long long tg = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (tg >= (long long)W * nout) return;
+    int w = (int)(tg / nout), t = (int)(tg % nout);
+    int word = t >> 6, lane = t & 63;
+    int bij = d_src[t];
+    int bl = bij / (M * N), r = bij % (M * N), i = r / N, j = r % N;
+    unsigned int mask = (1u << ebits) - 1u;
+    const int* ta = a_tab + (bl * M + i) * K;
+    const int* tb = b_tab + bl * K * N + j;
+    const unsigned int* Aw = A + (long long)w * a_ws;
+    const unsigned int* Bw = B + (long long)w * b_ws;
+    double acc = 0.0;
+    for (int k = 0; k < K; ++k) {
+        int ea = ta[k], eb = tb[k * N];
+        unsigned int ra = (Aw[(ea >> 16) * a_rs + ((ea >> 8) & 255)] >> ((ea & 255) * ebits)) & mask;
+        unsigned int rb = (Bw[(eb >> 16) * b_rs + ((eb >> 8) & 255)] >> ((eb & 255) * ebits)) & mask;
+        double va, vb;
+        if (bf16) { va = isagen_f32_bits_to_f64(ra << 16); vb = isagen_f32_bits_to_f64(rb << 16); }
+        else { va = lut_a[ra]; vb = lut_b[rb]; }
+        acc = __dadd_rn(acc, __dmul_rn(va, vb));
+    }
+    unsigned int c = C[word * c_rs + (long long)w * c_ws + lane * c_ls];
+    D[word * d_rs + (long long)w * d_ws + lane] = isagen_f64_to_f32_bits(__dadd_rn(acc, isagen_f32_bits_to_f64(c)));
+}
+"""
+
+
+@cache
+def _mfma_kernel():
+    cp = X.cupy_module()
+    return cp.RawKernel(_MFMA_SRC, "isagen_mfma_f32")
+
+
+@cache
+def _mfma_tables(name: str, cbsz: int, abid: int, blgp: int, per: int):
+    """Device tables of one MFMA's layout: A's and B's elements as ``word << 16 | lane << 8 | sub``, D's
+    flat (b, i, j) product per word/lane."""
+    from isagen.runtime.emu import mfma as M
+    cp = X.cupy_module()
+    lay = M.layout(name, cbsz, abid, blgp)
+
+    def pack(idx):
+        idx = numpy.asarray(X.to_host(idx), numpy.int64)
+        word, rest = numpy.divmod(idx, 64 * per)
+        lane, sub = numpy.divmod(rest, per)
+        return cp.asarray((word << 16 | lane << 8 | sub).astype(numpy.int32).ravel())
+
+    d_src = cp.asarray(numpy.asarray(X.to_host(lay.d_src), numpy.int32))
+    return pack(lay.a_idx), pack(lay.b_idx), d_src
+
+
+@cache
+def _lut64(kind: str, target: str):
+    """float64 value of every raw code of an f16 / fp8 / bf8 kind, on the device (None for bf16: decoded
+    from its bits)."""
+    if kind == "bf16":
+        return None
+    if kind == "f16":
+        lut = numpy.arange(65536, dtype=numpy.uint32).astype(numpy.uint16).view(numpy.float16).astype(numpy.float64)
+    else:
+        from isagen.runtime.emu import numerics as nx
+        lut = numpy.asarray(X.to_host(nx.fp8_table(nx.fp8_format(target, kind))), numpy.float32).astype(numpy.float64)
+    return X.cupy_module().asarray(lut)
+
+
+def _words(a, what: str):
+    """Strides of a uint32 [regs, W, 64] CuPy array in words: (reg, wave, lane)."""
+    st = tuple(s // 4 for s in a.strides)
+    if any(s % 4 for s in a.strides):
+        raise X.EngineError(f"emulator bug: MFMA operand {what} is not word-aligned")
+    return st
+
+
+def mfma_f32(s, target: str, a, b, c, a_kind: str, b_kind: str, cbsz: int, abid: int, blgp: int, out):
+    """One float MFMA (8/16-bit inputs, f32 result, gfx9 layout; validated by ``mfma.mfma``) for every wave
+    of ``a``/``b`` (uint32 [regs, W, 64] on the device); ``c`` broadcastable to [c_regs, W, 64]; ``out``
+    None or a uint32 [c_regs, W, 64] view (it may be C itself, not A or B).  Returns D."""
+    cp = X.cupy_module()
+    W = a.shape[1]
+    bits = s.in_bits
+    per = 32 // bits
+    a = cp.asarray(a, dtype=cp.uint32)
+    b = cp.asarray(b, dtype=cp.uint32)
+    if a.strides[2] != 4:
+        a = cp.ascontiguousarray(a)
+    if b.strides[2] != 4:
+        b = cp.ascontiguousarray(b)
+    c32 = cp.broadcast_to(cp.asarray(c, dtype=cp.uint32), (s.c_regs, W, 64))
+    if out is None:
+        out = cp.empty((s.c_regs, W, 64), cp.uint32)
+    elif out.strides[2] != 4:
+        res = mfma_f32(s, target, a, b, c32, a_kind, b_kind, cbsz, abid, blgp, None)
+        out[...] = res
+        return out
+    if c32.strides[2] not in (0, 4) or (c32.data.ptr != out.data.ptr or c32.strides != out.strides) \
+            and _overlap(c32, out):
+        c32 = cp.ascontiguousarray(c32)      # C partly overlapping D: read it before D is written
+    ta, tb, d_src = _mfma_tables(s.name, cbsz, abid, blgp, per)
+    bf16 = a_kind == b_kind == "bf16"
+    lut_a = _lut64(a_kind, target) if not bf16 else None
+    lut_b = _lut64(b_kind, target) if not bf16 else None
+    if lut_a is None:
+        lut_a = lut_b = d_src          # unused (bf16): any device pointer
+    ar, aw, _ = _words(a, "A")
+    br, bw, _ = _words(b, "B")
+    cr, cw, cl = _words(c32, "C")
+    dr, dw, _ = _words(out, "D")
+    nout = s.c_regs * 64
+    total = W * nout
+    threads = 256
+    i64, i32 = numpy.int64, numpy.int32
+    _mfma_kernel()(((total + threads - 1) // threads,), (threads,),
+                   (a, i64(ar), i64(aw), b, i64(br), i64(bw), c32, i64(cr), i64(cw), i64(cl),
+                    out, i64(dr), i64(dw), ta, tb, d_src, lut_a, lut_b,
+                    i32(W), i32(s.m), i32(s.n), i32(s.k), i32(nout), i32(bits), i32(int(bf16))))
+    return out
+
+
+def _overlap(x, y) -> bool:
+    """Whether the memory spans of two CuPy arrays intersect."""
+    def span(a):
+        lo = hi = a.data.ptr
+        for n, st in zip(a.shape, a.strides):
+            if n > 1:
+                if st > 0:
+                    hi += (n - 1) * st
+                else:
+                    lo += (n - 1) * st
+        return lo, hi + a.itemsize
+    (l1, h1), (l2, h2) = span(x), span(y)
+    return l1 < h2 and l2 < h1
+
+
+def _clear():
+    _mfma_tables.cache_clear()
+    _lut64.cache_clear()
+
+
+X.register_cache(_clear)
+
+
+# ----------------------------------------------------------------------------- LDS read2, vector memory loads
+
+_MEM_SRC = r"""
+__device__ __forceinline__ unsigned int isagen_le32(const unsigned char* p) {
+    return (unsigned int)p[0] | ((unsigned int)p[1] << 8) | ((unsigned int)p[2] << 16) | ((unsigned int)p[3] << 24);
+}
+
+/* [a, a + len) inside one live allocation (starts sorted; ends[i] the end of the one at starts[i]) */
+__device__ bool isagen_in_alloc(unsigned long long a, unsigned long long len, const unsigned long long* starts,
+                                const unsigned long long* ends, int nalloc) {
+    int lo = 0, hi = nalloc;                    /* lo: the first start > a */
+    while (lo < hi) { int m = (lo + hi) >> 1; if (starts[m] <= a) lo = m + 1; else hi = m; }
+    int i = lo - 1;
+    return i >= 0 && a >= starts[i] && a + len <= ends[i];
+}
+
+/* ds_read2* (b32/b64, st64 or not): per (row, lane) of the waves at the PC.  Lanes in EXEC read two
+   elements of `size` bytes at V[ai] + o0 and V[ai] + o1 of their workgroup's LDS (0 where the element
+   is not inside the allocation) into V[di ..] and V[di + size/4 ..].  cnt[0] += lanes-elements out
+   of range, cnt[1] += in-range elements. */
+extern "C" __global__ void isagen_ds_read2(
+    unsigned int* V, long long rs, const long long* widx, int n,
+    int ai, int di, long long o0, long long o1, int size,
+    const bool* EXEC, const unsigned char* lds, long long L, const long long* wg, long long lds_bytes,
+    unsigned long long* cnt)
+{
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)n * 64) return;
+    int r = (int)(t >> 6), lane = (int)(t & 63);
+    long long w = widx ? widx[r] : r;
+    long long wl = w * 64 + lane;
+    if (!EXEC[wl]) return;
+    long long base = (long long)V[ai * rs + wl];
+    const unsigned char* l = lds + wg[w] * L;
+    int ndw = size >> 2;
+    unsigned long long bad = 0, good = 0;
+    for (int p = 0; p < 2; ++p) {
+        long long a = base + (p ? o1 : o0);
+        bool ok = a >= 0 && a + size <= lds_bytes;
+        if (ok) ++good; else ++bad;
+        for (int k = 0; k < ndw; ++k)
+            V[(di + p * ndw + k) * rs + wl] = ok ? isagen_le32(l + a + 4 * k) : 0u;
+    }
+    if (bad) atomicAdd(cnt, bad);
+    atomicAdd(cnt + 1, good);
+}
+
+/* Vector memory loads of >= 4 bytes per lane (global_load_dword*, buffer_load_dword*): per (row, lane)
+   in EXEC, the address addr[row, lane] (bytes).  comp == 0: the access is one piece, read when
+   [addr, addr + size) lies in one live allocation.  comp == 1: dword c is read when inr[row, lane, c]
+   (the buffer's range check) and [addr + 4c, addr + 4c + 4) lies in one allocation.  Dwords not read
+   are 0.  cnt[0] += pieces failing the allocation check, cnt[1] += bytes read. */
+extern "C" __global__ void isagen_vmem_load(
+    unsigned int* V, long long rs, const long long* widx, int n, int di, int size,
+    const unsigned long long* addr, long long addr_rs, const bool* inr, int comp,
+    const bool* EXEC, const unsigned char* arena, unsigned long long arena_base,
+    const unsigned long long* starts, const unsigned long long* ends, int nalloc, unsigned long long* cnt)
+{
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)n * 64) return;
+    int r = (int)(t >> 6), lane = (int)(t & 63);
+    long long w = widx ? widx[r] : r;
+    long long wl = w * 64 + lane;
+    if (!EXEC[wl]) return;
+    unsigned long long a0 = addr[r * addr_rs + lane];
+    int ndw = size >> 2;
+    unsigned long long bad = 0, got = 0;
+    bool whole = comp ? false : isagen_in_alloc(a0, (unsigned long long)size, starts, ends, nalloc);
+    if (!comp && !whole) bad = 1;
+    for (int c = 0; c < ndw; ++c) {
+        bool ok = whole;
+        if (comp && inr[(r * 64 + lane) * (long long)ndw + c]) {
+            ok = isagen_in_alloc(a0 + 4ull * c, 4ull, starts, ends, nalloc);
+            if (!ok) ++bad;
+        }
+        unsigned int v = 0u;
+        if (ok) { v = isagen_le32(arena + (a0 + 4ull * c - arena_base)); got += 4; }
+        V[(di + c) * rs + wl] = v;
+    }
+    if (bad) atomicAdd(cnt, bad);
+    if (got) atomicAdd(cnt + 1, got);
+}
+"""
+
+
+@cache
+def _mem_kernels():
+    cp = X.cupy_module()
+    m = cp.RawModule(code=_MEM_SRC)
+    return m.get_function("isagen_ds_read2"), m.get_function("isagen_vmem_load")
+
+
+def _rows(st, ws):
+    """(index array or None, row count) of the waves ``ws`` of batch ``st``."""
+    if isinstance(ws, slice):
+        if ws != slice(None):
+            raise X.EngineError("emulator bug: a partial wave slice reached a cuda fast path")
+        return None, st.W
+    cp = X.cupy_module()
+    idx = ws if isinstance(ws, cp.ndarray) else cp.asarray(ws)
+    return cp.ascontiguousarray(idx, dtype=cp.int64), int(idx.shape[0])
+
+
+def _launch(fn, n, args):
+    threads = 256
+    fn(((n * 64 + threads - 1) // threads,), (threads,), args)
+
+
+def ds_read2(st, ws, ai: int, di: int, o0: int, o1: int, size: int) -> int:
+    """ds_read2* for the waves ``ws`` (see isagen_ds_read2): writes the destinations and returns the
+    number of active lane-elements out of the LDS allocation (0: nothing to report); adds the bytes read
+    to the launch's LDS statistics."""
+    cp = X.cupy_module()
+    idx, n = _rows(st, ws)
+    cnt = cp.zeros(2, cp.uint64)
+    V = st.V
+    i64 = numpy.int64
+    _launch(_mem_kernels()[0], n, (V, i64(V.strides[0] // 4), idx, numpy.int32(n), numpy.int32(ai), numpy.int32(di),
+                                   i64(o0), i64(o1), numpy.int32(size), st.EXEC, st.lds,
+                                   i64(st.lds.shape[1]), cp.ascontiguousarray(st.wg_x, dtype=cp.int64),
+                                   i64(st.lds_bytes), cnt))
+    bad, good = (int(v) for v in cnt.get())
+    st.run.lds_bytes_read += size * good
+    return bad
+
+
+def vmem_load(st, ws, di: int, size: int, addr, inrange) -> tuple[int, int]:
+    """A vector memory load of ``size`` >= 4 bytes per lane (see isagen_vmem_load) for the waves ``ws``
+    at the byte addresses ``addr`` [n, 64]; ``inrange`` None or the buffer's per-dword range check
+    [n, 64, size/4].  Writes the destinations; returns (pieces out of every allocation, bytes read)."""
+    cp = X.cupy_module()
+    idx, n = _rows(st, ws)
+    mem = st.run.memory
+    cnt = cp.zeros(2, cp.uint64)
+    V = st.V
+    a = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(addr, dtype=cp.uint64), (n, 64)))
+    comp = inrange is not None
+    inr = cp.ascontiguousarray(cp.broadcast_to(inrange, (n, 64, size // 4)), dtype=cp.bool_) if comp else cnt
+    i32 = numpy.int32
+    _launch(_mem_kernels()[1], n, (V, numpy.int64(V.strides[0] // 4), idx, i32(n), i32(di), i32(size),
+                                   a, numpy.int64(64), inr, i32(int(comp)), st.EXEC, mem.arena,
+                                   numpy.uint64(_arena_base()), cp.asarray(mem._starts_x, dtype=cp.uint64),
+                                   cp.asarray(mem._ends_x, dtype=cp.uint64), i32(len(mem._starts)), cnt))
+    bad, got = (int(v) for v in cnt.get())
+    return bad, got
+
+
+def _arena_base() -> int:
+    from isagen.runtime.emu.device import ARENA_BASE
+    return ARENA_BASE
