@@ -188,13 +188,14 @@ __device__ bool isagen_in_alloc(unsigned long long a, unsigned long long len, co
     return i >= 0 && a >= starts[i] && a + len <= ends[i];
 }
 
-/* ds_read2* (b32/b64, st64 or not): per (row, lane) of the waves at the PC.  Lanes in EXEC read two
+/* ds_read2* (b32/b64, st64 or not; npair 2) and ds_read_b32..b128 (npair 1): per (row, lane) of the
+   waves at the PC.  Lanes in EXEC read two (one)
    elements of `size` bytes at V[ai] + o0 and V[ai] + o1 of their workgroup's LDS (0 where the element
    is not inside the allocation) into V[di ..] and V[di + size/4 ..].  cnt[0] += lanes-elements out
    of range, cnt[1] += in-range elements. */
 extern "C" __global__ void isagen_ds_read2(
     unsigned int* V, long long rs, const long long* widx, int n,
-    int ai, int di, long long o0, long long o1, int size,
+    int ai, int di, long long o0, long long o1, int size, int npair,
     const bool* EXEC, const unsigned char* lds, long long L, const long long* wg, long long lds_bytes,
     unsigned long long* cnt)
 {
@@ -208,7 +209,7 @@ extern "C" __global__ void isagen_ds_read2(
     const unsigned char* l = lds + wg[w] * L;
     int ndw = size >> 2;
     unsigned long long bad = 0, good = 0;
-    for (int p = 0; p < 2; ++p) {
+    for (int p = 0; p < npair; ++p) {
         long long a = base + (p ? o1 : o0);
         bool ok = a >= 0 && a + size <= lds_bytes;
         if (ok) ++good; else ++bad;
@@ -254,6 +255,41 @@ extern "C" __global__ void isagen_vmem_load(
     if (bad) atomicAdd(cnt, bad);
     if (got) atomicAdd(cnt + 1, got);
 }
+
+/* LDS DMA (buffer_load_* lds, global_load_lds_*): per (row, lane) in EXEC, `size` bytes of global memory
+   at addr (0 where the buffer's range check inr[row, lane, c] fails for the dword or the access is not
+   inside one allocation) to LDS at m0[row] + lane_off[lane] of the lane's workgroup, where that lies
+   inside the allocation.  cnt[0] += accesses out of every allocation, cnt[1] += LDS accesses out of
+   range, cnt[2] += bytes read from memory, cnt[3] += bytes written to LDS. */
+extern "C" __global__ void isagen_lds_dma(
+    const long long* widx, int n, int size, const unsigned long long* addr, const bool* inr, int ninr,
+    const long long* m0, long long add_off, long long stride,
+    const bool* EXEC, const unsigned char* arena, unsigned long long arena_base,
+    const unsigned long long* starts, const unsigned long long* ends, int nalloc,
+    unsigned char* lds, long long L, const long long* wg, long long lds_bytes, unsigned long long* cnt)
+{
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)n * 64) return;
+    int r = (int)(t >> 6), lane = (int)(t & 63);
+    long long w = widx ? widx[r] : r;
+    if (!EXEC[w * 64 + lane]) return;
+    unsigned long long a = addr[(long long)r * 64 + lane];
+    const bool* ir = inr + ((long long)r * 64 + lane) * ninr;
+    bool act = ninr == 0;
+    for (int c = 0; c < ninr; ++c) act = act || ir[c];
+    bool okg = act && isagen_in_alloc(a, (unsigned long long)size, starts, ends, nalloc);
+    if (act && !okg) atomicAdd(cnt, 1ull);
+    if (okg) atomicAdd(cnt + 2, (unsigned long long)size);
+    long long la = m0[r] + add_off + stride * lane;
+    if (!(la >= 0 && la + size <= lds_bytes)) { atomicAdd(cnt + 1, 1ull); return; }
+    unsigned char* dst = lds + wg[w] * L + la;
+    for (int b = 0; b < size; ++b) {
+        int c = b >> 2;
+        bool ok = okg && (ninr == 0 || size < 4 || ir[c < ninr ? c : ninr - 1]);
+        dst[b] = ok ? arena[a + b - arena_base] : (unsigned char)0;
+    }
+    atomicAdd(cnt + 3, (unsigned long long)size);
+}
 """
 
 
@@ -261,7 +297,7 @@ extern "C" __global__ void isagen_vmem_load(
 def _mem_kernels():
     cp = X.cupy_module()
     m = cp.RawModule(code=_MEM_SRC)
-    return m.get_function("isagen_ds_read2"), m.get_function("isagen_vmem_load")
+    return m.get_function("isagen_ds_read2"), m.get_function("isagen_vmem_load"), m.get_function("isagen_lds_dma")
 
 
 def _rows(st, ws):
@@ -280,8 +316,9 @@ def _launch(fn, n, args):
     fn(((n * 64 + threads - 1) // threads,), (threads,), args)
 
 
-def ds_read2(st, ws, ai: int, di: int, o0: int, o1: int, size: int) -> int:
-    """ds_read2* for the waves ``ws`` (see isagen_ds_read2): writes the destinations and returns the
+def ds_read2(st, ws, ai: int, di: int, o0: int, o1: int, size: int, npair: int = 2) -> int:
+    """ds_read2* (``npair`` 2) or a ds_read of ``size`` >= 4 bytes (1, at ``o0``) for the waves ``ws`` (see
+    isagen_ds_read2): writes the destinations and returns the
     number of active lane-elements out of the LDS allocation (0: nothing to report); adds the bytes read
     to the launch's LDS statistics."""
     cp = X.cupy_module()
@@ -290,7 +327,7 @@ def ds_read2(st, ws, ai: int, di: int, o0: int, o1: int, size: int) -> int:
     V = st.V
     i64 = numpy.int64
     _launch(_mem_kernels()[0], n, (V, i64(V.strides[0] // 4), idx, numpy.int32(n), numpy.int32(ai), numpy.int32(di),
-                                   i64(o0), i64(o1), numpy.int32(size), st.EXEC, st.lds,
+                                   i64(o0), i64(o1), numpy.int32(size), numpy.int32(npair), st.EXEC, st.lds,
                                    i64(st.lds.shape[1]), cp.ascontiguousarray(st.wg_x, dtype=cp.int64),
                                    i64(st.lds_bytes), cnt))
     bad, good = (int(v) for v in cnt.get())
@@ -317,6 +354,33 @@ def vmem_load(st, ws, di: int, size: int, addr, inrange) -> tuple[int, int]:
                                    cp.asarray(mem._ends_x, dtype=cp.uint64), i32(len(mem._starts)), cnt))
     bad, got = (int(v) for v in cnt.get())
     return bad, got
+
+
+def lds_dma(st, ws, size: int, addr, inrange, m0, add_off: int, stride: int) -> tuple[int, int, int, int]:
+    """An LDS DMA load (see isagen_lds_dma) for the waves ``ws``: ``addr`` [n, 64] byte addresses,
+    ``inrange`` None or the buffer's per-dword range check [n, 64, c], ``m0`` [n] the LDS base of each
+    wave.  Returns (accesses out of every allocation, LDS accesses out of range, bytes read, bytes
+    written to LDS)."""
+    cp = X.cupy_module()
+    idx, n = _rows(st, ws)
+    mem = st.run.memory
+    cnt = cp.zeros(4, cp.uint64)
+    a = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(addr, dtype=cp.uint64), (n, 64)))
+    if inrange is None:
+        inr, ninr = cnt, 0
+    else:
+        inr = cp.ascontiguousarray(inrange, dtype=cp.bool_)
+        inr = cp.ascontiguousarray(cp.broadcast_to(inr, (n, 64, inr.shape[-1])))
+        ninr = int(inr.shape[-1])
+    i32, i64 = numpy.int32, numpy.int64
+    _launch(_mem_kernels()[2], n, (idx, i32(n), i32(size), a, inr, i32(ninr),
+                                   cp.ascontiguousarray(cp.asarray(m0), dtype=cp.int64), i64(add_off), i64(stride),
+                                   st.EXEC, mem.arena, numpy.uint64(_arena_base()),
+                                   cp.asarray(mem._starts_x, dtype=cp.uint64), cp.asarray(mem._ends_x, dtype=cp.uint64),
+                                   i32(len(mem._starts)), st.lds, i64(st.lds.shape[1]),
+                                   cp.ascontiguousarray(st.wg_x, dtype=cp.int64), i64(st.lds_bytes), cnt))
+    g_bad, l_bad, got, put = (int(v) for v in cnt.get())
+    return g_bad, l_bad, got, put
 
 
 def _arena_base() -> int:

@@ -265,7 +265,14 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     ai, off = la.ai, la.offset
     ndw = max(size // 4, 1)
 
+    # the cuda engine: one kernel (cuda_kernels.py) for whole dwords when the destination leaves the address
+    fast = size >= 4 and d16 is None and ai is not None and not di <= ai < di + ndw
+
     def h(st, ws):
+        if fast and st.san is None and X.active() == "cuda":
+            if cuda_kernels.ds_read2(st, ws, ai, di, off, 0, size, npair=1):     # out of range: report them
+                _lds_check(st, inst, ws, st.V[ai, ws].astype(I64) + off, st.EXEC[ws], size)
+            return
         e = st.EXEC[ws]
         a = st.V[ai, ws].astype(I64) + off
         m = _lds_check(st, inst, ws, a, e, size)

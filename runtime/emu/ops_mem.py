@@ -22,7 +22,7 @@ from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64, vwrite_masked
-from isagen.runtime.emu.ops_ds import lds_bytes_rw
+from isagen.runtime.emu.ops_ds import _lds_check, lds_bytes_rw
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import EXEC_LO, M0
 from isagen.targets import get_target
@@ -657,6 +657,16 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
 
     def h(st, ws):
         space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
+        if st.san is None and X.active() == "cuda":        # one kernel (cuda_kernels.py)
+            m0 = (st.S[M0, ws] & U32(0x3FFFF)).astype(np.int64)
+            g_bad, l_bad, got, put = cuda_kernels.lds_dma(st, ws, size, addr, inrange, m0, add_off, stride)
+            st.run.global_access(size, got, write=False)
+            st.run.lds_bytes_written += put
+            if g_bad:         # report what the kernel found (its data is written)
+                _check_global(st, vm, ws, addr, e if inrange is None else e & inrange.any(-1), size, "LDS-DMA load")
+            if l_bad:
+                _lds_check(st, inst, ws, m0[:, None] + add_off + stride * np.arange(64)[None, :], e, size)
+            return
         mem = st.run.memory
         act = e if inrange is None else e & inrange.any(-1)
         okg = _check_global(st, vm, ws, addr, act, size, "LDS-DMA load")
