@@ -29,19 +29,20 @@ extern "C" __global__ void isagen_mfma_f32(
     unsigned int* D, long long d_rs, long long d_ws,
     const int* a_tab, const int* b_tab, const int* d_src,
     const double* lut_a, const double* lut_b,
-    int W, int M, int N, int K, int nout, int ebits, int bf16)
+    int W, int M, int N, int K, int nout, int ebits, int bf16, const long long* widx)
 {
     long long tg = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (tg >= (long long)W * nout) return;
-    int w = (int)(tg / nout), t = (int)(tg % nout);
+    int t = (int)(tg % nout);
+    long long w = widx ? widx[tg / nout] : tg / nout;     /* W rows: the waves widx names, or 0..W-1 */
     int word = t >> 6, lane = t & 63;
     int bij = d_src[t];
     int bl = bij / (M * N), r = bij % (M * N), i = r / N, j = r % N;
     unsigned int mask = (1u << ebits) - 1u;
     const int* ta = a_tab + (bl * M + i) * K;
     const int* tb = b_tab + bl * K * N + j;
-    const unsigned int* Aw = A + (long long)w * a_ws;
-    const unsigned int* Bw = B + (long long)w * b_ws;
+    const unsigned int* Aw = A + w * a_ws;
+    const unsigned int* Bw = B + w * b_ws;
     double acc = 0.0;
     for (int k = 0; k < K; ++k) {
         int ea = ta[k], eb = tb[k * N];
@@ -52,8 +53,8 @@ extern "C" __global__ void isagen_mfma_f32(
         else { va = lut_a[ra]; vb = lut_b[rb]; }
         acc = __dadd_rn(acc, __dmul_rn(va, vb));
     }
-    unsigned int c = C[word * c_rs + (long long)w * c_ws + lane * c_ls];
-    D[word * d_rs + (long long)w * d_ws + lane] = isagen_f64_to_f32_bits(__dadd_rn(acc, isagen_f32_bits_to_f64(c)));
+    unsigned int c = C[word * c_rs + w * c_ws + lane * c_ls];
+    D[word * d_rs + w * d_ws + lane] = isagen_f64_to_f32_bits(__dadd_rn(acc, isagen_f32_bits_to_f64(c)));
 }
 """
 
@@ -145,8 +146,42 @@ def mfma_f32(s, target: str, a, b, c, a_kind: str, b_kind: str, cbsz: int, abid:
     _mfma_kernel()(((total + threads - 1) // threads,), (threads,),
                    (a, i64(ar), i64(aw), b, i64(br), i64(bw), c32, i64(cr), i64(cw), i64(cl),
                     out, i64(dr), i64(dw), ta, tb, d_src, lut_a, lut_b,
-                    i32(W), i32(s.m), i32(s.n), i32(s.k), i32(nout), i32(bits), i32(int(bf16))))
+                    i32(W), i32(s.m), i32(s.n), i32(s.k), i32(nout), i32(bits), i32(int(bf16)), None))
     return out
+
+
+def mfma_rows(st, ws, s, target: str, kinds: tuple, ai: int, bi: int, ci: int | None, const, di: int) -> None:
+    """One float MFMA (as :func:`mfma_f32`) for the waves ``ws`` of batch ``st``, in place in its register
+    file: A at V[ai..], B at V[bi..], C at V[ci..] (or the constant ``const`` [c_regs, 1, 1] when ``ci`` is
+    None), D to V[di..] (not overlapping A or B; it may be C).  No gathered copies of the operands for a
+    group of waves that branched apart.  ``kinds``: (a_kind, b_kind, cbsz, abid, blgp) as
+    ``mfma._check_modifiers`` gives them."""
+    cp = X.cupy_module()
+    a_kind, b_kind, cbsz, abid, blgp = kinds
+    idx, n = _rows(st, ws)
+    V = st.V
+    W = V.shape[1]
+    c32 = V[ci:ci + s.c_regs] if ci is not None else cp.broadcast_to(cp.asarray(const, dtype=cp.uint32),
+                                                                        (s.c_regs, W, 64))
+    out = V[di:di + s.c_regs]
+    if ci is not None and ci != di and _overlap(c32, out):
+        c32 = cp.ascontiguousarray(c32)          # C partly overlapping D: read it before D is written
+    bits = s.in_bits
+    ta, tb, d_src = _mfma_tables(s.name, cbsz, abid, blgp, 32 // bits)
+    bf16 = a_kind == b_kind == "bf16"
+    lut_a = _lut64(a_kind, target) if not bf16 else d_src
+    lut_b = _lut64(b_kind, target) if not bf16 else d_src
+    vr = V.strides[0] // 4
+    cr, cw, cl = _words(c32, "C")
+    nout = s.c_regs * 64
+    total = n * nout
+    threads = 256
+    i64, i32 = numpy.int64, numpy.int32
+    a = V[ai:ai + 1]
+    _mfma_kernel()(((total + threads - 1) // threads,), (threads,),
+                   (a, i64(vr), i64(64), V[bi:bi + 1], i64(vr), i64(64), c32, i64(cr), i64(cw), i64(cl),
+                    out, i64(vr), i64(64), ta, tb, d_src, lut_a, lut_b,
+                    i32(n), i32(s.m), i32(s.n), i32(s.k), i32(nout), i32(bits), i32(int(bf16)), idx))
 
 
 def _overlap(x, y) -> bool:
@@ -258,12 +293,12 @@ extern "C" __global__ void isagen_vmem_load(
 
 /* LDS DMA (buffer_load_* lds, global_load_lds_*): per (row, lane) in EXEC, `size` bytes of global memory
    at addr (0 where the buffer's range check inr[row, lane, c] fails for the dword or the access is not
-   inside one allocation) to LDS at m0[row] + lane_off[lane] of the lane's workgroup, where that lies
+   inside one allocation) to LDS at M0[17:0] + add_off + stride * lane of the lane's workgroup, where that lies
    inside the allocation.  cnt[0] += accesses out of every allocation, cnt[1] += LDS accesses out of
    range, cnt[2] += bytes read from memory, cnt[3] += bytes written to LDS. */
 extern "C" __global__ void isagen_lds_dma(
     const long long* widx, int n, int size, const unsigned long long* addr, const bool* inr, int ninr,
-    const long long* m0, long long add_off, long long stride,
+    const unsigned int* S, long long Wn, long long add_off, long long stride,
     const bool* EXEC, const unsigned char* arena, unsigned long long arena_base,
     const unsigned long long* starts, const unsigned long long* ends, int nalloc,
     unsigned char* lds, long long L, const long long* wg, long long lds_bytes, unsigned long long* cnt)
@@ -280,7 +315,7 @@ extern "C" __global__ void isagen_lds_dma(
     bool okg = act && isagen_in_alloc(a, (unsigned long long)size, starts, ends, nalloc);
     if (act && !okg) atomicAdd(cnt, 1ull);
     if (okg) atomicAdd(cnt + 2, (unsigned long long)size);
-    long long la = m0[r] + add_off + stride * lane;
+    long long la = (long long)(S[124 * Wn + w] & 0x3FFFFu) + add_off + stride * lane;     /* M0[17:0] */
     if (!(la >= 0 && la + size <= lds_bytes)) { atomicAdd(cnt + 1, 1ull); return; }
     unsigned char* dst = lds + wg[w] * L + la;
     for (int b = 0; b < size; ++b) {
@@ -290,6 +325,36 @@ extern "C" __global__ void isagen_lds_dma(
     }
     atomicAdd(cnt + 3, (unsigned long long)size);
 }
+
+/* The address and per-dword range check of a MUBUF access (ops_mem._buffer_address computes the same
+   with arrays) for (row, lane): resource S[rs..rs+3], index V[vi] (idxen), offset V[vi + idxen] (offen),
+   soffset S[soff_code] or soff_const.  cnt[4] += waves whose resource asks for swizzling. */
+extern "C" __global__ void isagen_buffer_addr(
+    const unsigned int* S, long long W, const unsigned int* V, long long rsv, const long long* widx, int n,
+    int rs, int vi, int offen, int idxen, unsigned long long inst_off, int soff_code, unsigned int soff_const,
+    int size, int ncomp, unsigned long long* addr, bool* inr, unsigned long long* cnt)
+{
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)n * 64) return;
+    int r = (int)(t >> 6), lane = (int)(t & 63);
+    long long w = widx ? widx[r] : r;
+    long long wl = w * 64 + lane;
+    unsigned int w0 = S[rs * W + w], w1 = S[(rs + 1) * W + w], w2 = S[(rs + 2) * W + w], w3 = S[(rs + 3) * W + w];
+    unsigned long long base = (unsigned long long)w0 | ((unsigned long long)(w1 & 0xFFFFu) << 32);
+    unsigned long long stride = (w1 >> 16) & 0x3FFFu, num = w2;
+    if (((w1 >> 31) & 1u) && lane == 0) atomicAdd(cnt + 4, 1ull);
+    unsigned long long index = idxen ? (unsigned long long)V[vi * rsv + wl] : 0ull;
+    if ((w3 >> 23) & 1u) index += (unsigned long long)lane;
+    unsigned long long voff = offen ? (unsigned long long)V[(vi + (idxen ? 1 : 0)) * rsv + wl] : 0ull;
+    unsigned long long offset = voff + inst_off;
+    unsigned long long so = soff_code >= 0 ? (unsigned long long)S[soff_code * W + w] : (unsigned long long)soff_const;
+    addr[t] = base + so + offset + index * stride;
+    unsigned long long byte_off = idxen ? offset : offset + index * stride;
+    bool raw = stride == 0 || !idxen;
+    unsigned long long piece = size < 4 ? (unsigned long long)size : 4ull;
+    for (int c = 0; c < ncomp; ++c)
+        inr[t * ncomp + c] = raw ? (byte_off + 4ull * c + piece <= num) : (index < num);
+}
 """
 
 
@@ -297,7 +362,8 @@ extern "C" __global__ void isagen_lds_dma(
 def _mem_kernels():
     cp = X.cupy_module()
     m = cp.RawModule(code=_MEM_SRC)
-    return m.get_function("isagen_ds_read2"), m.get_function("isagen_vmem_load"), m.get_function("isagen_lds_dma")
+    return (m.get_function("isagen_ds_read2"), m.get_function("isagen_vmem_load"), m.get_function("isagen_lds_dma"),
+            m.get_function("isagen_buffer_addr"))
 
 
 def _rows(st, ws):
@@ -306,9 +372,13 @@ def _rows(st, ws):
         if ws != slice(None):
             raise X.EngineError("emulator bug: a partial wave slice reached a cuda fast path")
         return None, st.W
+    c = st.__dict__.get("_cuda_ws")
+    if c is not None and c[0] is ws:      # the same group of waves as the last call: its device copy
+        return c[1], c[2]
     cp = X.cupy_module()
-    idx = ws if isinstance(ws, cp.ndarray) else cp.asarray(ws)
-    return cp.ascontiguousarray(idx, dtype=cp.int64), int(idx.shape[0])
+    idx = cp.ascontiguousarray(cp.asarray(ws), dtype=cp.int64)
+    st._cuda_ws = (ws, idx, int(idx.shape[0]))
+    return idx, int(idx.shape[0])
 
 
 def _launch(fn, n, args):
@@ -335,14 +405,16 @@ def ds_read2(st, ws, ai: int, di: int, o0: int, o1: int, size: int, npair: int =
     return bad
 
 
-def vmem_load(st, ws, di: int, size: int, addr, inrange) -> tuple[int, int]:
+def vmem_load(st, ws, di: int, size: int, addr, inrange, cnt=None) -> tuple[int, int, int]:
     """A vector memory load of ``size`` >= 4 bytes per lane (see isagen_vmem_load) for the waves ``ws``
     at the byte addresses ``addr`` [n, 64]; ``inrange`` None or the buffer's per-dword range check
-    [n, 64, size/4].  Writes the destinations; returns (pieces out of every allocation, bytes read)."""
+    [n, 64, size/4].  Writes the destinations; returns (pieces out of every allocation, bytes read,
+    swizzled resources: ``cnt[4]`` of :func:`buffer_addr`'s counters when given)."""
     cp = X.cupy_module()
     idx, n = _rows(st, ws)
     mem = st.run.memory
-    cnt = cp.zeros(2, cp.uint64)
+    if cnt is None:
+        cnt = cp.zeros(5, cp.uint64)
     V = st.V
     a = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(addr, dtype=cp.uint64), (n, 64)))
     comp = inrange is not None
@@ -352,19 +424,20 @@ def vmem_load(st, ws, di: int, size: int, addr, inrange) -> tuple[int, int]:
                                    a, numpy.int64(64), inr, i32(int(comp)), st.EXEC, mem.arena,
                                    numpy.uint64(_arena_base()), cp.asarray(mem._starts_x, dtype=cp.uint64),
                                    cp.asarray(mem._ends_x, dtype=cp.uint64), i32(len(mem._starts)), cnt))
-    bad, got = (int(v) for v in cnt.get())
-    return bad, got
+    c = cnt.get()
+    return int(c[0]), int(c[1]), int(c[4])
 
 
-def lds_dma(st, ws, size: int, addr, inrange, m0, add_off: int, stride: int) -> tuple[int, int, int, int]:
+def lds_dma(st, ws, size: int, addr, inrange, add_off: int, stride: int, cnt=None) -> tuple:
     """An LDS DMA load (see isagen_lds_dma) for the waves ``ws``: ``addr`` [n, 64] byte addresses,
-    ``inrange`` None or the buffer's per-dword range check [n, 64, c], ``m0`` [n] the LDS base of each
-    wave.  Returns (accesses out of every allocation, LDS accesses out of range, bytes read, bytes
-    written to LDS)."""
+    ``inrange`` None or the buffer's per-dword range check [n, 64, c]; the LDS base is each wave's M0.
+    Returns (accesses out of every allocation, LDS accesses out of range, bytes read, bytes written to
+    LDS, swizzled resources as in :func:`vmem_load`)."""
     cp = X.cupy_module()
     idx, n = _rows(st, ws)
     mem = st.run.memory
-    cnt = cp.zeros(4, cp.uint64)
+    if cnt is None:
+        cnt = cp.zeros(5, cp.uint64)
     a = cp.ascontiguousarray(cp.broadcast_to(cp.asarray(addr, dtype=cp.uint64), (n, 64)))
     if inrange is None:
         inr, ninr = cnt, 0
@@ -374,13 +447,31 @@ def lds_dma(st, ws, size: int, addr, inrange, m0, add_off: int, stride: int) -> 
         ninr = int(inr.shape[-1])
     i32, i64 = numpy.int32, numpy.int64
     _launch(_mem_kernels()[2], n, (idx, i32(n), i32(size), a, inr, i32(ninr),
-                                   cp.ascontiguousarray(cp.asarray(m0), dtype=cp.int64), i64(add_off), i64(stride),
+                                   st.S, i64(st.S.shape[1]), i64(add_off), i64(stride),
                                    st.EXEC, mem.arena, numpy.uint64(_arena_base()),
                                    cp.asarray(mem._starts_x, dtype=cp.uint64), cp.asarray(mem._ends_x, dtype=cp.uint64),
                                    i32(len(mem._starts)), st.lds, i64(st.lds.shape[1]),
                                    cp.ascontiguousarray(st.wg_x, dtype=cp.int64), i64(st.lds_bytes), cnt))
-    g_bad, l_bad, got, put = (int(v) for v in cnt.get())
-    return g_bad, l_bad, got, put
+    return tuple(int(v) for v in cnt.get())
+
+
+def buffer_addr(st, ws, desc: tuple, size: int):
+    """(addr [n, 64] uint64, inrange [n, 64, ncomp] bool, counters) of a MUBUF access of the waves ``ws``
+    in one kernel; ``desc`` = (rs, vi, offen, idxen, inst_off, soff_code, soff_const) (see
+    ops_mem._buffer_address); counters[4] counts swizzled resources (pass ``counters`` to the load)."""
+    cp = X.cupy_module()
+    rs, vi, offen, idxen, inst_off, soff_code, soff_const = desc
+    idx, n = _rows(st, ws)
+    ncomp = max(size // 4, 1)
+    addr = cp.empty((n, 64), cp.uint64)
+    inr = cp.empty((n, 64, ncomp), cp.bool_)
+    cnt = cp.zeros(5, cp.uint64)
+    i32, i64 = numpy.int32, numpy.int64
+    _launch(_mem_kernels()[3], n, (st.S, i64(st.S.shape[1]), st.V, i64(st.V.strides[0] // 4), idx, i32(n),
+                                   i32(rs), i32(-1 if vi is None else vi), i32(int(offen)), i32(int(idxen)),
+                                   numpy.uint64(inst_off), i32(soff_code), numpy.uint32(soff_const), i32(size),
+                                   i32(ncomp), addr, inr, cnt))
+    return addr, inr, cnt
 
 
 def _arena_base() -> int:
