@@ -573,7 +573,7 @@ def _block_scales(s: MfmaSpec, scale, opsel: int, rows: int, W: int, which: str)
     e = (reg >> np.uint32(8 * int(opsel))) & np.uint32(0xFF)
     kb = s.k // 32
     lane = (np.arange(kb)[None, :] * rows + np.arange(rows)[:, None])       # [rows, kb]
-    return _E8M0[e[:, lane]]
+    return X.from_host(_E8M0)[e[:, lane]]       # (the table on the engine's device)
 
 
 def validate(name: str, target, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> MfmaSpec:
