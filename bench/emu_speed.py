@@ -15,14 +15,31 @@ Per size it reports:
   for comparison).
 
 The reference points are tinygrad's Python emulator on the same code object, measured side by side
-in an earlier session and quoted in issue 19 (``TINYGRAD``: not re-run by this script; tinygrad is
-not installed here), and this emulator's own earlier results (``EARLIER``).  Results go to
+in an earlier session and quoted in issue 19 (``TINYGRAD``; ``--tinygrad`` below runs it again, side
+by side), and this emulator's own earlier results (``EARLIER``).  Results go to
 ``bench/results/emu_speed.json`` (every sample, machine facts) and ``bench/results/emu_speed.md``.
 
     python bench/emu_speed.py [--sizes 1024 2048 4096] [--reps 3] [--sanitize-sizes 1024] [--numpy-sizes 1024]
 
 Every size runs with the sanitizer off (the speed figure); ``--sanitize-sizes`` are run once more
 with it on (missing waits, LDS races, bounds), to show its cost.
+
+Side by side with tinygrad's emulator (``--tinygrad PATH``; results then go to
+``bench/results/emu_speed_tinygrad.json`` and ``.md`` instead, with isagen's rows of the same run):
+after each size's isagen row (sanitizer off), tinygrad's Python emulator (``test/mockgpu/amd/emu.py``,
+the mock GPU of its AMD backend) runs the same code object on the same inputs, grid, block, kernarg
+and LDS size in a fresh process (bench/emu_tinygrad.py, which says how it is driven), cold (empty
+compile cache) and warm; its C is checked against torch like isagen's.  tinygrad is an optional
+dependency of this benchmark only, from source at a pinned commit (no pip packages; it needs clang)::
+
+    # commit a9069c177a9da9cca18593edf55acd2e6073cca6 (2026-08-22)
+    git clone https://github.com/tinygrad/tinygrad /tmp/tinygrad && git -C /tmp/tinygrad checkout a9069c17
+    python bench/emu_speed.py --tinygrad /tmp/tinygrad [--tinygrad-sizes 1024 2048] [--tinygrad-timeout 1500]
+
+A tinygrad size that runs past ``--tinygrad-timeout`` seconds (cold + warm) is recorded as not run,
+with the reason.  At the pinned commit tinygrad's C is wrong on this kernel (its 32x32 MFMA result
+layout, see ``_undo_tinygrad_mfma32_layout``); the tables say so and show that undoing that layout
+makes it right, so its times are those of the same work.
 """
 
 from __future__ import annotations
@@ -143,6 +160,191 @@ def _run_size(kernel, n, reps, sanitize, clock, engine, Device, torch) -> dict:
     }
 
 
+TINYGRAD_COMMIT = "a9069c177a9da9cca18593edf55acd2e6073cca6"   # pinned: see bench/emu_tinygrad.py
+
+
+def _wrong_fraction(c_bits: np.ndarray, a, b) -> float:
+    """The fraction of C's elements (bf16 bits) outside the tolerance of isagen's rows against torch's
+    double product of A and B."""
+    import torch
+    c = torch.from_numpy(c_bits.view(np.int16)).view(torch.bfloat16).double()
+    ref = a.double() @ b.double()
+    bad = (c - ref).abs() > 2.0 ** -8 * ref.abs() + 1e-4 * (a.double().abs() @ b.double().abs())
+    return float(bad.double().mean())
+
+
+def _undo_tinygrad_mfma32_layout(c_bits: np.ndarray) -> np.ndarray:
+    """tinygrad's emulator (at the pinned commit) writes row ``16*(L//32) + r`` of a 32x32 MFMA's
+    result to register r of lane L; AMD's layout (isagen's runtime/emu/mfma.py, checked against the
+    Matrix Instruction Calculator) puts row ``8*(r//4) + 4*(L//32) + r%4`` there.  This Triton kernel
+    feeds the MFMA B^T and A^T (so an MFMA row is a column of C) and stores register r of lane L at
+    that AMD position, so C column ``p(L, r)`` of each 32-wide block holds the true column ``q(L, r)``.
+    Undoing that permutation shows whether tinygrad's run differs from the right answer only by it."""
+    p = [8 * (r // 4) + 4 * h + r % 4 for h in range(2) for r in range(16)]
+    q = [16 * h + r for h in range(2) for r in range(16)]
+    out = np.empty_like(c_bits)
+    for blk in range(0, c_bits.shape[1], 32):
+        out[:, [blk + x for x in q]] = c_bits[:, [blk + x for x in p]]
+    return out
+
+
+def _clang_env(workdir: Path) -> dict:
+    """The environment for tinygrad's process: ``CC`` and a ``clang`` on ``PATH`` (tinygrad calls
+    ``clang`` by that name for its DAZ/FTZ helper) where only versioned clangs are installed."""
+    import shutil
+    env = dict(os.environ)
+    cc = env.get("CC") or shutil.which("clang") or shutil.which("clang-19") or shutil.which("clang-22")
+    if cc is None:
+        raise SystemExit("--tinygrad: no clang found (tinygrad's emulator compiles each instruction with it)")
+    env["CC"] = cc
+    if shutil.which("clang") is None:
+        bindir = workdir / "bin"
+        bindir.mkdir(exist_ok=True)
+        if not (bindir / "clang").exists():
+            (bindir / "clang").symlink_to(cc)
+        env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env["CACHEDB"] = str(workdir / "tinygrad-cache.db")       # fresh per size: cold compiles everything
+    if Path(env["CACHEDB"]).exists():
+        Path(env["CACHEDB"]).unlink()
+    env.pop("PYTHONPATH", None)                                # tinygrad's own imports only
+    return env
+
+
+def run_tinygrad_size(kernel, n: int, reps: int, tinygrad: Path, timeout_s: float) -> dict:
+    """tinygrad's emulator on the same code object, arguments and inputs as isagen's row for ``n``
+    (bench/emu_tinygrad.py in a fresh process, so its imports do not mix with isagen's)."""
+    import resource
+    import subprocess
+    import tempfile
+
+    import torch
+
+    from isagen.objects.codeobject import read_code_object
+
+    co = read_code_object(kernel.hsaco)
+    k = co.kernel(kernel.name)
+    M = N = K = n
+    g = torch.Generator().manual_seed(n)                       # the inputs of isagen's row
+    a = torch.randn(M, K, generator=g).bfloat16()
+    b = torch.randn(K, N, generator=g).bfloat16()
+    row = {"emulator": "tinygrad", "commit": TINYGRAD_COMMIT, "M": M, "N": N, "K": K, "reps": reps}
+    with tempfile.TemporaryDirectory(prefix="emu-tinygrad-") as tmp:
+        w = Path(tmp)
+        np.save(w / "a.npy", a.view(torch.int16).numpy().view(np.uint16))
+        np.save(w / "b.npy", b.view(torch.int16).numpy().view(np.uint16))
+        (w / "text.bin").write_bytes(co.text)
+        kernarg = []
+        for spec, val in zip(k.args, kernel.args("A", "B", "C", M, N, K)):
+            kernarg.append([spec[".offset"], spec[".size"], val if isinstance(val, str) else int(val)])
+        job = {"tinygrad": str(tinygrad), "commit": TINYGRAD_COMMIT, "a": str(w / "a.npy"), "b": str(w / "b.npy"),
+               "c_shape": [M, N], "c_out": str(w / "c.npy"), "text": str(w / "text.bin"),
+               "entry_offset": k.code_address - co.text_address, "rsrc2": k.descriptor.compute_pgm_rsrc2,
+               "lds_bytes": k.descriptor.group_segment_fixed_size + kernel.shared,
+               "kernarg_size": k.descriptor.kernarg_size, "kernarg": kernarg,
+               "grid": list(kernel.grid(M, N)), "block": list(kernel.block), "reps": reps}
+        (w / "job.json").write_text(json.dumps(job))
+        t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        try:
+            p = subprocess.run([sys.executable, str(ROOT / "bench" / "emu_tinygrad.py"), str(w / "job.json")],
+                               env=_clang_env(w), capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            row.update(ran=False, why=f"not run to the end: over the {timeout_s:.0f} s limit (cold + {reps} warm)")
+            return row
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        row["process_wall_s"] = time.perf_counter() - t
+        row["process_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        if p.returncode != 0:
+            row.update(ran=False, why="tinygrad's process failed: " + (p.stderr.strip().splitlines() or ["?"])[-1])
+            return row
+        row.update(json.loads(p.stdout.strip().splitlines()[-1]))
+        row["ran"] = True
+        c = np.load(w / "c.npy")
+        row["wrong_fraction"] = _wrong_fraction(c, a, b)
+        row["correct"] = row["wrong_fraction"] == 0.0
+        row["correct_with_mfma32_layout_fix"] = _wrong_fraction(_undo_tinygrad_mfma32_layout(c), a, b) == 0.0
+    row["warm_median_s"] = statistics.median(row["warm_s"]) if row["warm_s"] else None
+    return row
+
+
+TINYGRAD_EMU_SHA256 = "b16551e8c6dbe901c231a98b7ce45ba510be9545b4e0c62c4eca36999c226b0d"  # its emu.py there
+
+
+def check_tinygrad(path: Path) -> dict:
+    """The facts of a tinygrad tree given to ``--tinygrad``: its emulator file's hash against the
+    pinned commit's (a ``git archive`` export has no .git to ask), and the commit where .git exists."""
+    import hashlib
+    import subprocess
+    emu = path / "test" / "mockgpu" / "amd" / "emu.py"
+    if not emu.is_file():
+        raise SystemExit(f"--tinygrad: {path} is not a tinygrad source tree (no test/mockgpu/amd/emu.py)")
+    info = {"path": str(path), "pinned_commit": TINYGRAD_COMMIT,
+            "emu_sha256": hashlib.sha256(emu.read_bytes()).hexdigest()}
+    info["emu_matches_pinned"] = info["emu_sha256"] == TINYGRAD_EMU_SHA256
+    if (path / ".git").exists():
+        p = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True)
+        info["commit"] = p.stdout.strip() or None
+    if not info["emu_matches_pinned"]:
+        print(f"warning: {emu} is not the pinned commit's ({TINYGRAD_COMMIT[:12]}); recording its hash",
+              file=sys.stderr)
+    return info
+
+
+def write_tinygrad_markdown(path: Path, res: dict) -> None:
+    """Append the side-by-side table: isagen's rows of this run against tinygrad's on the same sizes."""
+    tg = res["tinygrad"]
+    lines = ["", "## Side by side with tinygrad's emulator (same code object, same inputs, same run)", "",
+             f"tinygrad {tg['pinned_commit']} (test/mockgpu/amd/emu.py sha256 {tg['emu_sha256'][:16]}..., "
+             f"{'the pinned file' if tg['emu_matches_pinned'] else 'NOT the pinned file'}), run by "
+             "bench/emu_tinygrad.py in its own process per size: its ``run_asm`` on the code object's machine "
+             "code with the kernarg, grid, block and LDS size isagen's launch gets.  Its cold = the first "
+             "``run_asm`` of a fresh process with an empty tinygrad compile cache (each distinct instruction is "
+             "compiled to C with clang; the import, below, not included); its CPU includes the clang processes.  "
+             "isagen's cold = fresh ``Device`` + load + first launch.  Speed-up = tinygrad's time over isagen's.",
+             "",
+             "| size | wave-instr | isagen cold (s) | tinygrad cold (s) [CPU] | isagen warm (s) [CPU] "
+             "| tinygrad warm (s) [CPU] | speed-up warm (wall / CPU) | speed-up cold | tinygrad C vs torch "
+             "| tinygrad peak RSS (MiB) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for t in tg["sizes"]:
+        n = t["M"]
+        rows = [r for r in res["sizes"] if r["M"] == n and not r["sanitize"] and r["engine"] == res["engine"]]
+        if not rows:
+            continue
+        r = rows[0]
+        icpu = statistics.median(r["warm_cpu_s"]) if r["warm_cpu_s"] else r["cold_cpu_s"]
+        iso = f"| {n}^3 | {r['wave_instructions']:,} | {r['cold_wall_s']:.2f} | "
+        if not t["ran"]:
+            lines.append(iso + f"not run: {t['why']} | {r['warm_median_s']:.2f} [{icpu:.2f}] | - | - | - | - | - |")
+            continue
+        tw = t["warm_median_s"] if t["warm_median_s"] is not None else t["cold_s"]
+        tcpu = statistics.median(t["warm_cpu_s"]) if t["warm_cpu_s"] else t["cold_cpu_s"]
+        ok = ("yes" if t["correct"] else
+              f"NO ({100 * t['wrong_fraction']:.0f}% of elements wrong; "
+              + ("right once its 32x32 MFMA result layout is undone" if t["correct_with_mfma32_layout_fix"]
+                 else "still wrong with its MFMA layout undone") + ")")
+        lines.append(iso + f"{t['cold_s']:.2f} [{t['cold_cpu_s']:.2f}] | {r['warm_median_s']:.2f} [{icpu:.2f}] | "
+                     f"{tw:.2f} [{tcpu:.2f}] | {tw / r['warm_median_s']:.1f}x / {tcpu / icpu:.1f}x | "
+                     f"{t['cold_s'] / r['cold_wall_s']:.1f}x | {ok} | {t['peak_rss_mib']:.0f} |")
+    end = res["machine"].get("loadavg_at_end")
+    if end:
+        lines += ["", f"Load average at the end of the run: {', '.join(f'{x:.1f}' for x in end)} (1, 5, 15 min): the "
+                  "other jobs of the machine slow both emulators' wall times; the CPU times are the steadier "
+                  "comparison."]
+    imports = [t["import_s"] for t in tg["sizes"] if t.get("ran")]
+    if imports:
+        lines += ["", f"Importing tinygrad's emulator took {min(imports):.2f}-{max(imports):.2f} s per process "
+                  "(not in its cold column)."]
+    lines += ["", "tinygrad's result is wrong on this kernel at the pinned commit: its ``v_mfma_f32_32x32x8_bf16`` "
+              "writes row ``16*(L//32) + r`` of the 32x32 result to register r of lane L, where AMD's layout "
+              "(runtime/emu/mfma.py, checked against the Matrix Instruction Calculator; isagen's C matches torch) "
+              "puts row ``8*(r//4) + 4*(L//32) + r%4``.  The column marked 'right once ... undone' applies the "
+              "inverse permutation to tinygrad's C and compares again: the layout is its only difference here, so "
+              "the instructions it executes, and their cost, are the same as a correct run's."]
+    with path.open("a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def machine() -> dict:
     info = {"python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform(),
             "cpu_count": os.cpu_count(), "processor": platform.processor()}
@@ -220,7 +422,16 @@ def main(argv=None) -> int:
     ap.add_argument("--numpy-sizes", type=int, nargs="*", default=[1024],
                     help="sizes to run once more with the numpy MFMA path instead of the native kernel")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    ap.add_argument("--tinygrad", type=Path, metavar="PATH",
+                    help="a tinygrad source tree at the pinned commit: run its emulator on the same code object "
+                         "beside each size (results then go to emu_speed_tinygrad.json/.md)")
+    ap.add_argument("--tinygrad-sizes", type=int, nargs="*", default=None,
+                    help="sizes to run on tinygrad's emulator (default: --sizes)")
+    ap.add_argument("--tinygrad-timeout", type=float, default=1500.0,
+                    help="seconds allowed to tinygrad's process per size (cold + warm); over it the size is "
+                         "recorded as not run")
     args = ap.parse_args(argv)
+    tg_info = check_tinygrad(args.tinygrad) if args.tinygrad else None
 
     from tools.triton_kernels import compile_matmul
     t = time.perf_counter()
@@ -243,15 +454,34 @@ def main(argv=None) -> int:
         reps = args.reps if n < 2048 else min(args.reps, 1)
         r = run_size(kernel, n, reps, san, clock, engine)
         res["sizes"].append(r)
+        if tg_info is not None and not san and engine == eng:
+            res.setdefault("tinygrad", {**tg_info, "sizes": []})
+            tg_sizes = args.sizes if args.tinygrad_sizes is None else args.tinygrad_sizes
+            if n in tg_sizes:
+                tr = run_tinygrad_size(kernel, n, reps, args.tinygrad, args.tinygrad_timeout)
+            else:
+                tr = {"emulator": "tinygrad", "M": n, "N": n, "K": n, "ran": False, "why": "not in --tinygrad-sizes"}
+            res["tinygrad"]["sizes"].append(tr)
+            print(f"{n}^3 tinygrad: " + (f"cold {tr['cold_s']:.2f} s (CPU {tr['cold_cpu_s']:.2f}), warm "
+                                         f"{tr['warm_median_s'] or float('nan'):.2f} s, correct={tr['correct']} "
+                                         f"(with its 32x32 MFMA layout undone: {tr['correct_with_mfma32_layout_fix']})"
+                                         if tr["ran"] else f"not run: {tr['why']}"), flush=True)
         print(f"{n}^3 ({engine}, sanitizer {'on' if san else 'off'}): {r['wave_instructions']:,} wave-instr, "
               f"cold {r['cold_wall_s']:.2f} s, "
               f"warm {r['warm_median_s']:.2f} s, {r['wave_inst_per_s'] / 1e6:.2f} M wave-instr/s, "
               f"mfma {100 * r['mfma_share']:.0f}%, peak RSS {r['peak_rss_mib']:.0f} MiB, correct={r['correct']}",
               flush=True)
+    try:
+        res["machine"]["loadavg_at_end"] = os.getloadavg()
+    except OSError:
+        pass
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "emu_speed.json").write_text(json.dumps(res, indent=1) + "\n")
-    write_markdown(args.out / "emu_speed.md", res)
-    print(f"wrote {args.out / 'emu_speed.json'} and {args.out / 'emu_speed.md'}")
+    stem = "emu_speed_tinygrad" if tg_info is not None else "emu_speed"
+    (args.out / f"{stem}.json").write_text(json.dumps(res, indent=1) + "\n")
+    write_markdown(args.out / f"{stem}.md", res)
+    if tg_info is not None:
+        write_tinygrad_markdown(args.out / f"{stem}.md", res)
+    print(f"wrote {args.out / (stem + '.json')} and {args.out / (stem + '.md')}")
     return 0 if all(r["correct"] for r in res["sizes"]) else 1
 
 

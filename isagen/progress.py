@@ -68,6 +68,22 @@ def report_progress(done: int, total: int, estimate: Callable[[], float] | None 
         progress.update(done, total, estimate=estimate)
 
 
+def report_note(text: str) -> None:
+    """A one-line note about the current work (the emulator's estimate of a launch's length) for the
+    innermost open Progress that takes notes (``notes=True``), printed at once as a line of output;
+    nothing when none does."""
+    progress = _current.get()
+    if progress is not None and progress.notes:
+        progress.echo(text)
+
+
+def notes_wanted() -> bool:
+    """True when the innermost open Progress prints notes: work may then spend a little to have one
+    worth printing (the emulator runs its first workgroup alone to estimate a launch)."""
+    progress = _current.get()
+    return progress is not None and progress.notes
+
+
 def progress_wanted() -> bool:
     """True when an open Progress would show reports (a terminal, or the API's ``lines``): work may
     then spend a little to report better (the emulator runs a first workgroup alone to learn how
@@ -99,6 +115,8 @@ class Progress:
     of workgroups): a thread then redraws the bar twice a second with the time so far (and the work's
     estimate, when it gave one), and opens it once ``delay`` has passed even between updates.
     ``unit`` names what is counted in the rate (``workgroups`` -> ``12.5 workgroups/s``).
+    ``notes=True``: print the work's notes (:func:`report_note`) as lines of output (stdout), terminal
+    or not: what the caller wants said up front whether or not anyone watches a bar.
     ``lines=True``: without a terminal, print a progress line at most every ``LINE_EVERY_S`` seconds
     (and one when the work ends) instead of nothing.  ``enabled=False`` turns it all off where the
     caller knows it would tell nothing (a single build).  Use it as a context manager; with nothing to
@@ -109,8 +127,9 @@ class Progress:
     RATE_WINDOW_S = 5.0
 
     def __init__(self, label: str, total: int | None = None, *, delay: float = 0.0, clock: bool = False,
-                 enabled: bool = True, stream=None, unit: str = "", lines: bool = False):
+                 enabled: bool = True, stream=None, unit: str = "", lines: bool = False, notes: bool = False):
         self.label = label
+        self.notes = notes
         self.total = total
         self.delay = delay
         self.clock = clock

@@ -7,7 +7,14 @@ reference, and time it.
 The first line names the kernel, target, backend, the sizes and where they come from (``--shape``,
 the spec's ``shapes:``, or on the emulator its ``emulator_shapes:``, with the hardware sizes beside
 them), and the launch's grid; it is printed before the launch, so a long emulation says at once what
-it is doing (and on a terminal shows its progress: workgroups done, rate, ETA).  Then one line per
+it is doing (and on a terminal shows its progress: workgroups done, rate, ETA).  On the emulator's CPU
+engine a launch of 256 waves or more then says how long it will take, as one line, terminal or not::
+
+    emulator (cpu): ~848,128 wave-instructions (3,313 per wave x 256 waves, from its first workgroup), estimated ~0.6 s
+
+(the first workgroup runs alone: its instructions per wave times the waves, and its time scaled to
+the batches after it; a kernel whose workgroups differ in work, such as causal attention, is
+estimated from its first).  Then one line per
 output with the max abs/rel error against the reference and pass/fail, then the time: device time
 (hip events, median of ``--iters`` launches) on hip, the emulator's wall time and executed
 instruction count on emu.  Exit code 0 when every output matches, 1 on a mismatch (2, from the CLI,
@@ -546,7 +553,8 @@ def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
     values = parse_assignments(scalar, "--scalar", _number)
     plan = plan_run(path, target=target, backend=backend, params=params, shapes=sizes)
     print(format_plan(plan), flush=True)          # before the launch: a long emulation says what it runs
-    with Progress("emulating", delay=SLOW_WORK_S, clock=True, unit="workgroups"):   # the emulator reports
+    # the emulator reports its progress to the bar, and on the CPU engine its estimate as a line up front
+    with Progress("emulating", delay=SLOW_WORK_S, clock=True, unit="workgroups", notes=True):
         report = execute(plan, scalars=values, iters=iters, seed=seed)
     print("\n".join(format_report(report)[1:]))
     return 0 if report.ok else 1

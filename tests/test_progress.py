@@ -315,3 +315,28 @@ def test_cli_run_shows_done_rate_and_eta(monkeypatch, tmp_path, capsys):
     drawn = terminal.getvalue()
     assert re.search(r"emulating .* [1-7]/8 .* [\d.]+ workgroups/s, ETA \d+ s", drawn), drawn
     assert "8/8" in drawn
+
+
+def test_notes_go_to_a_progress_that_takes_them(monkeypatch, capsys):
+    """``report_note`` prints a line (stdout) through the innermost open Progress made with
+    ``notes=True``, terminal or not, above a drawn bar; with none open, or one without notes, nothing."""
+    from isagen.progress import notes_wanted, report_note
+    monkeypatch.setattr(Progress, "TICK_S", 0.005)
+    report_note("lost")
+    assert not notes_wanted()
+    with Progress("quiet", stream=io.StringIO()):
+        assert not notes_wanted()
+        report_note("also lost")
+    with Progress("noted", stream=io.StringIO(), notes=True):     # not a terminal: no bar, the note still
+        assert notes_wanted()
+        report_note("estimated ~3 s")
+        with Progress("inner", stream=io.StringIO()):             # the innermost decides
+            assert not notes_wanted()
+            report_note("not this one")
+    assert capsys.readouterr().out == "estimated ~3 s\n"
+    terminal = Terminal()
+    with Progress("drawn", total=4, stream=terminal, notes=True) as p:
+        p.update(1)
+        assert p.shown
+        report_note("above the bar")
+    assert capsys.readouterr().out == "above the bar\n" and "drawn" in terminal.getvalue()

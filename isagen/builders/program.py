@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import MethodType
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from isagen.builders.instructions import InstructionMethods
 from isagen.builders.kernarg import KernArgs
@@ -180,7 +179,8 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
     out = []
     for wave in lanes:
         # the tile primitives hand integer numpy arrays: tolist() gives the same Python ints, faster
-        if isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
+        np = sys.modules.get("numpy")          # (an array is numpy's: not loaded, no array)
+        if np is not None and isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
             addrs = tuple(wave.tolist())
         else:
             addrs = tuple(map(int, wave))

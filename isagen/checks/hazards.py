@@ -6,13 +6,19 @@ this wave) between the two instructions.  Every instruction gives one wait state
 N+1; labels and comments give none.
 
 * ``WAIT_STATES`` is the table, one dict per target, with the LLVM source of every entry
-  (in the comments above and beside it).  It is the only thing the two implementations below share.
+  (in the comments above and beside it).  It and the register numbering (``_Regs``: an
+  instruction's registers as bit masks, exact and folded) are all the two implementations share.
 * ``insert_nops(items, target)`` runs a forward dataflow of *pending hazard events* over the CFG
   (merging at labels, iterating loop back edges to a fixpoint) and puts the minimum ``s_nop`` before
   each instruction that needs it, with a comment that names the pair and the count.
 * ``check_hazards(items, target)`` verifies a finished program the other way round: for each
   instruction it searches *backwards* over every CFG path (loop back edges included) for the
   instructions within the longest hazard window and classifies each pair on its own.
+
+Cost: a small constant per instruction.  Each pass walks a block keeping, per kind of pair, the
+union of the (folded) registers recent instructions can start a hazard on; an instruction whose own
+registers of those kinds miss it needs nothing and costs one AND of two ints.  Only the others are
+looked at closely, and only as far back as their kind of rule reaches (docs/checks.md).
 
 Both treat a register written again in between *by the same kind of instruction* (MFMA after MFMA,
 VALU after VALU) as ending the older instruction's hazard on it, as LLVM's nearest-definition search
@@ -24,13 +30,17 @@ GDS, exports, SMEM soft clauses (xnack is off on the targets isagen builds for).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from functools import reduce
+from operator import or_
+from typing import cast
 
 from isagen.checks.cfg import CFG, Block, Violation, format_keys
+from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
-from isagen.isa.table import isa_table
+from isagen.isa.operands import Label, Mod, Reg, Special
+from isagen.isa.table import InstrDef, isa_table
 from isagen.targets import GFX942, GFX950, MfmaInfo, Target, get_target
 
 #: a register dword as the dataflow passes name it: ("v", 3), ("vcc_lo", 0), ("m0", 0)
@@ -169,68 +179,249 @@ def nop_wait_states(inst: Instruction) -> int:
 MAX_NOP = 15
 
 
-# =========================================================================== the pass
-# Implementation A: a forward dataflow of pending hazard events.  An event is what an instruction
-# leaves behind for later ones ("these registers were written by a 4-pass XDL MFMA"); each carries
-# its age in wait states.  The consumer asks each event how many wait states it needs.
 
-class _Event:
-    __slots__ = ("kind", "origin", "keys", "age", "passes", "xdl", "name", "dst", "need", "trans",
-                 "dst_sel", "dot")
+# =========================================================================== register sets as bit masks
+# Both implementations hold a set of register dwords as an int with one bit per dword (v0..v255,
+# a0..a255, s0..s127, then the special registers; any other key takes the next free bit), so a set
+# operation is one operation on a few hundred bits, whatever the set's size.  Each also keeps a
+# *folded* copy of the sets it filters with (v and a registers four to a bit, s registers four to a
+# bit, one bit per special register, one for anything else: _FOLD bits), small enough to put seven
+# side by side in one int: two folded sets meet whenever the exact ones do, so a folded test that
+# finds nothing proves there is nothing (and one that finds something is checked exactly).
+# The numbering and the per-instruction register sets (_Regs) are all the two implementations share
+# besides the table.
 
-    def __init__(self, kind: str, origin: int, keys: Iterable[Key], *, passes: int | None = None,
-                 xdl: bool = False, name: str = "", dst: tuple[Key, ...] = (), need: int = 0, trans: bool = False,
-                 dst_sel: bool = False, dot: bool = False):
-        self.kind = kind
-        self.origin = origin
-        self.keys = frozenset(keys)
-        self.age = 0
-        self.passes = passes
-        self.xdl = xdl
-        self.name = name
-        self.dst = dst
-        self.need = need
-        self.trans = trans
-        self.dst_sel = dst_sel
-        self.dot = dot
-
-    def copy(self) -> _Event:
-        e = _Event.__new__(_Event)
-        e.kind, e.origin, e.keys, e.age = self.kind, self.origin, self.keys, self.age
-        e.passes, e.xdl, e.name, e.dst = self.passes, self.xdl, self.name, self.dst
-        e.need, e.trans, e.dst_sel, e.dot = self.need, self.trans, self.dst_sel, self.dot
-        return e
+_SPAN = 768                        # bits an exact register set may use
+_FOLD = 168                        # bits of a folded register set
+_ONE: dict[Key, int] = {}          # register key -> its bit
+_FONE: dict[Key, int] = {}         # register key -> its folded bit
+_KEY_AT: list[Key] = []            # bit number -> register key
+_CLASS: dict[str, int] = {}        # register class -> the bits of its keys
+_SPECIAL_FOLD = {"vcc_lo": 160, "vcc_hi": 161, "exec_lo": 162, "exec_hi": 163, "m0": 164, "scc": 165}
+_FOTHER = 1 << 166                 # the folded bit of any other key
 
 
-def _keys_of(value: object) -> list[Key]:
+def _new_key(key: Key) -> int:
+    if len(_KEY_AT) >= _SPAN:
+        raise CheckError(f"hazard passes: register key {key} is beyond the {_SPAN} registers they number")
+    one = 1 << len(_KEY_AT)
+    _ONE[key] = one
+    _KEY_AT.append(key)
+    _CLASS[key[0]] = _CLASS.get(key[0], 0) | one
+    cls, i = key
+    if (cls in ("v", "a") and i < 256) or (cls == "s" and i < 128):
+        _FONE[key] = 1 << ({"v": 0, "a": 64, "s": 128}[cls] + (i >> 2))
+    else:
+        _FONE[key] = 1 << _SPECIAL_FOLD[cls] if cls in _SPECIAL_FOLD else _FOTHER
+    return one
+
+
+for _cls, _count in (("v", 256), ("a", 256), ("s", 128)):
+    for _i in range(_count):
+        _new_key((_cls, _i))
+for _name in _SPECIAL_FOLD:
+    _new_key((_name, 0))
+
+_EXEC_BITS = _ONE[("exec_lo", 0)] | _ONE[("exec_hi", 0)]
+_VCC_BITS = _ONE[("vcc_lo", 0)] | _ONE[("vcc_hi", 0)]
+_M0_BIT = _ONE[("m0", 0)]
+_SCC_BIT = _ONE[("scc", 0)]
+# folded classes (the bit of other keys belongs to every class)
+_F_V = ((1 << 64) - 1) | _FOTHER
+_F_VECTOR = ((1 << 128) - 1) | _FOTHER
+_F_S = (((1 << 32) - 1) << 128) | _FOTHER
+_F_VCC = _FONE[("vcc_lo", 0)] | _FONE[("vcc_hi", 0)]
+_F_EXEC = _FONE[("exec_lo", 0)] | _FONE[("exec_hi", 0)]
+_F_M0 = _FONE[("m0", 0)]
+_F_SCALAR = _F_S | _F_VCC | _F_EXEC | _F_M0           # anything but v, a and scc
+
+
+def _mask(keys: Sequence[Key]) -> int:
+    """The bit mask of register ``keys``."""
+    try:
+        return reduce(or_, map(_ONE.__getitem__, keys), 0)
+    except KeyError:
+        for k in keys:
+            if k not in _ONE:
+                _new_key(k)
+        return reduce(or_, map(_ONE.__getitem__, keys), 0)
+
+
+def _fold(keys: Sequence[Key]) -> int:
+    """The folded bit mask of register ``keys`` (after ``_mask`` has numbered them)."""
+    return reduce(or_, map(_FONE.__getitem__, keys), 0)
+
+
+def _keys(mask: int) -> list[Key]:
+    """The register keys of a bit mask (for messages)."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(_KEY_AT[low.bit_length() - 1])
+        mask ^= low
+    return out
+
+
+def _vector_bits() -> int:
+    return _CLASS.get("v", 0) | _CLASS.get("a", 0)
+
+
+def _operand_keys(value: object) -> list[Key]:
     if isinstance(value, (int, float)):
         return []
     keys = getattr(value, "keys", None)
     return list(keys()) if keys else []
 
 
-def _operand_keys(inst: Instruction, name: str) -> tuple[Key, ...]:
-    for spec, value in zip(inst.desc.operands, inst.ops):
-        if spec.name == name:
-            return tuple(_keys_of(value))
-    return ()
+_BASE = {"v": (0, 0, 256), "a": (256, 64, 256), "s": (512, 128, 128)}    # exact bit, folded bit, count
+_SPECIAL_BITS = {name: (_mask(Special(name).keys()), _fold(Special(name).keys())) for name in Special._PARTS}
+_NO_REGS = (0, 0)
 
 
-def _vector(keys: Iterable[Key]) -> set[Key]:
-    return {k for k in keys if k[0] in ("v", "a")}
+def _value_masks(value: object) -> tuple[int, int]:
+    """(exact, folded) registers of one operand value: worked out from a register range's class,
+    index and count (the bits ``_mask``/``_fold`` give its ``keys()``)."""
+    tp = type(value)
+    if tp is Reg:
+        reg = cast(Reg, value)
+        base, fbase, count = _BASE[reg.cls]
+        i, n = reg.index, reg.count
+        if i + n <= count:
+            lo = i >> 2
+            return ((1 << n) - 1) << (base + i), ((2 << (((i + n - 1) >> 2) - lo)) - 1) << (fbase + lo)
+    elif tp is Special:
+        return _SPECIAL_BITS[cast(Special, value).name]
+    elif tp is Mod:
+        return _value_masks(cast(Mod, value).reg)
+    elif tp is int or tp is float or tp is str or tp is Label:
+        return _NO_REGS
+    keys = _operand_keys(value)
+    return _mask(keys), _fold(keys)
 
 
-def _scalar_like(keys: Iterable[Key]) -> set[Key]:
-    """Non-vector register keys an instruction can name: SGPRs, VCC, EXEC, M0."""
-    return {k for k in keys if k[0] not in ("v", "a", "scc")}
+#: per instruction definition: (the definition, (operand index, written, read, DPP-read vdst) of each
+#: operand, implicit writes, implicit reads, each as (exact, folded))
+_ROLES: dict[int, tuple[object, tuple[tuple[int, bool, bool, bool], ...], tuple[int, int], tuple[int, int]]] = {}
 
 
-def _sgpr_or_vcc(keys: Iterable[Key]) -> set[Key]:
-    return {k for k in keys if k[0] == "s" or k[0].startswith("vcc")}
+def _roles(desc: InstrDef) -> tuple[tuple[tuple[int, bool, bool, bool], ...], tuple[int, int], tuple[int, int]]:
+    got = _ROLES.get(id(desc))
+    if got is None or got[0] is not desc:
+        ops = tuple((i, spec.is_def, spec.is_use, spec.is_def and spec.name == "vdst")
+                    for i, spec in enumerate(desc.operands))
+        idef = iuse = (0, 0)
+        for name in desc.implicit_defs:
+            m = _SPECIAL_BITS[name]
+            idef = (idef[0] | m[0], idef[1] | m[1])
+        for name in desc.implicit_uses:
+            m = _SPECIAL_BITS[name]
+            iuse = (iuse[0] | m[0], iuse[1] | m[1])
+        got = _ROLES[id(desc)] = (desc, ops, idef, iuse)
+    return got[1], got[2], got[3]
 
 
-_EXEC = frozenset({("exec_lo", 0), ("exec_hi", 0)})
-_VCC = frozenset({("vcc_lo", 0), ("vcc_hi", 0)})
+class _Regs:
+    """An instruction's registers as bit masks, exact and folded (worked out once for all equal
+    instructions, ``Instruction.shared``): what it reads and what it writes, as ``use_keys()`` and
+    ``def_keys()`` list them (the operands by their access, a DPP move's destination read as well,
+    the implicit registers), and per operand name."""
+
+    __slots__ = ("inst", "uses", "defs", "fuses", "fdefs", "dpp", "_ops")
+
+    def __init__(self, inst: Instruction):
+        self.inst = inst
+        desc = inst.desc
+        roles, idef, iuse = _roles(desc)
+        dpp = self.dpp = bool(inst.mods) and desc.is_dpp(inst.mods)
+        uses, fuses = iuse
+        defs, fdefs = idef
+        values = inst.ops
+        for i, is_def, is_use, vdst in roles:
+            value = values[i]
+            tp = type(value)
+            if tp is Reg:                    # the common case, inline
+                base, fbase, count = _BASE[value.cls]
+                j, n = value.index, value.count
+                if j + n <= count:
+                    lo = j >> 2
+                    m, f = ((1 << n) - 1) << (base + j), ((2 << (((j + n - 1) >> 2) - lo)) - 1) << (fbase + lo)
+                else:
+                    m, f = _value_masks(value)
+            elif tp is int:                  # an immediate
+                continue
+            else:
+                m, f = _value_masks(value)
+            if m:
+                if is_def:
+                    defs |= m
+                    fdefs |= f
+                if is_use or (dpp and vdst):
+                    uses |= m
+                    fuses |= f
+        self.uses, self.fuses, self.defs, self.fdefs = uses, fuses, defs, fdefs
+        self._ops: dict[str, tuple[int, int]] | None = None
+
+    def op(self, name: str) -> tuple[int, int]:
+        """(exact, folded) registers of the operand called ``name``; (0, 0) for a constant or no
+        such operand."""
+        if self._ops is None:
+            self._ops = {spec.name: _value_masks(value) for spec, value in zip(self.inst.desc.operands, self.inst.ops)}
+        return self._ops.get(name, _NO_REGS)
+
+
+def _regs(inst: Instruction) -> _Regs:
+    r = inst.shared.checks.get("hazards.regs")
+    if r is None:
+        r = inst.shared.checks["hazards.regs"] = _Regs(inst)
+    return r
+
+
+# =========================================================================== the pass
+# Implementation A: a forward dataflow of pending hazard events.  An event is what an instruction
+# leaves behind for later ones ("these registers were written by a 4-pass XDL MFMA"); each carries
+# its age in wait states.  The consumer asks each event how many wait states it needs.
+
+# Newer writes that end an event's hazard on a register (LLVM's getWaitStatesSinceDef looks for the
+# nearest write *of the producing kind*: an MFMA result stays a hazard across a VALU write of the
+# register and the other way round): by MFMAs, by other VALU, by SALU, by any instruction.  Reads
+# (SrcC, store data) are never ended by a write (-1).
+_BY_MFMA, _BY_VALU, _BY_SALU, _BY_ANY = range(4)
+# Channels: which rules an event can take part in, so that an instruction can tell from one AND of
+# folded sets whether any pending event may concern it (a channel is _FOLD bits of that int).
+_CH_VALU, _CH_MFMA, _CH_SRCC, _CH_VALU_SPECIAL, _CH_M0, _CH_WIDE, _CH_VGPR = range(7)
+_S_VALU, _S_MFMA, _S_SRCC, _S_VALU_SPECIAL, _S_M0, _S_WIDE, _S_VGPR = (ch * _FOLD for ch in range(7))
+# the channels whose rules depend on an MFMA's passes (up to the window); the others' rules are fixed
+_LONG = tuple(ch in (_CH_MFMA, _CH_SRCC) for ch in range(7))
+_LONG_CH = ((1 << 2 * _FOLD) - 1) << _CH_MFMA * _FOLD        # MFMA results and SrcC reads (adjacent channels)
+_NOT_MFMA_CH = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _CH_MFMA * _FOLD)   # every channel but MFMA's
+_VERB = {"mfma_write": "writes", "valu_write": "writes", "salu_write_m0": "writes", "vgpr_write": "writes",
+         "mfma_srcc_read": "reads as SrcC", "wide_store": "stores"}
+
+
+class _Template:
+    """An event as its instruction leaves it (shared by all equal instructions); ``fmask`` is
+    ``mask`` folded."""
+
+    __slots__ = ("kind", "mask", "fmask", "ch", "by", "passes", "xdl", "name", "dst", "need", "trans",
+                 "dst_sel", "dot")
+
+    def __init__(self, kind: str, mask: int, fmask: int, ch: int, by: int, name: str, *,
+                 passes: int | None = None, xdl: bool = False, dst: int = 0, need: int = 0, trans: bool = False,
+                 dst_sel: bool = False, dot: bool = False):
+        self.kind, self.mask, self.fmask, self.ch, self.by, self.name = kind, mask, fmask, ch, by, name
+        self.passes, self.xdl, self.dst, self.need = passes, xdl, dst, need
+        self.trans, self.dst_sel, self.dot = trans, dst_sel, dot
+
+
+class _Event:
+    """A pending event at a block boundary: its template, where it comes from, the registers it still
+    holds (a subset of the template's, so the template's folded set covers them) and its age in wait
+    states."""
+
+    __slots__ = ("t", "origin", "mask", "age")
+
+    def __init__(self, t: _Template, origin: int, mask: int, age: int):
+        self.t, self.origin, self.mask, self.age = t, origin, mask, age
 
 
 def _writes_dst_high_half(inst: Instruction) -> bool:
@@ -246,111 +437,257 @@ def _writes_dst_high_half(inst: Instruction) -> bool:
     return any(op_sel[n_src:])
 
 
-def _wide_store_need(inst: Instruction, table: dict[str, int]) -> tuple[tuple[Key, ...], int] | None:
-    """(data keys, wait states) when ``inst`` stores more than 64 bits of VGPR data."""
+def _wide_store_need(inst: Instruction, regs: _Regs, table: dict[str, int]) -> tuple[int, int, int] | None:
+    """(data registers, folded, wait states) when ``inst`` stores more than 64 bits of VGPR data."""
     if "store" not in inst.desc.flags or inst.unit not in ("vmem", "flat"):
         return None
     data = next((value for spec, value in zip(inst.desc.operands, inst.ops)
                  if not spec.is_def and spec.name in ("vdata", "data")), None)
-    keys = tuple(_keys_of(data))
-    if len(keys) <= 2:
+    keys = _operand_keys(data)
+    if len(set(keys)) <= 2:
         return None
     if inst.desc.fmt == "MUBUF":
-        soffset = _operand_keys(inst, "soffset")
-        rule = "wide_store_sgpr_soffset->valu_write_data" if soffset else "wide_store_const_soffset->valu_write_data"
+        rule = ("wide_store_sgpr_soffset->valu_write_data" if regs.op("soffset")[0]
+                else "wide_store_const_soffset->valu_write_data")
     else:
         rule = "wide_global_store->valu_write_data"
-    return keys, table[rule]
+    return _mask(keys), _fold(keys), table[rule]
 
 
-# Which newer write ends an event's hazard on a register (LLVM's getWaitStatesSinceDef looks for the
-# nearest write *of the producing kind*: an MFMA result stays a hazard across a VALU write of the
-# register and the other way round).  Reads (SrcC, store data) are never ended by a write.
-_SUPERSEDED_BY = {"mfma_write": "mfma", "valu_write": "valu", "salu_write_m0": "salu", "vgpr_write": "any"}
+_RWLANE = ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32")
 
 
 class _Facts:
     """What the pass needs to know of one instruction, computed once for all equal instructions
     (``Instruction.shared``): ``inst`` is the first of them (only its definition, operands and
-    modifiers are read)."""
+    modifiers are read).  Producer side: the events it leaves (``events``; ``events_dpp`` adds the
+    VGPR writes DPP readers care about, in programs that have DPP), the writes that end older events
+    (``ends``), the folded channels of its events (``emit``).  Consumer side: per channel, every
+    register a rule with it second can name (``heard``), and all of them folded side by side
+    (``listen``)."""
 
-    __slots__ = ("inst", "name", "unit", "mfma", "uses", "defs", "touch", "_ops", "dpp", "flags", "mods", "ws",
-                 "xclass")
+    __slots__ = ("inst", "regs", "name", "unit", "mfma", "uses", "defs", "touch", "ws", "dpp", "flags",
+                 "events", "events_dpp", "emit", "emit_dpp", "ends", "ends_dpp", "trail", "trail_dpp",
+                 "listen", "heard", "step")
 
-    @staticmethod
-    def of(inst: Instruction) -> _Facts:
-        f = inst.shared.checks.get("hazards.facts")
-        if f is None:
-            f = inst.shared.checks["hazards.facts"] = _Facts(inst)
-        return f
-
-    def __init__(self, inst: Instruction):
+    def __init__(self, inst: Instruction, table: dict[str, int]):
+        desc = inst.desc
         self.inst = inst
-        self.name: str = inst.name
-        self.unit: str = inst.unit
-        self.mfma: MfmaInfo | None = inst.desc.mfma
-        self.uses = frozenset(inst.use_keys())
-        self.defs = frozenset(inst.def_keys())
-        self.touch = self.uses | self.defs        # every rule needs a register the event shares with these
-        self._ops: dict[str, tuple[Key, ...]] | None = None
-        self.dpp: bool = bool(inst.mods) and inst.desc.is_dpp(inst.mods)
-        self.flags: frozenset[str] = inst.desc.flags
-        self.mods: dict[str, Any] = inst.mods
-        self.ws = nop_wait_states(inst)
-        # the kind of writer this is, for ending older hazards of the same kind (_SUPERSEDED_BY)
-        self.xclass = "mfma" if self.mfma is not None else ("valu" if self.unit in ("valu", "trans") else self.unit)
+        r = self.regs = _regs(inst)
+        name = self.name = desc.name
+        unit = self.unit = desc.unit
+        mfma = self.mfma = desc.mfma
+        uses, defs, fuses, fdefs = r.uses, r.defs, r.fuses, r.fdefs
+        self.uses, self.defs = uses, defs
+        self.touch = uses | defs
+        self.ws = int(inst.ops[0]) + 1 if name == "s_nop" else 1
+        self.dpp = dpp = r.dpp
+        flags = self.flags = desc.flags
+        vector = _vector_bits()
+        valu_unit = unit in ("valu", "trans")
+        # ---- producer side
+        events: list[_Template] = []
+        emit = 0
+        if mfma is not None:
+            dst, fdst = r.op("vdst")
+            events.append(_Template("mfma_write", dst, fdst, _CH_MFMA, _BY_MFMA, name, passes=mfma.passes,
+                                    xdl=mfma.xdl, dst=dst))
+            if mfma.xdl:
+                srcc, fsrcc = r.op("src2")
+                events.append(_Template("mfma_srcc_read", srcc, fsrcc, _CH_SRCC, -1, name, passes=mfma.passes))
+        elif valu_unit:
+            trans, dst_sel, dot = unit == "trans", _writes_dst_high_half(inst), name.startswith("v_dot")
+            events.append(_Template("valu_write", defs, fdefs,
+                                    _CH_VALU_SPECIAL if trans or dst_sel or dot else _CH_VALU,
+                                    _BY_VALU, name, trans=trans, dst_sel=dst_sel, dot=dot))
+        elif unit == "salu" and defs & _M0_BIT:
+            events.append(_Template("salu_write_m0", _M0_BIT, _F_M0, _CH_M0, _BY_SALU, name))
+        wide = _wide_store_need(inst, r, table) if "store" in flags else None
+        if wide:
+            events.append(_Template("wide_store", wide[0], wide[1], _CH_WIDE, -1, name, need=wide[2]))
+        self.events = evs = tuple([t for t in events if t.mask]) if events else ()
+        for t in evs:
+            emit |= t.fmask << t.ch * _FOLD
+        self.emit = emit
+        by = _BY_MFMA if mfma is not None else _BY_VALU if valu_unit else _BY_SALU if unit == "salu" else -1
+        ended = defs & _M0_BIT if by == _BY_SALU else defs      # SALU writes end only M0 events
+        self.ends = ((by, ended),) if by >= 0 and ended else ()
+        self.trail = bool(evs or self.ends)
+        self.events_dpp: tuple[_Template, ...] | None = None
+        # ---- consumer side: the sets _need meets an event's registers with, per channel (exact),
+        # and a folded superset of each, side by side
+        heard = [0] * 7
+        listen = 0
+        if mfma is not None:
+            srcs = r.op("src0")[0] | r.op("src1")[0] | r.op("src2")[0]
+            heard[_CH_MFMA] = srcs
+            heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = srcs | _EXEC_BITS
+            heard[_CH_WIDE] = defs
+            fu = fuses | _F_EXEC
+            listen = (fu << _S_VALU | fuses << _S_MFMA | fu << _S_VALU_SPECIAL
+                      | fdefs << _S_WIDE)
+        elif unit in ("valu", "trans", "vmem", "flat", "ds"):
+            heard[_CH_MFMA] = uses | defs
+            heard[_CH_SRCC] = defs
+            fud = fuses | fdefs
+            listen = fud << _S_MFMA | fdefs << _S_SRCC
+            if valu_unit:
+                valu = uses & (_CLASS["s"] | _VCC_BITS)
+                fvalu = fuses & (_F_S | _F_VCC)
+                if name in _RWLANE or dpp or name.startswith(("v_permlane", "v_div_fmas")):
+                    if name in ("v_readlane_b32", "v_writelane_b32"):
+                        valu |= r.op("lane")[0]
+                    if name in _RWLANE or dpp:
+                        valu |= _EXEC_BITS
+                    if name in ("v_readlane_b32", "v_readfirstlane_b32"):
+                        valu |= r.op("src0")[0]
+                    if name.startswith("v_permlane"):
+                        valu |= uses & vector
+                    if name.startswith("v_div_fmas"):
+                        valu |= _VCC_BITS
+                    fvalu = fud | _F_EXEC | _F_VCC
+                heard[_CH_VALU] = valu
+                # transcendental, op_sel high half and DOT writers: any use
+                heard[_CH_VALU_SPECIAL] = valu | uses | defs
+                heard[_CH_WIDE] = defs
+                listen |= (fvalu << _S_VALU | (fvalu | fud) << _S_VALU_SPECIAL
+                           | fdefs << _S_WIDE)
+            elif unit in ("vmem", "flat"):
+                heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = uses & ~(vector | _SCC_BIT)
+                fs = fuses & _F_SCALAR
+                listen |= fs << _S_VALU | fs << _S_VALU_SPECIAL
+        if "lds_dma" in flags:
+            heard[_CH_M0] = uses
+            listen |= fuses << _S_M0
+        if dpp:
+            heard[_CH_VGPR] = uses & vector
+            listen |= (fuses & _F_VECTOR) << _S_VGPR
+        self.heard = tuple(heard)
+        self.listen = listen
+        # what the block walk reads, in one tuple: (listen, wait states, MFMA?, on the trail?, folded
+        # channels of its events, writes that end older events, those channels split into MFMA
+        # results and SrcC reads, and the others)
+        self.step: _Step = (listen, self.ws, mfma is not None, self.trail, emit, self.ends, emit & _LONG_CH,
+                            emit & ~_LONG_CH)
 
-    def op(self, name: str) -> tuple[Key, ...]:
-        if self._ops is None:
-            self._ops = {spec.name: tuple(_keys_of(value)) for spec, value in zip(self.inst.desc.operands,
-                                                                                   self.inst.ops)}
-        return self._ops.get(name, ())
+    def op(self, name: str) -> int:
+        """The registers of the operand called ``name`` (0 for a constant or no such operand)."""
+        return self.regs.op(name)[0]
+
+    def dpp_step(self) -> _Step:
+        """``step`` in a program with DPP (``add_dpp``)."""
+        self.add_dpp()
+        emit = cast(int, self.emit_dpp)
+        return (self.listen, self.ws, self.mfma is not None, self.trail_dpp, emit, self.ends_dpp, emit & _LONG_CH,
+                emit & ~_LONG_CH)
+
+    def add_dpp(self) -> None:
+        """The ``*_dpp`` view, for programs with DPP: every VGPR write is an event as well (a DPP
+        read of the register needs wait states after any writer), which any newer write ends."""
+        if self.events_dpp is not None:
+            return
+        defs, vdefs = self.defs, self.defs & _vector_bits()
+        if vdefs:
+            fv = self.regs.fdefs & _F_VECTOR
+            self.events_dpp = self.events + (_Template("vgpr_write", vdefs, fv, _CH_VGPR, _BY_ANY, self.name),)
+            self.emit_dpp = self.emit | fv << _S_VGPR
+        else:
+            self.events_dpp, self.emit_dpp = self.events, self.emit
+        self.ends_dpp = self.ends + (((_BY_ANY, defs),) if defs else ())
+        self.trail_dpp = bool(self.events_dpp or self.ends_dpp)
 
 
-#: pending events at a point of the program, by (origin position, kind)
+#: what a block walk reads of an instruction (``_Facts.step``)
+_Step = tuple[int, int, bool, bool, int, tuple[tuple[int, int], ...], int, int]
+_NO_STEP: _Step = (0, 0, False, False, 0, (), 0, 0)
+
+#: pending events at a point of the program, by (origin position, kind), in the order they became pending
 _State = dict[tuple[int, str], _Event]
+#: one entry of a block walk's trail: clock after the instruction, its position, its folded channels
+_Trail = list[tuple[int, int, int]]
+#: per kind of writer (_BY_*), the (trail index, registers) of each write that ends older events of that kind
+_Ends = tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]
 
 
 class _Pass:
-    """insert_nops' machinery: events, the transfer of one block, the fixpoint."""
+    """insert_nops' machinery: events, the walk of one block, the fixpoint.
+
+    Inside a walk an instruction's events are not objects: the walk keeps a *trail*, the clock (wait
+    states since the block's top, the instruction's own included), position and folded channels of
+    each instruction that leaves events or ends them, and the union of the folded channels of the
+    events left within the last one or two windows (``heard``: every event younger than the window
+    is in it).  An instruction whose ``listen`` misses that union needs no wait states and costs a
+    few operations.  One that meets it walks the trail back at most a window, takes the events whose
+    channels meet it, works out which of their registers newer writes of the same kind have not
+    ended, and classifies those that share a register with it, then the events pending at the
+    block's top."""
 
     def __init__(self, items: list[object], target: Target | str):
         self.items = items
         self.target = get_target(target)
         self.table = _fixed_rules(self.target)
         self.window = max_window(self.target)
-        self.facts = {pos: _Facts.of(i) for pos, i in enumerate(items) if isinstance(i, Instruction)}
-        self.events: dict[int, list[_Event]] = {}   # what each instruction leaves behind (worked out once)
-        self.has_dpp = any(f.dpp for f in self.facts.values())
+        # the longest rule that does not depend on an MFMA's passes: older events of the channels
+        # other than MFMA results and SrcC reads need nothing
+        self.short = max(self.table.values())
+        key = f"hazards.nops.{self.target.name}"
+        table = self.table
+        facts: list[_Facts | None] = []
+        dpp = False
+        for i in items:
+            if isinstance(i, Instruction):
+                f = i.shared.checks.get(key)
+                if f is None:
+                    f = i.shared.checks[key] = _Facts(i, table)
+                facts.append(f)
+                dpp = dpp or f.dpp
+            else:
+                facts.append(None)
+        self.facts, self.has_dpp = facts, dpp
+        # what the walk reads of each instruction, in one tuple (``_Facts.step``)
+        if dpp:
+            self.steps = [f.dpp_step() if f is not None else _NO_STEP for f in facts]
+        else:
+            self.steps = [f.step if f is not None else _NO_STEP for f in facts]
         self.cfg = CFG(items)
-        self.nops: dict[int, int] = {}             # instruction position -> wait states inserted before it
-        self.why: dict[int, str] = {}
+        self.nops = [0] * len(items)              # wait states inserted before each instruction
+        self.why = [""] * len(items)
+        self.padded: dict[int, list[int]] = {}    # block -> the positions its last walk padded
+        self._ws: dict[tuple[str, int | None], int] = {}
+
+    def _wait(self, rule: str, passes: int | None) -> int:
+        n = self._ws.get((rule, passes))
+        if n is None:
+            n = self._ws[(rule, passes)] = wait_states(self.target, rule, passes)
+        return n
 
     # ------------------------------------------------------------------ rules, consumer side
-    def _need(self, ev: _Event, c: _Facts) -> tuple[int, str, set[Key]]:
-        """Wait states ``c`` needs after event ``ev`` (0 if none), the rule and the registers."""
-        t, unit = self.table, c.unit
+    def _need(self, t: _Template, keys: int, c: _Facts) -> tuple[int, str, int]:
+        """Wait states ``c`` needs after an event of template ``t`` still holding ``keys`` (0 if
+        none), the rule and the registers."""
+        tb, unit = self.table, c.unit
         is_mfma = c.mfma is not None
         uses, defs = c.uses, c.defs
-        best: tuple[int, str, set[Key]] = (0, "", set())
+        best: tuple[int, str, int] = (0, "", 0)
 
-        def consider(need: int, rule: str, regs: set[Key] | frozenset[Key]) -> None:
+        def consider(need: int, rule: str, regs: int) -> None:
             nonlocal best
             if regs and need > best[0]:
-                best = (need, rule, set(regs))
+                best = (need, rule, regs)
 
-        if ev.kind == "mfma_write":
-            p = ev.passes
+        kind = t.kind
+        if kind == "mfma_write":
+            p = t.passes
             if c.mfma is not None:
                 for opname in ("src0", "src1", "src2"):
                     op = c.op(opname)
-                    hit = ev.keys & set(op)
+                    hit = keys & op
                     if not hit:
                         continue
                     if opname == "src2":
-                        if op == ev.dst and c.name == ev.name:
+                        if op == t.dst and c.name == t.name:
                             rule, why = "mfma_write->mfma_srcc_exact", "accumulates into the same registers"
-                        elif ev.xdl:
+                        elif t.xdl:
                             rule = "xdl_write->xdl_srcc_overlap" if c.mfma.xdl else "xdl_write->smfma_srcc_overlap"
                             why = "reads as SrcC (overlapping)"
                         elif not c.mfma.xdl:
@@ -358,206 +695,285 @@ class _Pass:
                         else:
                             continue                  # an SMFMA result read as SrcC by an XDL MFMA: none
                     else:
-                        rule = "xdl_write->mfma_srcab" if ev.xdl else "smfma_write->mfma_srcab"
+                        rule = "xdl_write->mfma_srcab" if t.xdl else "smfma_write->mfma_srcab"
                         why = f"reads as Src{'A' if opname == 'src0' else 'B'}"
-                    consider(wait_states(self.target, rule, p), why, hit)
+                    consider(self._wait(rule, p), why, hit)
             elif unit in ("valu", "trans", "vmem", "flat", "ds"):
-                kind = "xdl_write" if ev.xdl else "smfma_write"
-                consider(wait_states(self.target, f"{kind}->valu_mem_read", p), "reads", ev.keys & uses)
-                consider(wait_states(self.target, f"{kind}->valu_mem_write", p), "overwrites", ev.keys & defs)
-        elif ev.kind == "mfma_srcc_read":
+                pre = "xdl_write" if t.xdl else "smfma_write"
+                consider(self._wait(pre + "->valu_mem_read", p), "reads", keys & uses)
+                consider(self._wait(pre + "->valu_mem_write", p), "overwrites", keys & defs)
+        elif kind == "mfma_srcc_read":
             if not is_mfma and unit in ("valu", "trans", "vmem", "flat", "ds"):
-                consider(wait_states(self.target, "xdl_srcc_read->valu_mem_write", ev.passes),
-                         "overwrites", ev.keys & defs)
-        elif ev.kind == "valu_write":
+                consider(self._wait("xdl_srcc_read->valu_mem_write", t.passes), "overwrites", keys & defs)
+        elif kind == "valu_write":
             if is_mfma:
-                if not ev.dot:
-                    src = set(c.op("src0")) | set(c.op("src1")) | set(c.op("src2"))
-                    consider(t["valu_write_vgpr->mfma_read"], "reads", ev.keys & src)
-                consider(t["valu_write_exec->mfma"], "runs under", ev.keys & _EXEC)
+                if not t.dot:
+                    src = c.op("src0") | c.op("src1") | c.op("src2")
+                    consider(tb["valu_write_vgpr->mfma_read"], "reads", keys & src)
+                consider(tb["valu_write_exec->mfma"], "runs under", keys & _EXEC_BITS)
             if unit in ("vmem", "flat"):
-                consider(t["valu_write_sgpr->vmem_read"], "reads", ev.keys & _scalar_like(uses))
+                consider(tb["valu_write_sgpr->vmem_read"], "reads", keys & uses & ~(_vector_bits() | _SCC_BIT))
             if unit in ("valu", "trans") and not is_mfma:
-                consider(t["valu_write_sgpr->valu_read"], "reads", ev.keys & _sgpr_or_vcc(uses))
-                if c.name in ("v_readlane_b32", "v_writelane_b32"):
-                    consider(t["valu_write_sgpr->lane_select"], "takes its lane select from",
-                             ev.keys & set(c.op("lane")))
-                if c.name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32"):
-                    consider(t["valu_write_exec->rwlane"], "runs under", ev.keys & _EXEC)
-                if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
-                    consider(t["valu_write_vgpr->readlane_src"], "reads", ev.keys & set(c.op("src0")))
-                if ev.trans and unit != "trans":
-                    consider(t["trans_write->valu_read"], "reads", ev.keys & _vector(uses))
-                if ev.dst_sel:
-                    consider(t["dst_sel_write->valu_access"], "uses", ev.keys & (uses | defs))
+                consider(tb["valu_write_sgpr->valu_read"], "reads", keys & uses & (_CLASS["s"] | _VCC_BITS))
+                name = c.name
+                if name in ("v_readlane_b32", "v_writelane_b32"):
+                    consider(tb["valu_write_sgpr->lane_select"], "takes its lane select from", keys & c.op("lane"))
+                if name in _RWLANE:
+                    consider(tb["valu_write_exec->rwlane"], "runs under", keys & _EXEC_BITS)
+                if name in ("v_readlane_b32", "v_readfirstlane_b32"):
+                    consider(tb["valu_write_vgpr->readlane_src"], "reads", keys & c.op("src0"))
+                if t.trans and unit != "trans":
+                    consider(tb["trans_write->valu_read"], "reads", keys & uses & _vector_bits())
+                if t.dst_sel:
+                    consider(tb["dst_sel_write->valu_access"], "uses", keys & (uses | defs))
                 if c.dpp:
-                    consider(t["valu_write_exec->dpp"], "runs (DPP) under", ev.keys & _EXEC)
-                if c.name.startswith("v_permlane") and "valu_write_vgpr->permlane_read" in t:
-                    consider(t["valu_write_vgpr->permlane_read"], "reads", ev.keys & _vector(uses))
-                if c.name.startswith("v_div_fmas"):
-                    consider(t["valu_write_vcc->div_fmas"], "reads", ev.keys & _VCC)
-                if ev.dot:
-                    reads = ev.keys & uses
-                    if reads and c.name == ev.name:
-                        reads = ev.keys & (set(c.op("src0")) | set(c.op("src1")))
-                    consider(t["dot_write->valu_access"], "reads", reads)
-                    if c.name != ev.name:
-                        consider(t["dot_write->valu_access"], "overwrites", ev.keys & defs)
-        elif ev.kind == "salu_write_m0":
+                    consider(tb["valu_write_exec->dpp"], "runs (DPP) under", keys & _EXEC_BITS)
+                if name.startswith("v_permlane") and "valu_write_vgpr->permlane_read" in tb:
+                    consider(tb["valu_write_vgpr->permlane_read"], "reads", keys & uses & _vector_bits())
+                if name.startswith("v_div_fmas"):
+                    consider(tb["valu_write_vcc->div_fmas"], "reads", keys & _VCC_BITS)
+                if t.dot:
+                    reads = keys & uses
+                    if reads and name == t.name:
+                        reads = keys & (c.op("src0") | c.op("src1"))
+                    consider(tb["dot_write->valu_access"], "reads", reads)
+                    if name != t.name:
+                        consider(tb["dot_write->valu_access"], "overwrites", keys & defs)
+        elif kind == "salu_write_m0":
             if "lds_dma" in c.flags:
-                consider(t["salu_write_m0->lds_dma"], "reads", ev.keys & uses)
-        elif ev.kind == "wide_store":
+                consider(tb["salu_write_m0->lds_dma"], "reads", keys & uses)
+        elif kind == "wide_store":
             if unit in ("valu", "trans", "mfma"):
-                consider(ev.need, "overwrites", ev.keys & defs)
-        elif ev.kind == "vgpr_write":
+                consider(t.need, "overwrites", keys & defs)
+        elif kind == "vgpr_write":
             if c.dpp:
-                consider(t["write_vgpr->dpp_read"], "reads (DPP)", ev.keys & _vector(uses))
+                consider(tb["write_vgpr->dpp_read"], "reads (DPP)", keys & uses & _vector_bits())
         return best
-
-    # ------------------------------------------------------------------ rules, producer side
-    def _events_of(self, pos: int, x: Instruction) -> list[_Event]:
-        out = []
-        defs = x.def_keys()
-        if x.desc.mfma is not None:
-            info = x.desc.mfma
-            dst = _operand_keys(x, "vdst")
-            out.append(_Event("mfma_write", pos, dst, passes=info.passes, xdl=info.xdl, name=x.name, dst=dst))
-            srcc = _operand_keys(x, "src2")
-            if info.xdl and srcc:
-                out.append(_Event("mfma_srcc_read", pos, srcc, passes=info.passes, name=x.name))
-        elif x.unit in ("valu", "trans"):
-            if defs:
-                out.append(_Event("valu_write", pos, defs, name=x.name, trans=x.unit == "trans",
-                                  dst_sel=_writes_dst_high_half(x), dot=x.name.startswith("v_dot")))
-        elif x.unit == "salu" and ("m0", 0) in defs:
-            out.append(_Event("salu_write_m0", pos, [("m0", 0)], name=x.name))
-        wide = _wide_store_need(x, self.table) if "store" in x.desc.flags else None
-        if wide:
-            out.append(_Event("wide_store", pos, wide[0], need=wide[1], name=x.name))
-        if self.has_dpp and _vector(defs):
-            out.append(_Event("vgpr_write", pos, _vector(defs), name=x.name))
-        return out
 
     # ------------------------------------------------------------------ one block
     def _run_block(self, b: Block, state: _State) -> _State:
         """Walk block ``b`` with the pending events ``state`` at its top; return the events at its end.
         The nops each instruction needs are stored (the block's last walk decides).
 
-        Inside the walk an event's ``age`` field holds a time stamp: the clock (wait states since the
-        block's top) it would have had age 0 at, so nothing is touched per event as time passes (its
-        age is ``clock - stamp``).  A per-register table lists the events on each register, so an
-        instruction looks only at the events that share a register with it (or, when fewer events
-        are pending than it has registers, tests each event); they are taken in the order they became
-        pending (``rank``, the order of ``live``), which decides between equal requirements.  Entries
-        of events that expired or lost the register are dropped when met, so a table never holds more
-        than the window's worth."""
-        window = self.window
-        live: _State = {}
-        rank: dict[tuple[int, str], int] = {}                 # event -> order it became pending in
-        table: dict[Key, list[tuple[int, str]]] = {}          # register -> events that may hold it
-        for k, e in state.items():
-            e = e.copy()
-            e.age = -e.age                          # age a at the top: stamped a wait states before 0
-            live[k] = e
-            rank[k] = len(rank)
-            for r in e.keys:
-                table.setdefault(r, []).append(k)
-        added = len(rank)
-        clock = 0
-        for pos in b.instrs:
-            f = self.facts[pos]
-            touch = f.touch
-            hits: list[tuple[int, str]]
-            if len(live) <= len(touch):
-                # fewer events than registers (an MFMA's 30-odd): look at each event instead
-                hits, expired = [], []
-                for key, ev in live.items():
-                    if clock - ev.age >= window:
-                        expired.append(key)
-                    elif not ev.keys.isdisjoint(touch):
-                        hits.append(key)
-                for key in expired:
-                    del live[key], rank[key]
+        Ranks (the order events became pending, which decides between equal requirements): the
+        events at the top first, in their order, then the block's own by clock and place.  An
+        instruction met again around a loop while its previous event of the same kind is still
+        pending refreshes that event in place (it keeps its rank)."""
+        window, facts = self.window, self.facts
+        nops = self.nops
+        for pos in self.padded.pop(b.index, ()):
+            nops[pos] = 0
+        padded: list[int] = []
+        top = list(state.values())
+        # the folded channels of the events left within the last one or two generations: MFMA results
+        # and SrcC reads for windows, the others (fixed rules) for the longest fixed rule
+        long_, short_ = 0, 0
+        for ev in top:
+            if _LONG[ev.t.ch]:
+                long_ |= ev.t.fmask << ev.t.ch * _FOLD
             else:
-                found: set[tuple[int, str]] = set()
-                for r in touch:
-                    entries = table.get(r)
-                    if not entries:
-                        continue
-                    keep = []
-                    for key in entries:
-                        held = live.get(key)
-                        if held is None or r not in held.keys or key in keep:
-                            continue
-                        if clock - held.age >= window:
-                            del live[key], rank[key]
-                            continue
-                        keep.append(key)
-                    table[r] = keep
-                    found.update(keep)
-                hits = sorted(found, key=rank.__getitem__)
-            need, why = 0, ""
-            worst: tuple[_Event, int, str, set[Key], int] | None = None
-            for key in hits:
-                ev = live[key]
-                age = clock - ev.age
-                req, rule, regs = self._need(ev, f)
-                if req - age > need:
-                    need = req - age
-                    worst = (ev, req, rule, regs, age)
-            if worst is not None:
-                ev, req, rule, regs, age = worst
-                src = self.facts[ev.origin].inst          # events originate at instructions
-                passes = f" ({ev.passes} passes)" if ev.passes else ""
-                already = f", {age} already between" if age else ""
-                why = (f"hazard: {src.name}{passes} {self._verb(ev)} {format_keys(ev.keys)}, "
-                       f"{f.name} {rule} {format_keys(regs)}: {req} wait state{'s' if req != 1 else ''}{already}")
-            self.nops[pos] = need
-            self.why[pos] = why
-            clock += need + f.ws
-            defs = f.defs
-            if defs:
-                xclass = f.xclass
-                for key in hits:
-                    ev = live[key]
-                    if not ev.keys.isdisjoint(defs) and _SUPERSEDED_BY.get(ev.kind) in (xclass, "any"):
-                        ev.keys = ev.keys - defs      # a newer write of the same kind ends the older hazard
-                        if not ev.keys:
-                            del live[key], rank[key]
-            for template in self._events(pos):
-                key = (template.origin, template.kind)
-                old = live.get(key)
-                if old is not None and clock - old.age >= window:
-                    del live[key], rank[key]          # expired before this one is left behind: a new entry
-                ev = template.copy()
-                ev.age = clock
-                live[key] = ev
-                if key not in rank:
-                    rank[key] = added
-                    added += 1
-                for r in ev.keys:
-                    table.setdefault(r, []).append(key)
-        out: _State = {}
-        for key, ev in live.items():
-            age = clock - ev.age
-            if age < window:
-                ev.age = age
-                out[key] = ev
-        return out
+                short_ |= ev.t.fmask << ev.t.ch * _FOLD
+        heard = long_ | short_
+        young_long = young_short = 0                 # the channels of the current generations' events
+        flip_long, flip_short, short = window, self.short, self.short      # when they end
+        clock = 0
+        trail: _Trail = []
+        ends: _Ends = ([], [], [], [])
+        mfmas: list[tuple[int, int]] = []          # (clock after, position) of the block's MFMAs
+        origins = {ev.origin for ev in top} if top else None
+        renewed: dict[tuple[int, int], int] = {}    # (position, event index) -> index of the top event renewed
+        steps = self.steps
+        for pos in b.instrs:
+            listen, ws, is_mfma, in_trail, emit, ended, emit_long, emit_short = steps[pos]
+            hit = listen & heard
+            if hit:
+                f = cast(_Facts, facts[pos])
+                if hit & _NOT_MFMA_CH or not is_mfma or not self._chain(f, clock, mfmas, top):
+                    need = self._consumer(f, pos, clock, hit, trail, ends, top, renewed)
+                    if need:
+                        clock += need
+                        padded.append(pos)
+            clock += ws
+            if is_mfma:                     # only MFMAs leave events of the long kinds
+                mfmas.append((clock, pos))
+                long_ |= emit_long
+                young_long |= emit_long
+            if in_trail:
+                for by, m in ended:
+                    ends[by].append((len(trail), m))
+                trail.append((clock, pos, emit))
+                if emit:
+                    heard |= emit
+                    if emit_short:
+                        short_ |= emit_short
+                        young_short |= emit_short
+                    if origins is not None and pos in origins:
+                        self._renew(pos, cast(_Facts, facts[pos]), clock, trail, ends, top, renewed)
+            if clock >= flip_short:
+                short_, young_short, flip_short = young_short, 0, clock + short
+                if clock >= flip_long:
+                    long_, young_long, flip_long = young_long, 0, clock + window
+                heard = long_ | short_
+        self.padded[b.index] = padded
+        return self._state_at_end(clock, trail, ends, top, renewed)
 
-    def _events(self, pos: int) -> list[_Event]:
-        """The events the instruction at ``pos`` leaves behind (worked out once; walks copy them)."""
-        events = self.events.get(pos)
-        if events is None:
-            inst = self.items[pos]
-            assert isinstance(inst, Instruction)
-            events = self.events[pos] = [ev for ev in self._events_of(pos, inst) if ev.keys]
-        return events
+    def _chain(self, f: _Facts, clock: int, mfmas: list[tuple[int, int]], top: list[_Event]) -> bool:
+        """For an MFMA that only MFMA results may concern: whether none of the MFMAs within the
+        window needs wait states before it, because each either shares no register with it or
+        writes exactly its SrcC with the same opcode (an accumulation chain) far enough back."""
+        src01, src2 = f.op("src0") | f.op("src1"), f.op("src2")
+        window = self.window
+
+        def fine(t: _Template, age: int) -> bool:
+            m = t.mask
+            if m & src01:
+                return False
+            if m & src2:
+                return (src2 == t.dst and f.name == t.name
+                        and self._wait("mfma_write->mfma_srcc_exact", t.passes) <= age)
+            return True
+
+        for i in range(len(mfmas) - 1, -1, -1):
+            stamp, p = mfmas[i]
+            age = clock - stamp
+            if age >= window:
+                return True
+            if not fine(cast(_Facts, self.facts[p]).events[0], age):      # an MFMA's first event: its result
+                return False
+        return all(fine(ev.t, clock + ev.age) for ev in top
+                   if ev.t.kind == "mfma_write" and clock + ev.age < window)
 
     @staticmethod
-    def _verb(ev: _Event) -> str:
-        return {"mfma_write": "writes", "valu_write": "writes", "salu_write_m0": "writes", "vgpr_write": "writes",
-                "mfma_srcc_read": "reads as SrcC", "wide_store": "stores"}[ev.kind]
+    def _unended(m: int, by: int, ends: _Ends, after: int) -> int:
+        """``m`` less the registers written by kind ``by`` at trail entries ``after`` and later."""
+        writes = ends[by]
+        i = len(writes) - 1
+        while i >= 0 and m:
+            at, e = writes[i]
+            if at < after:
+                break
+            m &= ~e
+            i -= 1
+        return m
+
+    def _pending(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
+                 renewed: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
+        """Every event pending at ``clock``, as (rank, template, registers still held, age, origin),
+        in rank order."""
+        window, facts, dpp = self.window, self.facts, self.has_dpp
+        out = []
+        i = len(trail) - 1
+        while i >= 0:
+            stamp, p, _ = trail[i]
+            age = clock - stamp
+            if age >= window:
+                break
+            pf = cast(_Facts, facts[p])
+            for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+                m = t.mask if t.by < 0 else self._unended(t.mask, t.by, ends, i + 1)
+                if m:
+                    r = renewed.get((p, k))
+                    out.append(((stamp, k) if r is None else (-1, r), t, m, age, p))
+            i -= 1
+        else:
+            out += self._top_pending(clock, ends, top, renewed, None)
+        out.sort(key=lambda h: h[0])
+        return out
+
+    def _top_pending(self, clock: int, ends: _Ends, top: list[_Event], renewed: dict[tuple[int, int], int],
+                     c: _Facts | None) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
+        """The events of the block's top still pending at ``clock`` (for ``c``: those that can concern it)."""
+        out = []
+        dead = set(renewed.values())
+        for idx, ev in enumerate(top):
+            age = clock + ev.age
+            t, m = ev.t, ev.mask
+            if age >= (self.window if c is None or _LONG[t.ch] else self.short) or idx in dead:
+                continue
+            if c is not None and not m & c.heard[t.ch]:
+                continue
+            if t.by >= 0:
+                m = self._unended(m, t.by, ends, 0)
+            if m and (c is None or (m & c.heard[t.ch] and m & c.touch)):
+                out.append(((-1, idx), t, m, age, ev.origin))
+        return out
+
+    def _hits(self, c: _Facts, clock: int, hit: int, trail: _Trail, ends: _Ends, top: list[_Event],
+              renewed: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
+        """The pending events that can make ``c`` wait, in rank order: those of the channels of
+        ``hit`` (folded), young enough for their channel's longest rule (MFMA results and SrcC reads:
+        the window; the others: the longest fixed rule), on a register ``c`` lists for their channel,
+        sharing a register with it."""
+        window, facts, dpp = self.window, self.facts, self.has_dpp
+        short = self.short
+        limit = window if hit & _LONG_CH else short
+        heard, touch = c.heard, c.touch
+        out = []
+        i = len(trail) - 1
+        while i >= 0:
+            stamp, p, emit = trail[i]
+            age = clock - stamp
+            if age >= limit:
+                break
+            if emit & hit:
+                pf = cast(_Facts, facts[p])
+                for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+                    ch = t.ch
+                    m = t.mask & heard[ch]
+                    if not m or (age >= short and not _LONG[ch]):
+                        continue
+                    if t.by >= 0:
+                        m = self._unended(t.mask, t.by, ends, i + 1)
+                    if m & heard[ch] and m & touch:
+                        r = renewed.get((p, k))
+                        out.append(((stamp, k) if r is None else (-1, r), t, m, age, p))
+            i -= 1
+        else:
+            out += self._top_pending(clock, ends, top, renewed, c)
+        out.sort(key=lambda h: h[0])
+        return out
+
+    def _consumer(self, f: _Facts, pos: int, clock: int, hit: int, trail: _Trail, ends: _Ends,
+                  top: list[_Event], renewed: dict[tuple[int, int], int]) -> int:
+        """The wait states the instruction at ``pos`` needs (recorded with the reason)."""
+        need = 0
+        worst = None
+        for _, t, m, age, origin in self._hits(f, clock, hit, trail, ends, top, renewed):
+            req, rule, regs = self._need(t, m, f)
+            if req - age > need:
+                need = req - age
+                worst = (t, m, req, rule, regs, age, origin)
+        if worst is None:
+            return 0
+        t, m, req, rule, regs, age, origin = worst
+        src = self.items[origin]
+        assert isinstance(src, Instruction)
+        passes = f" ({t.passes} passes)" if t.passes else ""
+        already = f", {age} already between" if age else ""
+        self.nops[pos] = need
+        self.why[pos] = (f"hazard: {src.name}{passes} {_VERB[t.kind]} {format_keys(_keys(m))}, {f.name} {rule} "
+                         f"{format_keys(_keys(regs))}: {req} wait state{'s' if req != 1 else ''}{already}")
+        return need
+
+    def _renew(self, pos: int, f: _Facts, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
+               renewed: dict[tuple[int, int], int]) -> None:
+        """The instruction at ``pos`` leaves its events again (around a loop): one whose previous
+        event of the same kind is still pending at the top (young enough, registers left) takes that
+        event's place and rank."""
+        for k, t in enumerate(cast("tuple[_Template, ...]", f.events_dpp) if self.has_dpp else f.events):
+            for idx, ev in enumerate(top):
+                if ev.origin != pos or ev.t.kind != t.kind:
+                    continue
+                if clock + ev.age < self.window:
+                    m = ev.mask if t.by < 0 else self._unended(ev.mask, t.by, ends, 0)
+                    if m:
+                        renewed[(pos, k)] = idx
+                break
+
+    def _state_at_end(self, clock: int, trail: _Trail, ends: _Ends, top: list[_Event],
+                      renewed: dict[tuple[int, int], int]) -> _State:
+        return {(origin, t.kind): _Event(t, origin, m, age)
+                for _, t, m, age, origin in self._pending(clock, trail, ends, top, renewed)}
 
     @staticmethod
     def _merge(states: list[_State]) -> _State:
@@ -566,17 +982,17 @@ class _Pass:
             for key, ev in st.items():
                 have = out.get(key)
                 if have is None:
-                    out[key] = ev.copy()
+                    out[key] = _Event(ev.t, ev.origin, ev.mask, ev.age)
                 else:
                     have.age = min(have.age, ev.age)
-                    have.keys = have.keys | ev.keys
+                    have.mask |= ev.mask
         return out
 
     @staticmethod
     def _same(a: _State, b: _State) -> bool:
         if a.keys() != b.keys():
             return False
-        return all(a[k].age == b[k].age and a[k].keys == b[k].keys for k in a)
+        return all(a[k].age == b[k].age and a[k].mask == b[k].mask for k in a)
 
     def run(self) -> None:
         blocks = self.cfg.blocks
@@ -611,10 +1027,16 @@ class _Pass:
                     work.sort(key=lambda block: rank[block])
 
     def output(self) -> list[object]:
+        padded = sorted(pos for positions in self.padded.values() for pos in positions if self.nops[pos])
+        if not padded:
+            return list(self.items)
         s_nop = isa_table(self.target)["s_nop"]
         out: list[object] = []
-        for pos, item in enumerate(self.items):
-            need = self.nops.get(pos, 0)
+        last = 0
+        for pos in padded:
+            out += self.items[last:pos]
+            last = pos
+            need = self.nops[pos]
             part = 0
             while need > 0:
                 n = min(need, MAX_NOP + 1)
@@ -622,7 +1044,7 @@ class _Pass:
                 out.append(s_nop(n - 1, comment=why))
                 need -= n
                 part += 1
-            out.append(item)
+        out += self.items[last:]
         return out
 
 
@@ -643,52 +1065,57 @@ def insert_nops(items: Sequence[object], target: Target | str) -> list[object]:
 # Implementation B: for each instruction C, walk backwards over every CFG path, at most the longest
 # hazard window far, and judge each earlier instruction P on its own: what does the pair (P, C) need?
 
-def _regs(value: object) -> set[Key]:
-    if isinstance(value, (int, float)):
-        return set()
-    k = getattr(value, "keys", None)
-    return set(k()) if k else set()
-
-
 # Registers of the consumer still exposed to an older producer on the path searched, per kind of
 # producer: a newer MFMA write hides older MFMA writes of a register, a newer VALU write older VALU
 # writes, a newer SALU write older SALU writes, any write hides older writes for DPP; reads (SrcC,
 # store data) are hazards whatever was written since.
 _MFMA, _VALU, _SALU, _ANY, _READS = range(5)
+# The verifier's filter: per kind of pair, the registers a producer can start such a hazard on
+# (``_Profile.emit``) and the registers a consumer can be hit on (``_Profile.listen``), each kind a
+# folded register set (_FOLD bits), side by side.  MFMA results, XDL SrcC reads, VALU writes (plain, and
+# transcendental / op_sel high half / DOT ones), SALU M0 writes, wide-store data, writes a DPP reads.
+_K_VALU, _K_MFMA, _K_SRCC, _K_VALU_WIDE, _K_M0, _K_STORE, _K_DPP = range(7)
+_K_LONG = ((1 << _FOLD) - 1) << _K_MFMA * _FOLD | ((1 << _FOLD) - 1) << _K_SRCC * _FOLD
+_NOT_K_MFMA = ((1 << 7 * _FOLD) - 1) & ~(((1 << _FOLD) - 1) << _K_MFMA * _FOLD)
 
 
 class _Profile:
-    """What one instruction reads and writes, by role (computed once for all equal instructions,
-    ``Instruction.shared``; ``inst`` is the first of them, read for its operands only)."""
+    """What one instruction reads and writes, by role, as register bit masks (computed once for all
+    equal instructions, ``Instruction.shared``; ``inst`` is the first of them, read for its operands
+    only).  ``emit`` and ``listen`` are the filter's folded sets, by kind of pair (_K_*)."""
 
-    __slots__ = ("inst", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
+    __slots__ = ("inst", "regs", "name", "unit", "reads", "writes", "mfma", "srcc", "dst", "ws", "wide",
                  "wide_need", "dpp", "op_sel_hi", "flags", "is_valu", "is_mem", "kind", "touch", "reads_scalar",
-                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "_src")
+                 "reads_sgpr_vcc", "reads_vector", "reads_vgpr", "emit", "emit_long", "emit_short", "listen", "step")
 
     def __init__(self, inst: Instruction, table: dict[str, int]):
         desc = inst.desc
         self.inst = inst
+        r = self.regs = _regs(inst)
         self.name: str = desc.name
         self.unit: str = desc.unit
         self.flags: frozenset[str] = desc.flags
-        self.reads = frozenset(inst.use_keys())
-        self.writes = frozenset(inst.def_keys())
+        reads, writes, freads, fwrites = r.uses, r.defs, r.fuses, r.fdefs
+        self.reads, self.writes = reads, writes
         self.mfma: MfmaInfo | None = desc.mfma
-        self._src: dict[str, tuple[Key, ...]] | None = None
-        self.srcc = frozenset(self.src("src2")) if self.mfma else frozenset()
-        self.dst: tuple[Key, ...] = tuple(sorted(_regs(inst.ops[0]))) if self.mfma else ()
+        fsrcc = fdst = fwide = 0
+        self.srcc = self.dst = 0
+        if self.mfma is not None:
+            self.srcc, fsrcc = r.op("src2")
+            keys = _operand_keys(inst.ops[0])
+            self.dst, fdst = _mask(keys), _fold(keys)
         self.ws = int(inst.ops[0]) + 1 if self.name == "s_nop" else 1
-        self.dpp: bool = bool(inst.mods) and desc.is_dpp(inst.mods)
+        self.dpp: bool = r.dpp
         self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
         if desc.fmt == "VOP3" and inst.mods.get("op_sel"):
             n_src = len({spec.name for spec in desc.operands if spec.name.startswith("src")})
             self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
-        self.wide: frozenset[Key] = frozenset()
+        self.wide = 0
         self.wide_need = 0
         if "store" in self.flags and self.unit in ("vmem", "flat"):
-            data = set(self.src("vdata")) | set(self.src("data"))
-            if len(data) > 2:
-                self.wide = frozenset(data)
+            (vdata, fvdata), (data, fdata) = r.op("vdata"), r.op("data")
+            if bin(vdata | data).count("1") > 2:
+                self.wide, fwide = vdata | data, fvdata | fdata
                 if desc.fmt != "MUBUF":
                     self.wide_need = table["wide_global_store->valu_write_data"]
                 elif self.src("soffset"):
@@ -696,61 +1123,92 @@ class _Profile:
                 else:
                     self.wide_need = table["wide_store_const_soffset->valu_write_data"]
         # LLVM's "legacy VALU": VALU that is not an MFMA
-        self.is_valu = self.unit in ("valu", "trans") and self.mfma is None
+        is_valu = self.is_valu = self.unit in ("valu", "trans") and self.mfma is None
         self.is_mem = self.unit in ("vmem", "flat", "ds")
         # which kind of newer write hides this instruction's older writes of a register (None: no kind
         # of its own; its writes still hide older writes from DPP readers)
-        self.kind = (_MFMA if self.mfma is not None else _VALU if self.is_valu
+        self.kind = (_MFMA if self.mfma is not None else _VALU if is_valu
                      else _SALU if self.unit == "salu" else None)
         # every register a hazard with this instruction first can be on (every rule below needs one
         # of them in the second instruction's reads or writes)
-        self.touch = self.writes | self.srcc | self.wide
+        self.touch = writes | self.srcc | self.wide
         # its reads by register class, as the rules with it second ask for them
-        self.reads_scalar = frozenset(k for k in self.reads if k[0] not in ("v", "a", "scc"))
-        self.reads_sgpr_vcc = frozenset(k for k in self.reads if k[0] == "s" or k[0] in ("vcc_lo", "vcc_hi"))
-        self.reads_vector = frozenset(k for k in self.reads if k[0] in ("v", "a"))
-        self.reads_vgpr = frozenset(k for k in self.reads if k[0] == "v")
+        v, a = _CLASS.get("v", 0), _CLASS.get("a", 0)
+        self.reads_scalar = reads & ~(v | a | _SCC_BIT)
+        self.reads_sgpr_vcc = reads & (_CLASS["s"] | _VCC_BITS)
+        self.reads_vector = reads & (v | a)
+        self.reads_vgpr = reads & v
+        # the filter, by the rules of _pair: what a pair with this instruction first can be on ...
+        emit = fwide << _K_STORE * _FOLD | (fwrites & _F_V) << _K_DPP * _FOLD
+        if self.mfma is not None:
+            emit |= fdst << _K_MFMA * _FOLD
+            if self.mfma.xdl:
+                emit |= fsrcc << _K_SRCC * _FOLD
+        elif is_valu:
+            wide_rules = self.unit == "trans" or self.op_sel_hi or self.name.startswith("v_dot")
+            emit |= fwrites << (_K_VALU_WIDE if wide_rules else _K_VALU) * _FOLD
+        elif self.unit == "salu" and writes & _M0_BIT:
+            emit |= _F_M0 << _K_M0 * _FOLD
+        self.emit = emit
+        self.emit_long, self.emit_short = emit & _K_LONG, emit & ~_K_LONG
+        # ... and what a pair with it second can be on
+        both = freads | fwrites
+        listen = 0
+        if self.mfma is not None:
+            listen = freads << _K_MFMA * _FOLD | both << _K_VALU * _FOLD | both << _K_VALU_WIDE * _FOLD
+        elif is_valu or self.is_mem:
+            listen = both << _K_MFMA * _FOLD | fwrites << _K_SRCC * _FOLD
+        if self.unit in ("vmem", "flat"):
+            scalar = freads & _F_SCALAR
+            listen |= scalar << _K_VALU * _FOLD | scalar << _K_VALU_WIDE * _FOLD
+        if is_valu:
+            lanes = self.dpp or self.name in _RWLANE or self.name.startswith(("v_permlane", "v_div_fmas"))
+            listen |= (both if lanes else freads & _F_SCALAR) << _K_VALU * _FOLD | both << _K_VALU_WIDE * _FOLD
+            if self.dpp:
+                listen |= (freads & _F_V) << _K_DPP * _FOLD
+        if "lds_dma" in self.flags:
+            listen |= freads << _K_M0 * _FOLD
+        if self.unit in ("valu", "trans", "mfma"):
+            listen |= fwrites << _K_STORE * _FOLD
+        self.listen = listen
+        # what the block walk reads, in one tuple
+        self.step = (listen, self.ws, self.mfma is not None, emit, self.emit_long, self.emit_short)
 
-    def src(self, name: str) -> tuple[Key, ...]:
-        """The registers of the operand called ``name`` (sorted; empty for a constant or no such operand);
-        worked out for the few instructions a rule asks."""
-        if self._src is None:
-            self._src = {spec.name: tuple(sorted(_regs(value)))
-                         for spec, value in zip(self.inst.desc.operands, self.inst.ops)}
-        return self._src.get(name, ())
+    def src(self, name: str) -> int:
+        """The registers of the operand called ``name`` (0 for a constant or no such operand)."""
+        return self.regs.op(name)[0]
 
 
 #: the registers still exposed per producer kind, indexed by the five constants above
-_Live = tuple[frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key], frozenset[Key]]
+_Live = tuple[int, int, int, int, int]
 
 
 def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
-          live: _Live) -> list[tuple[int, AbstractSet[Key], str]]:
+          live: _Live) -> list[tuple[int, int, str]]:
     """Every (wait states, registers, reason) the pair needs, for the registers still ``live``.
     A reason is a phrase with ``{regs}`` in it, completed by the producer."""
-    found: list[tuple[int, AbstractSet[Key], str]] = []
+    found: list[tuple[int, int, str]] = []
     name = target.name
     cls = _READS if p.kind is None else p.kind
 
-    def need(n: int, regs: AbstractSet[Key], reason: str, exposed: int | None = None) -> None:
-        regs = regs & live[cls if exposed is None else exposed]
+    def need(n: int, regs: int, reason: str, exposed: int | None = None) -> None:
+        regs &= live[cls if exposed is None else exposed]
         if regs and n > 0:
             found.append((n, regs, reason))
 
     if p.mfma is not None:
         P, xdl = p.mfma.passes, p.mfma.xdl
-        dst = set(p.dst)
-        regs: AbstractSet[Key]
+        dst = p.dst
         if c.mfma is not None:
             for opname in ("src0", "src1"):
-                regs = set(c.src(opname)) & dst
+                regs = c.src(opname) & dst
                 if regs:
                     rule = "xdl_write->mfma_srcab" if xdl else "smfma_write->mfma_srcab"
                     need(wait_states(name, rule, P), regs,
                          f"reads {{regs}} as Src{'AB'[opname == 'src1']}, written by")
             regs = c.srcc & dst
             if regs:
-                if c.src("src2") == p.dst and c.name == p.name:
+                if c.srcc == p.dst and c.name == p.name:
                     n = wait_states(name, "mfma_write->mfma_srcc_exact", P)
                     why = "accumulates into {regs} right after"
                 else:
@@ -772,22 +1230,19 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
         w = p.writes
         if c.mfma is not None:
             if not p.name.startswith("v_dot"):
-                ops = set(c.src("src0")) | set(c.src("src1")) | c.srcc
+                ops = c.src("src0") | c.src("src1") | c.srcc
                 need(t["valu_write_vgpr->mfma_read"], w & ops, "reads {regs} written by")
-            need(t["valu_write_exec->mfma"], w & _EXEC, "runs under EXEC written by")
+            need(t["valu_write_exec->mfma"], w & _EXEC_BITS, "runs under EXEC written by")
         if c.unit in ("vmem", "flat"):
-            scalar = c.reads_scalar
-            need(t["valu_write_sgpr->vmem_read"], w & scalar, "reads {regs} written by")
+            need(t["valu_write_sgpr->vmem_read"], w & c.reads_scalar, "reads {regs} written by")
         if c.is_valu:
-            sregs = c.reads_sgpr_vcc
-            need(t["valu_write_sgpr->valu_read"], w & sregs, "reads {regs} written by")
+            need(t["valu_write_sgpr->valu_read"], w & c.reads_sgpr_vcc, "reads {regs} written by")
             if c.name in ("v_readlane_b32", "v_writelane_b32"):
-                need(t["valu_write_sgpr->lane_select"], w & set(c.src("lane")),
-                     "takes its lane select {regs} from")
+                need(t["valu_write_sgpr->lane_select"], w & c.src("lane"), "takes its lane select {regs} from")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32"):
-                need(t["valu_write_exec->rwlane"], w & _EXEC, "runs under {regs} written by")
+                need(t["valu_write_exec->rwlane"], w & _EXEC_BITS, "runs under {regs} written by")
             if c.name in ("v_readlane_b32", "v_readfirstlane_b32"):
-                need(t["valu_write_vgpr->readlane_src"], w & set(c.src("src0")), "reads {regs} written by")
+                need(t["valu_write_vgpr->readlane_src"], w & c.src("src0"), "reads {regs} written by")
             if p.unit == "trans" and c.unit != "trans":
                 need(t["trans_write->valu_read"], w & c.reads_vector,
                      "reads {regs} written by the transcendental")
@@ -795,35 +1250,27 @@ def _pair(target: Target, t: dict[str, int], p: _Profile, c: _Profile,
                 need(t["dst_sel_write->valu_access"], w & (c.reads | c.writes),
                      "uses {regs}, written (op_sel high half) by")
             if c.dpp:
-                need(t["valu_write_exec->dpp"], w & _EXEC, "runs (DPP) under {regs} written by")
+                need(t["valu_write_exec->dpp"], w & _EXEC_BITS, "runs (DPP) under {regs} written by")
             if "valu_write_vgpr->permlane_read" in t and c.name.startswith("v_permlane"):
                 need(t["valu_write_vgpr->permlane_read"], w & c.reads_vgpr,
                      "reads {regs} written by")
             if c.name.startswith("v_div_fmas"):
-                need(t["valu_write_vcc->div_fmas"], w & _VCC, "reads {regs} written by")
+                need(t["valu_write_vcc->div_fmas"], w & _VCC_BITS, "reads {regs} written by")
             if p.name.startswith("v_dot"):
                 if c.name == p.name:
-                    ab = set(c.src("src0")) | set(c.src("src1"))
+                    ab = c.src("src0") | c.src("src1")
                     need(t["dot_write->valu_access"], w & ab, "reads {regs} as SrcA/B, written by")
                 else:
                     need(t["dot_write->valu_access"], w & (c.reads | c.writes), "uses {regs} written by")
     elif p.unit == "salu":
         if "lds_dma" in c.flags:
-            need(t["salu_write_m0->lds_dma"], p.writes & c.reads & {("m0", 0)}, "reads {regs} written by")
+            need(t["salu_write_m0->lds_dma"], p.writes & c.reads & _M0_BIT, "reads {regs} written by")
     if p.wide and c.unit in ("valu", "trans", "mfma"):
         need(p.wide_need, p.wide & c.writes, "overwrites {regs} still being read by the store", _READS)
     if c.dpp and c.is_valu:
         need(t["write_vgpr->dpp_read"], p.writes & c.reads_vgpr,
              "reads {regs} (DPP) written by", _ANY)
     return found
-
-
-def _profile(inst: Instruction, table: dict[str, int], target: Target) -> _Profile:
-    key = f"hazards.profile.{target.name}"
-    p = inst.shared.checks.get(key)
-    if p is None:
-        p = inst.shared.checks[key] = _Profile(inst, table)
-    return p
 
 
 def _what(p: _Profile) -> str:
@@ -836,96 +1283,174 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
     """Every pair of instructions with fewer wait states between them than the hazard table asks,
     on any path of the CFG (loop back edges included).  An empty list means the program is clean.
 
-    Cost: each instruction looks back at most the longest hazard window (``max_window``: 19 or 20
-    wait states, so at most that many instructions on a path), and only an earlier instruction that
-    writes or holds one of the registers it touches is classified; the walk within a block is a
-    plain loop, and only a walk that reaches the top of its block inside the window goes on over the
-    CFG (a shortest-distance-first search over the predecessors)."""
+    Cost: a walk over each block keeps the union of what the producers of the last one or two
+    windows (``max_window``: 19 or 20 wait states) can start a hazard on, by kind of pair
+    (``_Profile.emit``; at a block's top, what can come in from its predecessors); an instruction
+    whose ``listen`` misses it cannot be the second of any pair and costs a few operations.  Any
+    other instruction is searched: it looks back at most the window (so at most that many
+    instructions on a path), and only an earlier instruction that writes or holds one of the
+    registers it touches is classified; the walk within a block is a plain loop, and only a walk that
+    reaches the top of its block inside the window goes on over the CFG (a shortest-distance-first
+    search over the predecessors)."""
     target = get_target(target)
     t = _fixed_rules(target)
     window = max_window(target)
+    short = max(t.values())                  # the longest rule that does not depend on an MFMA's passes
     cfg = CFG(list(items))
-    insts = {pos: item for pos, item in enumerate(items) if isinstance(item, Instruction)}
-    profiles = {pos: _profile(item, t, target) for pos, item in insts.items()}
-    any_dpp = any(p.dpp for p in profiles.values())
-    # registers some instruction of the program can start a hazard on; only those need a search
-    hazardous: set[Key] = set()
-    for p in profiles.values():
-        if p.mfma is not None:
-            hazardous |= set(p.dst) | p.srcc
-        elif p.is_valu or any_dpp:
-            hazardous |= p.writes
-        elif p.unit == "salu":
-            hazardous |= p.writes & {("m0", 0)}
-        hazardous |= p.wide
+    key = f"hazards.verifier.{target.name}"
+    profiles: list[_Profile | None] = []
+    for item in items:
+        if isinstance(item, Instruction):
+            p = item.shared.checks.get(key)
+            if p is None:
+                p = item.shared.checks[key] = _Profile(item, t)
+            profiles.append(p)
+        else:
+            profiles.append(None)
     reachable = cfg.reachable()
+    entry = _entry_filters(cfg, profiles, reachable, window)
 
     def prev(pos: int) -> list[int]:    # instructions that can run just before, on paths the kernel can take
         return [q for q in cfg.prev_instructions(pos) if cfg.block_of(q).index in reachable]
 
     found: dict[tuple[int, int, str], tuple[int, Violation]] = {}
 
-    def visit(dist: int, ppos: int, p: _Profile, c: _Profile, cpos: int, live: _Live,
-              interest: frozenset[Key]) -> _Live:
+    def visit(dist: int, ppos: int, p: _Profile, c: _Profile, cpos: int, live: _Live, interest: int) -> _Live:
         """Judge the pair (p, c) ``dist`` wait states apart; return what stays exposed behind p."""
         for n, regs, reason in _pair(target, t, p, c, live):
             if dist < n:
                 key = (cpos, ppos, reason)
                 if key not in found or found[key][0] > dist:
+                    text = format_keys(_keys(regs))
                     found[key] = (dist, Violation(
-                        cpos, insts[cpos], format_keys(regs),
-                        f"{reason.format(regs=format_keys(regs))} #{ppos} {insts[ppos].render(False)} "
+                        cpos, cast(Instruction, items[cpos]), text,
+                        f"{reason.format(regs=text)} #{ppos} {cast(Instruction, items[ppos]).render(False)} "
                         f"({_what(p)}) with {dist} wait state{'s' if dist != 1 else ''} between; "
                         f"needs {n}", source=ppos, kind="hazard"))
-        if not p.writes.isdisjoint(interest):
+        if p.writes & interest:
             exposed = list(live)
             if p.kind is not None:
-                exposed[p.kind] = exposed[p.kind] - p.writes
-            exposed[_ANY] = exposed[_ANY] - p.writes
+                exposed[p.kind] &= ~p.writes
+            exposed[_ANY] &= ~p.writes
             live = (exposed[0], exposed[1], exposed[2], exposed[3], exposed[4])
         return live
 
+    def search(instrs: list[int], block: list[_Profile], slot: int, window: int) -> None:
+        """Every pair with the instruction at ``slot`` second, less than ``window`` wait states apart."""
+        cpos, c = instrs[slot], block[slot]
+        interest = c.reads | c.writes
+        # (distance, producer position, registers still exposed on this path, per producer kind)
+        live: _Live = (interest,) * 5
+        # within the block: one path, distances only grow
+        dist = 0
+        for j in range(slot - 1, -1, -1):
+            p = block[j]
+            if p.touch & interest:
+                live = visit(dist, instrs[j], p, c, cpos, live, interest)
+            dist += p.ws
+            if dist >= window:
+                return
+        # the top of the block inside the window: every way in, shortest distance first.  (An
+        # instruction of this block met again through a loop with the same registers exposed is
+        # judged again, farther away: it can only repeat what was found.)
+        heap = [(dist, ppos, live) for ppos in prev(instrs[0])]
+        heapq.heapify(heap)
+        seen: set[tuple[int, _Live]] = set()
+        while heap:
+            dist, ppos, live = heapq.heappop(heap)
+            if (ppos, live) in seen:
+                continue
+            seen.add((ppos, live))
+            p = cast(_Profile, profiles[ppos])
+            if p.touch & interest:
+                live = visit(dist, ppos, p, c, cpos, live, interest)
+            nd = dist + p.ws
+            if nd >= window:
+                continue
+            for rpos in prev(ppos):
+                heapq.heappush(heap, (nd, rpos, live))
+
+    def chain(c: _Profile, clock: int, mfmas: list[tuple[int, int]]) -> bool:
+        """For an MFMA only MFMA results may concern, far enough into its block that the window stays
+        in it: whether every MFMA of the window either shares no register with it or writes exactly its
+        SrcC with the same opcode (an accumulation chain) at least the chain's count before."""
+        src01 = c.src("src0") | c.src("src1")
+        for i in range(len(mfmas) - 1, -1, -1):
+            after, j = mfmas[i]
+            dist = clock - after
+            if dist >= window:
+                return True
+            p = block[j]
+            if p.dst & src01:
+                return False
+            if p.dst & c.srcc:
+                passes = cast(MfmaInfo, p.mfma).passes
+                if not (c.srcc == p.dst and c.name == p.name
+                        and dist >= wait_states(target, "mfma_write->mfma_srcc_exact", passes)):
+                    return False
+        return True
+
     for bi in sorted(reachable):
         instrs = cfg.blocks[bi].instrs
-        block = [profiles[pos] for pos in instrs]
-        for slot, cpos in enumerate(instrs):
-            c = block[slot]
-            if c.unit in ("salu", "sopp", "smem"):
-                continue                     # no rule has a scalar instruction second
-            interest = (c.reads | c.writes) & hazardous
-            if not interest:
-                continue
-            # (distance, producer position, registers still exposed on this path, per producer kind)
-            live: _Live = (interest,) * 5
-            # within the block: one path, distances only grow
-            dist = 0
-            for j in range(slot - 1, -1, -1):
-                p = block[j]
-                if not p.touch.isdisjoint(interest):
-                    live = visit(dist, instrs[j], p, c, cpos, live, interest)
-                dist += p.ws
-                if dist >= window:
-                    break
-            else:
-                # the top of the block inside the window: every way in, shortest distance first.  (An
-                # instruction of this block met again through a loop with the same registers exposed
-                # is judged again, farther away: it can only repeat what was found.)
-                heap = [(dist, ppos, live) for ppos in prev(instrs[0])]
-                if not heap:
-                    continue
-                heapq.heapify(heap)
-                seen: set[tuple[int, _Live]] = set()
-                while heap:
-                    dist, ppos, live = heapq.heappop(heap)
-                    if (ppos, live) in seen:
-                        continue
-                    seen.add((ppos, live))
-                    p = profiles[ppos]
-                    if not p.touch.isdisjoint(interest):
-                        live = visit(dist, ppos, p, c, cpos, live, interest)
-                    nd = dist + p.ws
-                    if nd >= window:
-                        continue
-                    for rpos in prev(ppos):
-                        heapq.heappush(heap, (nd, rpos, live))
+        block = [cast(_Profile, profiles[pos]) for pos in instrs]
+        # what the producers of the last one or two windows can start (a superset of the last window)
+        # what the producers of the last one or two generations can start: on MFMA results and SrcC
+        # reads, generations of a window; on the others (fixed rules), of the longest fixed rule
+        heard, clock = entry[bi], 0
+        long_, short_ = heard & _K_LONG, heard & ~_K_LONG
+        young_long = young_short = 0
+        flip_long, flip_short = window, short
+        mfmas: list[tuple[int, int]] = []          # (wait states from the top to just after, slot) of its MFMAs
+        for slot, c in enumerate(block):
+            listen, ws, is_mfma, emit, emit_long, emit_short = c.step
+            hit = listen & heard
+            if hit and (hit & _NOT_K_MFMA or not is_mfma or clock < window or not chain(c, clock, mfmas)):
+                # a pair on MFMA results or SrcC reads can need up to the window; any other, the
+                # longest fixed rule
+                search(instrs, block, slot, window if hit & _K_LONG else short)
+            clock += ws
+            if is_mfma:                     # only MFMAs start pairs of the long kinds
+                mfmas.append((clock, slot))
+                long_ |= emit_long
+                young_long |= emit_long
+            if emit:
+                heard |= emit
+                if emit_short:
+                    short_ |= emit_short
+                    young_short |= emit_short
+            if clock >= flip_short:
+                short_, young_short, flip_short = young_short, 0, clock + short
+                if clock >= flip_long:
+                    long_, young_long, flip_long = young_long, 0, clock + window
+                heard = long_ | short_
     return sorted((v for _, v in found.values()), key=lambda v: (v.pos, v.source or 0))
+
+
+def _entry_filters(cfg: CFG, profiles: Sequence[_Profile | None], reachable: AbstractSet[int],
+                   window: int) -> dict[int, int]:
+    """For each block, the union of ``emit`` of every instruction that can run less than a window
+    before its top: the last window of each predecessor, and through a predecessor shorter than the
+    window, what comes into that one (to a fixpoint)."""
+    tail: dict[int, int] = {}
+    short: dict[int, bool] = {}
+    for bi, b in enumerate(cfg.blocks):
+        m, dist = 0, 0
+        for pos in reversed(b.instrs):
+            p = cast(_Profile, profiles[pos])
+            m |= p.emit
+            dist += p.ws
+            if dist >= window:
+                break
+        tail[bi], short[bi] = m, dist < window
+    entry = {bi: 0 for bi in range(len(cfg.blocks))}
+    changed = True
+    while changed:
+        changed = False
+        for bi in sorted(reachable):
+            m = 0
+            for q in cfg.blocks[bi].preds:
+                m |= tail[q] | (entry[q] if short[q] else 0)
+            if m != entry[bi]:
+                entry[bi] = m
+                changed = True
+    return entry

@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from isagen.errors import ISAError
+from isagen.isa.defs_cache import load_yaml_file
 from isagen.isa.instruction import Instruction, Shared
 from isagen.isa.operands import (
     OFF,
@@ -721,12 +720,7 @@ class ISATable:
 
 @functools.cache
 def _load_yaml(name: str) -> dict[str, Any]:
-    path = DEFS_DIR / name
-    if not path.exists():
-        return {}
-    with open(path) as f:
-        doc: dict[str, Any] = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    return doc
+    return load_yaml_file(DEFS_DIR / name)     # parsed once per file content (isagen.isa.defs_cache)
 
 
 def _expand(name: str) -> list[tuple[str, tuple[str, ...]]]:

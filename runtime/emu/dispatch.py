@@ -20,7 +20,7 @@ import numpy as np
 from isagen.errors import CodeObjectError, LaunchError
 from isagen.isa.decoder import decode
 from isagen.objects.codeobject import read_code_object
-from isagen.progress import progress_wanted, report_progress
+from isagen.progress import notes_wanted, progress_wanted, report_note, report_progress
 from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, Ctx
 from isagen.runtime.emu.executor import CompiledCode, RunContext, run_batch
@@ -233,15 +233,23 @@ class Module:
             # learn that mean early (nothing is spent when no one watches).
             wave_insts = 0.0
             first = 0
-            probe = progress_wanted() and total_wg > 1 and wg_per_batch > 1 and total_wg * nwaves_wg >= PROBE_MIN_WAVES
+            # The CPU engine's first workgroup also gives the launch's estimate, printed up front
+            # where the caller takes notes (``isagen run``): ``_launch_estimate``.
+            eta = notes_wanted() and dev.engine == "cpu"
+            probe = ((progress_wanted() or eta) and total_wg > 1 and wg_per_batch > 1
+                     and total_wg * nwaves_wg >= PROBE_MIN_WAVES)
             while first < total_wg:
                 n = 1 if probe and first == 0 else min(wg_per_batch, total_wg - first)
                 st = self._batch(k, prog, first, n, grid, block, kbuf, kernarg, extra, lds_total, san)
                 st.stats = rc
                 if wave_insts:
                     report_progress(first, total_wg, _batch_estimate(st, first, n, wave_insts))
+                t_batch = time.perf_counter()
                 run_batch(prog, st, rc)
                 wave_insts = float(st.icount.mean())
+                if probe and eta and first == 0:
+                    report_note(_launch_estimate(time.perf_counter() - t_batch, wave_insts, nwaves_wg, total_wg,
+                                                 wg_per_batch))
                 first += n
                 report_progress(first, total_wg)
                 if rc.reports and on_error == "collect" and any(r.category in ("budget", "fault", "unsupported")
@@ -444,6 +452,34 @@ class Module:
             sz.init_vgprs([0])
             sz.init_sgprs(s_init + [EXEC_LO, EXEC_LO + 1])
         return st
+
+
+# the fixed cost of one instruction step of a batch, in waves, for the up-front estimate: fitted to the
+# lone first workgroup and the batches after it (t / instructions per wave = c * (a + W)) on the CPU
+# engine, 2026-11-26, two runs each: 46-60 for GEMMs of 4 and 8 waves a workgroup, 68-90 for
+# layer_norm, 25-64 for axpy (whose lone workgroup takes 3-8 ms, so noise decides)
+STEP_FIXED_WAVES = 60
+
+
+def _launch_estimate(probe_s: float, wave_insts: float, nwaves_wg: int, total_wg: int, wg_per_batch: int) -> str:
+    """The line ``isagen run`` prints up front on the CPU engine, from the first workgroup run alone
+    (``probe_s`` seconds, ``wave_insts`` instructions per wave): the launch's wave-instructions (that
+    mean times the waves) and its time, with each later batch of W waves costing
+    ``(STEP_FIXED_WAVES + W) / (STEP_FIXED_WAVES + nwaves_wg)`` times the first workgroup (a batch's
+    waves run in step, so its time goes with its instructions per wave times that cost)."""
+    rest, batches = total_wg - 1, []
+    while rest > 0:
+        batches.append(min(wg_per_batch, rest))
+        rest -= batches[-1]
+    unit = probe_s / (STEP_FIXED_WAVES + nwaves_wg)
+    seconds = probe_s + sum((STEP_FIXED_WAVES + n * nwaves_wg) * unit for n in batches)
+    waves = total_wg * nwaves_wg
+    return (f"emulator (cpu): ~{round(wave_insts * waves):,} wave-instructions ({wave_insts:,.0f} per wave x "
+            f"{waves:,} waves, from its first workgroup), estimated ~{_seconds(seconds)}")
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
 
 
 def _batch_estimate(st: Batch, first: int, n: int, wave_insts: float):

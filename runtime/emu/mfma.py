@@ -573,7 +573,7 @@ def _block_scales(s: MfmaSpec, scale, opsel: int, rows: int, W: int, which: str)
     e = (reg >> np.uint32(8 * int(opsel))) & np.uint32(0xFF)
     kb = s.k // 32
     lane = (np.arange(kb)[None, :] * rows + np.arange(rows)[:, None])       # [rows, kb]
-    return _E8M0[e[:, lane]]
+    return X.from_host(_E8M0)[e[:, lane]]       # (the table on the engine's device)
 
 
 def validate(name: str, target, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> MfmaSpec:
@@ -601,6 +601,9 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     W = a.shape[1]
     if _native_ok(s, a_kind, b_kind) and X.active() == "cpu" and native.available():
         return _run_native(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
+    if _native_ok(s, a_kind, b_kind) and X.active() == "cuda":      # one CUDA kernel (cuda_kernels.py)
+        from isagen.runtime.emu import cuda_kernels
+        return cuda_kernels.mfma_f32(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
                     opsel_a, opsel_b, out)

@@ -42,7 +42,7 @@ def reference(items, target):
     for bi in reachable:
         for cpos in cfg.blocks[bi].instrs:
             c = prof[cpos]
-            everything = frozenset(c.reads | c.writes)
+            everything = c.reads | c.writes                 # register bit masks
             stack = [(0, q, (everything,) * 5) for q in cfg.prev_instructions(cpos)
                      if cfg.block_of(q).index in reachable]
             while stack:                                    # depth first, every path separately
@@ -56,8 +56,8 @@ def reference(items, target):
                 kind = (hazards._MFMA if p.mfma is not None else hazards._VALU if p.is_valu
                         else hazards._SALU if p.unit == "salu" else None)
                 if kind is not None:
-                    exposed[kind] = exposed[kind] - p.writes
-                exposed[hazards._ANY] = exposed[hazards._ANY] - p.writes
+                    exposed[kind] &= ~p.writes
+                exposed[hazards._ANY] &= ~p.writes
                 nd = dist + p.ws
                 if nd < window:
                     stack += [(nd, q, tuple(exposed)) for q in cfg.prev_instructions(ppos)

@@ -23,7 +23,7 @@ import pytest
 
 from isagen.checks import hazards
 from isagen.errors import CheckError
-from isagen.isa.operands import EXEC, M0, VCC, A, Label, Reg, S, Special, V
+from isagen.isa.operands import EXEC, M0, VCC, A, Label, Reg, S, Special, V, neg
 from isagen.isa.table import isa_table
 
 G942, G950 = "gfx942", "gfx950"
@@ -374,6 +374,30 @@ def test_random_loops_pass_the_verifier(target):
         out = hazards.insert_nops(items, target)
         assert hazards.check_hazards(out, target) == [], "\n".join(map(str, out))
         assert hazards.insert_nops(out, target) == out
+
+
+def test_register_masks_are_the_instruction_keys():
+    """Both passes read an instruction's registers as bit masks worked out from its operand ranges
+    (exact, and folded for their filters); they must be the bits of ``use_keys()``/``def_keys()``
+    (the instruction's own account: DPP destinations read, implicit VCC/EXEC/M0, source modifiers)."""
+    rng = random.Random(99)
+    for target in (G942, G950):
+        I = T(target)
+        items = [x for _ in range(30) for x in _random_program(rng, I, target, 12, loop=False)]
+        items += [I["v_mov_b32"](V[3], V[4], row_shr=1), I["v_cndmask_b32"](V[1], 0, V[2], VCC),
+                  I["v_fma_f32"](V[1], neg(V[2]), V[3], V[4]), I["v_cmpx_gt_f32"](EXEC, 0, V[3]),
+                  I["v_readlane_b32"](S[6], V[7], S[8]), I["s_mov_b32"](M0, S[2]),
+                  I["global_store_dwordx4"](V[0], V[8:12], S[0:2]), I["v_mov_b32"](V[255], 0),
+                  I["v_accvgpr_read_b32"](V[0], A[255])]
+        for x in items:
+            r = hazards._Regs(x)
+            uses, defs = x.use_keys(), x.def_keys()
+            assert (r.uses, r.defs) == (hazards._mask(uses), hazards._mask(defs)), x
+            assert (r.fuses, r.fdefs) == (hazards._fold(uses), hazards._fold(defs)), x
+            assert sorted(hazards._keys(r.uses)) == sorted(set(uses)), x
+            for spec, value in zip(x.desc.operands, x.ops):
+                keys = list(value.keys()) if hasattr(value, "keys") else []
+                assert r.op(spec.name) == (hazards._mask(keys), hazards._fold(keys)), (x, spec.name)
 
 
 # --------------------------------------------------------------------------- LLVM 19 as a live oracle

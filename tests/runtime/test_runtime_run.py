@@ -172,3 +172,40 @@ def test_varlen_specs_run_on_drawn_offsets(spec, shapes):
     inputs = run.random_inputs(kernel, {"h": 2, "h_kv": 1, "total_q": 150, "total_kv": 90, "b1": 6}, seed=3)
     cu = inputs["cu_seqlens_q"]
     assert cu[0] == 0 and cu[-1] == 150 and bool((cu[1:] >= cu[:-1]).all()) and len(cu) == 6
+
+
+def test_cpu_emulator_states_its_eta_up_front(monkeypatch, capsys):
+    """On the CPU engine ``isagen run`` prints the launch's estimate as one line after the first line and
+    before the results: its wave-instructions (the lone first workgroup's per wave times the waves) and
+    its time.  The estimate comes after that first workgroup only, with the rest of the launch still to
+    run; its count equals the launch's own (the workgroups of layer_norm do the same work) and its time
+    is within a factor of 4 of the launch's measured wall time."""
+    import re
+    import time
+
+    from isagen.runtime.emu import dispatch
+    events = []
+    batch, note = dispatch.run_batch, dispatch.report_note
+    monkeypatch.setattr(dispatch, "run_batch", lambda *a: (events.append("batch"), batch(*a)))
+    monkeypatch.setattr(dispatch, "report_note", lambda text: (events.append("note"), note(text)))
+    t0 = time.perf_counter()
+    assert cli_main(["run", "layer_norm_bf16", "--backend", "emu", "--shape", "rows=1024",
+                     "--shape", "hidden=1024"]) == 0                     # 64 workgroups of 4 waves
+    wall = time.perf_counter() - t0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("layer_norm_bf16 [") and "grid (64, 1, 1) x block (256, 1, 1)" in lines[0]
+    m = re.fullmatch(r"emulator \(cpu\): ~([\d,]+) wave-instructions \(([\d,]+) per wave x ([\d,]+) waves, from "
+                     r"its first workgroup\), estimated ~([\d.]+) (s|min)", lines[1])
+    assert m, lines
+    est_insts, per_wave, waves = (int(g.replace(",", "")) for g in m.groups()[:3])
+    est_s = float(m[4]) * (60 if m[5] == "min" else 1)
+    assert waves == 64 * 4 and est_insts == per_wave * waves
+    assert events[:2] == ["batch", "note"] and events.count("note") == 1 and events.count("batch") >= 2
+    timing = re.fullmatch(r"  time: emulated in ([\d.]+) ms wall, (\d+) wave instructions executed", lines[-2])
+    assert timing, lines
+    launch_s, executed = float(timing[1]) / 1e3, int(timing[2])
+    assert executed == est_insts
+    assert launch_s / 4 <= est_s <= 4 * launch_s, (est_s, launch_s, wall)
+    events.clear()
+    assert cli_main(["run", "layer_norm_bf16", "--backend", "emu"]) == 0        # 64 waves: quick, no estimate
+    assert "note" not in events and "emulator (cpu)" not in capsys.readouterr().out
