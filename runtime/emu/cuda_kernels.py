@@ -20,6 +20,7 @@ from functools import cache
 import numpy
 
 from isagen.runtime.emu import xp as X
+from isagen.runtime.emu.arena import ARENA_BASE
 
 _MFMA_SRC = X._CONV_SRC + r"""
 extern "C" __global__ void isagen_mfma_f32(
@@ -66,12 +67,12 @@ def _mfma_kernel():
 
 
 @cache
-def _mfma_tables(name: str, cbsz: int, abid: int, blgp: int, per: int):
-    """Device tables of one MFMA's layout: A's and B's elements as ``word << 16 | lane << 8 | sub``, D's
-    flat (b, i, j) product per word/lane."""
-    from isagen.runtime.emu import mfma as M
+def _mfma_tables(layout, name: str, cbsz: int, abid: int, blgp: int, per: int):
+    """Device tables of one MFMA's layout (``layout``: mfma.layout, passed in by its callers, which import
+    this module): A's and B's elements as ``word << 16 | lane << 8 | sub``, D's flat (b, i, j) product
+    per word/lane."""
     cp = X.cupy_module()
-    lay = M.layout(name, cbsz, abid, blgp)
+    lay = layout(name, cbsz, abid, blgp)
 
     def pack(idx):
         idx = numpy.asarray(X.to_host(idx), numpy.int64)
@@ -105,7 +106,7 @@ def _words(a, what: str):
     return st
 
 
-def mfma_f32(s, target: str, a, b, c, a_kind: str, b_kind: str, cbsz: int, abid: int, blgp: int, out):
+def mfma_f32(s, target: str, a, b, c, a_kind: str, b_kind: str, cbsz: int, abid: int, blgp: int, out, layout):
     """One float MFMA (8/16-bit inputs, f32 result, gfx9 layout; validated by ``mfma.mfma``) for every wave
     of ``a``/``b`` (uint32 [regs, W, 64] on the device); ``c`` broadcastable to [c_regs, W, 64]; ``out``
     None or a uint32 [c_regs, W, 64] view (it may be C itself, not A or B).  Returns D."""
@@ -123,13 +124,13 @@ def mfma_f32(s, target: str, a, b, c, a_kind: str, b_kind: str, cbsz: int, abid:
     if out is None:
         out = cp.empty((s.c_regs, W, 64), cp.uint32)
     elif out.strides[2] != 4:
-        res = mfma_f32(s, target, a, b, c32, a_kind, b_kind, cbsz, abid, blgp, None)
+        res = mfma_f32(s, target, a, b, c32, a_kind, b_kind, cbsz, abid, blgp, None, layout)
         out[...] = res
         return out
     if c32.strides[2] not in (0, 4) or (c32.data.ptr != out.data.ptr or c32.strides != out.strides) \
             and _overlap(c32, out):
         c32 = cp.ascontiguousarray(c32)      # C partly overlapping D: read it before D is written
-    ta, tb, d_src = _mfma_tables(s.name, cbsz, abid, blgp, per)
+    ta, tb, d_src = _mfma_tables(layout, s.name, cbsz, abid, blgp, per)
     bf16 = a_kind == b_kind == "bf16"
     lut_a = _lut64(a_kind, target) if not bf16 else None
     lut_b = _lut64(b_kind, target) if not bf16 else None
@@ -150,12 +151,13 @@ def mfma_f32(s, target: str, a, b, c, a_kind: str, b_kind: str, cbsz: int, abid:
     return out
 
 
-def mfma_rows(st, ws, s, target: str, kinds: tuple, ai: int, bi: int, ci: int | None, const, di: int) -> None:
+def mfma_rows(st, ws, s, target: str, kinds: tuple, ai: int, bi: int, ci: int | None, const, di: int,
+              layout) -> None:
     """One float MFMA (as :func:`mfma_f32`) for the waves ``ws`` of batch ``st``, in place in its register
     file: A at V[ai..], B at V[bi..], C at V[ci..] (or the constant ``const`` [c_regs, 1, 1] when ``ci`` is
     None), D to V[di..] (not overlapping A or B; it may be C).  No gathered copies of the operands for a
     group of waves that branched apart.  ``kinds``: (a_kind, b_kind, cbsz, abid, blgp) as
-    ``mfma._check_modifiers`` gives them."""
+    ``mfma._check_modifiers`` gives them; ``layout``: mfma.layout."""
     cp = X.cupy_module()
     a_kind, b_kind, cbsz, abid, blgp = kinds
     idx, n = _rows(st, ws)
@@ -167,7 +169,7 @@ def mfma_rows(st, ws, s, target: str, kinds: tuple, ai: int, bi: int, ci: int | 
     if ci is not None and ci != di and _overlap(c32, out):
         c32 = cp.ascontiguousarray(c32)          # C partly overlapping D: read it before D is written
     bits = s.in_bits
-    ta, tb, d_src = _mfma_tables(s.name, cbsz, abid, blgp, 32 // bits)
+    ta, tb, d_src = _mfma_tables(layout, s.name, cbsz, abid, blgp, 32 // bits)
     bf16 = a_kind == b_kind == "bf16"
     lut_a = _lut64(a_kind, target) if not bf16 else d_src
     lut_b = _lut64(b_kind, target) if not bf16 else d_src
@@ -475,5 +477,4 @@ def buffer_addr(st, ws, desc: tuple, size: int):
 
 
 def _arena_base() -> int:
-    from isagen.runtime.emu.device import ARENA_BASE
     return ARENA_BASE

@@ -603,7 +603,7 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
         return _run_native(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
     if _native_ok(s, a_kind, b_kind) and X.active() == "cuda":      # one CUDA kernel (cuda_kernels.py)
         from isagen.runtime.emu import cuda_kernels
-        return cuda_kernels.mfma_f32(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
+        return cuda_kernels.mfma_f32(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out, layout)
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
                     opsel_a, opsel_b, out)

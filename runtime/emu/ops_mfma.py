@@ -76,7 +76,7 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
 
     def h(st, ws):
         if cuda_fast and X.active() == "cuda":
-            cuda_kernels.mfma_rows(st, ws, spec, target, kinds, ai, bi, ci, cconst, di)
+            cuda_kernels.mfma_rows(st, ws, spec, target, kinds, ai, bi, ci, cconst, di, M.layout)
             return
         A = st.V[ai:ai + na, ws]
         B = st.V[bi:bi + nb, ws]
