@@ -222,14 +222,18 @@ static void wave_mfma(const Rec *r, int64_t w)
     }
 }
 
-typedef struct { const Rec *recs; int nm; int64_t lo, hi, chunk; } Job;
+typedef struct { const Rec *recs; int nm; int64_t W, chunk, *next; } Job;
 
-/* waves lo..hi-1: every MFMA of the run for a chunk of waves, then the next chunk */
+/* take the next chunk of waves until none is left, and run every MFMA of the run for it (all of them
+   for the chunk's first wave, then for the next: a wave's accumulators stay in cache along its chain);
+   chunks are handed out one at a time, so a thread the OS holds back does less of the work */
 static void *job(void *arg)
 {
     const Job *j = (const Job *)arg;
-    for (int64_t w0 = j->lo; w0 < j->hi; w0 += j->chunk) {
-        const int64_t w1 = w0 + j->chunk < j->hi ? w0 + j->chunk : j->hi;
+    for (;;) {
+        const int64_t w0 = __atomic_fetch_add(j->next, j->chunk, __ATOMIC_RELAXED);
+        if (w0 >= j->W) break;
+        const int64_t w1 = w0 + j->chunk < j->W ? w0 + j->chunk : j->W;
         for (int m = 0; m < j->nm; m++)
             for (int64_t w = w0; w < w1; w++) wave_mfma(j->recs + m, w);
     }
@@ -238,8 +242,8 @@ static void *job(void *arg)
 
 #define MAXT 64
 
-/* A run of nm MFMAs (records R) over waves 0..W-1, on up to `threads` threads (each a contiguous
-   range of waves, at least min_waves of them); returns the number of threads used. */
+/* A run of nm MFMAs (records R) over waves 0..W-1 in chunks of `chunk` waves, on up to `threads`
+   threads (one per min_waves waves at most); returns the number of threads used. */
 int mfma_run(int nm, const int64_t *R, int64_t W, int64_t chunk, int threads, int64_t min_waves)
 {
     if (chunk < 1) chunk = 1;
@@ -248,20 +252,16 @@ int mfma_run(int nm, const int64_t *R, int64_t W, int64_t chunk, int threads, in
     if (nt > threads) nt = threads;
     if (nt > MAXT) nt = MAXT;
     if (nt < 1) nt = 1;
-    Job jobs[MAXT];
+    if (nt > 1 && chunk * nt > W) chunk = (W + nt - 1) / nt;      /* a chunk for each thread at least */
+    int64_t next = 0;
+    Job jb = {(const Rec *)R, nm, W, chunk, &next};
     pthread_t tid[MAXT];
     int started[MAXT];
-    for (int64_t t = 0; t < nt; t++) {
-        jobs[t] = (Job){(const Rec *)R, nm, W * t / nt, W * (t + 1) / nt, chunk};
-        started[t] = 0;
-    }
     for (int64_t t = 1; t < nt; t++)
-        started[t] = pthread_create(&tid[t], NULL, job, &jobs[t]) == 0;
-    job(&jobs[0]);
-    for (int64_t t = 1; t < nt; t++) {
+        started[t] = pthread_create(&tid[t], NULL, job, &jb) == 0;
+    job(&jb);              /* this thread takes chunks too; a thread that could not start takes none */
+    for (int64_t t = 1; t < nt; t++)
         if (started[t]) pthread_join(tid[t], NULL);
-        else job(&jobs[t]);       /* no thread to be had: run its part here */
-    }
     return (int)nt;
 }
 """
