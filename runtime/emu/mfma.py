@@ -109,7 +109,8 @@ instructions gather A's rows in D-register order, so their products need no furt
 over 256 waves run in 256-wave chunks.  About 3 us per 32x32x8 wave-MFMA (1.7 us for 16x16x16) at
 64+ waves on one core of the development machine.  Not thread-safe (scratch buffers are reused).
 The f32-result MFMAs with bf16/f16/fp8/bf8 inputs of the gfx9 layout run instead in the C kernel of
-native.py when it can be built (``_run_native``; same bits, ~1.1-2 us per 32x32x8 wave-MFMA here);
+native.py when it can be built (``_run_native``, and the fused runs of ``native_call``/``run_plan``/
+``call_run``; same bits, ~0.5 us of one core per 32x32x8 wave-MFMA here, on several threads);
 tests/runtime/emu/test_emu_engine.py compares the two paths bit for bit.
 """
 
@@ -732,9 +733,9 @@ def _native_offsets(name: str, cbsz: int, abid: int, blgp: int, eb: int, a_st: t
     a_off, a_contig = offs(lay.a_idx.transpose(0, 2, 1), a_st)
     b_off, b_contig = offs(lay.b_idx, b_st)
     # where D[b][i][0] is: D's words hold j = 0..N-1 of a row in consecutive lanes
-    where = np.empty(s.blocks * s.m * s.n, np.int64)
-    where[lay.d_src] = np.arange(lay.d_src.size)
-    where = where.reshape(s.blocks * s.m, s.n)
+    flat = np.empty(s.blocks * s.m * s.n, np.int64)
+    flat[lay.d_src] = np.arange(lay.d_src.size)
+    where = flat.reshape(s.blocks * s.m, s.n)
     assert (where - where[:, :1] == np.arange(s.n)).all(), name
     word, lane = np.divmod(where[:, 0], 64)
     c_row = np.ascontiguousarray(word * (c_st[0] // 4) + lane * (c_st[2] // 4), dtype=np.int64)
