@@ -760,10 +760,11 @@ def _record(s: MfmaSpec, t: str, a, b, c32, out, a_kind: str, b_kind: str, cbsz:
     lut_a, lut_b = _lut32(a_kind, t), _lut32(b_kind, t)
     adr = native.address
     rec = np.zeros(native.REC, np.int64)
-    rec[:22] = (3 if a_kind == b_kind == "bf16" else eb, s.blocks, s.m, s.n, s.k,
+    rec[:29] = (3 if a_kind == b_kind == "bf16" else eb, s.blocks, s.m, s.n, s.k,
                 adr(a), a.strides[1], adr(a_off), a_contig, adr(b), b.strides[1], adr(b_off), b_contig,
                 adr(lut_a), adr(lut_b), adr(c32), c32.strides[1], adr(c_row), int(c32.strides[2] != 0),
-                adr(out), out.strides[1], adr(d_row))
+                adr(out), out.strides[1], adr(d_row),
+                a.shape[0], a.strides[0], b.shape[0], b.strides[0], s.c_regs, c32.strides[0], out.strides[0])
     return rec, (a, b, c32, out, a_off, b_off, c_row, d_row, lut_a, lut_b)
 
 
@@ -784,7 +785,7 @@ def _run_native(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, lay_bl
         out[...] = res
         return out
     rec, _keep = _record(s, t, a, b, c32, out, a_kind, b_kind, cbsz, abid, lay_blgp)
-    native.run(rec[None], W, 1)
+    native.run(rec[None], W, 32)
     return out
 
 
