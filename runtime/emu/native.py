@@ -47,6 +47,8 @@ _SRC = r"""
 #include <stddef.h>
 #include <string.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 
 typedef double v8d __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
@@ -243,16 +245,15 @@ static inline __attribute__((always_inline)) void prefetch(const Rec *r, int64_t
 /* how many waves ahead (measured: 2 takes ~10% off single MFMAs over all waves, 4 adds time) */
 #define AHEAD 2
 
-typedef struct { const Rec *recs; int nm; int64_t W, chunk, *next; } Job;
+typedef struct { const Rec *recs; int nm; int64_t W, chunk, next, done, refs; } Job;
 
 /* take the next chunk of waves until none is left, and run every MFMA of the run for it (all of them
    for the chunk's first wave, then for the next: a wave's accumulators stay in cache along its chain);
    chunks are handed out one at a time, so a thread the OS holds back does less of the work */
-static void *job(void *arg)
+static void work(Job *j)
 {
-    const Job *j = (const Job *)arg;
     for (;;) {
-        const int64_t w0 = __atomic_fetch_add(j->next, j->chunk, __ATOMIC_RELAXED);
+        const int64_t w0 = __atomic_fetch_add(&j->next, j->chunk, __ATOMIC_RELAXED);
         if (w0 >= j->W) break;
         const int64_t w1 = w0 + j->chunk < j->W ? w0 + j->chunk : j->W;
         for (int m = 0; m < j->nm; m++)
@@ -260,17 +261,28 @@ static void *job(void *arg)
                 if (w + AHEAD < w1) prefetch(j->recs + m, w + AHEAD);
                 wave_mfma(j->recs + m, w);
             }
+        __atomic_fetch_add(&j->done, w1 - w0, __ATOMIC_RELEASE);
     }
+}
+
+static void release(Job *j)
+{
+    if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) free(j);
+}
+
+static void *helper(void *arg)
+{
+    work((Job *)arg);
+    release((Job *)arg);
     return NULL;
 }
 
 #define MAXT 64
 
-/* int64 fields of a record (Rec): checked against native.REC when the library is loaded */
-int mfma_rec_fields(void) { return (int)(sizeof(Rec) / sizeof(int64_t)); }
-
 /* A run of nm MFMAs (records R) over waves 0..W-1 in chunks of `chunk` waves, on up to `threads`
-   threads (one per min_waves waves at most); returns the number of threads used. */
+   threads (one per min_waves waves at most); returns the number of threads asked for.  The caller's
+   thread takes chunks too and returns once every chunk is done: a helper thread the OS starts late
+   finds no chunk left and only drops its reference to the job (detached: nobody waits for it). */
 int mfma_run(int nm, const int64_t *R, int64_t W, int64_t chunk, int threads, int64_t min_waves)
 {
     if (chunk < 1) chunk = 1;
@@ -280,17 +292,34 @@ int mfma_run(int nm, const int64_t *R, int64_t W, int64_t chunk, int threads, in
     if (nt > MAXT) nt = MAXT;
     if (nt < 1) nt = 1;
     if (nt > 1 && chunk * nt > W) chunk = (W + nt - 1) / nt;      /* a chunk for each thread at least */
-    int64_t next = 0;
-    Job jb = {(const Rec *)R, nm, W, chunk, &next};
-    pthread_t tid[MAXT];
-    int started[MAXT];
-    for (int64_t t = 1; t < nt; t++)
-        started[t] = pthread_create(&tid[t], NULL, job, &jb) == 0;
-    job(&jb);              /* this thread takes chunks too; a thread that could not start takes none */
-    for (int64_t t = 1; t < nt; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
+    Job local = {(const Rec *)R, nm, W, chunk, 0, 0, 1};
+    if (nt == 1) {
+        work(&local);
+        return 1;
+    }
+    Job *j = malloc(sizeof *j);
+    if (!j) {
+        work(&local);
+        return 1;
+    }
+    *j = local;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (int64_t t = 1; t < nt; t++) {
+        pthread_t tid;
+        __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+        if (pthread_create(&tid, &attr, helper, j) != 0) __atomic_sub_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+    }
+    pthread_attr_destroy(&attr);
+    work(j);
+    while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < W) sched_yield();   /* a helper's last chunk */
+    release(j);
     return (int)nt;
 }
+
+/* int64 fields of a record (Rec): checked against native.REC when the library is loaded */
+int mfma_rec_fields(void) { return (int)(sizeof(Rec) / sizeof(int64_t)); }
 """
 
 REC = 32              # int64 fields of one MFMA record (the C source's Rec)
