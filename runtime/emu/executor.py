@@ -196,9 +196,10 @@ MFMA_RUN_CHUNK = 32
 def _fuse_mfma_runs(steps: list[CompiledStep]) -> list:
     """The block's handlers, with each run of consecutive MFMAs the native kernel takes as one handler
     that runs the whole run chunk by chunk of waves (all the run's MFMAs for waves 0..31, then for
-    32..63, ...) instead of MFMA by MFMA over all waves.  The same results: an MFMA reads and writes
-    only its own wave's registers, and each wave still executes the run in program order.  With the
-    sanitizer off only (its checks follow the instruction order across waves)."""
+    32..63, ...; the chunks spread over the kernel's threads, native.py) instead of MFMA by MFMA over
+    all waves.  The same results: an MFMA reads and writes only its own wave's registers, and each
+    wave still executes the run in program order.  With the sanitizer off only (its checks follow the
+    instruction order across waves)."""
     fns: list = []
     run: list[CompiledStep] = []
 
@@ -224,7 +225,7 @@ def _mfma_run(steps: list[CompiledStep]):
     hs = [s.fn for s in steps]
 
     def fused(st, ws):
-        if ws is ALL and st.W > MFMA_RUN_CHUNK:
+        if ws is ALL:
             plan = st.native_calls.get(id(fused))      # per batch: the calls point into its registers
             if plan is None:
                 calls = [s.native_call(st) for s in steps]
