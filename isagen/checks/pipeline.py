@@ -18,6 +18,7 @@ Returns a list of one-line problems (empty when the kernel is clean).
 from __future__ import annotations
 
 from isagen.checks import hazards, lds_banks, waits
+from isagen.checks.cfg import CFG
 
 
 def register_problems(program) -> list[str]:
@@ -36,10 +37,14 @@ def register_problems(program) -> list[str]:
 def finish_program(program) -> list[str]:
     problems = register_problems(program)
     before = program.items
-    program.items = hazards.insert_nops(before, program.target)
-    _shift_allocation_positions(program, before)
-    problems += [str(v) for v in hazards.check_hazards(program.items, program.target)]
-    problems += [str(v) for v in waits.check_waits(program.items, program.target)]
+    cfg = CFG(before)
+    program.items = hazards.insert_nops(before, program.target, cfg)
+    if len(program.items) != len(before):       # s_nops went in: the positions moved
+        _shift_allocation_positions(program, before)
+        cfg = CFG(program.items)
+    # the verifier and the wait check share the padded program's graph (each applies its own rules)
+    problems += [str(v) for v in hazards.check_hazards(program.items, program.target, cfg)]
+    problems += [str(v) for v in waits.check_waits(program.items, program.target, cfg)]
     program.lds_banks, bank_problems = lds_banks.check_program(program.items, program.target.name)
     problems += [f"{program.name}: {p}" for p in bank_problems]
     return problems
