@@ -1068,11 +1068,16 @@ class _Pass:
                     work.sort(key=lambda block: rank[block])
 
     def output(self) -> list[object]:
+        return self.output_and_insertions()[0]
+
+    def output_and_insertions(self) -> tuple[list[object], list[tuple[int, int]]]:
+        """The padded item list, and (position in ``items``, s_nops put before it) in order."""
         padded = sorted(pos for positions in self.padded.values() for pos in positions if self.nops[pos])
         if not padded:
-            return list(self.items)
+            return list(self.items), []
         s_nop = isa_table(self.target)["s_nop"]
         out: list[object] = []
+        inserted: list[tuple[int, int]] = []
         last = 0
         for pos in padded:
             out += self.items[last:pos]
@@ -1085,8 +1090,9 @@ class _Pass:
                 out.append(s_nop(n - 1, comment=why))
                 need -= n
                 part += 1
+            inserted.append((pos, part))
         out += self.items[last:]
-        return out
+        return out, inserted
 
 
 def insert_nops(items: Sequence[object], target: Target | str, cfg: CFG | None = None) -> list[object]:
@@ -1101,6 +1107,15 @@ def insert_nops(items: Sequence[object], target: Target | str, cfg: CFG | None =
     p = _Pass(list(items), target, cfg)
     p.run()
     return p.output()
+
+
+def pad(items: Sequence[object], target: Target | str,
+        cfg: CFG | None = None) -> tuple[list[object], list[tuple[int, int]]]:
+    """``insert_nops``, and where the ``s_nop``s went: (position in ``items``, how many ``s_nop``s were
+    put directly before it), in order (``CFG.with_insertions`` and the allocation positions use it)."""
+    p = _Pass(list(items), target, cfg)
+    p.run()
+    return p.output_and_insertions()
 
 
 # =========================================================================== the verifier

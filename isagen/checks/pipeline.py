@@ -17,6 +17,9 @@ Returns a list of one-line problems (empty when the kernel is clean).
 
 from __future__ import annotations
 
+import bisect
+import itertools
+
 from isagen.checks import hazards, lds_banks, waits
 from isagen.checks.cfg import CFG
 
@@ -38,10 +41,10 @@ def finish_program(program) -> list[str]:
     problems = register_problems(program)
     before = program.items
     cfg = CFG(before)
-    program.items = hazards.insert_nops(before, program.target, cfg)
-    if len(program.items) != len(before):       # s_nops went in: the positions moved
-        _shift_allocation_positions(program, before)
-        cfg = CFG(program.items)
+    program.items, inserted = hazards.pad(before, program.target, cfg)
+    if inserted:                                # s_nops went in: the positions moved
+        _shift_allocation_positions(program, len(before), inserted)
+        cfg = cfg.with_insertions(program.items, inserted)
     # the verifier and the wait check share the padded program's graph (each applies its own rules)
     problems += [str(v) for v in hazards.check_hazards(program.items, program.target, cfg)]
     problems += [str(v) for v in waits.check_waits(program.items, program.target, cfg)]
@@ -50,21 +53,20 @@ def finish_program(program) -> list[str]:
     return problems
 
 
-def _shift_allocation_positions(program, before: list) -> None:
+def _shift_allocation_positions(program, n_before: int, inserted: list[tuple[int, int]]) -> None:
     """Keep ``Allocation.allocated_at``/``freed_at`` indices into ``program.items`` after the hazard
-    pass inserted ``s_nop``s: position ``j`` of the old list becomes the new position of old item
-    ``j`` (the end stays the end), so reports and the .s lifetimes name the right instructions."""
-    if len(program.items) == len(before):
-        return
-    new_pos, j = [], 0
-    for pos, item in enumerate(program.items):
-        if j < len(before) and item is before[j]:
-            new_pos.append(pos)
-            j += 1
-    new_pos.append(len(program.items))
-    if j != len(before):            # not a pure insertion: leave the positions as they were
-        return
+    pass inserted ``s_nop``s (``inserted``: (old position, s_nops put before it), in order): position
+    ``j`` of the old list becomes the new position of old item ``j`` (the end stays the end), so
+    reports and the .s lifetimes name the right instructions."""
+    at = [pos for pos, _ in inserted]
+    upto = list(itertools.accumulate(n for _, n in inserted))
+
+    def new_pos(j: int) -> int:
+        j = min(j, n_before)
+        i = bisect.bisect_right(at, j)          # insertions at or before j (they go before item j)
+        return j + (upto[i - 1] if i else 0)
+
     for a in program.allocations:
-        a.allocated_at = new_pos[min(a.allocated_at, len(before))]
+        a.allocated_at = new_pos(a.allocated_at)
         if a.freed_at is not None:
-            a.freed_at = new_pos[min(a.freed_at, len(before))]
+            a.freed_at = new_pos(a.freed_at)

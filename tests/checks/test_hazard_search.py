@@ -199,3 +199,27 @@ def test_verifier_sees_the_whole_window_and_no_further(blocks):
         items += [I["v_accvgpr_read_b32"](V[30], A[7]), I["s_endpgm"]()]
         want = {(len(items) - 2, 0, between, 20)} if between < 20 else set()
         assert fast(items, G950) == reference(items, G950) == want
+
+
+def _blocks(cfg):
+    return [(b.index, b.start, b.end, b.labels, b.instrs, b.succs, b.preds) for b in cfg.blocks]
+
+
+@pytest.mark.parametrize("shape", ["line", "loop", "diamond"])
+def test_graph_after_the_nop_pass_is_the_graph_of_the_padded_program(shape):
+    """finish() builds the CFG once and moves it past the inserted s_nops (``CFG.with_insertions``):
+    it must be the graph ``CFG`` builds from the padded program itself, comments anywhere included,
+    and ``pad`` must give ``insert_nops``' program."""
+    from isagen.builders.program import Comment
+    rng = random.Random(f"{shape}-graph-20261126")
+    moved = 0
+    for _ in range(40):
+        items = _program(rng, G942, rng.randrange(6, 40), shape)
+        for _ in range(rng.randrange(0, 4)):
+            items.insert(rng.randrange(0, len(items) + 1), Comment("a comment"))
+        out, inserted = hazards.pad(items, G942, CFG(items))
+        assert out == hazards.insert_nops(items, G942)
+        assert sum(n for _, n in inserted) == len(out) - len(items)
+        assert _blocks(CFG(items).with_insertions(out, inserted)) == _blocks(CFG(out))
+        moved += bool(inserted)
+    assert moved > 20               # most programs do get s_nops
