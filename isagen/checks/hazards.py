@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from functools import reduce
 from operator import or_
-from typing import cast
+from typing import Any, cast
 
 from isagen.checks.cfg import CFG, Block, Violation, format_keys
 from isagen.errors import CheckError
@@ -427,19 +427,6 @@ class _Event:
         self.t, self.origin, self.mask, self.age = t, origin, mask, age
 
 
-def _writes_dst_high_half(inst: Instruction) -> bool:
-    """VOP3 op_sel with a destination bit set (the bits after the sources'): the result is shifted
-    into a higher half or byte of the register (v_pack_b32_f16, v_cvt_pk_fp8_f32 op_sel[2],
-    v_cvt_sr_fp8_f32 op_sel[3:2])."""
-    if inst.desc.fmt != "VOP3":
-        return False
-    op_sel = inst.mods.get("op_sel")
-    if not op_sel:
-        return False
-    n_src = sum(1 for spec in inst.desc.operands if spec.name.startswith("src"))
-    return any(op_sel[n_src:])
-
-
 def _wide_store_need(inst: Instruction, regs: _Regs, table: dict[str, int]) -> tuple[int, int, int] | None:
     """(data registers, folded, wait states) when ``inst`` stores more than 64 bits of VGPR data."""
     if "store" not in inst.desc.flags or inst.unit not in ("vmem", "flat"):
@@ -461,18 +448,20 @@ _RWLANE = ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32")
 _NO_HEARD = (0,) * 7
 
 
-def _dst_sel(mods: dict, n_src: int) -> bool:
-    """``_writes_dst_high_half`` for a VOP3 instruction with ``n_src`` sources."""
+def _dst_sel(mods: dict[str, Any], n_src: int) -> bool:
+    """Whether a VOP3 instruction with ``n_src`` sources and modifiers ``mods`` sets an op_sel
+    destination bit (the bits after the sources'): the result is shifted into a higher half or byte
+    of the register (v_pack_b32_f16, v_cvt_pk_fp8_f32 op_sel[2], v_cvt_sr_fp8_f32 op_sel[3:2])."""
     op_sel = mods.get("op_sel") if mods else None
-    return bool(op_sel) and any(op_sel[n_src:])
+    return op_sel is not None and bool(op_sel) and any(op_sel[n_src:])
 
 
 #: per instruction definition (by identity, kept beside its facts): what ``_Facts`` decides from the
 #: definition alone
-_FACT_INFO: dict[int, tuple[object, tuple]] = {}
+_FACT_INFO: dict[int, tuple[object, tuple[Any, ...]]] = {}
 
 
-def _fact_info(desc: InstrDef) -> tuple:
+def _fact_info(desc: InstrDef) -> tuple[Any, ...]:
     name, unit, mfma = desc.name, desc.unit, desc.mfma
     valu_unit = unit in ("valu", "trans")
     by = _BY_MFMA if mfma is not None else _BY_VALU if valu_unit else _BY_SALU if unit == "salu" else -1
@@ -1238,10 +1227,10 @@ class _Profile:
 
 #: per instruction definition (by identity, kept beside its answer): what ``_Profile`` decides from
 #: the definition alone
-_PROFILE_INFO: dict[int, tuple[object, tuple]] = {}
+_PROFILE_INFO: dict[int, tuple[object, tuple[Any, ...]]] = {}
 
 
-def _profile_info(desc: InstrDef) -> tuple:
+def _profile_info(desc: InstrDef) -> tuple[Any, ...]:
     name, unit, mfma = desc.name, desc.unit, desc.mfma
     is_valu = unit in ("valu", "trans") and mfma is None
     kind = _MFMA if mfma is not None else _VALU if is_valu else _SALU if unit == "salu" else None
