@@ -105,11 +105,13 @@ def _facts(desc) -> tuple:
     return facts
 
 
-def _touch(x: Instruction) -> int:
+def _touch(x: Instruction) -> tuple[int, bool]:
     """The registers ``x`` reads or writes, as one bit mask (the hazard passes' numbering and
-    per-instruction register sets, ``hazards._regs``, worked out once for equal instructions)."""
+    per-instruction register sets, ``hazards._regs``), and whether it accesses LDS; worked out once
+    for equal instructions."""
     r = _regs(x)
-    return r.uses | r.defs
+    got = x.shared.checks["waits.touch"] = (r.uses | r.defs, _facts(x.desc)[3])
+    return got
 
 
 # state: origin position -> (younger, vm_pending, lgkm_pending)
@@ -151,6 +153,8 @@ class _Checker:
                 self.ops[pos] = _Op(pos, kind, _regs(item).defs, lds_range(item) if dma else None, dma, vload)
                 self.kind_of[pos] = kind
             self.actions.append(acts)
+        self.dmas = [pos for pos, op in self.ops.items() if op.is_dma]
+        self._dma_overlap: dict[tuple[int, int] | None, frozenset[int]] = {}   # LDS range -> DMAs that overlap it
         self.found: dict[tuple, Violation] = {}
 
     # ------------------------------------------------------------------ what is missing
@@ -184,16 +188,20 @@ class _Checker:
             self.found[key] = Violation(pos, x, regs, message, source=origin, kind="wait")
 
     def _check(self, pos: int, x: Instruction, live: dict, shift_vm: int, shift_ds: int, touch: int,
-               touches_lds: bool) -> None:
+               touches_lds: bool, live_regs: int) -> None:
         """Report what ``x`` (registers ``touch``; an LDS access if ``touches_lds``) collides with among
-        the outstanding operations ``live``."""
+        the outstanding operations ``live`` (whose registers ``live_regs`` covers)."""
         ops = self.ops
-        my_lds = lds_range(x) if touches_lds else None
-        hits = []
-        for origin in live:
-            op = ops[origin]
-            if op.dest & touch or (touches_lds and op.is_dma and _overlaps(op.lds, my_lds)):
-                hits.append(origin)
+        hits = [origin for origin in live if ops[origin].dest & touch] if touch & live_regs else []
+        my_lds = None
+        if touches_lds:
+            my_lds = lds_range(x)
+            dmas = self._dma_overlap.get(my_lds)
+            if dmas is None:
+                dmas = self._dma_overlap[my_lds] = frozenset(
+                    origin for origin in self.dmas if _overlaps(ops[origin].lds, my_lds))
+            if dmas:
+                hits += [origin for origin in live.keys() & dmas if not ops[origin].dest & touch]
         if not hits:
             return
         kind_of = self.kind_of
@@ -274,7 +282,6 @@ class _Checker:
                 op = ops[origin]
                 live_regs |= op.dest
                 live_dma = live_dma or op.is_dma
-            known = _DESC_FACTS
         else:
             steps = self.actions[bi]
         check = self._check
@@ -283,16 +290,9 @@ class _Checker:
                 pos = step
                 if live:
                     x = items[pos]
-                    r = x.shared.checks.get("hazards.regs")
-                    touch = r.uses | r.defs if r is not None else _touch(x)
-                    if live_dma:
-                        desc = x.desc
-                        got = known.get(id(desc))
-                        lds = (got[1] if got is not None and got[0] is desc else _facts(desc))[3]
-                    else:
-                        lds = False
-                    if touch & live_regs or lds:
-                        check(pos, x, live, shift_vm, shift_ds, touch, lds)
+                    touch, lds = x.shared.checks.get("waits.touch") or _touch(x)
+                    if touch & live_regs or (lds and live_dma):
+                        check(pos, x, live, shift_vm, shift_ds, touch, lds and live_dma, live_regs)
                 if pos not in acts:
                     continue
                 kind = acts[pos]
