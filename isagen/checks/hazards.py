@@ -789,7 +789,8 @@ class _Pass:
         events at the top first, in their order, then the block's own by clock and place.  An
         instruction met again around a loop while its previous event of the same kind is still
         pending refreshes that event in place (it keeps its rank)."""
-        window, facts = self.window, self.facts
+        window = self.window
+        facts = cast("list[_Facts]", self.facts)       # read only at instructions
         nops = self.nops
         for pos in self.padded.pop(b.index, ()):
             nops[pos] = 0
@@ -817,7 +818,7 @@ class _Pass:
             listen, ws, is_mfma, in_trail, emit, ended, emit_long, emit_short = steps[pos]
             hit = listen & heard
             if hit:
-                f = cast(_Facts, facts[pos])
+                f = facts[pos]
                 if hit & _NOT_MFMA_CH or not is_mfma or not self._chain(f, clock, mfmas, top):
                     need = self._consumer(f, pos, clock, hit, trail, ends, top, renewed)
                     if need:
@@ -838,7 +839,7 @@ class _Pass:
                         short_ |= emit_short
                         young_short |= emit_short
                     if origins is not None and pos in origins:
-                        self._renew(pos, cast(_Facts, facts[pos]), clock, trail, ends, top, renewed)
+                        self._renew(pos, facts[pos], clock, trail, ends, top, renewed)
             if clock >= flip_short:
                 short_, young_short, flip_short = young_short, 0, clock + short
                 if clock >= flip_long:
@@ -863,12 +864,13 @@ class _Pass:
                         and self._wait("mfma_write->mfma_srcc_exact", t.passes) <= age)
             return True
 
+        facts = cast("list[_Facts]", self.facts)
         for i in range(len(mfmas) - 1, -1, -1):
             stamp, p = mfmas[i]
             age = clock - stamp
             if age >= window:
                 return True
-            if not fine(cast(_Facts, self.facts[p]).events[0], age):      # an MFMA's first event: its result
+            if not fine(facts[p].events[0], age):      # an MFMA's first event: its result
                 return False
         return all(fine(ev.t, clock + ev.age) for ev in top
                    if ev.t.kind == "mfma_write" and clock + ev.age < window)
@@ -890,7 +892,8 @@ class _Pass:
                  renewed: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
         """Every event pending at ``clock``, as (rank, template, registers still held, age, origin),
         in rank order."""
-        window, facts, dpp = self.window, self.facts, self.has_dpp
+        window, dpp = self.window, self.has_dpp
+        facts = cast("list[_Facts]", self.facts)
         out = []
         i = len(trail) - 1
         while i >= 0:
@@ -898,8 +901,8 @@ class _Pass:
             age = clock - stamp
             if age >= window:
                 break
-            pf = cast(_Facts, facts[p])
-            for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+            pf = facts[p]
+            for k, t in enumerate(pf.events_dpp if dpp and pf.events_dpp is not None else pf.events):
                 m = t.mask if t.by < 0 else self._unended(t.mask, t.by, ends, i + 1)
                 if m:
                     r = renewed.get((p, k))
@@ -934,7 +937,8 @@ class _Pass:
         ``hit`` (folded), young enough for their channel's longest rule (MFMA results and SrcC reads:
         the window; the others: the longest fixed rule), on a register ``c`` lists for their channel,
         sharing a register with it."""
-        window, facts, dpp = self.window, self.facts, self.has_dpp
+        window, dpp = self.window, self.has_dpp
+        facts = cast("list[_Facts]", self.facts)
         short = self.short
         limit = window if hit & _LONG_CH else short
         heard, touch = c.heard, c.touch
@@ -946,8 +950,8 @@ class _Pass:
             if age >= limit:
                 break
             if emit & hit:
-                pf = cast(_Facts, facts[p])
-                for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+                pf = facts[p]
+                for k, t in enumerate(pf.events_dpp if dpp and pf.events_dpp is not None else pf.events):
                     ch = t.ch
                     m = t.mask & heard[ch]
                     if not m or (age >= short and not _LONG[ch]):
