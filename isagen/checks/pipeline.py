@@ -17,9 +17,6 @@ Returns a list of one-line problems (empty when the kernel is clean).
 
 from __future__ import annotations
 
-import bisect
-import itertools
-
 from isagen.checks import hazards, lds_banks, waits
 from isagen.checks.cfg import CFG
 
@@ -58,15 +55,14 @@ def _shift_allocation_positions(program, n_before: int, inserted: list[tuple[int
     pass inserted ``s_nop``s (``inserted``: (old position, s_nops put before it), in order): position
     ``j`` of the old list becomes the new position of old item ``j`` (the end stays the end), so
     reports and the .s lifetimes name the right instructions."""
-    at = [pos for pos, _ in inserted]
-    upto = list(itertools.accumulate(n for _, n in inserted))
-
-    def new_pos(j: int) -> int:
-        j = min(j, n_before)
-        i = bisect.bisect_right(at, j)          # insertions at or before j (they go before item j)
-        return j + (upto[i - 1] if i else 0)
-
+    new_pos: list[int] = []                     # old position -> new one, and the end
+    prev = shift = 0
+    for pos, n in inserted:
+        new_pos.extend(range(prev + shift, pos + shift))
+        shift += n                                # the s_nops go before item pos
+        prev = pos
+    new_pos.extend(range(prev + shift, n_before + shift + 1))
     for a in program.allocations:
-        a.allocated_at = new_pos(a.allocated_at)
+        a.allocated_at = new_pos[min(a.allocated_at, n_before)]
         if a.freed_at is not None:
-            a.freed_at = new_pos(a.freed_at)
+            a.freed_at = new_pos[min(a.freed_at, n_before)]

@@ -223,3 +223,29 @@ def test_graph_after_the_nop_pass_is_the_graph_of_the_padded_program(shape):
         assert _blocks(CFG(items).with_insertions(out, inserted)) == _blocks(CFG(out))
         moved += bool(inserted)
     assert moved > 20               # most programs do get s_nops
+
+
+def test_allocation_positions_follow_their_instructions_past_the_s_nops():
+    """finish() shifts ``Allocation.allocated_at``/``freed_at`` by the insertion list: each old
+    position must become the new position of the same item object (the end the new end)."""
+    from types import SimpleNamespace
+
+    from isagen.checks.pipeline import _shift_allocation_positions
+    rng = random.Random("alloc-positions-20261126")
+    checked = 0
+    for _ in range(30):
+        items = _program(rng, G942, rng.randrange(6, 40), rng.choice(["line", "loop", "diamond"]))
+        out, inserted = hazards.pad(items, G942)
+        if not inserted:
+            continue
+        where = {id(x): i for i, x in enumerate(out)}
+        want = [where[id(x)] for x in items] + [len(out)]
+        olds = [(rng.randrange(0, len(items) + 1), rng.choice([None, rng.randrange(0, len(items) + 1)]))
+                for _ in range(10)]
+        allocs = [SimpleNamespace(allocated_at=a, freed_at=f) for a, f in olds]
+        _shift_allocation_positions(SimpleNamespace(allocations=allocs), len(items), inserted)
+        for (a, f), got in zip(olds, allocs):
+            assert got.allocated_at == want[a]
+            assert got.freed_at == (None if f is None else want[f])
+        checked += 1
+    assert checked > 10
