@@ -7,7 +7,9 @@ N+1; labels and comments give none.
 
 * ``WAIT_STATES`` is the table, one dict per target, with the LLVM source of every entry
   (in the comments above and beside it).  It and the register numbering (``_Regs``: an
-  instruction's registers as bit masks, exact and folded) are all the two implementations share.
+  instruction's registers as bit masks, exact and folded; the wait check uses it too) are all the
+  two implementations share, besides the control-flow graph the pipeline builds once and hands to
+  each (``cfg=``; each builds its own when called alone).
 * ``insert_nops(items, target)`` runs a forward dataflow of *pending hazard events* over the CFG
   (merging at labels, iterating loop back edges to a fixpoint) and puts the minimum ``s_nop`` before
   each instruction that needs it, with a comment that names the pair and the count.
