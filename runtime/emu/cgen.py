@@ -32,6 +32,8 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,7 +46,7 @@ from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import ALL
 
 ENV = "ISAGEN_EMU_CGEN"
-THRESHOLD = 200_000          # wave-instructions of one batch before a program goes native
+THRESHOLD = 200_000        # wave-instructions of one batch before a program goes native
 FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-fast-math", "-std=gnu99", "-w"]
 
 _why = ""
@@ -95,6 +97,25 @@ static inline U32 perm_b32(U32 a, U32 b, U32 sel) {
         else v = 0xFF;
         out |= v << (8 * i);
     }
+    return out;
+}
+
+/* v_perm_b32 with one selector for the wave: per result byte, (d >> sh) & m, times mul, or c */
+typedef struct { unsigned sh[4]; U32 m[4], mul[4], c[4]; } perm_t;
+static inline perm_t perm_prep(U32 sel) {
+    perm_t p;
+    for (int i = 0; i < 4; i++) {
+        const U32 s = (sel >> (8 * i)) & 0xFF;
+        if (s < 8) { p.sh[i] = 8 * s; p.m[i] = 0xFF; p.mul[i] = 1; p.c[i] = 0; }
+        else if (s < 12) { p.sh[i] = 8 * (2 * (s - 8) + 1) + 7; p.m[i] = 1; p.mul[i] = 0xFF; p.c[i] = 0; }
+        else { p.sh[i] = 0; p.m[i] = 0; p.mul[i] = 0; p.c[i] = s == 12 ? 0 : 0xFF; }
+    }
+    return p;
+}
+static inline U32 perm_u(U64 d, const perm_t *p) {
+    U32 out = 0;
+    for (int i = 0; i < 4; i++)
+        out |= ((((U32)(d >> p->sh[i]) & p->m[i]) * p->mul[i]) | p->c[i]) << (8 * i);
     return out;
 }
 
@@ -298,6 +319,15 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
         else:
             pro += g.vdst(vi.vdst, 1)
             body = decl + [f"const U32 r = {expr};", "d0[l] = ex[l] ? r : d0[l];"]
+        return _lane_loop(pro, body), False
+    if name == "v_perm_b32" and len(vi.srcs) == 3 and not (vi.srcs[2].kind == "reg"
+                                                            and vi.srcs[2].reg.file in ("v", "a")):
+        # one selector for the whole wave (an SGPR or a constant, as compilers use it)
+        pa, ea = g.src32(vi.srcs[0], "u32")
+        pb, eb = g.src32(vi.srcs[1], "u32")
+        pc, ec = g.src32(vi.srcs[2], "u32")
+        pro = pa + pb + pc + [f"const perm_t pp = perm_prep({ec});"] + g.vdst(vi.vdst)
+        body = [f"const U32 r = perm_u(((U64)({ea}) << 32) | ({eb}), &pp);", "d0[l] = ex[l] ? r : d0[l];"]
         return _lane_loop(pro, body), False
     if name == "v_cndmask_b32":
         if inst.family == "VOP3" and (any(vi.neg[:2]) or any(vi.abs[:2])):
@@ -546,28 +576,28 @@ def _ds(inst, ctx, k: int) -> tuple[list[str], int, int] | None:
         if len(elems) == 2:
             srcs.append(ctx.vindex(la.ops["data1"].reg, ndw))
     # bounds first, for every wave: a bad lane leaves the instruction (and the rest) to numpy
-    check = ["for (I64 k = 0; k < nws; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;",
+    check = ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;",
              f"    const U32 *ad = V + ((I64){ai} * W + w) * 64;", "    int bad = 0;",
              "    for (int l = 0; l < 64; l++) {", "        const I64 a = (I64)ad[l];"]
     conds = " | ".join(f"(a + {o + size} > lds_bytes)" for o in elems)
-    check += [f"        bad |= ex[l] & ({conds});", "    }", f"    if (bad) return {k};", "}"]
+    check += [f"        bad |= ex[l] & ({conds});", "    }", f"    if (bad) {{ counts[2] = k0; return {k}; }}", "}"]
     lines = ["{"] + check
     if read:
-        # every element's data first, then the writes (a destination may overlap the address register)
-        lines += ["for (I64 k = 0; k < nws; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;",
+        # lane by lane: the address, every element's data, then the writes (a destination may be the
+        # address register); an inactive lane reads (and drops) the row's first bytes: no branch
+        nv = ndw * len(elems)
+        lines += ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;",
                   f"    const U32 *ad = V + ((I64){ai} * W + w) * 64;",
-                  "    const uint8_t *lb = lds + wg[w] * L;", "    int n = 0;",
-                  f"    U32 val[64][{ndw * len(elems)}];",
-                  "    for (int l = 0; l < 64; l++) if (ex[l]) {", "        n++;"]
-        lines += [f"        memcpy(&val[l][{e * ndw}], lb + (I64)ad[l] + {off}, {size});" for e, off in enumerate(elems)]
-        lines += ["    }"]
-        for j in range(ndw * len(elems)):
-            lines += [f"    {{ U32 *d = V + ((I64){di + j} * W + w) * 64;",
-                      f"      for (int l = 0; l < 64; l++) if (ex[l]) d[l] = val[l][{j}]; }}"]
-        lines += [f"    counts[0] += (I64)n * {size * len(elems)};", "}"]
+                  "    const uint8_t *lb = lds + wg[w] * L;", "    int n = 0;"]
+        lines += [f"    U32 *d{j} = V + ((I64){di + j} * W + w) * 64;" for j in range(nv)]
+        lines += ["    for (int l = 0; l < 64; l++) {", "        const int on = ex[l];", f"        U32 v[{nv}];"]
+        lines += [f"        memcpy(&v[{e * ndw}], lb + (on ? (I64)ad[l] + {off} : 0), {size});"
+                  for e, off in enumerate(elems)]
+        lines += [f"        d{j}[l] = on ? v[{j}] : d{j}[l];" for j in range(nv)]
+        lines += ["        n += on;", "    }", f"    counts[0] += (I64)n * {size * len(elems)};", "}"]
     else:
         for e, off in enumerate(elems):
-            lines += ["for (I64 k = 0; k < nws; k++) {", "    const I64 w = ws[k];",
+            lines += ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];",
                       "    const uint8_t *ex = EX + w * 64;",
                       f"    const U32 *ad = V + ((I64){ai} * W + w) * 64;",
                       "    uint8_t *lb = lds + wg[w] * L;", "    int n = 0;"]
@@ -623,12 +653,17 @@ class _Run:
 def _run_source(run: _Run, ctx) -> str:
     """The C function of a run: segments of per-wave code and LDS instructions."""
     out = [f"I64 {run.fname}(I64 W, const I64 *ws, I64 nws, U32 *V, U32 *S, U32 *SCC, uint8_t *EX,"
-           " uint8_t *lds, I64 L, I64 lds_bytes, const I64 *wg, I64 *counts) {"]
+           " uint8_t *lds, I64 L, I64 lds_bytes, const I64 *wg, I64 *counts) {",
+           # workgroup by workgroup (waves of one are consecutive in ws when counts[3] is set): they
+           # share nothing, and one workgroup's registers and LDS stay in the caches for the whole run
+           "for (I64 k0 = 0, k1; k0 < nws; k0 = k1) {",
+           "k1 = k0 + 1;",
+           "if (counts[3]) { while (k1 < nws && wg[ws[k1]] == wg[ws[k0]]) k1++; } else k1 = nws;"]
     seg: list[str] = []
 
     def flush():
         if seg:
-            out.extend(["for (I64 k = 0; k < nws; k++) {", "const I64 w = ws[k];", "const uint8_t *ex = EX + w * 64;"]
+            out.extend(["for (I64 k = k0; k < k1; k++) {", "const I64 w = ws[k];", "const uint8_t *ex = EX + w * 64;"]
                        + seg + ["}"])
             seg.clear()
 
@@ -651,7 +686,7 @@ def _run_source(run: _Run, ctx) -> str:
             seg.extend(lines)
             seg.append("}")
     flush()
-    out += ["return -1;", "}"]
+    out += ["}", "return -1;", "}"]
     return "\n".join(out)
 
 
@@ -666,49 +701,65 @@ class Plan:
         self.runs: dict[tuple[int, int], _Run] = {}    # (first, last) instruction index -> run
         self.cfns: dict[str, object] = {}
         self.by_first: dict[int, list[_Run]] = {}
+        self._job: _Build | None = None      # the compiler run in progress
+        self._runs: list[_Run] = []
 
     # ---------------------------------------------------------------- build
     def maybe_build(self, st) -> None:
-        """Build the library once the batch ``st`` has executed enough (executor.run_batch asks)."""
-        if self.pending and int(st.icount.sum()) >= THRESHOLD:
-            self.build()
+        """Start the build once the batch ``st`` has executed enough, and load the library once the
+        compiler has finished (executor.run_batch asks every 256 blocks while ``pending``)."""
+        if self._job is not None:
+            if self._job.poll():
+                self._finish()
+        elif int(st.icount.sum()) >= THRESHOLD:
+            self.build(wait=False)
 
-    def build(self) -> None:
-        """Generate, compile and load the C of every run of every basic block, and re-fuse the blocks."""
-        self.pending = False
+    def build(self, wait: bool = True) -> None:
+        """Generate the C of every run of every basic block and compile it (in the background unless
+        ``wait``: the launch goes on with the numpy handlers meanwhile); load it and re-fuse the blocks
+        when it is ready."""
+        global _why
         prog = self.prog
         from isagen.runtime.emu import xp as X
         if prog.ctx.sanitize or X.active() != "cpu":
+            self.pending = False
             return
         try:
             n = len(prog.insts)
             for i in sorted(prog.leaders):
                 if i < n:
                     prog.block_at(i, fuse=False)
-            self._load(sorted(prog._blocks.values(), key=lambda b: b.start))
-        finally:
-            from isagen.runtime.emu.executor import _fuse_mfma_runs
-            for b in prog._blocks.values():
-                b.fns = self.fuse_block(b.steps) if self.lib is not None else _fuse_mfma_runs(b.steps)
-
-    def _load(self, blocks) -> None:
-        global _why
-        runs: list[_Run] = []
-        try:
-            for b in blocks:
-                runs += self._block_runs(b)
+            runs: list[_Run] = []
+            for blk in sorted(prog._blocks.values(), key=lambda b: b.start):
+                runs += self._block_runs(blk)
             if not runs:
                 _why = "no instruction of the kernel has a C form"
+                self.pending = False
                 return
             parts = [_HDR]
             for r in runs:
                 r.fname = f"run_{r.first}_{r.first + len(r.steps) - 1}"
-                r.src = _run_source(r, self.prog.ctx)
+                r.src = _run_source(r, prog.ctx)
                 parts.append(r.src)
-            lib = _compile("\n\n".join(parts) + "\n")
+            self._runs = runs
+            self._job = _Build("\n\n".join(parts) + "\n")
         except Exception as e:     # a generator gap must never stop a launch: the numpy path runs
             _why = f"generating the native block code failed: {type(e).__name__}: {e}"
+            self.pending = False
             return
+        finally:
+            from isagen.runtime.emu.executor import _fuse_mfma_runs
+            for blk in prog._blocks.values():
+                if blk.fns is None or len(blk.fns) == len(blk.steps):
+                    blk.fns = _fuse_mfma_runs(blk.steps)
+        if wait or self._job.poll():
+            self._finish()
+
+    def _finish(self) -> None:
+        job, runs = self._job, self._runs
+        self._job, self._runs = None, []
+        self.pending = False
+        lib = job.result() if job is not None else None
         if lib is None:
             return
         P, L = ctypes.c_void_p, ctypes.c_int64
@@ -720,6 +771,8 @@ class Plan:
             self.runs[(r.first, r.first + len(r.steps) - 1)] = r
             self.by_first.setdefault(r.first, []).append(r)
         self.lib = lib
+        for blk in self.prog._blocks.values():
+            blk.fns = self.fuse_block(blk.steps)
 
     def _block_runs(self, b) -> list[_Run]:
         out: list[_Run] = []
@@ -792,15 +845,26 @@ def _handler(cfn, run: _Run):
                 b.wga, b.counts)
         if wexec:
             st.exec_all = bool(st.EXEC.all())
+        c = b.cnt
         if lds:
-            c = b.cnt
             rc = st.run
             rc.lds_bytes_read += int(c[0])
             rc.lds_bytes_written += int(c[1])
-            c[:] = 0
+            c[:2] = 0
         if r >= 0:
+            # stopped before step r in the workgroup starting at wsa[p]: the workgroups before it are done;
+            # the ones after it have not started: they catch up to step r, then all run the rest (what
+            # the numpy handlers would have done, in their order: workgroups share no state)
+            p = int(c[2])
+            c[2] = 0
+            wgs = b.wg[wsa]
+            q = p + int(np.count_nonzero(wgs[p:] == wgs[p])) if b.cnt[3] else wsa.size
+            rest, tail = wsa[q:], (wsa[p:] if p or q < wsa.size else ws)
+            if rest.size:
+                for h in fallback[:r]:
+                    h(st, rest)
             for h in fallback[r:]:
-                h(st, ws)
+                h(st, tail)
     return fn
 
 
@@ -817,7 +881,9 @@ class _Args:
         self.wg = np.ascontiguousarray(st.wg, np.int64)
         self.wga = a(self.wg)
         self.all_ws = np.arange(st.W, dtype=np.int64)
-        self.cnt = np.zeros(2, np.int64)
+        # [LDS bytes read, written, where in ws the workgroup that stopped starts, by workgroup?]
+        self.cnt = np.zeros(4, np.int64)
+        self.cnt[3] = int(bool(np.all(np.diff(self.wg) >= 0)))     # a workgroup's waves consecutive
         self.counts = a(self.cnt)
 
 
@@ -835,7 +901,7 @@ def compile_runs(ctx, runs: list[list[CompiledStep]]) -> list | None:
         r.fname = f"run{k}"
         r.src = _run_source(r, ctx)
         rs.append(r)
-    lib = _compile("\n\n".join([_HDR] + [r.src for r in rs]) + "\n")
+    lib = _Build("\n\n".join([_HDR] + [r.src for r in rs]) + "\n").result()
     if lib is None:
         return None
     P, L = ctypes.c_void_p, ctypes.c_int64
@@ -850,34 +916,72 @@ def compile_runs(ctx, runs: list[list[CompiledStep]]) -> list | None:
 
 # ============================================================================ building
 
-def _compile(src: str) -> ctypes.CDLL | None:
-    global _why
-    cc = native._compiler()
-    if cc is None:
-        _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
-        return None
-    from isagen.objects.cache import cache_dir
-    key = hashlib.sha256((src + cc + " ".join(FLAGS) + native._cpu_id()).encode()).hexdigest()[:20]
-    out_dir = cache_dir() / "emu-native"
-    so = out_dir / f"blocks_{key}.so"
-    if not so.exists():
+class _Build:
+    """One compiler run for a generated source, in the background; the library is cached under
+    ``cache_dir() / "emu-native"`` by a hash of the source, compiler, flags and host CPU."""
+
+    def __init__(self, src: str):
+        global _why
+        self.proc: subprocess.Popen | None = None
+        self.tmp: str | None = None
+        self.so: Path | None = None
+        cc = native._compiler()
+        if cc is None:
+            _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
+            return
+        self.cc = cc
+        from isagen.objects.cache import cache_dir
+        key = hashlib.sha256((src + cc + " ".join(FLAGS) + native._cpu_id()).encode()).hexdigest()[:20]
+        out_dir = cache_dir() / "emu-native"
+        self.so = out_dir / f"blocks_{key}.so"
+        if self.so.exists():
+            return
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory() as tmp:
-                c = Path(tmp) / "blocks.c"
-                c.write_text(src)
-                tmp_so = Path(tmp) / so.name
-                r = subprocess.run([cc, *FLAGS, str(c), "-o", str(tmp_so)], capture_output=True, text=True,
-                                   timeout=300)
-                if r.returncode != 0:
-                    _why = f"{cc} failed on the generated block code: {r.stderr.strip()[:300]}"
-                    return None
-                os.replace(tmp_so, so)
+            self.tmp = tempfile.mkdtemp(prefix="isagen-cgen-")
+            c = Path(self.tmp) / "blocks.c"
+            c.write_text(src)
+            part = out_dir / f".{self.so.name}.{os.getpid()}.part"
+            # the rename (atomic: concurrent builders agree) is part of the job, so a process that ends
+            # before the compiler does still leaves the library in the cache for the next one
+            cmd = " ".join(shlex.quote(x) for x in [cc, *FLAGS, str(c), "-o", str(part)])
+            self.proc = subprocess.Popen(["sh", "-c", f"{cmd} && mv -f {shlex.quote(str(part))} "
+                                          f"{shlex.quote(str(self.so))}; r=$?; rm -rf {shlex.quote(self.tmp)}; "
+                                          f"exit $r"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         except (OSError, subprocess.SubprocessError) as e:
             _why = f"building the native block code failed: {e}"
+            self.so = None
+            self._cleanup()
+
+    def poll(self) -> bool:
+        """Whether the compiler has finished (or never ran)."""
+        return self.proc is None or self.proc.poll() is not None
+
+    def _cleanup(self) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def result(self) -> ctypes.CDLL | None:
+        """Wait for the compiler; the loaded library, or None (``why_not`` says why)."""
+        global _why
+        if self.so is None:
             return None
-    try:
-        return ctypes.CDLL(str(so))
-    except OSError as e:
-        _why = f"loading {so} failed: {e}"
-        return None
+        if self.proc is not None:
+            try:
+                _, err = self.proc.communicate(timeout=600)
+                if self.proc.returncode != 0 or not self.so.exists():
+                    _why = f"{self.cc} failed on the generated block code: {err.strip()[:300]}"
+                    return None
+            except (OSError, subprocess.SubprocessError) as e:
+                _why = f"building the native block code failed: {e}"
+                return None
+            finally:
+                self.proc = None
+                self._cleanup()
+        try:
+            return ctypes.CDLL(str(self.so))
+        except OSError as e:
+            _why = f"loading {self.so} failed: {e}"
+            return None

@@ -387,11 +387,10 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
                 pcs[ws] = block.end
             st.icount[ws] += len(block.steps)
             n_blocks += 1
-            if n_blocks & 255 == 0:
-                if st.icount.max() > budget:
-                    _budget_exceeded(st, prog, rc)
-                elif prog.cgen is not None and prog.cgen.pending:
-                    prog.cgen.maybe_build(st)
+            if n_blocks & 255 == 0 and st.icount.max() > budget:
+                _budget_exceeded(st, prog, rc)
+            elif n_blocks & 31 == 0 and prog.cgen is not None and prog.cgen.pending:
+                prog.cgen.maybe_build(st)      # the native block engine: build it, or load it once built
     except _Abort:
         pass
     except Exception as e:

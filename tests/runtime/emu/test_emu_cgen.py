@@ -336,17 +336,25 @@ s_nop 0
             s.fn(st, ws)
     rng = np.random.default_rng(3)
     _compare(dev, prog, [seq] * 4, [h] * 4, rng, lds_addr_reg=2)
-    # one lane past the allocation: the C run stops before the access and the numpy handlers report it
-    st = _batch(rng, prog, lds_addr_reg=2)
-    st.V[2, 3, 7] = LDS - 6
-    st.EXEC[3, 7] = True
-    st.set_exec(ALL, st.EXEC.copy())
-    st2 = _batch(rng, prog, lds_addr_reg=2)
-    st2.V[:], st2.S[:], st2.SCC[:], st2.EXEC[:], st2.lds[:] = st.V, st.S, st.SCC, st.EXEC, st.lds
-    want, got = _run(dev, prog, st, seq, ALL), _run(dev, prog, st2, h, ALL)
-    assert want[1] and want[1] == got[1]
-    for a, b in zip(want[0], got[0]):
-        assert np.array_equal(a, b)
+    # lanes past the allocation (in the first, the second or both workgroups): the C run stops before
+    # the access, and the numpy handlers run the rest in their order and report it
+    for bad in ([(0, 7)], [(3, 7)], [(5, 1), (0, 60)], [(4, 9), (5, 9)]):
+        for ws in (ALL, np.array([0, 3, 4, 5])):
+            st = _batch(rng, prog, lds_addr_reg=2)
+            for w, lane in bad:
+                st.V[2, w, lane] = LDS - 6
+                st.S[4, w] |= np.uint32(1 << lane) if lane < 32 else np.uint32(0)
+                st.S[5, w] |= np.uint32(1 << (lane - 32)) if lane >= 32 else np.uint32(0)
+                st.EXEC[w, lane] = True
+            st.set_exec(ALL, st.EXEC.copy())
+            st2 = _batch(rng, prog, lds_addr_reg=2)
+            st2.V[:], st2.S[:], st2.SCC[:], st2.EXEC[:], st2.lds[:] = st.V, st.S, st.SCC, st.EXEC, st.lds
+            st2.exec_all = st.exec_all
+            want, got = _run(dev, prog, st, seq, ws), _run(dev, prog, st2, h, ws)
+            assert want[1] and want[1] == got[1]
+            assert want[2:] == got[2:]
+            for a, b in zip(want[0], got[0]):
+                assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("n", [256, 384])
