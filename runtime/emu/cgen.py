@@ -837,8 +837,8 @@ def _handler(cfn, run: _Run):
         b = st.native_calls.get(key)
         if b is None:
             b = st.native_calls[key] = _Args(st)
-        if ws is ALL or isinstance(ws, slice):
-            wsa = b.all_ws
+        if isinstance(ws, slice):
+            wsa = b.all_ws if ws == ALL else b.all_ws[ws]
         else:
             wsa = ws if (ws.dtype == np.int64 and ws.flags.c_contiguous) else np.ascontiguousarray(ws, np.int64)
         r = cfn(st.W, native.address(wsa), wsa.size, b.V, b.S, b.SCC, b.EX, b.lds, b.L, b.lds_bytes,
@@ -925,6 +925,7 @@ class _Build:
         self.proc: subprocess.Popen | None = None
         self.tmp: str | None = None
         self.so: Path | None = None
+        self.err: Path | None = None
         cc = native._compiler()
         if cc is None:
             _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
@@ -945,10 +946,12 @@ class _Build:
             # the rename (atomic: concurrent builders agree) is part of the job, so a process that ends
             # before the compiler does still leaves the library in the cache for the next one
             cmd = " ".join(shlex.quote(x) for x in [cc, *FLAGS, str(c), "-o", str(part)])
-            self.proc = subprocess.Popen(["sh", "-c", f"{cmd} && mv -f {shlex.quote(str(part))} "
-                                          f"{shlex.quote(str(self.so))}; r=$?; rm -rf {shlex.quote(self.tmp)}; "
-                                          f"exit $r"],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            # the compiler's messages go to a file: a pipe nobody reads until it ends could fill up
+            self.err = out_dir / f".{self.so.name}.{os.getpid()}.err"
+            with open(self.err, "w") as err:
+                self.proc = subprocess.Popen(["sh", "-c", f"{cmd} && mv -f {shlex.quote(str(part))} "
+                                              f"{shlex.quote(str(self.so))}; r=$?; rm -rf {shlex.quote(self.tmp)}; "
+                                              f"exit $r"], stdout=subprocess.DEVNULL, stderr=err)
         except (OSError, subprocess.SubprocessError) as e:
             _why = f"building the native block code failed: {e}"
             self.so = None
@@ -970,9 +973,10 @@ class _Build:
             return None
         if self.proc is not None:
             try:
-                _, err = self.proc.communicate(timeout=600)
+                self.proc.wait(timeout=600)
                 if self.proc.returncode != 0 or not self.so.exists():
-                    _why = f"{self.cc} failed on the generated block code: {err.strip()[:300]}"
+                    msg = self.err.read_text(errors="replace").strip()[:300] if self.err else ""
+                    _why = f"{self.cc} failed on the generated block code: {msg}"
                     return None
             except (OSError, subprocess.SubprocessError) as e:
                 _why = f"building the native block code failed: {e}"
@@ -980,6 +984,8 @@ class _Build:
             finally:
                 self.proc = None
                 self._cleanup()
+                if self.err is not None:
+                    self.err.unlink(missing_ok=True)
         try:
             return ctypes.CDLL(str(self.so))
         except OSError as e:
