@@ -7,23 +7,27 @@ emits C for is checked against its numpy handler bit for bit on random registers
 VCC (``tests/runtime/emu/test_emu_cgen.py``), and anything it does not cover ends a C run and runs
 through its handler as before, so coverage can grow one instruction at a time.
 
-Order of execution.  A run is cut into segments: a segment of non-LDS instructions runs wave by wave
-(each wave executes all of them, lane loops the compiler vectorizes, EXEC-masked writes): VALU and SALU
-instructions read and write only their own wave's registers, so this gives exactly what the numpy
-path's instruction-by-instruction order over all waves gives.  An LDS instruction is a segment of its
-own that runs over all waves before the next one starts (waves of a workgroup share its LDS), in the
-numpy path's order (wave by wave, lane by lane; read2/write2 element 0 for all waves, then element 1).
-An LDS access past the workgroup's allocation by an active lane stops the run before that instruction
-(everything before it is done for every wave); the rest of the run then goes through the numpy
-handlers, which report it exactly as they always do.
+Order of execution.  A run executes workgroup by workgroup (workgroups share nothing; a workgroup's
+registers and LDS stay in the caches for the whole run).  Inside one it is cut into segments: a segment
+of non-LDS instructions runs wave by wave (each wave executes all of them, lane loops the compiler
+vectorizes, EXEC-masked writes): VALU and SALU instructions read and write only their own wave's
+registers, so this gives exactly what the numpy path's instruction-by-instruction order over all waves
+gives.  An LDS instruction is a segment of its own that runs over all the workgroup's waves before the
+next one starts (its waves share its LDS), in the numpy path's order (wave by wave, lane by lane;
+read2/write2 element 0 for all waves, then element 1).  An LDS access past the workgroup's allocation
+by an active lane stops the run before that instruction (the workgroups before it have finished the
+run, the ones after it have not started); the numpy handlers then bring the later workgroups up to that
+instruction and run the rest for all of them, in their order, and report it exactly as they always do.
 
 When.  Only with the sanitizer off (its checks follow the instruction order across waves) and on the
-CPU engine.  Compiling costs about a second per kernel the first time (cached after, by a hash of the
-source, next to the native MFMA kernel's cache), so a program goes native once a batch has executed
-``THRESHOLD`` wave-instructions (a GEMM at 1024^3 does after its first few blocks; a unit test's
-kernel never does) -- the executor asks :meth:`Plan.maybe_build` every 256 blocks.
-``ISAGEN_EMU_CGEN=0`` turns the engine off, ``=force`` builds at the first block (the test suite's
-kernels then run through it too).  No C compiler or a failed build leaves the numpy path in use;
+CPU engine.  Compiling a kernel's runs costs seconds of CPU the first time (~10 s for a Triton GEMM's
+~700 instructions; cached after, by a hash of the source, next to the native MFMA kernel's cache), so
+a program goes native once a batch has executed ``THRESHOLD`` wave-instructions (a GEMM at 1024^3 does
+early in its first launch; a unit test's kernel never does), and the compiler runs in the background
+while the launch goes on with the numpy handlers -- the executor asks :meth:`Plan.maybe_build` every
+32 blocks, which loads the library once it is there.  ``ISAGEN_EMU_CGEN=0`` turns the engine off,
+``=force`` builds (and waits) at a program's first block, so small kernels run through it too (the
+emulator tests were run that way).  No C compiler or a failed build leaves the numpy path in use;
 ``why_not()`` says why.
 """
 

@@ -2,7 +2,8 @@
 bit for bit: every instruction it emits C for, on random registers, random EXEC (all, none, partial
 masks), random SCC and VCC, for all waves and for a subset; a long mixed run (EXEC writes, LDS writes
 then reads); an LDS access out of range (the run hands over to the numpy handlers, which report it);
-and whole Triton GEMMs with the engine forced on against it off."""
+and whole GEMMs (Triton's and isagen's gemm_bf16) with the engine forced on against it off.  The first
+run on a machine compiles each kernel's generated C (seconds each; cached after)."""
 
 from __future__ import annotations
 
@@ -357,7 +358,7 @@ s_nop 0
                 assert np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("n", [256, 384])
+@pytest.mark.parametrize("n", [256, pytest.param(384, marks=pytest.mark.slow)])
 def test_triton_gemm_with_engine_forced(n, monkeypatch):
     """A whole Triton bf16 GEMM (masked tails at 384) gives the same bits with the engine forced on as off."""
     pytest.importorskip("triton")
@@ -380,3 +381,40 @@ def test_triton_gemm_with_engine_forced(n, monkeypatch):
         assert (prog.cgen is not None and prog.cgen.lib is not None) == (m == "force"), cgen.why_not()
         outs.append(dev.from_device(C, (n, n), np.uint16))
     assert np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("target", ["gfx942", pytest.param("gfx950", marks=pytest.mark.slow)])
+def test_isagen_gemm_with_engine_forced(target, monkeypatch):
+    """isagen's own gemm_bf16 (256x256x192, C = A.B) gives the same bits with the engine forced on as off."""
+    from isagen.builders.contract import evaluate
+    from isagen.builders.spec import parse_spec
+    from isagen.objects.emit import render_assembly
+    from isagen.objects.toolchain import assemble
+    spec = parse_spec("kernel: gemm_bf16\nname: gemm_cg\ntargets: [gfx942, gfx950]\nparams: {layout: ab}\n",
+                      "cg.yaml")
+    co = assemble(render_assembly(spec.build(target)), target, name=spec.name)
+    info = spec.launch_info(target)
+    M, N, K = 256, 256, 192
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((M, K)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    b = (rng.standard_normal((K, N)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    sizes = {"m": M, "n": N, "k": K}
+    env = {**info.constants, **sizes}
+    outs = []
+    for m in ("0", "force"):
+        monkeypatch.setenv(cgen.ENV, m)
+        dev = Device(target, sanitize=False)
+        mod = dev.load_module(co)
+        c = dev.to_device(np.zeros(M * N, np.uint16))
+        args = [dev.to_device(a), dev.to_device(b), c] + [
+            np.uint32(evaluate(info.source_of(n)[1], env)) for n in ("m", "n", "k", "tiles_m", "tiles_n", "k_tiles",
+                                                                    "pad")]
+        mod.launch(spec.name, grid=info.grid_for(sizes, "gemm"), block=info.block, args=args)
+        prog = mod.kernel(spec.name).program(False)
+        assert (prog.cgen is not None and prog.cgen.lib is not None) == (m == "force"), cgen.why_not()
+        outs.append(dev.from_device(c, (M * N,), np.uint16))
+    assert np.array_equal(outs[0], outs[1])
+    ref = a.astype(np.uint32) << 16
+    want = ref.view(np.float32).astype(np.float64) @ (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    got = (outs[1].astype(np.uint32) << 16).view(np.float32).reshape(M, N)
+    assert np.allclose(got, want, rtol=2.0 ** -7, atol=1e-3 * np.sqrt(K))
