@@ -697,8 +697,11 @@ def _run_source(run: _Run, ctx) -> str:
 class Plan:
     """The native engine of one compiled program (``executor.CompiledCode``)."""
 
-    def __init__(self, prog):
+    def __init__(self, prog, fuse_mfma_runs):
         self.prog = prog
+        # executor._fuse_mfma_runs (passed in: the executor imports this module): a block's steps ->
+        # its handlers with the runs of MFMAs fused
+        self.fuse_mfma_runs = fuse_mfma_runs
         self.mode = mode()
         self.pending = self.mode != "off"
         self.lib = None
@@ -752,10 +755,9 @@ class Plan:
             self.pending = False
             return
         finally:
-            from isagen.runtime.emu.executor import _fuse_mfma_runs
             for blk in prog._blocks.values():
                 if blk.fns is None or len(blk.fns) == len(blk.steps):
-                    blk.fns = _fuse_mfma_runs(blk.steps)
+                    blk.fns = self.fuse_mfma_runs(blk.steps)
         if wait or self._job.poll():
             self._finish()
 
@@ -804,7 +806,6 @@ class Plan:
     def fuse_block(self, steps: list[CompiledStep]) -> list:
         """The block's handlers (executor._fuse_mfma_runs applied), with each run of covered steps that
         has a C function as one handler."""
-        from isagen.runtime.emu.executor import _fuse_mfma_runs
         out: list[CompiledStep] = []
         i = 0
         n = len(steps)
@@ -823,7 +824,7 @@ class Plan:
             ps = CompiledStep(s.inst, s.idx, _handler(self.cfns[hit.fname], hit), "cgen")
             out.append(ps)
             i += len(hit.steps)
-        return _fuse_mfma_runs(out)
+        return self.fuse_mfma_runs(out)
 
 
 def _handler(cfn, run: _Run):

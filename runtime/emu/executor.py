@@ -68,7 +68,7 @@ class CompiledCode:
         self.has_mfma = any(inst.mai for inst in insts)
         self._ftz_warned = False
         # the native block engine (cgen.py): straight-line runs as generated C, sanitizer off only
-        self.cgen = cgen.Plan(self) if not ctx.sanitize and cgen.mode() != "off" else None
+        self.cgen = cgen.Plan(self, _fuse_mfma_runs) if not ctx.sanitize and cgen.mode() != "off" else None
 
     def step(self, i: int) -> CompiledStep:
         s = self.steps[i]
