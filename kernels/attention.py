@@ -176,7 +176,7 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     bank = target.lds_banks * 4
 
     def coords(reads):
-        return [Coords(lx.evaluate(r.row, {}), lx.evaluate(r.byte, {}), 0, r.width, "read") for r in reads]
+        return [Coords(lx.lane_values(r.row, {}), lx.lane_values(r.byte, {}), 0, r.width, "read") for r in reads]
 
     layout_k, bad_k = choose_swizzle(plain.layout_k, coords(plain.k_reads(stage)), target.name, bank)
     layout_v, bad_v = choose_swizzle(plain.layout_v, coords(plain.v_reads(stage)), target.name, bank)

@@ -195,7 +195,7 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     # one layout for both streamed operands: the first is read along d and transposed, the second along d
     # (and transposed too in dkdv): every one of those reads conflict-free
     reads = plain.kmajor_reads("X", stage) + plain.t_reads("X", stage)
-    coords = [Coords(lx.evaluate(r.row, {}), lx.evaluate(r.byte, {}), 0, r.width, "read") for r in reads]
+    coords = [Coords(lx.lane_values(r.row, {}), lx.lane_values(r.byte, {}), 0, r.width, "read") for r in reads]
     layout, bad = choose_swizzle(plain.layout, coords, target.name, target.lds_banks * 4)
     if bad:
         raise SpecError(f"params.head_dim: no swizzle makes the tile reads free of LDS bank conflicts ({len(bad)})")
@@ -211,12 +211,13 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
                         f"the Q/dO stages; {target.name} has {target.lds_bytes} (use the dq pass: dq_atomic false)")
     ds_reads, kb_reads = plan.dq_reads(stage, stage, lx.uniform("wave_row0", BLOCK))
     env = [{"wave_row0": ROWS * w} for w in range(WAVES)]
-    wr = [Coords(lx.evaluate(lx.lane() % 16 + ROWS * w, {}), lx.evaluate((16 * f + (lx.lane() // 16) * 4) * 2, {}),
-                 0, 8, "write") for w in range(WAVES) for f in range(plan.tile_frags)]
-    ds_coords = [Coords(lx.evaluate(r.row, e), lx.evaluate(r.byte, e), 0, r.width, "read") for e in env
+    wr = [Coords(lx.lane_values(lx.lane() % 16 + ROWS * w, {}),
+                 lx.lane_values((16 * f + (lx.lane() // 16) * 4) * 2, {}), 0, 8, "write")
+          for w in range(WAVES) for f in range(plan.tile_frags)]
+    ds_coords = [Coords(lx.lane_values(r.row, e), lx.lane_values(r.byte, e), 0, r.width, "read") for e in env
                  for r in ds_reads] + wr
     layout_ds, bad = choose_swizzle(LdsLayout(TILE, TILE * 2, 8), ds_coords, target.name, target.lds_banks * 4)
-    kb_coords = [Coords(lx.evaluate(r.row, {}), lx.evaluate(r.byte, {}), 0, r.width, "read") for r in kb_reads]
+    kb_coords = [Coords(lx.lane_values(r.row, {}), lx.lane_values(r.byte, {}), 0, r.width, "read") for r in kb_reads]
     layout_kb, bad_kb = choose_swizzle(LdsLayout(BLOCK, p.head_dim * 2, 16), kb_coords, target.name,
                                        target.lds_banks * 4)
     if bad or bad_kb:
@@ -535,7 +536,7 @@ class BackwardKernel:
         for i, (f, addr) in enumerate(writes):
             em.emit(lx.bind(addr, {"wave_row0": self.wave_row0}), dst=self.ds_waddr[i],
                     comment=f"LDS address of this lane's dS values of fragment {f} (4 queries of its key)")
-            self.ds_wlanes.append([lx.evaluate(addr, e) for e in envs])
+            self.ds_wlanes.append([lx.lane_values(addr, e) for e in envs])
         em.free()
         for prim in (self.rd_ds, self.rd_kb):
             em = lx.Emitter(k, self.lane)

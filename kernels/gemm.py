@@ -329,7 +329,7 @@ def _make_plan(items: tuple, target_name: str) -> Plan:
     stage = [LdsRegion("tile", 0, 0)]
 
     def coords(reads, envs):
-        return [Coords(lx.evaluate(r.row, e), lx.evaluate(r.byte, e), 0, r.width, "read")
+        return [Coords(lx.lane_values(r.row, e), lx.lane_values(r.byte, e), 0, r.width, "read")
                 for e in envs for r in reads]
 
     bank = target.lds_banks * 4

@@ -58,7 +58,7 @@ from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator
 from isagen.isa.operands import VCC, neg
 from isagen.prims.convert import ELEMENT_BYTES, Converter
-from isagen.prims.fp8_model import E2M1_EMAX, E4M3_EMAX, FP4_MAX, FP8_MAX, fp8_format_of, min_scale
+from isagen.prims.fp8_formats import E2M1_EMAX, E4M3_EMAX, FP4_MAX, FP8_MAX, fp8_format_of, min_scale_value
 from isagen.prims.math import ACTIVATIONS, div_f32
 from isagen.prims.occupancy import occupancy_floor
 from isagen.prims.reduce import CrossWave, group_reduce, rms_rstd
@@ -743,9 +743,9 @@ class _QuantKernel:
             k.v_mov_b32(self.amax, amax, comment="the row's max |y|")
         t = self.t
         div_f32(k, self.scale_v, self.amax, self.fp8_max_v, t, self.smask, "amax / FP8_MAX")
-        floor = _f32_bits(float(min_scale(self.fmt)))
+        floor = _f32_bits(min_scale_value(self.fmt))
         k.v_max_u32(self.scale_v, floor, self.scale_v,
-                    comment=f"at least 1/(FP8_MAX*512) = {float(min_scale(self.fmt)):.6g} (as bits: NaN stays NaN)")
+                    comment=f"at least 1/(FP8_MAX*512) = {min_scale_value(self.fmt):.6g} (as bits: NaN stays NaN)")
         k.buffer_store_dword(self.scale_v, self.scale_off, self.win["scales"].regs, 0, offen=True,
                              comment="scales[row] (one lane of the row group)")
         div_f32(k, self.inv, 1.0, self.scale_v, t, self.smask, "1 / scale")

@@ -486,14 +486,14 @@ print(json.dumps([rc, imported]))
 
 def test_gen_start_up_imports_only_what_it_uses(tmp_path):
     # issue 17: a one-spec `isagen gen` writing a .co in process needs neither the decoder nor LLVM's
-    # toolchain search (subprocess), the process pool, nor the build cache with --no-cache; the
+    # toolchain search (subprocess), the process pool, numpy, nor the build cache with --no-cache; the
     # second run reads the parsed ISA tables, opcode table and spec (isagen.isa.defs_cache), so it
     # imports neither PyYAML nor json (the first run does, to make them)
     env = dict(os.environ, ISAGEN_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     spec = str(bundled_specs_dir() / "gemm_bf16.yaml")
     never = {"isagen.isa.decoder", "isagen.objects.toolchain", "isagen.objects.cache", "subprocess",
-             "multiprocessing", "concurrent.futures", "isagen.runtime", "torch"}
+             "multiprocessing", "concurrent.futures", "isagen.runtime", "torch", "numpy"}
     for run in (1, 2):
         out = subprocess.run([sys.executable, "-c", GEN_IMPORTS_SCRIPT, spec, str(tmp_path / "out")], env=env,
                              capture_output=True, text=True, timeout=300)
@@ -504,3 +504,28 @@ def test_gen_start_up_imports_only_what_it_uses(tmp_path):
         if run == 2:
             assert not {"yaml", "json"} & set(imported), sorted({"yaml", "json"} & set(imported))
     assert (tmp_path / "out" / "gemm_bf16.gfx942.co").stat().st_size > 0
+
+
+GEN_ALL_SCRIPT = """
+import contextlib, io, json, sys
+from isagen.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(["gen", sys.argv[1], "--no-cache", "-j", "1", "-o", sys.argv[2]])
+print(json.dumps([rc, "numpy" in sys.modules]))
+"""
+
+
+def test_building_every_bundled_spec_loads_no_numpy(tmp_path):
+    # issue 17: the generators compute lane addresses and choose LDS swizzles in pure Python (numpy's
+    # import alone is a large part of a one-spec `isagen gen`); numpy stays with the models and tests
+    env = dict(os.environ, ISAGEN_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", GEN_ALL_SCRIPT, str(bundled_specs_dir()), str(tmp_path / "out")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    rc, numpy_loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rc == 0
+    assert not numpy_loaded
+    built = {p.name for p in (tmp_path / "out").glob("*.co")}
+    expected = {f"{s.name}.{t}.co" for s in load_specs([bundled_specs_dir()]) for t in s.targets}
+    assert built == expected and len(expected) > 40, sorted(built ^ expected)

@@ -34,16 +34,17 @@ from __future__ import annotations
 
 import numpy as np
 
-# format name -> (exponent bias, kind): "fnuz" (no inf, no -0, NaN 0x80) or "fn" (OCP: NaN 0x7f/0xff)
-E4M3 = {"e4m3fnuz": (8, "fnuz"), "e4m3fn": (7, "fn")}
-MANT = 3
-FP8_MAX = {"e4m3fnuz": 240.0, "e4m3fn": 448.0}
-
-
-def fp8_format_of(target) -> str:
-    """The e4m3 format of a target (name or ``Target``): FNUZ on CDNA3 (gfx942), OCP on CDNA4 (gfx950)."""
-    from isagen.targets import get_target
-    return "e4m3fnuz" if get_target(target).fp8_format == "fnuz" else "e4m3fn"
+# the format constants (numpy-free, for the generators), re-exported
+from isagen.prims.fp8_formats import (  # noqa: F401
+    E2M1_EMAX,
+    E4M3,
+    E4M3_EMAX,
+    FP4_MAX,
+    FP8_MAX,
+    MANT,
+    MX_BLOCK,
+    fp8_format_of,
+)
 
 
 def min_scale(fmt: str) -> np.float32:
@@ -214,8 +215,6 @@ def torch_fused_bound(op, x, weight, residual, eps, target, dtype="bf16"):
 
 
 # ------------------------------------------------------------------ MXFP8 (OCP Microscaling, e4m3 elements)
-MX_BLOCK = 32
-E4M3_EMAX = 8        # exponent of e4m3fn's largest normal, 448 = 1.75 * 2^8
 
 
 def mx_scale_codes(x, emax: int = E4M3_EMAX) -> np.ndarray:
@@ -279,9 +278,7 @@ def torch_block_scaled_mm(A, B, scale_a, scale_b):
 # ------------------------------------------------------------------ MXFP4 (OCP Microscaling, fp4 e2m1 elements)
 # fp4 e2m1 (OCP MX v1.0, 5.3.3): sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf, no NaN.  Codes 0..7
 # are the magnitudes below (code 1 = 0.5 the one subnormal), bit 3 the sign (8 = -0).
-E2M1_EMAX = 2            # exponent of fp4's largest normal, 6 = 1.5 * 2^2
 FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
-FP4_MAX = 6.0
 
 
 def decode_fp4(codes) -> np.ndarray:

@@ -20,9 +20,12 @@ not reproduce torch's ``dropout`` masks, only ``keep_mask`` below.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from isagen.isa.operands import VCC, Reg
+
+if TYPE_CHECKING:
+    import numpy as np
 
 M1 = 0x7FEB352D
 M2 = 0x846CA68B
@@ -31,6 +34,8 @@ TWO_POW_32 = 4294967296.0
 
 # ----------------------------------------------------------------------------- numpy reference
 def lowbias32(x) -> np.ndarray:
+    import numpy as np
+
     x = np.asarray(x, dtype=np.uint64) & 0xFFFFFFFF
     x ^= x >> 16
     x = (x * M1) & 0xFFFFFFFF
@@ -41,6 +46,8 @@ def lowbias32(x) -> np.ndarray:
 
 
 def threshold(p: float) -> int:
+    import numpy as np
+
     p32 = float(np.float32(p))
     if not p32 > 0:                   # 0, negative, NaN: v_cvt_u32_f32 gives 0
         return 0
@@ -49,6 +56,8 @@ def threshold(p: float) -> int:
 
 def keep_mask(seed: int, offset: int, rows: int, cols: int, p: float) -> np.ndarray:
     """bool [rows, cols]: True where the element is kept."""
+    import numpy as np
+
     key = int(lowbias32(seed & 0xFFFFFFFF))
     r = np.arange(rows, dtype=np.uint64)[:, None]
     c = np.arange(cols, dtype=np.uint64)[None, :]
@@ -57,6 +66,8 @@ def keep_mask(seed: int, offset: int, rows: int, cols: int, p: float) -> np.ndar
 
 
 def scale(p: float) -> float:
+    import numpy as np
+
     p32 = np.float32(p)
     return float(np.float32(1.0) / (np.float32(1.0) - p32)) if p32 < 1 else 0.0
 

@@ -135,7 +135,7 @@ class GlobalToLds:
         region = self.stages[stage]
         lanes = self._lanes.get((stage, j))
         if lanes is None:      # the same for every tile into this stage
-            lanes = self._lanes[stage, j] = tuple(tuple(lx.evaluate(self.position(j, w) + region.offset).tolist())
+            lanes = self._lanes[stage, j] = tuple(lx.lane_values(self.position(j, w) + region.offset)
                                                   for w in range(self.waves))
 
         def f():

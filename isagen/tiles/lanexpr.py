@@ -7,11 +7,12 @@ store offset, a mask) is written once as an expression over the lane id and wave
     row = (L >> 3) + uniform("row0", 0, 255)     # a wave-uniform value held in an SGPR
     addr = row * 128 + (((L & 7) ^ (row & 7)) << 4)
 
-``evaluate(expr, env)`` gives the 64 lane values with numpy (the layout model the tests and the bank
-analysis use); ``Emitter(k).emit(expr)`` writes the VALU/SALU instructions that compute the same value
-into a VGPR (wave-uniform sub-expressions go to SALU).  Because both come from the same object, the
-numpy model *is* the emitted arithmetic; tests/tiles/test_tiles_primitives.py runs the emitted code in the
-emulator (an independent implementation of the instructions) on random expressions and compares.
+``lane_values(expr, env)`` gives the 64 lane values as Python ints (``evaluate``: as a numpy array), the
+layout model the generators, the tests and the bank analysis use; ``Emitter(k).emit(expr)`` writes the
+VALU/SALU instructions that compute the same value into a VGPR (wave-uniform sub-expressions go to
+SALU).  Because both come from the same object, the model *is* the emitted arithmetic;
+tests/tiles/test_tiles_primitives.py runs the emitted code in the emulator (an independent
+implementation of the instructions) on random expressions and compares.
 
 Values are unsigned 32-bit.  Every node carries an upper bound (``hi``) so that the emitter can use
 the 24-bit multiply and the tests can assert nothing wraps.
@@ -19,16 +20,17 @@ the 24-bit multiply and the tests can assert nothing wraps.
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
+import operator
+import struct
+from typing import TYPE_CHECKING, Any
 
 from isagen.isa.operands import VCC, Reg
 
+if TYPE_CHECKING:
+    import numpy as np
+
 MASK32 = 0xFFFFFFFF
 
-_LANE_IDS = np.arange(64, dtype=np.int64)
-_LANE_IDS.flags.writeable = False
 
 
 class Expr:
@@ -138,7 +140,7 @@ class Lane(Expr):
         self.hi = 63
         self.uniform = False
         self.closed = True
-        self._lanes = _LANE_IDS
+        self._lanes = _LANE_IDS_PACKED
         self._hash = hash(("Lane",))
 
     def _key(self) -> tuple:
@@ -385,21 +387,156 @@ def bind(expr, regs: dict):
     return expr
 
 
-# ------------------------------------------------------------------------------ numpy evaluation
-def evaluate(expr, env: dict | None = None) -> np.ndarray:
-    """The 64 lane values (int64 array) of ``expr``; ``env`` maps uniform names to ints."""
+# ------------------------------------------------------------------------------ evaluation
+def lane_values(expr, env: dict | None = None) -> tuple[int, ...]:
+    """The 64 lane values of ``expr`` as Python ints; ``env`` maps uniform names to ints (or, for a
+    per-lane input, 64 values).  Pure Python: the generator asks this while it builds, and building
+    a kernel does not load numpy."""
     v = _ev(const(expr), env or {}, {})
-    if isinstance(v, int):
-        return np.full(64, v, np.int64)
-    return v.copy()
+    t = type(v)
+    if t is int:
+        return (v,) * 64
+    if t is _Packed:
+        return _unpack(v)
+    return v
+
+
+def evaluate(expr, env: dict | None = None) -> np.ndarray:
+    """The 64 lane values (int64 array) of ``expr`` (``lane_values`` as a numpy array, for the models
+    and tests); ``env`` maps uniform names to ints."""
+    import numpy as np
+
+    return np.array(lane_values(expr, env), dtype=np.int64)
+
+
+# Per-lane values inside the evaluation: a ``_Packed`` int holds the 64 lanes, each below 2**32, in
+# 64-bit fields (lane i at bit 64 i), so that an operation on all lanes is one operation on big ints;
+# the field's spare 32 bits take the carries of an add and the high half of a product by a 32-bit
+# value before the result is masked back to 32 bits, so no lane spills into the next.  What packing
+# cannot do (a product of two per-lane values, shifts by 32 or more, inputs outside 32 bits, the
+# select) goes through tuples of 64 ints.
+class _Packed(int):
+    __slots__ = ()
+
+
+_LANES_STRUCT = struct.Struct("<64Q")
+_ONES = sum(1 << (64 * i) for i in range(64))          # 1 in every field
+_MASK32_LANES = MASK32 * _ONES
+
+
+def _pack(t: tuple[int, ...]) -> _Packed | tuple[int, ...]:
+    """64 lane ints packed, or the tuple as it is when a value is outside 32 bits."""
+    if min(t) < 0 or max(t) > MASK32:
+        return t
+    return _Packed.from_bytes(_LANES_STRUCT.pack(*t), "little")
+
+
+def _unpack(p: int) -> tuple[int, ...]:
+    return _LANES_STRUCT.unpack(p.to_bytes(512, "little"))
+
+
+def _env_value(name: str, v):
+    """An env value: an int kept as one, else 64 per-lane ints (one value broadcast)."""
+    if type(v) is int:
+        return v
+    try:
+        return operator.index(v)                           # an integer of another type (numpy's)
+    except TypeError:
+        pass
+    vals = v.tolist() if hasattr(v, "tolist") else list(v)
+    if not isinstance(vals, list):
+        vals = [vals]
+    vals = [int(x) for x in vals]
+    if len(vals) == 1:
+        return vals[0]
+    if len(vals) != 64:
+        raise ValueError(f"lane expression input '{name}' has {len(vals)} values, not 1 or 64")
+    return tuple(vals)
+
+
+def _lanes_op(op: str, x, y):
+    """``x op y`` masked to 32 bits; each an int (the same in every lane), a ``_Packed`` int or a tuple
+    of 64 lane ints."""
+    tx, ty = type(x), type(y)
+    if tx is int and ty is int:
+        return _apply(op, x, y) & MASK32
+    if tx is tuple:
+        x = _pack(x)
+        tx = type(x)
+    if ty is tuple:
+        y = _pack(y)
+        ty = type(y)
+    if tx is int and op not in ("shl", "shr"):
+        x, y, tx, ty = y, x, ty, tx                        # commutative: the per-lane value first
+    if tx is _Packed:
+        if ty is int:
+            if op == "shl":
+                if y < 32:
+                    return _Packed((x << y) & _MASK32_LANES)
+            elif op == "shr":
+                if y < 32:
+                    return _Packed((x >> y) & _MASK32_LANES)
+            else:
+                b = (y & MASK32) * _ONES                   # the low 32 bits decide the result's
+                if op == "add":
+                    return _Packed((x + b) & _MASK32_LANES)
+                if op == "and":
+                    return _Packed(x & b)
+                if op == "or":
+                    return _Packed(x | b)
+                if op == "xor":
+                    return _Packed(x ^ b)
+                if op == "mul":
+                    return _Packed((x * (y & MASK32)) & _MASK32_LANES)
+        elif ty is _Packed:
+            if op == "add":
+                return _Packed((x + y) & _MASK32_LANES)
+            if op == "and":
+                return _Packed(x & y)
+            if op == "or":
+                return _Packed(x | y)
+            if op == "xor":
+                return _Packed(x ^ y)
+    return _pack(_tuple_op(op, _lane_tuple(x), _lane_tuple(y)))
+
+
+def _lane_tuple(v):
+    """An evaluation value as an int (every lane) or a tuple of 64 ints."""
+    return _unpack(v) if type(v) is _Packed else v
+
+
+def _tuple_op(op: str, x, y) -> tuple[int, ...]:
+    m = MASK32
+    if type(x) is int:
+        x = (x,) * 64
+    if type(y) is int:
+        y = (y,) * 64
+    if op == "add":
+        return tuple([(a + b) & m for a, b in zip(x, y)])
+    if op == "mul":
+        return tuple([(a * b) & m for a, b in zip(x, y)])
+    if op == "and":
+        return tuple([a & b & m for a, b in zip(x, y)])
+    if op == "or":
+        return tuple([(a | b) & m for a, b in zip(x, y)])
+    if op == "xor":
+        return tuple([(a ^ b) & m for a, b in zip(x, y)])
+    if op == "shl":
+        return tuple([(a << b) & m for a, b in zip(x, y)])
+    if op == "shr":
+        return tuple([(a >> b) & m for a, b in zip(x, y)])
+    raise AssertionError(op)
+
+
+_LANE_IDS_PACKED = _pack(tuple(range(64)))
 
 
 def _ev(e, env: dict, memo: dict):
-    """evaluate's recursion (a module function: a recursive closure would be a cycle, left with its
+    """lane_values' recursion (a module function: a recursive closure would be a cycle, left with its
     memo for the cyclic collector after every call).  A value the same in every lane stays a Python
-    int (numpy broadcasts it where it meets a lane array): the arithmetic, then the 32-bit mask, gives
-    the same low 32 bits either way.  A node with no env inputs keeps its value (read-only), for the
-    next expression that shares it."""
+    int; a per-lane value is a ``_Packed`` int or a tuple of 64 ints (an env input as given, or a
+    select's result).
+    A node with no env inputs keeps its value (immutable), for the next expression that shares it."""
     t = type(e)
     if t is Const:
         return e.value
@@ -413,24 +550,25 @@ def _ev(e, env: dict, memo: dict):
         if v is not None:
             return v
     if t is Bin:
-        v = _apply(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo)) & MASK32
+        v = _lanes_op(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo))
     elif t is Uniform or t is VReg:
         if e.name not in env:
             raise KeyError(f"lane expression needs a value for '{e.name}'")
-        v = env[e.name]
-        if type(v) is not int or not -(1 << 63) <= v < (1 << 63):     # an int: kept as one (see above)
-            v = np.broadcast_to(np.asarray(v, dtype=np.int64), (64,)).copy()
+        v = _env_value(e.name, env[e.name])
     elif t is Select:
         x, y, a, b = (_ev(e.x, env, memo), _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
-        if isinstance(x, int) and isinstance(y, int):
+        if type(x) is int and type(y) is int:
             v = a if x < y else b
         else:
-            v = np.where(x < y, a, b)
+            xs, ys, As, Bs = (_lane_tuple(x), _lane_tuple(y), _lane_tuple(a), _lane_tuple(b))
+            xs = (xs,) * 64 if type(xs) is int else xs
+            ys = (ys,) * 64 if type(ys) is int else ys
+            As = (As,) * 64 if type(As) is int else As
+            Bs = (Bs,) * 64 if type(Bs) is int else Bs
+            v = tuple([p if i < j else q for i, j, p, q in zip(xs, ys, As, Bs)])
     else:
         raise TypeError(e)
     if e.closed:
-        if not isinstance(v, int):
-            v.flags.writeable = False
         e._lanes = v
     else:
         memo[key] = v

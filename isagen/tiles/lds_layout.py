@@ -22,14 +22,17 @@ first, and keeps the first one under which every given access is free of bank co
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from isagen.checks import lds_banks
 from isagen.errors import SpecError
 from isagen.targets import get_target
 from isagen.tiles import lanexpr as lx
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _log2(n: int) -> int:
@@ -142,12 +145,11 @@ class LdsAccess:
     instruction: str = ""    # the mnemonic
 
     def report(self, target: str) -> lds_banks.BankReport:
-        return lds_banks.analyse(np.asarray(self.addresses), self.width, target, self.op)
+        return lds_banks.analyse(self.addresses, self.width, target, self.op)
 
 
 def access(name: str, expr, width: int, op: str, env: dict | None = None, instruction: str = "") -> LdsAccess:
-    addrs = lx.evaluate(expr, env or {})
-    return LdsAccess(name, tuple(int(a) for a in addrs), width, op, instruction)
+    return LdsAccess(name, lx.lane_values(expr, env or {}), width, op, instruction)
 
 
 def conflicts(accesses, target: str) -> list[tuple[LdsAccess, lds_banks.BankReport]]:
@@ -163,43 +165,58 @@ def conflicts(accesses, target: str) -> list[tuple[LdsAccess, lds_banks.BankRepo
 def swizzle_candidates(layout: LdsLayout, bank_bytes: int) -> list[Swizzle]:
     """Keys to try, simplest first: the classic ``row / rows-per-bank-window`` key, the row's low bits,
     scaled keys that move whole multi-unit segments, then every one- and two-term GF(2) key."""
+    return list(_candidates(layout, bank_bytes))
+
+
+def _candidates(layout: LdsLayout, bank_bytes: int) -> Iterator[Swizzle]:
+    """``swizzle_candidates`` one at a time (a search that stops early makes only the keys it tries)."""
     upr = layout.units_per_row
     if upr == 1:
-        return [NO_SWIZZLE]
+        yield NO_SWIZZLE
+        return
     lu = _log2(upr)
     rw = max(1, bank_bytes // layout.row_bytes)
     lrw = _log2(rw)
-    out = [NO_SWIZZLE, Swizzle(((lrw, lu, 0),)), Swizzle(((0, lu, 0),))]
+    seen = set()
+
+    def new(terms) -> bool:
+        if terms in seen:
+            return False
+        seen.add(terms)
+        return Swizzle(terms).max_key < upr
+
+    first = [(), ((lrw, lu, 0),), ((0, lu, 0),)]
     if lu >= 2:
-        out.append(Swizzle(((lrw, lu - 1, 0), (4, 1, lu - 1))))
-        out.append(Swizzle(((0, lu - 1, 0), (4, 1, lu - 1))))
+        first.append(((lrw, lu - 1, 0), (4, 1, lu - 1)))
+        first.append(((0, lu - 1, 0), (4, 1, lu - 1)))
     for seg in (1, 2, 3):                      # keys that move groups of 2**seg units together
         for shift in (3, 0, 1, 2, 4):
             for bits in (1, 2, 3):
                 if seg + bits <= lu:
-                    out.append(Swizzle(((shift, bits, seg),)))
+                    first.append(((shift, bits, seg),))
         if seg + 3 <= lu:
-            out.append(Swizzle(((0, 2, seg), (3, 1, seg + 2))))
-            out.append(Swizzle(((0, 2, seg), (4, 1, seg + 2))))
-    singles = [Swizzle(((s, b, t),)) for b in range(1, lu + 1) for t in range(0, lu - b + 1) for s in range(0, 6)]
-    out += singles
-    for (s1, b1, t1) in [x.terms[0] for x in singles]:
+            first.append(((0, 2, seg), (3, 1, seg + 2)))
+            first.append(((0, 2, seg), (4, 1, seg + 2)))
+    for terms in first:
+        if new(terms):
+            yield Swizzle(terms)
+    singles = [(s, b, t) for b in range(1, lu + 1) for t in range(0, lu - b + 1) for s in range(0, 6)]
+    for one in singles:
+        if new((one,)):
+            yield Swizzle((one,))
+    for one in singles:
         for s2 in range(0, 6):
             for b2 in range(1, lu + 1):
                 for t2 in range(0, lu - b2 + 1):
-                    if (s2, b2, t2) != (s1, b1, t1):
-                        out.append(Swizzle(((s1, b1, t1), (s2, b2, t2))))
-    seen, unique = set(), []
-    for c in out:
-        if c.terms not in seen and c.max_key < upr:
-            seen.add(c.terms)
-            unique.append(c)
-    return unique
+                    if (s2, b2, t2) != one and new((one, (s2, b2, t2))):
+                        yield Swizzle((one, (s2, b2, t2)))
 
 
 def conflict_free(addrs: np.ndarray, width: int, op: str, target: str) -> np.ndarray:
     """Vectorised ``lds_banks.analyse(...).conflict_free`` for many accesses: ``addrs`` is (R, 64);
     returns a bool per access (same phase rules; no two distinct dwords of a phase share a bank)."""
+    import numpy as np
+
     addrs = np.asarray(addrs, np.int64).reshape(-1, 64)
     banks = get_target(target).lds_banks
     nw = (width + 3) // 4
@@ -214,41 +231,80 @@ def conflict_free(addrs: np.ndarray, width: int, op: str, target: str) -> np.nda
 
 @dataclass(frozen=True)
 class Coords:
-    """Logical coordinates of one access's 64 lanes (independent of the swizzle)."""
+    """Logical coordinates of one access's 64 lanes (independent of the swizzle): ``rows`` and
+    ``bytes`` are 64 ints each (tuples, as ``lanexpr.lane_values`` gives them, or int arrays)."""
 
-    rows: np.ndarray
-    bytes: np.ndarray
+    rows: tuple
+    bytes: tuple
     base: int
     width: int
     op: str
+
+
+def _lane_ints(v) -> tuple[int, ...]:
+    if type(v) is tuple:
+        return v
+    return tuple(map(int, v.tolist() if hasattr(v, "tolist") else v))
+
+
+def _conflict_free_lanes(addrs, nw: int, groups, banks: int) -> bool:
+    """``lds_banks.analyse(...).conflict_free`` of one access (64 lane byte addresses, ``nw`` dwords a
+    lane): in no phase (lane ``groups``) do two distinct dwords share a bank."""
+    for group in groups:
+        if nw == 1:
+            dwords = {addrs[lane] >> 2 for lane in group}
+        else:
+            dwords = {(addrs[lane] >> 2) + i for lane in group for i in range(nw)}
+        if len({d % banks for d in dwords}) != len(dwords):
+            return False
+    return True
 
 
 def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int) -> tuple[LdsLayout, list]:
     """The first candidate swizzle under which every access (``Coords``) is conflict-free.
 
     Returns ``(layout, [])``, or ``(best layout, [(index, BankReport), ...])`` naming the accesses that
-    still conflict when no candidate is conflict-free (the caller decides whether that is an error)."""
+    still conflict when no candidate is conflict-free (the caller decides whether that is an error).
+    Pure Python (the generators call it; building does not load numpy): the swizzled offset of each
+    lane, then the phases' banks, as ``LdsLayout.offset`` and ``conflict_free`` compute them."""
     kinds: dict = {}
     for i, c in enumerate(coords):
         kinds.setdefault((c.width, c.op), []).append(i)
-    stacked = {kw: (np.stack([coords[i].rows for i in idx]), np.stack([coords[i].bytes for i in idx]),
-                    np.array([coords[i].base for i in idx])[:, None]) for kw, idx in kinds.items()}
-    best: tuple[LdsLayout, list[int]] | None = None       # the candidate with the fewest conflicting accesses
-    for cand in swizzle_candidates(layout, bank_bytes):
-        lay = layout.with_swizzle(cand)
+    lanes = [(_lane_ints(c.rows), _lane_ints(c.bytes), int(c.base)) for c in coords]
+    banks = get_target(target).lds_banks
+    all_rows = sorted({r for rows, _, _ in lanes for r in rows})
+    checks = [((width + 3) // 4, lds_banks.phases(target, width, op), idx) for (width, op), idx in kinds.items()]
+    lu, lr = _log2(layout.unit), _log2(layout.row_bytes)
+    um = layout.unit - 1
+
+    def bad_accesses(cand: Swizzle, first_only: bool) -> list[int]:
+        """The accesses (indices, in ``kinds`` order) that conflict under ``cand`` (only the first one
+        with ``first_only``)."""
+        key = {r: cand.key(r) for r in all_rows}
         bad = []
-        for (width, op), idx in kinds.items():
-            rows, byts, base = stacked[(width, op)]
-            ok = conflict_free(lay.offset(rows, byts) + base, width, op, target)
-            bad += [idx[j] for j in np.flatnonzero(~ok)]
-        if not bad:
-            return lay, []
+        for nw, groups, idx in checks:
+            for j in idx:
+                rows, byts, base = lanes[j]
+                addrs = [(r << lr) + ((((b >> lu) ^ key[r]) << lu) + (b & um)) + base for r, b in zip(rows, byts)]
+                if not _conflict_free_lanes(addrs, nw, groups, banks):
+                    bad.append(j)
+                    if first_only:
+                        return bad
+        return bad
+
+    for cand in _candidates(layout, bank_bytes):
+        if not bad_accesses(cand, True):
+            return layout.with_swizzle(cand), []
+    best: tuple[LdsLayout, list[int]] | None = None       # the candidate with the fewest conflicting accesses
+    for cand in _candidates(layout, bank_bytes):
+        bad = bad_accesses(cand, False)
         if best is None or len(bad) < len(best[1]):
-            best = (lay, bad)
+            best = (layout.with_swizzle(cand), bad)
     assert best is not None, "swizzle_candidates always offers NO_SWIZZLE, so the loop ran at least once"
     lay, bad = best
     reports = []
     for i in bad:
-        c = coords[i]
-        reports.append((i, lds_banks.analyse(lay.offset(c.rows, c.bytes) + c.base, c.width, target, c.op)))
+        rows, byts, base = lanes[i]
+        offsets = tuple(lay.offset(r, b) + base for r, b in zip(rows, byts))
+        reports.append((i, lds_banks.analyse(offsets, coords[i].width, target, coords[i].op)))
     return lay, reports

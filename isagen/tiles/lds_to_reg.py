@@ -25,14 +25,16 @@ address VGPR and use the instruction's 16-bit offset.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from isagen.errors import SpecError
 from isagen.isa.operands import Reg
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
 from isagen.tiles.schedule import Op
+
+if TYPE_CHECKING:
+    pass
 
 READ_BYTES = {"ds_read_b128": 16, "ds_read_b64": 8, "ds_read_b64_tr_b16": 8, "ds_read_u16": 2}
 MAX_DS_OFFSET = 0xFFFF
@@ -93,6 +95,8 @@ class Fragment:
         """First k of the lane's run in slice ``s`` (an int array for ``lane`` None: all 64 lanes); with
         several parts, part ``h`` is the run of ``part_bytes / elem_bytes`` k at ``(s*parts + h)*lane_groups
         + g`` runs of that size (the parts of a slice are laid out as consecutive one-read slices)."""
+        import numpy as np
+
         lanes = np.arange(64) if lane is None else lane
         run = self.part_bytes // self.elem_bytes
         return (s * self.parts + part) * self.lane_groups * run + (lanes // self.rows) * run
@@ -232,17 +236,17 @@ class DsReads:
         self.name = name
         self.reads = {r.key: r for r in reads}
         self.envs = envs
-        vals = {r.key: np.stack([lx.evaluate(r.addr, e) for e in envs]) for r in reads}
-        self.lanes = {key: tuple(map(tuple, v.tolist())) for key, v in vals.items()}   # for the bank check
+        vals = {r.key: tuple(lx.lane_values(r.addr, e) for e in envs) for r in reads}
+        self.lanes = vals                      # per env, the 64 lane addresses (for the bank check)
         self.groups: list[ReadInst] = []       # representative read of each address VGPR
         self.where: dict = {}                  # key -> (group index, constant offset)
-        order = sorted(reads, key=lambda r: int(vals[r.key].min()))
+        order = sorted(reads, key=lambda r: min(map(min, vals[r.key])))
         for r in order:
             v = vals[r.key]
             for gi, rep in enumerate(self.groups):
-                d = v - vals[rep.key]
-                if (d == d.flat[0]).all() and 0 <= d.flat[0] <= MAX_DS_OFFSET:
-                    self.where[r.key] = (gi, int(d.flat[0]))
+                d = _constant_difference(v, vals[rep.key])
+                if d is not None and 0 <= d <= MAX_DS_OFFSET:
+                    self.where[r.key] = (gi, d)
                     break
             else:
                 self.where[r.key] = (len(self.groups), 0)
@@ -291,6 +295,17 @@ class DsReads:
     def accesses_of(reads, env: dict) -> list[LdsAccess]:
         """Lane addresses of ``reads`` (ReadInst list) with the uniform inputs from ``env``."""
         return [access(r.what, r.addr, r.width, "read", env, r.mnemonic) for r in reads]
+
+
+def _constant_difference(v, w) -> int | None:
+    """``v - w`` when it is the same in every lane of every env (``v``, ``w``: per env, the lane values),
+    else None."""
+    d = v[0][0] - w[0][0]
+    for xs, ys in zip(v, w):
+        for x, y in zip(xs, ys):
+            if x - y != d:
+                return None
+    return d
 
 
 def join_u16_pairs(k, dst, hi, pairs: int, what: str) -> None:

@@ -13,12 +13,15 @@ accumulator chain (same opcode, same registers) needs no wait states between its
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from isagen.errors import SpecError
 from isagen.targets import MfmaInfo
 from isagen.tiles.lds_to_reg import Fragment
 from isagen.tiles.schedule import Op
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def bf16_mfma(target, size: int) -> MfmaInfo:
@@ -98,6 +101,8 @@ def mma_ops(k, info: MfmaInfo, frag: Fragment, acc, a_regs, b_regs, fms, fns, sl
 def acc_coords(info: MfmaInfo) -> tuple[np.ndarray, np.ndarray]:
     """``(m, n)`` arrays of shape (c_regs, 64): the C element (within the MFMA tile) that register
     ``r`` of lane ``L`` accumulates, with A fed as src1 and B as src0 (see the module docstring)."""
+    import numpy as np
+
     lanes = np.arange(64)
     g = 64 // info.m
     m = np.tile(lanes % info.m, (info.c_regs, 1))

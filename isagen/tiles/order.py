@@ -21,13 +21,18 @@ exact integer correction, ``udiv``).
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
 from isagen.isa.operands import Reg
+
+if TYPE_CHECKING:
+    pass
 
 
 def remap(wgid, tiles_m: int, tiles_n: int, group_m: int, chunk: int, xcds: int = 8):
     """(pid_m, pid_n) of workgroup ``wgid`` (int or numpy array)."""
+    import numpy as np
+
     wgid = np.asarray(wgid, dtype=np.int64)
     nwg = tiles_m * tiles_n
     block = xcds * chunk

@@ -290,3 +290,12 @@ def test_no_avoidable_hazard_nops(spec, overrides):
     nops = [ln.strip() for ln in body.splitlines() if re.match(r"\s*s_nop\b", ln)]
     avoidable = [ln for ln in nops if not UNAVOIDABLE.search(ln)]
     assert not avoidable, f"{spec} {overrides}: {len(avoidable)} avoidable s_nop, e.g. {avoidable[0]}"
+
+
+def test_numpy_free_min_scale_is_the_float32_quotient():
+    # the generators take vLLM's scale floor from fp8_formats (no numpy); the model computes it in float32
+    from isagen.prims.fp8_formats import min_scale_value
+    from isagen.prims.fp8_model import FP8_MAX, min_scale
+    for fmt in FP8_MAX:
+        assert min_scale_value(fmt) == float(min_scale(fmt))
+        assert np.float32(min_scale_value(fmt)) == np.float32(1.0) / np.float32(FP8_MAX[fmt] * 512.0)

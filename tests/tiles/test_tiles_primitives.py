@@ -13,10 +13,11 @@ from isagen.checks import lds_banks
 from isagen.objects.emit import render_assembly
 from isagen.objects.toolchain import assemble
 from isagen.runtime.emu import Device
+from isagen.targets import get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import BufferResource
 from isagen.tiles.epilogue import Bf16Packer, store_quad
-from isagen.tiles.lds_layout import conflict_free
+from isagen.tiles.lds_layout import Coords, LdsLayout, choose_swizzle, conflict_free, swizzle_candidates
 from isagen.tiles.order import emit_remap, remap
 
 
@@ -277,3 +278,46 @@ def test_vectorised_bank_check_agrees_with_lds_banks(target, width, op):
     slow = np.array([lds_banks.analyse(a, width, target, op).conflict_free for a in addrs])
     assert (fast == slow).all()
     assert fast.any() and (~fast).any()
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_choose_swizzle_takes_the_first_candidate_the_bank_model_finds_conflict_free(target):
+    # choose_swizzle searches in pure Python (the generators call it without numpy); the reference is
+    # the vectorised numpy check (itself checked against lds_banks above) over the whole candidate list
+    rng = np.random.default_rng(5)
+    bank = get_target(target).lds_banks * 4
+    outcomes = set()
+    for case in range(10):
+        rows, row_bytes, unit = [(64, 128, 16), (128, 64, 8), (32, 256, 16)][case % 3] if case < 8 else (64, 64, 16)
+        layout = LdsLayout(rows, row_bytes, unit)
+        coords = []
+        for _ in range(int(rng.integers(1, 5))):
+            width = int(rng.choice([8, 16]))
+            op = str(rng.choice(["read", "write"]))
+            lane = np.arange(64)
+            if case < 8:      # MFMA-like: 16 or 32 rows of a few k-columns each
+                m = int(rng.choice([16, 32]))
+                r = (lane % m + int(rng.integers(0, rows // m)) * m) % rows
+                b = ((lane // m) * width + int(rng.integers(0, 4)) * 64) % row_bytes
+            else:             # scattered: often no key frees them all
+                r = rng.integers(0, rows, 64)
+                b = rng.integers(0, row_bytes // width, 64) * width
+            coords.append(Coords(tuple(r.tolist()), tuple(b.tolist()), 0, width, op))
+        chosen, bad = choose_swizzle(layout, coords, target, bank)
+
+        def conflicting(cand, layout=layout, coords=coords):
+            lay = layout.with_swizzle(cand)
+            return [i for i, c in enumerate(coords) if not conflict_free(
+                lay.offset(np.array(c.rows), np.array(c.bytes))[None, :], c.width, c.op, target)[0]]
+        cands = swizzle_candidates(layout, bank)
+        free = next((c for c in cands if not conflicting(c)), None)
+        if free is not None:
+            assert chosen.swizzle == free and bad == []
+        else:
+            counts = [conflicting(c) for c in cands]
+            best = min(range(len(cands)), key=lambda i: len(counts[i]))       # the first of the fewest
+            assert chosen.swizzle == cands[best]
+            assert sorted(i for i, _ in bad) == counts[best]
+            assert all(not rep.conflict_free for _, rep in bad)
+        outcomes.add(free is not None)
+    assert outcomes == {True, False}
