@@ -222,6 +222,13 @@ _KEEP_GEN_WAVE_SAME = _KEEP_GEN_WAVE | _SAME
 _KEEP_GEN_FLAG_WAVE = np.int64(~0xFFFFFFC0)   # generation, flag and wave bits
 _LATE_READ = _SAME                            # read stamp: the read was still outstanding at a barrier
 _LOW = np.int64(0xFFFFFFFF)                   # everything of a stamp but its generation
+_BIG = np.int64(1 << 62)
+
+
+def _spans_overlap(lo, hi) -> bool:
+    """Whether two of the word spans [lo[i], hi[i]] meet."""
+    o = np.argsort(lo, kind="stable")
+    return bool((lo[o[1:]] <= hi[o[:-1]]).any())
 
 
 class Sanitizer:
@@ -271,6 +278,11 @@ class Sanitizer:
         self._tmp = np.zeros(n, np.int64)         # scratch for same-instruction duplicates
         self._tmph = np.zeros(n, np.int64)        # ... and their data digests
         self.gen = np.zeros(G, np.int32)
+        # per workgroup: (generation, first word, last word) boxes around the words written / read in that
+        # generation (reads included before they are stamped); a check whose words lie outside the box of
+        # the current generation cannot find a stamp of it, so it is skipped
+        self.wbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
+        self.rbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
         self.single_wave = st.W == G                # every workgroup has one wave
         # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
         self.pending_lds: list[tuple] = []
@@ -636,7 +648,23 @@ class Sanitizer:
         if full and nbytes % 4 == 0 and not (a & 3).any():
             # the common case: [waves, words] arrays, the wave's stamp broadcast along the words
             nw = nbytes // 4
-            words = (a >> 2) + (g * LW)[:, None]
+            base_w = g * LW
+            # each wave's span of words, for the per-workgroup bounding boxes (see _may_hit)
+            gb = g
+            lo = (a.min(1) >> 2) + base_w
+            hi = (a.max(1) >> 2) + (nw - 1) + base_w
+            if not write and self.wr_dma is None and not self._may_hit(self.wbox, g, lo, hi):
+                # no word of this read's spans was written in this generation: nothing to check, the
+                # read is only recorded (as below)
+                words = (a >> 2) + base_w[:, None]
+                if nw > 1:
+                    words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
+                me = (me_w | (0xF << 6))[:, None]
+                self._box_add(self.rbox, g, lo, hi, self.gen[g])
+                self.unstamped_reads.append((words, me, waves.size > 1, g))
+                self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me, None))
+                return
+            words = (a >> 2) + base_w[:, None]
             if nw > 1:
                 words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
             fl = words
@@ -665,10 +693,10 @@ class Sanitizer:
 
             def per_element(lane_vals):
                 return np.broadcast_to(lane_vals[..., None], valid.shape)[valid]
-        wr = self.wr_stamp[fl]
-        tmp = self._tmp
+            gb, lo, hi = st.wg[wv_glob], fl, fl
         multi_wave = waves.size > 1
         if not write:
+            wr = self.wr_stamp[fl]
             # another wave of the workgroup wrote bytes this read touches, in this barrier generation:
             # same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31; a word several
             # waves wrote with the same value (the SAME bit, kept in the mask) reads the same anyway
@@ -691,7 +719,8 @@ class Sanitizer:
                                  f"vmcnt", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
             # reads are recorded lazily: they matter only to a write of the same generation, and the
             # common pattern (write, barrier, read, barrier, write) never needs them stamped
-            self.unstamped_reads.append((fl, me, multi_wave))
+            self._box_add(self.rbox, gb, lo, hi, self.gen[gb])
+            self.unstamped_reads.append((fl, me, multi_wave, gb))
             # ... and kept until their lgkmcnt retires: one still outstanding at a barrier is carried
             # past it (see barrier()).  The sequence number is the one issue() gives this instruction.
             self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, fl, me, wv_glob))
@@ -700,6 +729,31 @@ class Sanitizer:
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
         # at: a write that leaves LDS as it was (replicated data stored by several waves) is benign.
+        if per is not None and not self._may_hit(self.wbox, gb, lo, hi) \
+                and not self._may_hit(self.rbox, gb, lo, hi) and not (multi_wave and _spans_overlap(lo, hi)):
+            # no word of these spans was written or read in this generation, and no two waves' spans
+            # meet: none of the checks below can find anything (the pending reads stay unstamped)
+            self.wr_stamp[fl] = me
+        else:
+            self._checked_write(st, inst, fl, wv_glob, waves, per, me, fullmask, multi_wave, g, a, act,
+                                nbytes, data, dma, per_element)
+        self._box_add(self.wbox, gb, lo, hi, self.gen[gb])
+        kind = "vm" if dma else "lds"
+        if dma:
+            if self.wr_dma is None:
+                self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
+            seq_w = self.issued["vm"][waves] + 1
+            self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
+        elif self.wr_dma is not None:
+            self.wr_dma[fl] = 0
+        self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+
+    def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, multi_wave, g, a, act, nbytes,
+                       data, dma, per_element):
+        """The race checks of an LDS write, and its stamps."""
+        LW = self.LW
+        tmp = self._tmp
+        wr = self.wr_stamp[fl]
         other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
         if self.unstamped_reads:
             self._settle_reads()
@@ -763,15 +817,27 @@ class Sanitizer:
             if same_dup is not None and same_dup.any():
                 f = fl[same_dup]
                 self.wr_stamp[f] = self.wr_stamp[f] | _SAME
-        kind = "vm" if dma else "lds"
-        if dma:
-            if self.wr_dma is None:
-                self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
-            seq_w = self.issued["vm"][waves] + 1
-            self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
-        elif self.wr_dma is not None:
-            self.wr_dma[fl] = 0
-        self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+
+    def _may_hit(self, box, g, lo, hi) -> bool:
+        """Whether a stamp of the current generation of workgroup ``g`` may lie in [lo, hi] (per wave, or
+        per word): a per-workgroup bounding box of the words stamped (or to be stamped: unstamped reads)
+        in the generation it names; false only when none can."""
+        bgen, blo, bhi = box
+        return bool(((bgen[g] == self.gen[g]) & (lo <= bhi[g]) & (hi >= blo[g])).any())
+
+    @staticmethod
+    def _box_add(box, g, lo, hi, gval) -> None:
+        """Grow the bounding boxes of the workgroups ``g`` in generation ``gval`` by [lo, hi] (a box of an
+        older generation starts again)."""
+        bgen, blo, bhi = box
+        stale = bgen[g] != gval
+        if stale.any():
+            gi = g[stale]
+            bgen[gi] = gval[stale]
+            blo[gi] = _BIG
+            bhi[gi] = -1
+        np.minimum.at(blo, g, lo)
+        np.maximum.at(bhi, g, hi)
 
     def _write_effect(self, st, g, a, act, nbytes, data):
         """(lanes whose write leaves LDS unchanged, a 64-bit digest of each lane's data)."""
@@ -795,7 +861,7 @@ class Sanitizer:
         """Stamp the recorded reads into the read shadow (in order; a word read by two waves in one
         generation gets the 'several readers' flag)."""
         tmp = self._tmp
-        for fl, me, multi_wave in self.unstamped_reads:
+        for fl, me, multi_wave, _ in self.unstamped_reads:
             rd = self.rd_stamp[fl]
             multi = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd >> 32) == (me >> 32))
             if multi_wave:
@@ -861,13 +927,14 @@ class Sanitizer:
                 live = live_w[waves] & gs[st.wg[waves]]
                 if live.any():
                     f = fl[live]
-                    nxt = (self.gen[st.wg[waves[live]]].astype(np.int64) + 1) << 32
+                    gl = st.wg[waves[live]]
+                    nxt = (self.gen[gl].astype(np.int64) + 1) << 32
                     self.wr_stamp[f] = nxt | 32 | (self.wr_stamp[f] & 0xFFFFFFDF)
+                    self._box_add(self.wbox, gl, f, f, self.gen[gl] + 1)
         if self.unstamped_reads:
             keep = []
             for ent in self.unstamped_reads:
-                g = ent[0] // self.LW
-                if not gs[g].all():
+                if not gs[ent[3]].all():
                     keep.append(ent)
             self.unstamped_reads = keep
         if self.inflight_reads:
@@ -893,15 +960,21 @@ class Sanitizer:
                 rows = live_w[wu]
                 if not rows.any():
                     continue
-                nxt = (self.gen[st.wg[wu[rows]]].astype(np.int64) + 1) << 32
-                self.unstamped_reads.append((fl[rows], nxt[:, None] | _LATE_READ | (me[rows] & _LOW),
-                                             int(rows.sum()) > 1))
+                gr = st.wg[wu[rows]]
+                nxt = (self.gen[gr].astype(np.int64) + 1) << 32
+                f = fl[rows]
+                gg = np.repeat(gr, f.shape[1])
+                self._box_add(self.rbox, gg, f.reshape(-1), f.reshape(-1), self.gen[gg] + 1)
+                self.unstamped_reads.append((f, nxt[:, None] | _LATE_READ | (me[rows] & _LOW),
+                                             int(rows.sum()) > 1, gr))
             else:                           # fl, me and waves are flat, one entry per word
                 sel = live_w[waves]
                 if not sel.any():
                     continue
-                nxt = (self.gen[st.wg[waves[sel]]].astype(np.int64) + 1) << 32
-                self.unstamped_reads.append((fl[sel], nxt | _LATE_READ | (me[sel] & _LOW), True))
+                gr = st.wg[waves[sel]]
+                nxt = (self.gen[gr].astype(np.int64) + 1) << 32
+                self._box_add(self.rbox, gr, fl[sel], fl[sel], self.gen[gr] + 1)
+                self.unstamped_reads.append((fl[sel], nxt | _LATE_READ | (me[sel] & _LOW), True, gr))
         self.inflight_reads = keep
 
 
