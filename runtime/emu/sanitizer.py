@@ -160,7 +160,7 @@ def instrument(step, ctx) -> None:
     hz.lane_sel = tuple(_reg_keys(src1.reg, ctx)) if (name in ("v_readlane_b32", "v_writelane_b32")
                                                       and src1 is not None and src1.kind == "reg") else ()
 
-    def checked(st, ws):
+    def checked(st, ws, execute=True):
         san = st.san
         # ------------------------------------------------------------ before
         if waitcnt:
@@ -175,7 +175,8 @@ def instrument(step, ctx) -> None:
             if san.haz:
                 san.check_hazards(st, ws, inst, step, hz)
         # ------------------------------------------------------------ execute
-        base(st, ws)
+        if execute:
+            base(st, ws)
         # ------------------------------------------------------------ after
         if wv:
             san.mark_v(st, ws, wv, is_mfma)
@@ -186,6 +187,10 @@ def instrument(step, ctx) -> None:
         if san.haz:
             san.record(st, ws, step, hz, wv, wsc)
         san.slot[ws] += nop_slots
+    if is_mfma:
+        # the checks alone: a fused run of MFMAs (executor._mfma_run) makes each MFMA's checks in program
+        # order, then runs the MFMAs' arithmetic in one native call (the checks never read register values)
+        checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
     step.fn = checked
 
 
