@@ -734,14 +734,21 @@ class Sanitizer:
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
         # at: a write that leaves LDS as it was (replicated data stored by several waves) is benign.
-        if per is not None and not self._may_hit(self.wbox, gb, lo, hi) \
-                and not self._may_hit(self.rbox, gb, lo, hi) and not (multi_wave and _spans_overlap(lo, hi)):
-            # no word of these spans was written or read in this generation, and no two waves' spans
-            # meet: none of the checks below can find anything (the pending reads stay unstamped)
+        # Which checks can find anything: stamps of this generation can lie only in the boxes, and two
+        # waves of this instruction can write one word only where their spans meet
+        if per is not None:
+            chk_w = self._may_hit(self.wbox, gb, lo, hi)
+            chk_r = self._may_hit(self.rbox, gb, lo, hi)
+            chk_dup = multi_wave and _spans_overlap(lo, hi)
+        else:
+            chk_w = chk_r = True
+            chk_dup = multi_wave
+        if not (chk_w or chk_r or chk_dup):
+            # none can: the write is only stamped (the pending reads stay unstamped)
             self.wr_stamp[fl] = me
         else:
-            self._checked_write(st, inst, fl, wv_glob, waves, per, me, fullmask, multi_wave, g, a, act,
-                                nbytes, data, dma, per_element)
+            self._checked_write(st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a,
+                                act, nbytes, data, dma, per_element)
         self._box_add(self.wbox, gb, lo, hi, self.gen[gb])
         kind = "vm" if dma else "lds"
         if dma:
@@ -753,23 +760,32 @@ class Sanitizer:
             self.wr_dma[fl] = 0
         self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
 
-    def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, multi_wave, g, a, act, nbytes,
-                       data, dma, per_element):
-        """The race checks of an LDS write, and its stamps."""
+    def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a, act,
+                       nbytes, data, dma, per_element):
+        """The race checks of an LDS write, and its stamps.  ``chk_w``: another wave's write of this
+        generation may lie in these words; ``chk_r``: a read of this generation may; ``chk_dup``: two waves
+        of this instruction may write one word (each false only where it cannot)."""
         LW = self.LW
         tmp = self._tmp
-        wr = self.wr_stamp[fl]
-        other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
-        if self.unstamped_reads:
-            self._settle_reads()
-        rd = self.rd_stamp[fl]
-        # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
-        by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
-        if not fullmask:
-            other_w &= (wr & me & _MASK) != 0
-            by_other &= (rd & me & _MASK) != 0
+        wr = self.wr_stamp[fl]          # (also what the reports name)
+        if chk_w:
+            other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
+            if not fullmask:
+                other_w &= (wr & me & _MASK) != 0
+        else:
+            other_w = np.zeros(fl.shape, np.bool_)
+        if chk_r:
+            if self.unstamped_reads:
+                self._settle_reads()
+            rd = self.rd_stamp[fl]
+            # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
+            by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
+            if not fullmask:
+                by_other &= (rd & me & _MASK) != 0
+        else:
+            by_other = np.zeros(fl.shape, np.bool_)
         other_wave = None
-        if multi_wave:
+        if chk_dup:
             tmp[fl] = me
             last = tmp[fl]
             other_wave = last != me
