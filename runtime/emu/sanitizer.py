@@ -28,7 +28,7 @@ import numpy as np
 
 from isagen.checks import hazards as HZ
 from isagen.runtime.emu import report as R
-from isagen.runtime.emu.wave import EXEC_LO, M0, VCC_LO
+from isagen.runtime.emu.wave import ALL, EXEC_LO, M0, VCC_LO
 from isagen.targets import get_target
 
 NEVER = -(1 << 40)
@@ -579,24 +579,30 @@ class Sanitizer:
 
     def record(self, st, ws, step, hz, wv, wsc):
         cls, src_c, is_trans, writes_exec, writes_m0 = hz.cls, hz.src_c, hz.is_trans, hz.writes_exec, hz.writes_m0
-        slot_now = None
+        slot = self.slot
+        # the history arrays are never changed in place (each update makes a new one), so when every wave
+        # of the batch executes, one copy of the slot counters serves every register the instruction writes
+        snap = slot.copy() if isinstance(ws, slice) and ws == ALL else None
+        W = st.W
+
+        def stamped(ent):
+            if snap is not None:
+                return snap
+            arr = ent[0].copy() if ent is not None else np.full(W, NEVER, np.int64)
+            arr[ws] = slot[ws]
+            return arr
         if writes_exec:
-            self.exec_w[ws] = self.slot[ws]
+            self.exec_w[ws] = slot[ws]
             self.exec_w_any = True
             self.exec_w_inst = step.inst
         if cls == "mfma":
             rng = tuple(sorted(wv))
+            mfma_w, valu_w, mfma_c = self.mfma_w, self.valu_w, self.mfma_c
             for k in wv:
-                ent = self.mfma_w.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.mfma_w[k] = (arr, step, rng)
-                self.valu_w.pop(k, None)
+                mfma_w[k] = (stamped(mfma_w.get(k)), step, rng)
+                valu_w.pop(k, None)
             for k in src_c:
-                ent = self.mfma_c.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.mfma_c[k] = (arr, step)
+                mfma_c[k] = (stamped(mfma_c.get(k)), step)
             return
         if wv or wsc:
             # a newer write ends older producers' hazards on these registers
@@ -607,28 +613,18 @@ class Sanitizer:
                     self.mfma_w[k] = (arr,) + self.mfma_w[k][1:]
         if cls == "valu":
             for k in wv + wsc:
-                ent = self.valu_w.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.valu_w[k] = (arr, step.inst)
+                self.valu_w[k] = (stamped(self.valu_w.get(k)), step.inst)
             if is_trans:
                 for k in wv:
-                    ent = self.trans_w.get(k)
-                    arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                    arr[ws] = self.slot[ws]
-                    self.trans_w[k] = (arr, step.inst)
+                    self.trans_w[k] = (stamped(self.trans_w.get(k)), step.inst)
             elif self.trans_w:
                 for k in wv:
                     self.trans_w.pop(k, None)
         if wv and cls != "salu":
             for k in wv:
-                ent = self.any_w.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.any_w[k] = (arr, step.inst)
+                self.any_w[k] = (stamped(self.any_w.get(k)), step.inst)
         if writes_m0:
-            self.m0_w[ws] = self.slot[ws]
-        del slot_now
+            self.m0_w[ws] = slot[ws]
 
     # ------------------------------------------------------------------ LDS races
     def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None):
