@@ -29,11 +29,9 @@ in the cache imports no builder at all (issue 17: whole-process speed; bench/gen
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import gc
-import multiprocessing
 import os
 import sys
 import time
@@ -45,8 +43,7 @@ import click
 
 from isagen import __version__
 from isagen.errors import IsagenError, SpecError
-from isagen.objects import cache
-from isagen.objects.toolchain import (
+from isagen.objects.assembler import (
     ASSEMBLERS,
     AssemblerFallbackWarning,
     code_object,
@@ -212,6 +209,8 @@ def gen(specs, target, out_dir, defines, force, asm_only, assembler, jobs_n, use
         tasks.append(_GenTask(str(spec.path), tuple(defines), t.name, force, asm_only, str(out), assembler,
                               _build_key(mkey, t.name) if mkey else None, t))
     rc = _gen_report([(spec.name, t.name) for spec, t in jobs], tasks, workers, asm_only, out)
+    if manifests:
+        from isagen.objects import cache
     for spec in loaded:                  # a spec all of whose builds are in the cache: remember its list
         mkey = manifests.get(spec.path)
         names = [t.name for s, t in jobs if s is spec]
@@ -328,6 +327,7 @@ def _manifest_key(spec_or_path, gk: _GenKey, text: str | None = None) -> str | N
     defaults are isagen's source), so no spec needs loading to look a build up.  None (not cached)
     for a spec whose generator lives outside the isagen package (a plug-in's or a test's code is
     not in ``source_hash``)."""
+    from isagen.objects import cache
     if not isinstance(spec_or_path, (str, Path)):
         spec = spec_or_path
         source = Path(spec.generator.source or "/").resolve()
@@ -348,12 +348,14 @@ def _manifest_key(spec_or_path, gk: _GenKey, text: str | None = None) -> str | N
 
 
 def _build_key(manifest_key: str, target_name: str) -> str:
+    from isagen.objects import cache
     return cache.cache_key(kind="gen-build", manifest=manifest_key, target=target_name)
 
 
 def _all_cached(paths, gk: _GenKey) -> list[tuple[str, str, str, str]] | None:
     """``[(spec name, target name, spec path, build key)]`` when the cache holds every build ``isagen gen PATHS``
     would make (checked, not loaded), else None (then the specs are loaded and built as usual)."""
+    from isagen.objects import cache
     files = _spec_files(paths)
     if not files:
         return None
@@ -422,6 +424,7 @@ GC_EVERY = 200_000
 def _from_cache(task: _GenTask, result: _GenResult) -> bool:
     """Write the files of a build the cache holds; False when it holds none (or a corrupt one,
     which cache.load reports and removes)."""
+    from isagen.objects import cache
     assert task.cache_key is not None
     hit = cache.load("gen", task.cache_key)
     if hit is None:
@@ -457,6 +460,7 @@ def _gen_build(task: _GenTask, result: _GenResult) -> None:
     result.resources = resources_line(program)
     result.rejected = program.rejected or None
     if task.cache_key and made_by == "isagen":
+        from isagen.objects import cache
         cache.store("gen", task.cache_key,
                     {"name": spec.name, "resources": result.resources, "rejected": result.rejected}, co, asm,
                     durable=False)
@@ -471,14 +475,16 @@ def _gen_results(tasks: list[_GenTask], workers: int):
     if workers == 1:
         yield [functools.partial(_gen_one, task) for task in tasks]
         return
+    import concurrent.futures
+    import multiprocessing
     fork = "fork" in multiprocessing.get_all_start_methods()
     if fork:            # what every build loads, loaded once here for the forked workers to share
         from isagen.isa.table import isa_table
         for name in sorted({t.target for t in tasks}):
             isa_table(name)
             if not tasks[0].asm_only:
-                from isagen.isa.decoder import opcode_table
-                opcode_table(name)
+                from isagen.isa.encoder import _opcodes
+                _opcodes(name)
     ctx = multiprocessing.get_context("fork" if fork else "spawn")
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     try:

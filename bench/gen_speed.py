@@ -25,7 +25,9 @@ is installed (a 256x256x32 bf16 ``tl.dot`` GEMM, B stored N x K, 8 warps, 16x16 
 * whole process: ``isagen gen specs/gemm_bf16.yaml --target gfx942 --no-cache`` against a Python
   process that imports Triton and compiles the tile, in alternating pairs; and ``isagen gen`` with
   its cache warm (labelled "cached", not the headline).  isagen's modules are byte-compiled first
-  (``byte_compile``), as an installed package's are.
+  (``byte_compile``), as an installed package's are, and an untimed first run leaves the parsed
+  copies of the ISA tables, opcode table and spec (``isagen.isa.defs_cache``; ``--no-cache`` does
+  not turn them off, as it does not turn off ``.pyc`` files) that every later run reads.
 
 The first repetition of the first spec also pays one-time costs (importing the generators, loading
 the ISA tables); they are reported as ``first`` and left out of the median.  Results go to

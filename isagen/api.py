@@ -36,6 +36,7 @@ from isagen.builders.contract import LaunchInfo, evaluate, names_in
 from isagen.builders.kernarg import ELEMENT_TYPES, KernArgs
 from isagen.builders.spec import bundled_specs_dir, load_spec
 from isagen.errors import IsagenError, LaunchError, SpecError
+from isagen.objects import assembler as assemblers
 from isagen.objects import cache, toolchain
 from isagen.objects.cache import source_hash
 from isagen.objects.emit import render_assembly
@@ -340,7 +341,7 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
 
     ``spec``: a path to a spec .yaml or a bundled spec's name.  ``target``: gfx942 or gfx950, default the
     current AMD GPU's architecture, else gfx942.  ``assembler``: ``"isagen"`` (in process, no LLVM
-    needed; the default, or ``$ISAGEN_ASSEMBLER``) or ``"llvm"`` (``isagen.objects.toolchain.code_object``).
+    needed; the default, or ``$ISAGEN_ASSEMBLER``) or ``"llvm"`` (``isagen.objects.assembler.code_object``).
     ``params`` override the spec's parameters."""
     if not isinstance(spec, (str, os.PathLike)):
         raise SpecError(f"isagen.build: spec must be a spec name or a path to a .yaml file, "
@@ -352,7 +353,7 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
     overrides = [f"{k}={_override_text(v)}" for k, v in params.items()]
     s = load_spec(path, overrides)
     tgt = s.select_targets(target if target else gpu.default_target())[0]
-    assembler = toolchain.check_assembler(assembler) if assembler else toolchain.default_assembler()
+    assembler = assemblers.check_assembler(assembler) if assembler else assemblers.default_assembler()
     # the in-process assembler is part of isagen's source (source_hash); LLVM's version is named
     tc = toolchain.find_toolchain(tgt.name) if assembler == "llvm" else None
     key = cache.cache_key(spec=path.read_text(), params=dict(s.params),
@@ -374,7 +375,7 @@ def build(spec, target: str | None = None, *, force: bool = False, use_cache: bo
         raise SpecError(f"{path}: the launch contract's workgroup size {tuple(launch.block)} is not the kernel's "
                         f"{tuple(program.workgroup_size)}")
     asm = render_assembly(program)
-    co, made_by = toolchain.code_object(program, assembler=assembler, asm_text=asm, toolchain=tc)
+    co, made_by = assemblers.code_object(program, assembler=assembler, asm_text=asm, toolchain=tc)
     entry = {
         "name": s.name, "target": tgt.name, "generator": s.kernel, "params": dict(s.params),
         "kernargs": layout_of(program.args), "kernarg_segment_size": program.args.segment_size,

@@ -2,6 +2,7 @@
 facts they report (targets.py, the generator schema, the toolchain finder, LLVM's readelf)."""
 
 import io
+import json
 import os
 import pty
 import re
@@ -469,3 +470,37 @@ def test_shell_completion_offers_commands_and_choices():
     r = run_module(env={"_ISAGEN_COMPLETE": "bash_complete", "COMP_WORDS": "isagen run x --backend ",
                         "COMP_CWORD": "4"})
     assert r.stdout.split() == ["plain,hip", "plain,emu"], r
+
+
+GEN_IMPORTS_SCRIPT = """
+import contextlib, io, sys
+before = set(sys.modules)
+from isagen.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(["gen", sys.argv[1], "--target", "gfx942", "--no-cache", "-o", sys.argv[2]])
+imported = sorted(set(sys.modules) - before)
+import json
+print(json.dumps([rc, imported]))
+"""
+
+
+def test_gen_start_up_imports_only_what_it_uses(tmp_path):
+    # issue 17: a one-spec `isagen gen` writing a .co in process needs neither the decoder nor LLVM's
+    # toolchain search (subprocess), the process pool, nor the build cache with --no-cache; the
+    # second run reads the parsed ISA tables, opcode table and spec (isagen.isa.defs_cache), so it
+    # imports neither PyYAML nor json (the first run does, to make them)
+    env = dict(os.environ, ISAGEN_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    spec = str(bundled_specs_dir() / "gemm_bf16.yaml")
+    never = {"isagen.isa.decoder", "isagen.objects.toolchain", "isagen.objects.cache", "subprocess",
+             "multiprocessing", "concurrent.futures", "isagen.runtime", "torch"}
+    for run in (1, 2):
+        out = subprocess.run([sys.executable, "-c", GEN_IMPORTS_SCRIPT, spec, str(tmp_path / "out")], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        rc, imported = json.loads(out.stdout.strip().splitlines()[-1])
+        assert rc == 0
+        assert not never & set(imported), sorted(never & set(imported))
+        if run == 2:
+            assert not {"yaml", "json"} & set(imported), sorted({"yaml", "json"} & set(imported))
+    assert (tmp_path / "out" / "gemm_bf16.gfx942.co").stat().st_size > 0

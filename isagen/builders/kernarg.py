@@ -14,9 +14,8 @@ here can be called from HIP C++ with a plain struct too.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
-
-import numpy as np
 
 from isagen.errors import LaunchError, SpecError
 
@@ -151,15 +150,15 @@ def _convert(arg: KernArg, value):
         return addr
     code = VALUE_TYPES[arg.dtype][0]
     if code in "fd":
-        if isinstance(value, (bool, str)) or not isinstance(value, (int, float, np.floating, np.integer)):
+        if isinstance(value, (bool, str)) or not isinstance(value, (int, float, *_numpy_scalars())):
             raise LaunchError(f"argument '{arg.name}' is {arg.dtype}; got {value!r}")
         try:
-            fvalue = float(value)
+            fvalue = float(value)                    # type: ignore[arg-type]  # a number (checked above)
             struct.pack("<" + code, fvalue)          # a finite value beyond the type's range: OverflowError
         except OverflowError:
             raise LaunchError(f"argument '{arg.name}' = {value!r} does not fit in {arg.dtype}") from None
         return fvalue
-    if isinstance(value, (float, np.floating)) or isinstance(value, bool):
+    if isinstance(value, (float, *_numpy_scalars()[:1])) or isinstance(value, bool):
         raise LaunchError(f"argument '{arg.name}' is {arg.dtype}; got {value!r}")
     try:
         ivalue = int(value)
@@ -169,3 +168,10 @@ def _convert(arg: KernArg, value):
     if not lo <= ivalue <= hi:
         raise LaunchError(f"argument '{arg.name}' = {ivalue} does not fit in {arg.dtype}")
     return ivalue
+
+
+def _numpy_scalars() -> tuple[type, ...]:
+    """``(np.floating, np.integer)`` when numpy is loaded; nothing else can hand a numpy scalar, so
+    numpy is not imported for this (``isagen gen`` does not need it)."""
+    np = sys.modules.get("numpy")
+    return (np.floating, np.integer) if np is not None else ()

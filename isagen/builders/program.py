@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import MethodType
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from isagen.builders.instructions import InstructionMethods
 from isagen.builders.kernarg import KernArgs
@@ -179,10 +179,11 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
     out = []
     for wave in lanes:
         # the tile primitives hand integer numpy arrays: tolist() gives the same Python ints, faster
-        if isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
+        np = sys.modules.get("numpy")          # (an array is numpy's: not loaded, no array)
+        if np is not None and isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
             addrs = tuple(wave.tolist())
         else:
-            addrs = tuple(int(a) for a in wave)
+            addrs = tuple(map(int, wave))
         if len(addrs) != 64:
             raise ISAError(f"lanes= on {inst.name}: {len(addrs)} addresses, expected 64 (one per lane)")
         out.append(addrs)
@@ -191,9 +192,60 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
     return tuple(out)
 
 
+#: target name -> the KernelBuilder subclass that kernels of that target are made as (see
+#: KernelBuilder.__new__): it gains each instruction's method on first use
+_TARGET_CLASSES: dict[str, type] = {}
+
+
+def _emitter(desc: Any) -> Any:
+    """The builder method of one instruction (``k.v_add_u32(...)``): make it, attach ``lds=`` /
+    ``lanes=``, append it."""
+    make = desc.make
+
+    def emit(self: KernelBuilder, *ops: Any, comment: str | None = None, lds: Any = None, lanes: Any = None,
+             **mods: Any) -> Instruction:
+        inst: Instruction = make(ops, mods, comment)
+        if lds is not None:
+            inst.lds = _lds_range(lds)
+        if lanes is not None:
+            if type(lanes) is tuple:
+                # a tuple of tuples (immutable) converted before for this kernel: the same addresses
+                seen = self._lanes_seen.get(id(lanes))
+                if seen is not None and seen[0] is lanes:
+                    access_kind(inst)
+                    inst.lanes = seen[1]
+                else:
+                    inst.lanes = _lane_addresses(inst, lanes)
+                    if all(type(w) is tuple for w in lanes):
+                        self._lanes_seen[id(lanes)] = (lanes, inst.lanes)
+            else:
+                inst.lanes = _lane_addresses(inst, lanes)
+        self.items.append(inst)          # self.emit(inst): made from this kernel's own table
+        return inst
+
+    emit.__name__ = desc.name
+    emit.__doc__ = f"{desc.name} {desc.signature()}"
+    return emit
+
+
 class KernelBuilder(InstructionMethods):
     """Writes one kernel.  Instruction methods come from the target's ISA table (``__getattr__``);
     type checkers and editors see them declared in ``instructions.pyi`` instead."""
+
+    def __new__(cls, name: str, target: Target | str, *args: Any, **kwargs: Any) -> KernelBuilder:
+        """A kernel builder is made as the subclass of its target (one per target, named
+        ``KernelBuilder`` too), to which ``__getattr__`` adds each instruction's method when it is first
+        used: later calls of it are plain method calls.  Subclasses of KernelBuilder are left as they
+        are (their instructions go through ``__getattr__`` every time)."""
+        if cls is KernelBuilder:
+            t = get_target(target)
+            sub = _TARGET_CLASSES.get(t.name)
+            if sub is None:
+                sub = _TARGET_CLASSES[t.name] = type("KernelBuilder", (KernelBuilder,), {
+                    "__module__": KernelBuilder.__module__, "__qualname__": "KernelBuilder",
+                    "__doc__": KernelBuilder.__doc__})
+            cls = sub
+        return super().__new__(cls)
 
     def __init__(self, name: str, target: Target | str, *, workgroup_size: int | Sequence[int] = 256,
                  workgroup_ids: str = "x", workitem_id_dims: int = 1) -> None:
@@ -222,6 +274,8 @@ class KernelBuilder(InstructionMethods):
         self._lds: list[LdsRegion] = []
         self._lds_top = 0
         self._labels: set[str] = set()
+        self._placed: set[Label] = set()
+        self._lanes_seen: dict[int, tuple[Any, tuple[tuple[int, ...], ...]]] = {}   # id -> (lanes=, converted)
         # registers the hardware initialises at wave launch (AMDGPUUsage "Initial Kernel Execution State")
         self.kernarg_ptr = self.sgprs.alloc(2, "kernarg_ptr", align=2, index=0, kernel=True)
         if any(d not in "xyz" for d in workgroup_ids) or list(workgroup_ids) != sorted(set(workgroup_ids)):
@@ -245,19 +299,11 @@ class KernelBuilder(InstructionMethods):
             isa = self.__dict__.get("isa")
             if isa is None or name not in isa:
                 raise AttributeError(f"'{name}' is neither a builder method nor a {self.target.name} instruction")
-            desc = isa[name]
-
-            def emit(*ops, comment: str | None = None, lds=None, lanes=None, **mods) -> Instruction:
-                inst = desc.make(ops, mods, comment)
-                if lds is not None:
-                    inst.lds = _lds_range(lds)
-                if lanes is not None:
-                    inst.lanes = _lane_addresses(inst, lanes)
-                return self.emit(inst)
-
-            emit.__name__ = name
-            emit.__doc__ = f"{name} {desc.signature()}"
-            return emit
+            fn = _emitter(isa[name])
+            cls = type(self)
+            if _TARGET_CLASSES.get(self.target.name) is cls:
+                setattr(cls, name, fn)           # later uses are plain method calls
+            return MethodType(fn, self)
 
     def emit(self, inst: Instruction) -> Instruction:
         if inst.desc.arch != self.target.name:
@@ -290,8 +336,9 @@ class KernelBuilder(InstructionMethods):
         return Label(text)
 
     def place(self, label: Label) -> None:
-        if any(isinstance(i, Label) and i == label for i in self.items):
+        if label in self._placed:
             raise ISAError(f"label {label} placed twice")
+        self._placed.add(label)
         self.items.append(label)
 
     # ------------------------------------------------------------------ registers
@@ -302,7 +349,8 @@ class KernelBuilder(InstructionMethods):
     # ``scratch=True``: an anonymous intermediate, written as a physical register in the .s (no .set)
     def vgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False,
              scratch: bool = False) -> Reg:
-        return self._alloc("v", count, name, align, kernel, scratch)
+        return self.vgprs.alloc(count, name, align or (2 if count >= 2 else 1), kernel,
+                                position=len(self.items), scratch=scratch)      # default_align("v", count)
 
     def agpr(self, count: int = 1, name: str = "acc", align: int | None = None, kernel: bool = False,
              scratch: bool = False) -> Reg:
@@ -310,7 +358,8 @@ class KernelBuilder(InstructionMethods):
 
     def sgpr(self, count: int = 1, name: str = "tmp", align: int | None = None, kernel: bool = False,
              scratch: bool = False) -> Reg:
-        return self._alloc("s", count, name, align, kernel, scratch)
+        return self.sgprs.alloc(count, name, align or default_align("s", count), kernel,
+                                position=len(self.items), scratch=scratch)
 
     def free(self, *regs: Reg) -> None:
         for reg in regs:

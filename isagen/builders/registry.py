@@ -34,7 +34,6 @@ See docs/specs.md, "Launch contract".
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import pkgutil
@@ -273,6 +272,7 @@ class Generator:
 
     def unknown_param(self, key: str) -> str:
         """One-line reason for an unknown parameter name, with a suggestion."""
+        import difflib
         near = difflib.get_close_matches(key, self.params, n=1)
         hint = f" (did you mean '{near[0]}'?)" if near else ""
         known = ", ".join(self.params) or "none"
@@ -364,6 +364,7 @@ def get_generator(name: str) -> Generator:
         return GENERATORS[name]
     gens = load_generators()
     if name not in gens:
+        import difflib
         near = difflib.get_close_matches(str(name), gens, n=1)
         hint = f" (did you mean '{near[0]}'?)" if near else ""
         raise SpecError(f"unknown kernel generator '{name}'{hint}; known: {', '.join(sorted(gens)) or 'none'}")

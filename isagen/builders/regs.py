@@ -18,6 +18,7 @@ ever handed out), which is what the kernel descriptor must declare.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +56,9 @@ class RegisterPool:
         self.history: list[Allocation] = []
         self.peak = 0
         self._symbols: set[str] = set()
+        self._used = 0                                  # bit i set: register i is checked out
+        self._full = (1 << limit) - 1
+        self._aligned: dict[int, int] = {}              # align -> bits at its multiples below the limit
 
     # ------------------------------------------------------------------ check-out
     def alloc(self, count: int, name: str, align: int = 1, kernel: bool = False,
@@ -69,11 +73,15 @@ class RegisterPool:
             raise AllocationError(f"{name}: alignment {align} is not a power of two")
         if index is not None:
             start = index
-            if start + count > self.limit or any(self.owner[start:start + count]):
+            if start >= 0 and (start + count > self.limit or self._used >> start & ((1 << count) - 1)):
                 raise AllocationError(f"{name}: {self._range(start, count)} is not free "
                                       f"({self.describe_live()})")
         else:
-            found = self._find(count, align)
+            if count == 1 and align == 1:          # _find's first case, inline (most allocations)
+                free = ~self._used & self._full
+                found = (free & -free).bit_length() - 1 if free else None
+            else:
+                found = self._find(count, align)
             if found is None:
                 raise AllocationError(
                     f"out of {_CLASS_NAME[self.cls]}s allocating '{name}' ({count} aligned to {align}; "
@@ -81,21 +89,25 @@ class RegisterPool:
                     f"live: {self.describe_live()}")
             start = found
         sym = None if scratch else self._symbol(name)
-        reg = Reg(self.cls, start, count, sym, start if sym else 0)
-        alloc = Allocation(name, reg, kernel, len(self.history), position, scratch=scratch)
-        for i in range(start, start + count):
-            self.owner[i] = alloc
+        reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
+        alloc = Allocation(name, reg, kernel, len(self.history), position, None, scratch)
+        if count == 1:
+            self.owner[start] = alloc
+        else:
+            self.owner[start:start + count] = [alloc] * count
+        self._used |= ((1 << count) - 1) << start
         self.live[start] = alloc
         self.history.append(alloc)
-        self.peak = max(self.peak, start + count)
+        if start + count > self.peak:
+            self.peak = start + count
         return reg
 
     def free(self, reg: Reg, position: int | None = None) -> None:
         alloc = self.live.get(reg.index)
         if alloc is None or alloc.reg.count != reg.count:
             raise AllocationError(f"freeing {reg.physical()} which is not a live {_CLASS_NAME[self.cls]} allocation")
-        for i in range(reg.index, reg.index + reg.count):
-            self.owner[i] = None
+        self.owner[reg.index:reg.index + reg.count] = [None] * reg.count
+        self._used &= ~(((1 << reg.count) - 1) << reg.index)
         del self.live[reg.index]
         alloc.freed_at = position
 
@@ -112,7 +124,7 @@ class RegisterPool:
 
     # ------------------------------------------------------------------ queries
     def free_count(self) -> int:
-        return sum(1 for o in self.owner if o is None)
+        return self.limit - self._used.bit_count()
 
     def leaks(self) -> list[Allocation]:
         return [a for a in self.live.values() if not a.kernel]
@@ -129,20 +141,25 @@ class RegisterPool:
 
     # ------------------------------------------------------------------ internals
     def _find(self, count: int, align: int) -> int | None:
-        owner = self.owner
-        start = 0
-        while start + count <= self.limit:
-            # the last register in use in the window [start, start + count), if any
-            for last in range(start + count - 1, start - 1, -1):
-                if owner[last] is not None:
-                    break
-            else:
-                return start
-            start = (last + 1 + align - 1) // align * align
-        return None
+        """The lowest ``align``-aligned start of ``count`` free registers, on bit masks: ``ok`` has bit
+        ``p`` set where registers ``p .. p+width-1`` are all free (widened by doubling)."""
+        free = ~self._used & self._full
+        if count == 1 and align == 1:
+            return (free & -free).bit_length() - 1 if free else None
+        ok, width = free, 1
+        while width < count:
+            step = min(width, count - width)
+            ok &= ok >> step
+            width += step
+        if align > 1:
+            mask = self._aligned.get(align)
+            if mask is None:
+                mask = self._aligned[align] = sum(1 << i for i in range(0, self.limit, align))
+            ok &= mask
+        return (ok & -ok).bit_length() - 1 if ok else None
 
     def _symbol(self, name: str) -> str:
-        base = _SYM_PREFIX[self.cls] + re.sub(r"\W", "_", name)
+        base = _SYM_PREFIX[self.cls] + _symbol_text(name)
         sym, n = base, 1
         while sym in self._symbols:
             n += 1
@@ -152,6 +169,12 @@ class RegisterPool:
 
     def _range(self, start: int, count: int) -> str:
         return Reg(self.cls, start, count).physical()
+
+
+@functools.lru_cache(maxsize=4096)
+def _symbol_text(name: str) -> str:
+    """An allocation's name as symbol characters (kernels reuse a few hundred names)."""
+    return re.sub(r"\W", "_", name)
 
 
 def default_align(cls: str, count: int) -> int:

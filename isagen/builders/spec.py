@@ -23,17 +23,19 @@ parameter type and validated the same way.  See docs/specs.md.
 from __future__ import annotations
 
 import ast
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import yaml
+from typing import TYPE_CHECKING
 
 from isagen.builders.program import KernelBuilder, Program, cyclic_gc_paused
 from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
+from isagen.isa.defs_cache import load_copy, store_copy
 from isagen.targets import TARGETS, Target, build_target, get_target
+
+if TYPE_CHECKING:
+    import yaml
 
 FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "emulator_shapes", "reference",
           "tolerance")
@@ -237,28 +239,43 @@ MAX_INT_DIGITS = 40       # a 128-bit integer has 39 digits; no parameter or siz
 NAME_MAX_CHARS = 128      # a kernel symbol: see _check_name
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe YAML that refuses what a spec can never hold before constructing Python values from it:
-    nesting deeper than ``MAX_DEPTH`` (checked while composing, so the composer never recurses that
-    far), collections as mapping keys, integers of more than ``MAX_INT_DIGITS`` digits; and reports
-    duplicate mapping keys instead of silently overwriting them."""
+_LOADER: type | None = None
 
-    _depth = 0
 
-    def compose_node(self, parent, index):
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+def _loader_class() -> type:
+    """The spec loader (made on first use, so that a spec read from its parsed copy imports no yaml)."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        class _Loader(yaml.SafeLoader):
+            """Safe YAML that refuses what a spec can never hold before constructing Python values from
+            it: nesting deeper than ``MAX_DEPTH`` (checked while composing, so the composer never
+            recurses that far), collections as mapping keys, integers of more than ``MAX_INT_DIGITS``
+            digits; and reports duplicate mapping keys instead of silently overwriting them."""
+
+            _depth = 0
+
+            def compose_node(self, parent, index):
+                self._depth += 1
+                try:
+                    if self._depth > MAX_DEPTH:
+                        mark = self.peek_event().start_mark
+                        raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep",
+                                                          mark)
+                    return super().compose_node(parent, index)
+                finally:
+                    self._depth -= 1
+
+        _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+        _LOADER = _Loader
+    return _LOADER
 
 
 def _check_nodes(root: yaml.Node) -> None:
     """The schema walk over the composed node tree: every mapping key a scalar, every integer of a
     sane length.  Iterative, and each node once (aliases may share or even contain nodes)."""
+    import yaml
     seen: set[int] = set()
     stack = [root]
     while stack:
@@ -284,6 +301,7 @@ def _check_nodes(root: yaml.Node) -> None:
 
 
 def _construct_mapping(loader, node, deep=False):
+    import yaml
     seen = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
@@ -294,15 +312,13 @@ def _construct_mapping(loader, node, deep=False):
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
 
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _load_yaml(text: str, path: str):
     """``(root node, data)`` of one YAML document, or a SpecError: the one guarded load every spec goes
     through (the reader refuses control characters already in the loader's constructor)."""
+    import yaml
     loader = None
     try:
-        loader = _Loader(text)          # one parse: the node tree (line numbers) and the data from it
+        loader = _loader_class()(text)  # one parse: the node tree (line numbers) and the data from it
         root = loader.get_single_node()
         if root is None:
             return None, None
@@ -316,6 +332,37 @@ def _load_yaml(text: str, path: str):
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _parse_fields(text: str, path: str) -> tuple[dict, dict[str, int]]:
+    """The spec's data (a mapping) and the line of each top-level field and of its direct children
+    (``params.block``, ``shapes.n``, ``targets[0]``), or a SpecError.  A text seen before is read
+    from its parsed copy (``isagen.isa.defs_cache``: keyed by the text, the PyYAML and Python; only
+    specs that parsed cleanly are kept), without yaml."""
+    source = text.encode("utf-8", "surrogatepass")
+    kept = load_copy("spec", source)
+    if (isinstance(kept, tuple) and len(kept) == 2 and isinstance(kept[0], dict)
+            and isinstance(kept[1], dict)):
+        return kept[0], kept[1]
+    import yaml
+    root, data = _load_yaml(text, path)
+    if root is None:
+        raise SpecError(f"{path}: the spec is empty (needs at least: {', '.join(REQUIRED)})")
+    if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
+        raise SpecError(f"{path}:{root.start_mark.line + 1}: a spec is a mapping of fields "
+                        f"({', '.join(FIELDS)}), got {_kind(data)}")
+    lines: dict[str, int] = {}
+    for key_node, value_node in root.value:
+        key = str(key_node.value)
+        lines[key] = key_node.start_mark.line + 1
+        if isinstance(value_node, yaml.MappingNode):
+            for k2, _ in value_node.value:
+                lines[f"{key}.{k2.value}"] = k2.start_mark.line + 1
+        elif isinstance(value_node, yaml.SequenceNode):
+            for i, item in enumerate(value_node.value):
+                lines[f"{key}[{i}]"] = item.start_mark.line + 1
+    store_copy("spec", source, (data, lines))
+    return data, lines
 
 
 def _yaml_error(path: str, e: yaml.YAMLError) -> SpecError:
@@ -337,24 +384,8 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
     """Validate spec text (see the module docstring); ``path`` is used in messages."""
     if not isinstance(text, str):
         raise SpecError(f"{path}: spec text must be a string, got {type(text).__name__}")
-    root, data = _load_yaml(text, path)
-    if root is None:
-        raise SpecError(f"{path}: the spec is empty (needs at least: {', '.join(REQUIRED)})")
-    if not isinstance(root, yaml.MappingNode) or not isinstance(data, dict):
-        raise SpecError(f"{path}:{root.start_mark.line + 1}: a spec is a mapping of fields "
-                        f"({', '.join(FIELDS)}), got {_kind(data)}")
-
-    # line numbers of top-level fields and of their direct children (params.block, shapes.n)
-    lines: dict[str, int] = {}
-    for key_node, value_node in root.value:
-        key = str(key_node.value)
-        lines[key] = key_node.start_mark.line + 1
-        if isinstance(value_node, yaml.MappingNode):
-            for k2, _ in value_node.value:
-                lines[f"{key}.{k2.value}"] = k2.start_mark.line + 1
-        elif isinstance(value_node, yaml.SequenceNode):
-            for i, item in enumerate(value_node.value):
-                lines[f"{key}[{i}]"] = item.start_mark.line + 1
+    # the data, and the line numbers of top-level fields and of their direct children (params.block, shapes.n)
+    data, lines = _parse_fields(text, path)
 
     def err(fieldname: str, message: str) -> SpecError:
         line = lines.get(fieldname) or lines.get(fieldname.split(".")[0].split("[")[0])
@@ -366,6 +397,7 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
         if not isinstance(key, str):
             raise err(str(key), f"field names are strings, got {_kind(key)}")
         if key not in FIELDS:
+            import difflib
             near = difflib.get_close_matches(key, FIELDS, n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             raise err(key, f"unknown field{hint}; a spec has: {', '.join(FIELDS)}")

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label
+
+if TYPE_CHECKING:
+    from isagen.isa.table import InstrDef
 
 
 def is_branch(inst: Instruction) -> bool:
@@ -32,6 +35,17 @@ def is_conditional_branch(inst: Instruction) -> bool:
 
 def ends_program(inst: Instruction) -> bool:
     return inst.name.startswith("s_endpgm")
+
+
+# per table entry (by identity, the entry kept beside its answer): does control leave after it
+# (a branch or s_endpgm)?  ``CFG`` asks for every instruction; the answer is the entry's alone.
+_CONTROL: dict[int, tuple[object, bool]] = {}
+
+
+def _control(desc: InstrDef) -> tuple[object, bool]:
+    got = (desc, "branch" in desc.flags or desc.name.startswith("s_endpgm"))
+    _CONTROL[id(desc)] = got
+    return got
 
 
 def branch_target(inst: Instruction) -> str:
@@ -65,12 +79,16 @@ class Block:
 class CFG:
     """Blocks and edges of one item list.  ``blocks[0]`` is the entry."""
 
+    #: whether ``_block_of``/``_slot`` are filled (a subclass that fills them itself leaves this True)
+    _indexed = True
+
     def __init__(self, items: Sequence[object]):
         self.items = items
         self.blocks: list[Block] = []
         self.label_block: dict[str, int] = {}
         self._block_of: dict[int, int] = {}     # instruction position -> block index
         self._slot: dict[int, int] = {}         # instruction position -> its index in block.instrs
+        self._indexed = False                   # (filled on the first position query)
         self._split()
         self._link()
 
@@ -78,33 +96,43 @@ class CFG:
     def _split(self) -> None:
         cur = Block(0, 0, 0)
         placed: set[str] = set()
+        blocks = self.blocks
+        control = _CONTROL
         for pos, item in enumerate(self.items):
-            if isinstance(item, Label):
+            if isinstance(item, Instruction):
+                cur.instrs.append(pos)
+                desc = item.desc
+                known = control.get(id(desc))
+                if known is None or known[0] is not desc:
+                    known = _control(desc)
+                if known[1]:                                # control leaves here: close the block
+                    cur.end = pos + 1
+                    blocks.append(cur)
+                    cur = Block(len(blocks), pos + 1, pos + 1)
+            elif isinstance(item, Label):
                 if cur.instrs:                              # a label is a join point: start a new block
                     cur.end = pos
-                    self.blocks.append(cur)
-                    cur = Block(len(self.blocks), pos, pos)
+                    blocks.append(cur)
+                    cur = Block(len(blocks), pos, pos)
                 if item.name in placed:
                     raise CheckError(f"#{pos} label {item.name} placed twice")
                 placed.add(item.name)
                 cur.labels.append(item.name)
-            elif isinstance(item, Instruction):
-                cur.instrs.append(pos)
-                if is_branch(item) or ends_program(item):   # control leaves here: close the block
-                    cur.end = pos + 1
-                    self.blocks.append(cur)
-                    cur = Block(len(self.blocks), pos + 1, pos + 1)
-                    continue
             # comments (and anything else) just ride along in the current block
         cur.end = len(self.items)
-        if cur.instrs or cur.labels or not self.blocks:
-            self.blocks.append(cur)
-        for b in self.blocks:
+        if cur.instrs or cur.labels or not blocks:
+            blocks.append(cur)
+        for b in blocks:
             for name in b.labels:
                 self.label_block[name] = b.index
-            for i, pos in enumerate(b.instrs):
-                self._block_of[pos] = b.index
-                self._slot[pos] = i
+
+    def _index(self) -> None:
+        """Fill the position -> block and position -> slot maps (only the position queries use them)."""
+        block_of, slot = self._block_of, self._slot
+        for b in self.blocks:
+            block_of.update(dict.fromkeys(b.instrs, b.index))
+            slot.update(zip(b.instrs, range(len(b.instrs))))
+        self._indexed = True
 
     def _link(self) -> None:
         for b in self.blocks:
@@ -131,6 +159,8 @@ class CFG:
     # ------------------------------------------------------------------ queries
     def block_of(self, pos: int) -> Block:
         """The block holding the instruction at item position ``pos``."""
+        if not self._indexed:
+            self._index()
         return self.blocks[self._block_of[pos]]
 
     def edges(self) -> list[tuple[int, int]]:
@@ -190,7 +220,7 @@ class CFG:
         """Positions of the instructions that can execute immediately before the one at ``pos``
         (the previous one in its block, or the last instruction of every predecessor path; blocks
         without instructions are looked through)."""
-        b = self.block_of(pos)
+        b = self.block_of(pos)                  # (fills the maps)
         i = self._slot[pos]
         if i > 0:
             return [b.instrs[i - 1]]

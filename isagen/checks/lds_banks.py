@@ -25,9 +25,9 @@ instruction; the .s header summarises them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
+from operator import itemgetter
 
 from isagen.errors import ISAError
 from isagen.targets import DEFAULT_TARGET, get_target
@@ -65,50 +65,110 @@ class BankReport:
                 f"(worst phase lanes {list(self.phases[worst])}: {self.cycles[worst]}-way)")
 
 
+_PHASES: dict[tuple[str, int, str], tuple[tuple[int, ...], ...]] = {}
+_BANKS: dict[str, int] = {}
+_GETTERS: dict[tuple[int, ...], Callable[[list[int]], tuple[int, ...]]] = {}
+
+
 def phases(target_name: str, width: int, op: str) -> list[tuple[int, ...]]:
     """The lane groups served together for an access of ``width`` bytes per lane."""
-    banks = get_target(target_name).lds_banks
-    if width == 16 and op == "read" and banks == 32:
-        return [tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942]
-    lanes = max(1, min(64, banks * 4 // width))
-    # widths that do not divide the bank row (12-byte b96 accesses: 10 lanes a phase) leave a shorter
-    # last phase rather than lanes past 63
-    return [tuple(range(s, min(s + lanes, 64))) for s in range(0, 64, lanes)]
+    return list(_phases(target_name, width, op))
+
+
+def _phases(target_name: str, width: int, op: str) -> tuple[tuple[int, ...], ...]:
+    key = (target_name, width, op)
+    got = _PHASES.get(key)
+    if got is None:
+        banks = get_target(target_name).lds_banks
+        if width == 16 and op == "read" and banks == 32:
+            got = tuple(tuple(range(a, a + 4)) + tuple(range(b, b + 4)) for a, b in _READ_B128_PAIRS_942)
+        else:
+            lanes = max(1, min(64, banks * 4 // width))
+            # widths that do not divide the bank row (12-byte b96 accesses: 10 lanes a phase) leave a
+            # shorter last phase rather than lanes past 63
+            got = tuple(tuple(range(s, min(s + lanes, 64))) for s in range(0, 64, lanes))
+        _PHASES[key] = got
+    return got
+
+
+def _lane_addresses(addresses) -> list[int]:
+    """The 64 lanes' byte addresses as Python ints (a 64-tuple of ints as it is; arrays, nested or
+    float sequences through numpy, as ``np.asarray(..., int64).reshape(64)`` reads them)."""
+    if type(addresses) in (tuple, list) and len(addresses) == 64 and set(map(type, addresses)) == {int}:
+        return list(addresses)
+    import numpy as np
+    return [int(a) for a in np.asarray(addresses, dtype=np.int64).reshape(64).tolist()]
 
 
 def analyse(addresses, width: int, target_name: str = DEFAULT_TARGET, op: str = "read",
             active=None) -> BankReport:
     """Bank conflicts of one DS access: ``addresses`` are the 64 lanes' byte addresses, ``width`` the
     bytes each lane moves (4, 8, 12, 16), ``active`` an optional 64-entry mask of executing lanes."""
-    addr = np.asarray(addresses, dtype=np.int64).reshape(64)
-    mask = np.ones(64, bool) if active is None else np.asarray(active, bool).reshape(64)
-    banks = get_target(target_name).lds_banks
-    groups = phases(target_name, width, op)
-    if active is None and len({len(g) for g in groups}) == 1:
-        return BankReport(width, tuple(groups), _cycles_all_lanes(addr, groups, width, banks))
-    cycles = []
+    addr = _lane_addresses(addresses)
+    if active is None:
+        mask = None
+    else:
+        import numpy as np
+        mask = [bool(m) for m in np.asarray(active, bool).reshape(64).tolist()]
+    banks = _BANKS.get(target_name)
+    if banks is None:
+        banks = _BANKS[target_name] = get_target(target_name).lds_banks
+    groups = _phases(target_name, width, op)
+    return BankReport(width, groups, _cycles(addr, groups, width, banks, mask))
+
+
+def _getter(group: tuple[int, ...]) -> Callable[[list[int]], tuple[int, ...]]:
+    """The addresses of ``group``'s lanes, as a tuple (one C call)."""
+    if len(group) == 1:
+        lane = group[0]
+        return lambda addr: (addr[lane],)
+    get: Callable[[list[int]], tuple[int, ...]] = itemgetter(*group)
+    return get
+
+
+def _cycles(addr: list[int], groups: tuple[tuple[int, ...], ...], width: int, banks: int,
+            mask: list[bool] | None) -> tuple[int, ...]:
+    """Per phase: the busiest bank's number of distinct dwords among the active lanes (0 for a phase
+    without one).
+
+    When every lane's access is aligned to its own size and that size divides the bank row (b32 and
+    narrower: one dword; b64/b128 aligned to 8/16 bytes), the dwords of two lanes are either the same
+    block or disjoint blocks, each on its own run of banks: counting distinct blocks per run of banks
+    is counting distinct dwords per bank.  Other accesses (b96, unaligned) count dword by dword."""
+    nd = (width + 3) // 4                     # dwords a lane touches
+    if width < 4:
+        nd, unit = 1, 4                       # a sub-dword access touches the dword it is in
+    else:
+        unit = 4 * nd
+    aligned = nd == 1 or (banks % nd == 0 and not any(map(unit.__rmod__, addr)))
+    out = []
     for group in groups:
-        lanes = [lane for lane in group if mask[lane]]
-        if not lanes:
-            cycles.append(0)
-            continue
-        dwords = np.unique((addr[lanes, None] // 4 + np.arange((width + 3) // 4)[None, :]).ravel())
-        per_bank = np.bincount(dwords % banks, minlength=banks)
-        cycles.append(int(per_bank.max()))
-    return BankReport(width, tuple(groups), tuple(cycles))
-
-
-def _cycles_all_lanes(addr: np.ndarray, groups: list[tuple[int, ...]], width: int, banks: int) -> tuple[int, ...]:
-    """``analyse``'s per-phase cycles with every lane active and phases of one size, for all phases in
-    one go: each phase's distinct dwords, counted per bank, the busiest bank's count."""
-    lanes = np.asarray(groups, dtype=np.int64)                          # (phases, lanes per phase)
-    dwords = (addr[lanes][:, :, None] // 4 + np.arange((width + 3) // 4)[None, None, :]).reshape(len(groups), -1)
-    dwords.sort(axis=1)
-    distinct = np.ones(dwords.shape, dtype=bool)
-    distinct[:, 1:] = dwords[:, 1:] != dwords[:, :-1]
-    phase = np.broadcast_to(np.arange(len(groups))[:, None], dwords.shape)
-    per_bank = np.bincount((phase * banks + dwords % banks)[distinct], minlength=len(groups) * banks)
-    return tuple(int(c) for c in per_bank.reshape(len(groups), banks).max(axis=1))
+        if mask is None:
+            get = _GETTERS.get(group)
+            if get is None:
+                get = _GETTERS[group] = _getter(group)
+            values = get(addr)
+        else:
+            values = tuple(addr[lane] for lane in group if mask[lane])
+            if not values:
+                out.append(0)
+                continue
+        if aligned:
+            nb = banks // nd
+            blocks = set(map(unit.__rfloordiv__, values))
+            runs = set(map(nb.__rmod__, blocks))
+            if len(runs) == len(blocks):
+                out.append(1)
+                continue
+            keys = [b % nb for b in blocks]
+        else:
+            dwords = {a // 4 + k for a in values for k in range(nd)}
+            keys = [d % banks for d in dwords]
+        count: dict[int, int] = {}
+        for k in keys:
+            count[k] = count.get(k, 0) + 1
+        out.append(max(count.values()))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------ the program check
@@ -158,19 +218,37 @@ class BankRow:
 
 def check_program(items, target_name: str) -> tuple[list[BankRow], list[str]]:
     """Analyse every instruction of ``items`` that carries ``lanes``; returns the rows and one problem
-    line per instruction with a bank conflict."""
-    rows, problems, cache = [], [], {}
+    line per instruction with a bank conflict.
+
+    Bank conflicts do not change when every lane's address moves by the same multiple of the access
+    block (``4 * dwords per lane`` bytes): blocks and dwords move together, their banks rotate.  The
+    variants of a kernel's accesses are mostly one pattern at different LDS offsets, so each is
+    analysed once, keyed by its addresses relative to the block below lane 0's."""
+    rows, problems = [], []
+    cache: dict = {}             # (addresses, width, op) -> report
+    shifted: dict = {}           # (addresses - base, width, op) -> report
     for pos, inst in enumerate(items):
         lanes = getattr(inst, "lanes", None)
         if not lanes:
             continue
         width, op = access_kind(inst)
+        unit = 4 * ((width + 3) // 4) if width >= 4 else 4
         reports = []
         for addrs in lanes:
             key = (addrs, width, op)
-            if key not in cache:
-                cache[key] = analyse(addrs, width, target_name, op)
-            reports.append(cache[key])
+            report = cache.get(key)
+            if report is None:
+                base = addrs[0]
+                if type(addrs) is tuple and type(base) is int:
+                    base -= base % unit
+                    rel = (tuple([a - base for a in addrs]), width, op)
+                    report = shifted.get(rel)
+                    if report is None:
+                        report = shifted[rel] = analyse(addrs, width, target_name, op)
+                else:
+                    report = analyse(addrs, width, target_name, op)
+                cache[key] = report
+            reports.append(report)
         worst = max(reports, key=lambda r: r.extra_cycles)
         row = BankRow(pos, inst.name, inst.comment or "", width, op, len(reports),
                       sum(not r.conflict_free for r in reports), worst)

@@ -70,83 +70,94 @@ def _overlaps(a, b) -> bool:
 
 
 def _kind(inst: Instruction) -> str | None:
-    if inst.counter is None:
-        return None
-    if inst.unit == "flat":
-        return "flat"
-    if inst.unit == "smem":
-        return "smem"
-    if inst.unit == "ds":
-        return "ds"
-    if inst.counter == "vmcnt":
-        return "vmem"
-    return "ds" if inst.counter == "lgkmcnt" else None
+    return _facts(inst.desc)[0]
+
+
+# per table entry (by identity; the entry is kept alive beside its facts):
+#   (kind, is_dma, is_vmem_load, touches_lds, lds_read, is_waitcnt)
+_DESC_FACTS: dict[int, tuple] = {}
+
+
+def _facts(desc) -> tuple:
+    got = _DESC_FACTS.get(id(desc))
+    if got is not None and got[0] is desc:
+        return got[1]
+    kind: str | None = None
+    if desc.counter is not None:
+        if desc.unit == "flat":
+            kind = "flat"
+        elif desc.unit == "smem":
+            kind = "smem"
+        elif desc.unit == "ds":
+            kind = "ds"
+        elif desc.counter == "vmcnt":
+            kind = "vmem"
+        elif desc.counter == "lgkmcnt":
+            kind = "ds"
+    flags = desc.flags
+    dma = "lds_dma" in flags
+    facts = (kind, dma, kind == "vmem" and "load" in flags and not dma,
+             desc.unit == "ds" and bool({"lds_read", "lds_write"} & flags), "lds_read" in flags,
+             desc.name == "s_waitcnt")
+    _DESC_FACTS[id(desc)] = (desc, facts)
+    return facts
+
+
+def _keys(x: Instruction) -> tuple[frozenset, frozenset, frozenset]:
+    """(uses, defs, both) of ``x`` as sets, worked out once for equal instructions."""
+    sets = x.shared.checks.get("waits.keys")
+    if sets is None:
+        uses, defs = frozenset(x.use_keys()), frozenset(x.def_keys())
+        sets = x.shared.checks["waits.keys"] = (uses, defs, uses | defs)
+    return sets
 
 
 # state: origin position -> (younger, vm_pending, lgkm_pending)
 #   younger: fewest instructions of the same in-order stream issued after it (vmem: VMEM; ds: DS)
 #   vm_pending / lgkm_pending: only meaningful for FLAT (both counters must reach 0)
+#
+# Cost, linear in the program: an instruction that neither issues a memory operation nor waits leaves
+# the state alone, so the fixpoint's passes (a few over a loop) step only over each block's memory
+# instructions and waits, and an issue is O(1) (``walk``: per-block counter shifts instead of
+# incrementing every outstanding entry); the reporting pass looks, for each instruction, only at the
+# outstanding operations that write one of its registers (found once per distinct instruction
+# through a register -> operations index) or, for an LDS access, at the outstanding LDS DMAs.
 
 class _Checker:
     def __init__(self, items: list, target):
         self.items = items
         self.target = get_target(target)
+        self.cap_vm, self.cap_lgkm = self.target.max_vmcnt, self.target.max_lgkmcnt
         self.cfg = CFG(items)
         self.ops: dict[int, _Op] = {}
-        for pos, item in enumerate(items):
-            if isinstance(item, Instruction):
-                kind = _kind(item)
+        self.kind_of: dict[int, str] = {}          # origin -> kind, for the transfer's inner loop
+        # per block: (position, kind or None for s_waitcnt) of the instructions that change the state
+        self.actions: list[list[tuple[int, str | None]]] = []
+        by_key: dict[tuple, list[int]] = {}
+        known = _DESC_FACTS
+        for b in self.cfg.blocks:
+            acts: list[tuple[int, str | None]] = []
+            for pos in b.instrs:
+                item = items[pos]
+                desc = item.desc
+                got = known.get(id(desc))
+                kind, dma, vload, _, _, wait = got[1] if got is not None and got[0] is desc else _facts(desc)
+                if wait:
+                    acts.append((pos, None))
+                    continue
                 if kind is None:
                     continue
-                dma = "lds_dma" in item.desc.flags
-                self.ops[pos] = _Op(pos, kind, frozenset(item.defs()), lds_range(item) if dma else None, dma,
-                                    kind == "vmem" and "load" in item.desc.flags and not dma)
+                acts.append((pos, kind))
+                dest = _keys(item)[1]
+                self.ops[pos] = _Op(pos, kind, dest, lds_range(item) if dma else None, dma, vload)
+                self.kind_of[pos] = kind
+                for k in dest:
+                    by_key.setdefault(k, []).append(pos)
+            self.actions.append(acts)
+        self.by_key = by_key
+        self.dmas = [pos for pos, op in self.ops.items() if op.is_dma]
+        self._cands: dict[int, tuple[object, tuple[frozenset, bool]]] = {}    # id(shared) -> (shared, ...)
         self.found: dict[tuple, Violation] = {}
-
-    # ------------------------------------------------------------------ transfer of one instruction
-    def step(self, pos: int, x: Instruction, state: dict, report: bool) -> dict:
-        if report:
-            self._check(pos, x, state)
-        if x.name == "s_waitcnt":
-            return self._wait(x, state)
-        kind = _kind(x)
-        if kind is None:
-            return state
-        state = dict(state)
-        cap_vm, cap_lgkm = self.target.max_vmcnt, self.target.max_lgkmcnt
-        if kind in ("vmem", "ds"):
-            cap = cap_vm if kind == "vmem" else cap_lgkm
-            for origin in list(state):
-                if self.ops[origin].kind == kind:
-                    younger, vm, lg = state[origin]
-                    if younger + 1 > cap:              # more younger ones than the counter can hold: done
-                        del state[origin]
-                    else:
-                        state[origin] = (younger + 1, vm, lg)
-        op = self.ops[pos]
-        if op.dest or op.is_dma:
-            state[pos] = (0, True, True)
-        return state
-
-    def _wait(self, x: Instruction, state: dict) -> dict:
-        vmcnt = x.mods.get("vmcnt")
-        lgkmcnt = x.mods.get("lgkmcnt")
-        out = {}
-        for origin, (younger, vm, lg) in state.items():
-            op = self.ops[origin]
-            if op.kind == "vmem" and vmcnt is not None and younger >= vmcnt:
-                continue
-            if op.kind == "ds" and lgkmcnt is not None and younger >= lgkmcnt:
-                continue
-            if op.kind == "smem" and lgkmcnt == 0:
-                continue
-            if op.kind == "flat":
-                vm = vm and vmcnt != 0
-                lg = lg and lgkmcnt != 0
-                if not vm and not lg:
-                    continue
-            out[origin] = (younger, vm, lg)
-        return out
 
     # ------------------------------------------------------------------ what is missing
     def _needed(self, op: _Op, younger: int) -> str:
@@ -178,24 +189,58 @@ class _Checker:
         if key not in self.found:
             self.found[key] = Violation(pos, x, regs, message, source=origin, kind="wait")
 
-    def _check(self, pos: int, x: Instruction, state: dict) -> None:
-        if not state:
-            return
-        sets = x.shared.checks.get("waits.keys")      # (equal instructions share them)
-        if sets is None:
-            uses, defs = frozenset(x.use_keys()), frozenset(x.def_keys())
-            sets = x.shared.checks["waits.keys"] = (uses, defs, uses | defs)
-        uses, defs, touch = sets
-        is_vmem_load = pos in self.ops and self.ops[pos].is_vmem_load
-        touches_lds = x.unit == "ds" and bool({"lds_read", "lds_write"} & x.desc.flags)
-        my_lds = lds_range(x) if touches_lds else None
+    def _candidates(self, x: Instruction) -> tuple[frozenset, bool]:
+        """The memory operations of this program that write a register ``x`` reads or writes, and
+        whether ``x`` accesses LDS (then the outstanding LDS DMAs are candidates as well)."""
+        sh = x.shared
+        got = self._cands.get(id(sh))
+        if got is not None and got[0] is sh:
+            return got[1]
+        by_key = self.by_key
+        found: set[int] = set()
+        for keys in (x.use_keys(), x.def_keys()):
+            for k in keys:
+                origins = by_key.get(k)
+                if origins:
+                    found.update(origins)
+        cands = (frozenset(found), _facts(x.desc)[3])
+        self._cands[id(sh)] = (sh, cands)
+        return cands
+
+    def _check(self, pos: int, x: Instruction, live: dict, shift_vm: int, shift_ds: int) -> None:
+        sh = x.shared
+        got = self._cands.get(id(sh))
+        cands, touches_lds = got[1] if got is not None and got[0] is sh else self._candidates(x)
         # only the outstanding operations this instruction can collide with are looked at closely
-        ops = self.ops
-        hits = [origin for origin in state
-                if not ops[origin].dest.isdisjoint(touch)
-                or (touches_lds and ops[origin].is_dma and _overlaps(ops[origin].lds, my_lds))]
-        for origin in sorted(hits, reverse=True):
-            younger = state[origin][0]
+        if not cands and not touches_lds:
+            return
+        ops, kind_of = self.ops, self.kind_of
+        hits = [origin for origin in cands if origin in live]
+        my_lds = None
+        if touches_lds:
+            my_lds = lds_range(x)
+            hits += [origin for origin in self.dmas
+                     if origin in live and origin not in cands and _overlaps(ops[origin].lds, my_lds)]
+        if not hits:
+            return
+        younger_of = {}
+        for origin in hits:
+            kind = kind_of[origin]
+            younger = live[origin][0]
+            if kind == "vmem":
+                younger += shift_vm
+                if younger > self.cap_vm:
+                    continue                        # done: the counter cannot hold that many
+            elif kind == "ds":
+                younger += shift_ds
+                if younger > self.cap_lgkm:
+                    continue
+            younger_of[origin] = younger
+        uses, defs, _ = _keys(x)
+        lds_read = _facts(x.desc)[4]
+        is_vmem_load = pos in ops and ops[pos].is_vmem_load
+        for origin in sorted(younger_of, reverse=True):
+            younger = younger_of[origin]
             op = ops[origin]
             need = self._needed(op, younger)
             hit = op.dest & uses
@@ -212,7 +257,7 @@ class _Checker:
                           f"needs {need} before it{notes}")
             if op.is_dma and touches_lds and _overlaps(op.lds, my_lds):
                 what = f"LDS[{op.lds[0]}:{op.lds[1]}]" if op.lds else "LDS"
-                verb = "reads" if "lds_read" in x.desc.flags else "writes"
+                verb = "reads" if lds_read else "writes"
                 self._add(pos, x, origin, what,
                           f"{verb} {what} that the LDS DMA {self._describe(op)} may still be writing: "
                           f"needs {need} before it (and s_barrier if other waves read it){notes}")
@@ -220,6 +265,8 @@ class _Checker:
     # ------------------------------------------------------------------ the fixpoint
     @staticmethod
     def merge(states: list[dict]) -> dict:
+        if len(states) == 1:
+            return states[0]                        # states are never changed in place
         out: dict = {}
         for st in states:
             for origin, (younger, vm, lg) in st.items():
@@ -230,10 +277,85 @@ class _Checker:
                     out[origin] = (younger, vm, lg)
         return out
 
-    def run_block(self, bi: int, state: dict, report: bool) -> dict:
-        for pos in self.cfg.blocks[bi].instrs:
-            state = self.step(pos, self.items[pos], state, report)
-        return state
+    def walk(self, bi: int, state: dict, report: bool = False) -> dict:
+        """The state at the end of block ``bi`` entered with ``state``; with ``report``, every
+        instruction is checked against the state before it.
+
+        Inside the block an entry holds ``(base, vm, lg)`` with ``younger = base + shift`` of its
+        stream (``shift_vm`` VMEM, ``shift_ds`` DS instructions issued so far in the block), so an
+        issue costs O(1); an entry past its counter's maximum is done (skipped wherever it is read,
+        dropped at the block's end)."""
+        items, ops, kind_of = self.items, self.ops, self.kind_of
+        cap_vm, cap_lgkm = self.cap_vm, self.cap_lgkm
+        live = dict(state)
+        shift_vm = shift_ds = 0
+        if report:
+            acts = dict(self.actions[bi])
+            steps: list = self.cfg.blocks[bi].instrs
+        else:
+            steps = self.actions[bi]
+        check = self._check
+        for step in steps:
+            if report:
+                pos = step
+                if live:
+                    check(pos, items[pos], live, shift_vm, shift_ds)
+                if pos not in acts:
+                    continue
+                kind = acts[pos]
+            else:
+                pos, kind = step
+            if kind is None:                        # s_waitcnt
+                mods = items[pos].mods
+                vmcnt, lgkmcnt = mods.get("vmcnt"), mods.get("lgkmcnt")
+                kept = {}
+                for origin, (base, vm, lg) in live.items():
+                    k = kind_of[origin]
+                    if k == "vmem":
+                        younger = base + shift_vm
+                        if younger > cap_vm or (vmcnt is not None and younger >= vmcnt):
+                            continue
+                    elif k == "ds":
+                        younger = base + shift_ds
+                        if younger > cap_lgkm or (lgkmcnt is not None and younger >= lgkmcnt):
+                            continue
+                    elif k == "smem":
+                        if lgkmcnt == 0:
+                            continue
+                    else:                           # flat: both counters must reach 0
+                        vm = vm and vmcnt != 0
+                        lg = lg and lgkmcnt != 0
+                        if not vm and not lg:
+                            continue
+                    kept[origin] = (base, vm, lg)
+                live = kept
+            else:
+                op = ops[pos]
+                if kind == "vmem":
+                    shift_vm += 1
+                    if op.dest or op.is_dma:
+                        live[pos] = (-shift_vm, True, True)
+                elif kind == "ds":
+                    shift_ds += 1
+                    if op.dest or op.is_dma:
+                        live[pos] = (-shift_ds, True, True)
+                elif op.dest or op.is_dma:
+                    live[pos] = (0, True, True)
+        if not shift_vm and not shift_ds:
+            return live
+        out = {}
+        for origin, (base, vm, lg) in live.items():
+            k = kind_of[origin]
+            if k == "vmem":
+                base += shift_vm
+                if base > cap_vm:
+                    continue
+            elif k == "ds":
+                base += shift_ds
+                if base > cap_lgkm:
+                    continue
+            out[origin] = (base, vm, lg)
+        return out
 
     def run(self) -> list[Violation]:
         blocks = self.cfg.blocks
@@ -249,7 +371,7 @@ class _Checker:
             if bi in out_state and in_state.get(bi) == new_in:
                 continue
             in_state[bi] = new_in
-            new_out = self.run_block(bi, new_in, report=False)
+            new_out = self.walk(bi, new_in)
             if out_state.get(bi) == new_out:
                 continue
             out_state[bi] = new_out
@@ -259,7 +381,7 @@ class _Checker:
                     work.append(s)
             work.sort(key=lambda block: rank[block])
         for bi in order:
-            self.run_block(bi, in_state.get(bi, {}), report=True)
+            self.walk(bi, in_state.get(bi, {}), report=True)
         return sorted(self.found.values(), key=lambda v: (v.pos, v.source or 0))
 
 

@@ -19,12 +19,13 @@ The tests compare it with LLVM byte for byte: every sampled instance of every ta
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Sequence
 from typing import Any
 
-from isagen.errors import ISAError
-from isagen.isa.decoder import opcode_table
+from isagen.errors import CodeObjectError, ISAError
+from isagen.isa.defs_cache import load_copy, store_copy
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Mod, Reg, Special, _Off
 
@@ -38,20 +39,64 @@ class EncodeError(ISAError):
 # ----------------------------------------------------------------------------- opcodes, backwards
 
 _INVERSE: dict[str, dict[str, dict[str, tuple[int, Any]]]] = {}
+_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+class _Entry:
+    """What the encoder needs of one opcode (the decoder's table entry has much more): the
+    operand fields in LLVM's text order, and the layout choices of its family."""
+
+    __slots__ = ("name", "ops", "mai", "mix", "off2")
+
+    def __init__(self, e: dict[str, Any]) -> None:
+        self.name: str = e.get("name", e["mn"])
+        self.ops = tuple((o[0], o[1], o[2]) for o in e["ops"])
+        self.mai: bool = e.get("mai", False)
+        self.mix = self.name.startswith(("v_fma_mix", "v_mad_mix"))
+        self.off2: bool = e.get("off2", False)
 
 
 def _opcodes(target: str) -> dict[str, dict[str, tuple[int, Any]]]:
-    """family -> LLVM name (no _e32/_e64 suffix) -> (opcode, the decoder's entry)."""
+    """family -> LLVM name (no _e32/_e64 suffix) -> (opcode, entry), read from the same LLVM-generated
+    table as ``isagen.isa.decoder.opcode_table`` (the lowest opcode of a name wins, as there); the
+    decoder is not imported, and an entry is prepared only when an instruction asks for it."""
     inv = _INVERSE.get(target)
     if inv is None:
-        inv = {}
-        for fam, entries in opcode_table(target).fam.items():
-            names: dict[str, tuple[int, Any]] = {}
-            for op, e in sorted(entries.items()):
-                names.setdefault(e.name, (op, e))
-            inv[fam] = names
+        path = os.path.join(_DATA_DIR, f"opcodes.{target}.json")
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise CodeObjectError(f"no opcode table for {target}: {path}: {exc.strerror}") from None
+        # the inverted table (family -> name -> (opcode, the entry's fields _Entry reads)), kept in
+        # isagen's cache as parsed
+        inv = load_copy(f"opcodes-for-encoder.{target}", data)
+        if not isinstance(inv, dict):
+            import json
+            inv = {}
+            for fam, entries in json.loads(data)["families"].items():
+                names: dict[str, Any] = {}
+                for op, e in sorted((int(k), e) for k, e in entries.items()):
+                    name = e.get("name", e["mn"])
+                    if name not in names:           # what _Entry reads, no more
+                        names[name] = (op, {"mn": name, "ops": e["ops"], "mai": e.get("mai", False),
+                                            "off2": e.get("off2", False)})
+                inv[fam] = names
+            store_copy(f"opcodes-for-encoder.{target}", data, inv)
         _INVERSE[target] = inv
     return inv
+
+
+def _opcode(target: str, family: str, asm: str) -> tuple[int, _Entry] | None:
+    names = _opcodes(target).get(family)
+    got = names.get(asm) if names is not None else None
+    if got is None:
+        return None
+    op, e = got
+    if not isinstance(e, _Entry):
+        e = _Entry(e)
+        names[asm] = (op, e)          # type: ignore[index]
+    return op, e
 
 
 # ----------------------------------------------------------------------------- operand codes
@@ -87,6 +132,8 @@ def _reg_code(value: Any) -> int:
 
 def _index(value: Any) -> int:
     """A VGPR/AGPR/SGPR field (8 bits for vector registers, the SGPR code for scalar ones)."""
+    if type(value) is Reg:
+        return value.index
     value = value.reg if isinstance(value, Mod) else value
     if isinstance(value, Reg):
         return value.index
@@ -137,6 +184,8 @@ def _const(value: Any, ftype: str, width: int) -> _Src:
 
 
 def _src(value: Any, ftype: str, width: int) -> _Src:
+    if type(value) is Reg:                      # the common case first
+        return _Src(256 + value.index if value.cls in ("v", "a") else value.index)
     neg = abs_ = False
     if isinstance(value, Mod):
         neg, abs_, value = value.neg, value.abs, value.reg
@@ -205,12 +254,22 @@ class _Fields:
         return s.code if isinstance(s, _Src) else 0
 
 
-def encode(inst: Instruction, pc: int = 0, labels: dict[str, int] | None = None) -> bytes:
-    """The machine code of ``inst`` placed at byte address ``pc`` (``labels``: label name -> byte
-    address, for branches)."""
-    desc = inst.desc
+_SRC_FIELDS = frozenset(("src0", "src1", "src2", "ssrc0", "ssrc1", "soffset", "scale0", "scale1"))
+_Plan = tuple[str, int, _Entry, tuple[tuple[str, int, int, bool], ...], int]
+_PLANS: dict[tuple[int, str], tuple[Any, _Plan]] = {}
+
+
+def _plan(desc: Any, enc: str) -> _Plan:
+    """What an instruction's encoding takes from its table entry alone, worked out once per entry
+    and form: the family, the opcode, the opcode's entry, and per operand its field, its width in
+    registers, the width ``_src`` is given (2 for 64-bit operands) and whether it is a source field;
+    and the number of operands the encoding has."""
+    key = (id(desc), enc)
+    got = _PLANS.get(key)
+    if got is not None and got[0] is desc:
+        return got[1]
     target = desc.arch
-    fmt, enc = desc.fmt, inst.encoding
+    fmt = desc.fmt
     if fmt in ("VOP1", "VOP2", "VOPC"):
         family = fmt if enc in ("e32", "dpp") else "VOP3"
     elif fmt == "MAI":
@@ -218,36 +277,53 @@ def encode(inst: Instruction, pc: int = 0, labels: dict[str, int] | None = None)
         family = "VOP3PX2" if desc.name.startswith("v_mfma_scale_") else "VOP3P"
     else:
         family = fmt
-    names = _opcodes(target).get(family)
-    if names is None or desc.asm not in names:
+    found = _opcode(target, family, desc.asm)
+    if found is None:
         raise EncodeError(f"{desc.name}: no {family} opcode for {desc.asm} on {target}")
-    op, entry = names[desc.asm]
-    fields = _Fields()
-    ftype = desc.ftype
+    op, entry = found
+    layout = entry.ops
+    if family == "MUBUF" and "lds" in desc.fixed_mods:
+        layout = tuple(x for x in layout if x[0] != "vdata")      # LDS DMA: the data goes to LDS
     # isagen's operands, in assembly order, against the entry's fields (also in LLVM's text order;
     # '=' fields are fixed registers such as the vcc of a 32-bit compare, with nothing to encode)
-    layout = [(fld, file, n) for fld, file, n in entry.ops]
-    ops = list(inst.ops)
+    fields = tuple((fld, n, 2 if spec.width == 2 else n, fld in _SRC_FIELDS)
+                   for (fld, _file, n), spec in zip(layout, desc.operands))
+    plan: _Plan = (family, op, entry, fields, len(layout))
+    _PLANS[key] = (desc, plan)
+    return plan
+
+
+def encode(inst: Instruction, pc: int = 0, labels: dict[str, int] | None = None) -> bytes:
+    """The machine code of ``inst`` placed at byte address ``pc`` (``labels``: label name -> byte
+    address, for branches)."""
+    desc = inst.desc
+    enc = inst.encoding
+    family, op, entry, plan, n_layout = _plan(desc, enc)
+    ops = inst.ops
     if family == "SOPP" and not ops:
-        layout = []                  # s_waitcnt's fields are modifiers; s_endpgm's simm16 is 0
-    elif family == "MUBUF" and "lds" in desc.fixed_mods:
-        layout = [x for x in layout if x[0] != "vdata"]      # LDS DMA: the data goes to LDS
-    if len(layout) != len(ops):
+        n_layout = 0                 # s_waitcnt's fields are modifiers; s_endpgm's simm16 is 0
+    if n_layout != len(ops):
         raise EncodeError(f"{inst.render(False)}: {len(ops)} operands, the {family} encoding has "
-                          f"{len(layout)}")
-    for (fld, _file, n), spec, value in zip(layout, desc.operands, ops):
+                          f"{n_layout}")
+    fields = _Fields()
+    f = fields.f
+    ftype = desc.ftype
+    for (fld, _n, width, is_src), value in zip(plan, ops):
         if fld == "=":
             continue
-        if fld in ("src0", "src1", "src2", "ssrc0", "ssrc1", "soffset", "scale0", "scale1") \
-                and not isinstance(value, Label):
+        if is_src and not isinstance(value, Label):
             if fld == "soffset" and isinstance(value, _Off):
-                fields.f[fld] = _Src(0)
+                f[fld] = _Src(0)
                 continue
-            fields.src(fld, value, ftype, 2 if spec.width == 2 else n)
+            src = _src(value, ftype, width)
+            if src.literal is not None:
+                if fields.literal is not None and fields.literal != src.literal:
+                    raise EncodeError("two different literals in one instruction")
+                fields.literal = src.literal
+            f[fld] = src
         else:
-            fields.f[fld] = value
-    mods = inst.mods
-    words = _pack(family, op, entry, inst, fields, mods, enc, pc, labels)
+            f[fld] = value
+    words = _pack(family, op, entry, inst, fields, inst.mods, enc, pc, labels)
     data = struct.pack(f"<{len(words)}I", *words)
     if fields.literal is not None:
         data += struct.pack("<I", fields.literal)
@@ -321,8 +397,7 @@ def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods
         return [w0, w1] if enc == "dpp" else [w0]
     if family == "VOP3":
         srcs = [f.get(name) for name in ("src0", "src1", "src2")]
-        neg = sum(int(s.neg) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
-        abs_ = sum(int(s.abs) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        neg, abs_ = _neg_abs(srcs)
         vdst = _index(f["vdst"]) if "vdst" in f else 0
         clamp = _bits(mods, "clamp")
         omod = _bits(mods, "omod")
@@ -363,10 +438,11 @@ def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods
             hi = _bits(mods, "op_sel_hi")
         else:
             hi = _bits(mods, "op_sel_hi", 7) | (7 & ~((1 << nsrc) - 1))
-        neg_lo = _bits(mods, "neg_lo") | sum(int(s.neg) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+        src_neg, src_abs = _neg_abs(srcs)
+        neg_lo = _bits(mods, "neg_lo") | src_neg
         neg_hi = _bits(mods, "neg_hi")
         if entry.mix:            # v_fma_mix*: |x| is the neg_hi bit of its source
-            neg_hi |= sum(int(s.abs) << i for i, s in enumerate(srcs) if isinstance(s, _Src))
+            neg_hi |= src_abs
         w0 = (0x1A7 << 23 | op << 16 | _bits(mods, "clamp") << 15 | (hi >> 2 & 1) << 14 | opsel << 11
               | neg_hi << 8 | vdst)
         w1 = neg_lo << 29 | (hi & 3) << 27 | fl.code("src2") << 18 | fl.code("src1") << 9 | fl.code("src0")
@@ -412,6 +488,16 @@ def _pack(family: str, op: int, entry: Any, inst: Instruction, fl: _Fields, mods
     raise EncodeError(f"{inst.name}: the {family} encoding is not covered by isagen's encoder")
 
 
+def _neg_abs(srcs: list[Any]) -> tuple[int, int]:
+    """The neg and abs bits of the source fields (bit i: source i)."""
+    neg = abs_ = 0
+    for i, s in enumerate(srcs):
+        if isinstance(s, _Src):
+            neg |= int(s.neg) << i
+            abs_ |= int(s.abs) << i
+    return neg, abs_
+
+
 def _mai(op: int, inst: Instruction, fl: _Fields, mods: dict[str, Any]) -> list[int]:
     """An MFMA's word pair: AGPR/VGPR files of D/C (acc_cd) and of A and B (acc bits)."""
     f = fl.f
@@ -437,26 +523,52 @@ def program_size(items: Sequence[object]) -> int:
 
 def encode_items(items: Sequence[object]) -> bytes:
     """The ``.text`` bytes of an item list: instructions in order, labels at the address of the next
-    instruction, branches pointing at them."""
+    instruction, branches pointing at them.
+
+    Equal label-free instructions share their bytes (``Instruction.shared``), so each is encoded
+    once; they are encoded first, and their length is their size (checked against the table's
+    ``size`` wherever that is already known).  An instruction with a label operand (a branch)
+    takes the table's size for the layout and is encoded once every label has its address."""
     labels: dict[str, int] = {}
-    insts: list[tuple[Instruction, int]] = []      # each instruction with its size (computed once: not free)
+    parts: list[Any] = []              # bytes, or the branch instruction to encode at the end
+    branches: list[tuple[int, int, Instruction]] = []     # (index in parts, pc, instruction)
     pc = 0
     for item in items:
-        if isinstance(item, Label):
-            labels[item.name] = pc
-        elif isinstance(item, Instruction):
-            size = item.size
-            insts.append((item, size))
-            pc += size
-    out = bytearray()
-    for inst, size in insts:
-        sh = inst.shared
-        code = sh.code                 # equal label-free instructions encode alike, wherever they are
-        if code is None:
-            code = encode(inst, len(out), labels)
-            if not any(isinstance(op, Label) for op in inst.ops):
+        if isinstance(item, Instruction):
+            sh = item.shared
+            code = sh.code
+            if code is None:
+                if _has_label(item):
+                    size = item.size
+                    branches.append((len(parts), pc, item))
+                    parts.append(b"")
+                    pc += size
+                    continue
+                code = encode(item, pc, labels)
+                if sh.size is None:
+                    sh.size = len(code)
+                elif len(code) != sh.size:
+                    raise EncodeError(f"{item.render(False)}: encoded {len(code)} bytes, its size is {sh.size}")
                 sh.code = code
-        if len(code) != size:
-            raise EncodeError(f"{inst.render(False)}: encoded {len(code)} bytes, its size is {size}")
-        out += code
-    return bytes(out)
+            parts.append(code)
+            pc += len(code)
+        elif isinstance(item, Label):
+            labels[item.name] = pc
+    for i, at, inst in branches:
+        code = encode(inst, at, labels)
+        if len(code) != inst.size:
+            raise EncodeError(f"{inst.render(False)}: encoded {len(code)} bytes, its size is {inst.size}")
+        parts[i] = code
+    return b"".join(parts)
+
+
+_LABEL_KIND: dict[int, tuple[Any, bool]] = {}
+
+
+def _has_label(inst: Instruction) -> bool:
+    """Whether ``inst`` has a label operand (only a table entry with a label-kind operand can)."""
+    desc = inst.desc
+    got = _LABEL_KIND.get(id(desc))
+    if got is None or got[0] is not desc:
+        got = _LABEL_KIND[id(desc)] = (desc, any(spec.kind == "label" for spec in desc.operands))
+    return got[1] and any(isinstance(op, Label) for op in inst.ops)

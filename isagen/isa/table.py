@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from isagen.errors import ISAError
+from isagen.isa.defs_cache import load_yaml_file
 from isagen.isa.instruction import Instruction, Shared
 from isagen.isa.operands import (
     OFF,
@@ -76,6 +75,9 @@ _SPECIAL_WIDTH = {"vcc": 2, "exec": 2, "vcc_lo": 1, "vcc_hi": 1, "exec_lo": 1, "
 # addressable registers per lane / wave on gfx9: v0-v255, a0-a255, s0-s101 (VCC is s[106:107])
 _REG_LIMIT = {"v": 256, "a": 256, "s": 102}
 _FILE_NAME = {"v": "VGPR", "a": "AGPR", "s": "SGPR"}
+#: operand kind -> the register files a Reg for it may be in
+_ALLOWED_FILES = {"v": "v", "a": "a", "av": "va", "s": "s", "sgpr": "s", "vsrc": "vs", "ssrc": "s", "avc": "va",
+                  "soff": "s", "soffu": "s", "saddr": "s", "gaddr": "v", "mvaddr": "v"}
 
 # ----------------------------------------------------------------------------- operand specs
 
@@ -282,10 +284,23 @@ class InstrDef:
                 return i
         raise ISAError(f"{self.name} has no operand '{name}' (it has {', '.join(o.name for o in self.operands)})")
 
-    @property
+    @functools.cached_property
     def sources(self) -> tuple[OperandSpec, ...]:
         """Operands read as sources (not destinations), in order."""
         return tuple(o for o in self.operands if not o.is_def)
+
+    @functools.cached_property
+    def _facts(self) -> tuple[bool, bool, bool, tuple[tuple[int, str, int], ...]]:
+        """What ``make``'s checks ask of the definition alone: modifiers at all (s_waitcnt needs
+        one), whether any operand width depends on the modifiers, a ``gaddr`` operand, and the
+        sources that may be a literal (index, kind, width)."""
+        waitcnt = self.fmt == "SOPP" and self.name == "s_waitcnt"
+        widths = (self.mfma is not None and self.mfma.in_type == "f8f6f4") or any(
+            o.kind in ("mvaddr", "saddr") for o in self.operands)
+        gaddr = any(o.kind == "gaddr" for o in self.operands)
+        lits = tuple((i, o.kind, o.width) for i, o in enumerate(self.operands)
+                     if not o.is_def and o.kind in ("lit", "vsrc", "ssrc"))
+        return waitcnt, widths, gaddr, lits
 
     def is_dpp(self, mods: dict[str, Any]) -> bool:
         return bool(mods) and not _DPP_CONTROL_SET.isdisjoint(mods)
@@ -320,7 +335,17 @@ class InstrDef:
         return self.make(ops, mods, comment)
 
     def make(self, ops: Sequence[Any], mods: dict[str, Any], comment: str | None = None) -> Instruction:
-        key = _made_key(self, ops, mods)
+        if not mods and type(ops) is tuple:     # _made_key's common case, inline
+            types = tuple(map(type, ops))
+            if float in types:
+                key = _made_key(self, ops, mods)
+            elif Reg in types:
+                key = (id(self), tuple([(o.cls, o.index, o.count, o.sym, o.sym_base) if type(o) is Reg else o
+                                        for o in ops]), types, ())
+            else:
+                key = (id(self), ops, types, ())
+        else:
+            key = _made_key(self, ops, mods)
         made = None
         if key is not None:
             try:
@@ -331,10 +356,14 @@ class InstrDef:
             return Instruction(self, made[0], dict(made[1]), comment, made[3])
         if len(ops) != len(self.operands):
             raise ISAError(f"{self.name} takes {len(self.operands)} operands ({self.signature()}), got {len(ops)}")
-        mods = self._check_mods(mods)
-        widths = self._operand_widths(mods)
-        checked = tuple(self._check_operand(spec, value, widths.get(spec.name, spec.width))
-                        for spec, value in zip(self.operands, ops))
+        waitcnt, var_widths, _, _ = self._facts
+        mods = self._check_mods(mods) if mods or waitcnt else {}
+        if var_widths:
+            widths = self._operand_widths(mods)
+            checked = tuple([self._check_operand(spec, value, widths.get(spec.name, spec.width))
+                             for spec, value in zip(self.operands, ops)])
+        else:
+            checked = tuple([self._check_operand(spec, value, spec.width) for spec, value in zip(self.operands, ops)])
         self._check_combination(checked, mods)
         shared = Shared()
         if key is not None:
@@ -406,8 +435,19 @@ class InstrDef:
 
     # ------------------------------------------------------------------ operands
     def _check_operand(self, spec: OperandSpec, value: Any, width: int) -> Any:
-        where = f"{self.name}: operand {spec.name}"
         kind = spec.kind
+        if type(value) is Reg:          # the common case, checked as below without building messages
+            allowed = _ALLOWED_FILES.get(kind)
+            if allowed is not None and value.cls in allowed:
+                count = value.count
+                w = count if kind == "gaddr" and count in (1, 2) else width
+                if count == w and not value.index % _alignment(value.cls, w) \
+                        and value.index + count - 1 < _REG_LIMIT[value.cls]:
+                    return value
+        elif type(value) is int and (kind == "vsrc" or kind == "ssrc") and -(1 << 31) <= value < (1 << 32) \
+                and (width != 1 or self.ftype not in ("f16", "bf16", "i16")):
+            return value                # a 32-bit constant for a 32-bit (or wider) source: checked as below
+        where = f"{self.name}: operand {spec.name}"
         if isinstance(value, str) and value == "off":
             value = OFF
         if kind in ("imm", "simm16", "uimm16"):
@@ -479,8 +519,7 @@ class InstrDef:
             return value
         if not isinstance(reg, Reg):
             raise ISAError(f"{where} expects {spec.describe(width)}, got {value!r}")
-        allowed = {"v": "v", "a": "a", "av": "va", "s": "s", "sgpr": "s", "vsrc": "vs", "ssrc": "s", "avc": "va",
-                   "soff": "s", "soffu": "s", "saddr": "s", "gaddr": "v", "mvaddr": "v"}[kind]
+        allowed = _ALLOWED_FILES[kind]
         if reg.cls not in allowed:
             raise ISAError(f"{where} expects {spec.describe(width)}, got {_FILE_NAME[reg.cls]} {reg.physical()}")
         if kind == "gaddr" and reg.count in (1, 2):
@@ -498,9 +537,9 @@ class InstrDef:
     # ------------------------------------------------------------------ whole-instruction rules
     def _check_combination(self, ops: tuple[Any, ...], mods: dict[str, Any]) -> None:
         specs = self.operands
-        vals = dict(zip((s.name for s in specs), ops))
+        _, _, gaddr, lit_slots = self._facts
         # global addressing: the VGPR address is 64-bit without an SGPR base, a 32-bit offset with one
-        for spec, value in zip(specs, ops):
+        for spec, value in zip(specs, ops) if gaddr else ():
             if spec.kind == "gaddr":
                 saddr = next((v for s, v in zip(specs, ops) if s.kind == "saddr"), OFF)
                 need = 2 if isinstance(saddr, _Off) else 1
@@ -510,6 +549,7 @@ class InstrDef:
                     raise ISAError(f"{self.name}: operand {spec.name} must be {what}, got {value.physical()}")
         # register-file consistency
         if self.fmt == "MAI":
+            vals = dict(zip((s.name for s in specs), ops))
             dst, acc = vals["vdst"], vals["src2"]
             if isinstance(acc, Reg) and acc.cls != dst.cls:
                 raise ISAError(f"{self.name}: operand src2 ({acc.physical()}) and vdst ({dst.physical()}) must both "
@@ -520,8 +560,7 @@ class InstrDef:
                 raise ISAError(f"{self.name}: data operands must all be VGPRs or all AGPRs "
                                f"({', '.join(f'{n}={_FILE_NAME[c]}' for n, c in sorted(files))})")
         # constants: which encodings carry a literal dword, the constant bus
-        literals = {_literal_key(v) for s, v in zip(specs, ops)
-                    if not s.is_def and _is_literal(v, s.kind, s.width)}
+        literals = {_literal_key(ops[i]) for i, kind, width in lit_slots if _is_literal(ops[i], kind, width)}
         if self.is_dpp(mods):
             reasons = self.vop3_reasons(ops, mods)
             if reasons:
@@ -681,12 +720,7 @@ class ISATable:
 
 @functools.cache
 def _load_yaml(name: str) -> dict[str, Any]:
-    path = DEFS_DIR / name
-    if not path.exists():
-        return {}
-    with open(path) as f:
-        doc: dict[str, Any] = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    return doc
+    return load_yaml_file(DEFS_DIR / name)     # parsed once per file content (isagen.isa.defs_cache)
 
 
 def _expand(name: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -744,6 +778,8 @@ def _made_key(desc: InstrDef, ops: Sequence[Any], mods: dict[str, Any]) -> tuple
     else:
         mods_key = ()
     types = tuple(map(type, ops))
+    if Reg in types:                    # a register by its fields: tuples hash and compare in C
+        ops = tuple([(o.cls, o.index, o.count, o.sym, o.sym_base) if type(o) is Reg else o for o in ops])
     if float in types:                  # -0.0 == 0.0, but they are different constants
         return (id(desc), ops, types, mods_key, tuple(repr(o) for o in ops if type(o) is float))
     return (id(desc), ops, types, mods_key)

@@ -30,6 +30,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from isagen.isa.defs_cache import cache_root
+
 FORMAT = 2          # bump when the entry layout changes: older entries then simply miss (it is part of the key)
 ENTRY_FILES = ("kernel.co", "kernel.s")
 
@@ -40,12 +42,7 @@ class CacheWarning(UserWarning):
 
 def cache_dir() -> Path:
     """The cache root (created on first write, not here)."""
-    env = os.environ.get("ISAGEN_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg and os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"
-    return base / "isagen"
+    return cache_root()
 
 
 _SOURCE_HASH: str | None = None

@@ -25,7 +25,7 @@ the file as a whole differs from ld.lld's only in the ``.comment`` string and th
 symbols.
 
 An instruction the encoder does not cover raises ``isagen.isa.encoder.EncodeError``; the caller
-(``isagen.objects.toolchain.code_object``) then assembles that kernel with LLVM.
+(``isagen.objects.assembler.code_object``) then assembles that kernel with LLVM.
 """
 
 from __future__ import annotations

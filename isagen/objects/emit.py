@@ -67,9 +67,12 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     lds = _lds_symbols(program)
     # the register block's length does not depend on the line numbers it prints: item i of the
     # program is on line first + i, where first follows the register block, the LDS block and the label
-    n_regs = len(_register_symbols(program, lambda pos: 0))
+    allocations = program.allocations
+    n_regs = _register_block_length(allocations)
     first = len(out) + n_regs + len(lds) + 2
-    out += _register_symbols(program, lambda pos: first + min(pos, len(code) - 1))
+    block = _register_symbols(program, lambda pos: first + min(pos, len(code) - 1), allocations)
+    assert len(block) == n_regs, (len(block), n_regs)
+    out += block
     out += lds
     out.append(f"{program.name}:")
     out += code
@@ -82,12 +85,22 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _register_symbols(program: Program, line_of) -> list[str]:
+def _register_block_length(allocations) -> int:
+    """The number of lines ``_register_symbols`` gives (it does not depend on the line numbers in them):
+    the heading, a ``.set`` per named allocation, a heading and a line per scratch name, a blank."""
+    named = sum(1 for a in allocations if not a.scratch)
+    scratch_names = {a.name for a in allocations if a.scratch}
+    return 1 + named + (1 + len(scratch_names) if scratch_names else 0) + 1
+
+
+def _register_symbols(program: Program, line_of, allocations=None) -> list[str]:
     """The register block: one aligned ``.set`` per named allocation (in allocation order) with its
     range and where it is live (``line_of(position)``: the .s line of a program position); then one
     comment line per scratch name with how many allocations it had and the registers they used."""
-    named = [a for a in program.allocations if not a.scratch]
-    scratch = [a for a in program.allocations if a.scratch]
+    if allocations is None:
+        allocations = program.allocations
+    named = [a for a in allocations if not a.scratch]
+    scratch = [a for a in allocations if a.scratch]
     out = ["// register names: .set symbol, first register  // range, where it is live (.s lines)"]
     if named:
         w_sym = max(len(a.reg.sym or "") for a in named) + 1      # named allocations all have a symbol

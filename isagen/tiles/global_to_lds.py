@@ -68,6 +68,8 @@ class GlobalToLds:
         self.blocks_per_wave = blocks // self.waves
         self.voff: Reg | None = None           # per-lane global offsets, one VGPR per block (``setup``)
         self.m0_base: Reg | None = None        # this wave's first block, bytes into the tile (``setup``)
+        self._positions: dict = {}             # (j, wave) -> position(j, wave): asked once per DMA
+        self._lanes: dict = {}                 # (stage, j) -> every loader wave's lane addresses
 
     @property
     def block_bytes(self) -> int:
@@ -80,8 +82,12 @@ class GlobalToLds:
     # ------------------------------------------------------------------ the lane model
     def position(self, j: int, wave=None) -> lx.Expr:
         """Physical tile byte that lane writes in this wave's ``j``-th block."""
-        wave = self.wave if wave is None else lx.const(wave)
-        return (wave * self.blocks_per_wave + j) * self.block_bytes + lx.lane() * self.width
+        key = (j, wave)
+        pos = self._positions.get(key)
+        if pos is None:
+            w = self.wave if wave is None else lx.const(wave)
+            pos = self._positions[key] = (w * self.blocks_per_wave + j) * self.block_bytes + lx.lane() * self.width
+        return pos
 
     def coords(self, j: int, wave=None):
         """Logical ``(row, byte-within-row)`` each lane loads in block ``j``."""
@@ -127,7 +133,10 @@ class GlobalToLds:
 
     def _dma_op(self, stage: int, j: int, voff) -> Op:
         region = self.stages[stage]
-        lanes = [lx.evaluate(self.position(j, w) + region.offset) for w in range(self.waves)]
+        lanes = self._lanes.get((stage, j))
+        if lanes is None:      # the same for every tile into this stage
+            lanes = self._lanes[stage, j] = tuple(tuple(lx.evaluate(self.position(j, w) + region.offset).tolist())
+                                                  for w in range(self.waves))
 
         def f():
             inst = getattr(self.k, self.instruction)(voff, self.rsrc.regs, 0, offen=True, lanes=lanes,

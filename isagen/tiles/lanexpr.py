@@ -19,7 +19,7 @@ the 24-bit multiply and the tests can assert nothing wraps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -27,25 +27,41 @@ from isagen.isa.operands import VCC, Reg
 
 MASK32 = 0xFFFFFFFF
 
-
-def _cached_hash(self) -> int:
-    """Structural hash, computed once per node (expression trees are shared and deep)."""
-    h = self.__dict__.get("_hash")
-    if h is None:
-        h = hash((type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self)))
-        object.__setattr__(self, "_hash", h)
-    return h
+_LANE_IDS = np.arange(64, dtype=np.int64)
+_LANE_IDS.flags.writeable = False
 
 
 class Expr:
-    """A per-lane unsigned 32-bit value."""
+    """A per-lane unsigned 32-bit value.
 
-    __slots__ = ()
+    Nodes are immutable and compare structurally.  Each works out, once when it is made, what the
+    emitter and the simplifier ask at every level of deep, shared trees: its structural hash, its
+    upper bound ``hi`` (the value in every lane is at most this) and ``uniform`` (the same value in
+    every lane: computed in SGPRs)."""
 
-    @property
-    def hi(self) -> int:
-        """An upper bound of the value in every lane (each node kind computes its own)."""
-        raise NotImplementedError(f"{type(self).__name__} gives no upper bound")
+    __slots__ = ("_hash", "hi", "uniform", "closed", "_lanes")
+    _hash: int
+    hi: int
+    uniform: bool
+    closed: bool          # no Uniform or VReg inside: the lane values need no env
+    _lanes: Any           # evaluate's value of a closed node, once asked (never modified)
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, o) -> bool:
+        if self is o:
+            return True
+        if type(o) is not type(self):
+            return NotImplemented
+        return self._hash == o._hash and self._key() == o._key()
+
+    def __ne__(self, o) -> bool:
+        eq = self.__eq__(o)
+        return eq if eq is NotImplemented else not eq
 
     # --------------------------------------------------------------- building
     def __add__(self, o):
@@ -91,103 +107,127 @@ class Expr:
             raise ValueError(f"lane expressions take remainders by powers of two only, not {n}")
         return self & (n - 1)
 
-    @property
-    def uniform(self) -> bool:
-        """True when the value is the same in every lane (computed in SGPRs).  Worked out once per
-        node: the emitter asks at every level of deep, shared trees."""
-        u = self.__dict__.get("_uniform")
-        if u is None:
-            u = not any(isinstance(x, (Lane, VReg)) for x in self.walk())
-            object.__setattr__(self, "_uniform", u)
-        return bool(u)
-
     def walk(self):
         yield self
 
 
-@dataclass(frozen=True, eq=True)
 class Const(Expr):
-    __hash__ = _cached_hash
+    __slots__ = ("value",)
     value: int
 
-    @property
-    def hi(self) -> int:
-        return self.value
+    def __init__(self, value: int):
+        self.value = value
+        self.hi = value
+        self.uniform = True
+        self.closed = True
+        self._hash = hash(("Const", value))
+
+    def _key(self) -> tuple:
+        return (self.value,)
 
     def __repr__(self):
         return str(self.value)
 
 
-@dataclass(frozen=True, eq=True)
 class Lane(Expr):
-    __hash__ = _cached_hash
     """The lane id within the wave (0..63)."""
 
-    @property
-    def hi(self) -> int:
-        return 63
+    __slots__ = ()
+
+    def __init__(self):
+        self.hi = 63
+        self.uniform = False
+        self.closed = True
+        self._lanes = _LANE_IDS
+        self._hash = hash(("Lane",))
+
+    def _key(self) -> tuple:
+        return ()
 
     def __repr__(self):
         return "lane"
 
 
-@dataclass(frozen=True, eq=True)
 class Uniform(Expr):
-    __hash__ = _cached_hash
-    """A wave-uniform value held in an SGPR at run time (``reg``), or named only (numpy model)."""
+    """A wave-uniform value held in an SGPR at run time (``reg``), or named only (numpy model);
+    ``bound`` is an upper bound of the value (for the 24-bit multiply choice)."""
 
+    __slots__ = ("name", "bound", "reg")
     name: str
-    bound: int                 # an upper bound of the value (for the 24-bit multiply choice)
-    reg: Reg | None = None
+    bound: int
+    reg: Reg | None
 
-    @property
-    def hi(self) -> int:
-        return self.bound
+    def __init__(self, name: str, bound: int, reg: Reg | None = None):
+        self.name, self.bound, self.reg = name, bound, reg
+        self.hi = bound
+        self.uniform = True
+        self.closed = False
+        self._hash = hash(("Uniform", name, bound, reg))
+
+    def _key(self) -> tuple:
+        return (self.name, self.bound, self.reg)
 
     def __repr__(self):
         return self.name
 
 
-@dataclass(frozen=True, eq=True)
 class VReg(Expr):
-    __hash__ = _cached_hash
     """A per-lane value already in a VGPR (``reg``); the numpy model looks ``name`` up in the env."""
 
+    __slots__ = ("name", "reg", "bound")
     name: str
     reg: Reg
-    bound: int = MASK32
+    bound: int
 
-    @property
-    def hi(self) -> int:
-        return self.bound
+    def __init__(self, name: str, reg: Reg, bound: int = MASK32):
+        self.name, self.reg, self.bound = name, reg, bound
+        self.hi = bound
+        self.uniform = False
+        self.closed = False
+        self._hash = hash(("VReg", name, reg, bound))
+
+    def _key(self) -> tuple:
+        return (self.name, self.reg, self.bound)
 
     def __repr__(self):
         return self.name
 
 
-@dataclass(frozen=True, eq=True)
+def _bin_hi(op: str, a: Expr, b: Expr) -> int:
+    x, y = a.hi, b.hi
+    if op == "add":
+        return x + y
+    if op == "mul":
+        return x * y
+    if op == "and":
+        return min(x, y)
+    if op in ("or", "xor"):
+        return (1 << max(x, y).bit_length()) - 1
+    if op == "shl":
+        return x << y
+    if op == "shr":
+        return x >> _const(b)
+    raise AssertionError(op)
+
+
 class Bin(Expr):
-    __hash__ = _cached_hash
-    op: str                    # add mul and or xor shl shr
+    """``a op b``; op is one of add mul and or xor shl shr."""
+
+    __slots__ = ("op", "a", "b")
+    op: str
     a: Expr
     b: Expr
 
-    @property
-    def hi(self) -> int:
-        a, b = self.a.hi, self.b.hi
-        if self.op == "add":
-            return a + b
-        if self.op == "mul":
-            return a * b
-        if self.op == "and":
-            return min(a, b)
-        if self.op in ("or", "xor"):
-            return (1 << max(a, b).bit_length()) - 1
-        if self.op == "shl":
-            return a << b
-        if self.op == "shr":
-            return a >> _const(self.b)
-        raise AssertionError(self.op)
+    def __init__(self, op: str, a: Expr, b: Expr):
+        self.op, self.a, self.b = op, a, b
+        self.hi = a.hi + b.hi if op == "add" else _bin_hi(op, a, b)
+        self.uniform = a.uniform and b.uniform
+        self.closed = a.closed and b.closed
+        self._lanes = None
+        self._hash = hash(("Bin", op, a._hash, b._hash))    # the children's hashes, without a call each
+
+    def _key(self) -> tuple:
+        return (self.op, self.a, self.b)
 
     def walk(self):
         yield self
@@ -199,19 +239,25 @@ class Bin(Expr):
         return f"({self.a!r} {sym} {self.b!r})"
 
 
-@dataclass(frozen=True, eq=True)
 class Select(Expr):
-    __hash__ = _cached_hash
     """``a`` where ``x < y`` (unsigned), else ``b``."""
 
+    __slots__ = ("x", "y", "a", "b")
     x: Expr
     y: Expr
     a: Expr
     b: Expr
 
-    @property
-    def hi(self) -> int:
-        return max(self.a.hi, self.b.hi)
+    def __init__(self, x: Expr, y: Expr, a: Expr, b: Expr):
+        self.x, self.y, self.a, self.b = x, y, a, b
+        self.hi = max(a.hi, b.hi)
+        self.uniform = x.uniform and y.uniform and a.uniform and b.uniform
+        self.closed = x.closed and y.closed and a.closed and b.closed
+        self._lanes = None
+        self._hash = hash(("Select", x._hash, y._hash, a._hash, b._hash))
+
+    def _key(self) -> tuple:
+        return (self.x, self.y, self.a, self.b)
 
     def walk(self):
         yield self
@@ -250,39 +296,62 @@ def _const(e) -> int:
     return e.value
 
 
+_CONSTS: dict[int, Const] = {}
+
+
+def _int_const(v) -> Const:
+    """``Const(int(v))``, shared: nodes are immutable, and expressions use few distinct constants."""
+    v = int(v)
+    c = _CONSTS.get(v)
+    if c is None:
+        c = Const(v)
+        if len(_CONSTS) < 4096:
+            _CONSTS[v] = c
+    return c
+
+
 def _bin(op: str, a, b) -> Expr:
-    a, b = const(a), const(b)
-    if op in ("shl", "shr"):
-        _const(b)
-    if isinstance(a, Const) and isinstance(b, Const):
+    if not isinstance(a, Expr):
+        a = _int_const(a)
+    if not isinstance(b, Expr):
+        b = _int_const(b)
+    ac, bc = type(a) is Const, type(b) is Const
+    if op == "shl" or op == "shr":
+        if not bc:
+            _const(b)                      # raises
+        if ac:
+            return Const(_apply(op, a.value, b.value) & MASK32)
+        n = b.value
+        if n == 0:
+            return a
+        if op == "shr" and a.hi >> n == 0:
+            return Const(0)
+        return Bin(op, a, b)
+    if ac and bc:
         return Const(_apply(op, a.value, b.value) & MASK32)
     # identities keep the emitted code short
-    if op in ("add", "or", "xor"):
-        if isinstance(b, Const) and b.value == 0:
+    if op == "add" or op == "or" or op == "xor":
+        if bc and b.value == 0:
             return a
-        if isinstance(a, Const) and a.value == 0:
+        if ac and a.value == 0:
             return b
-    if op in ("shl", "shr") and b.value == 0:
-        return a
-    if op == "mul":
-        for x, y in ((a, b), (b, a)):
-            if isinstance(y, Const):
+    elif op == "mul":
+        for x, y, yc in ((a, b, bc), (b, a, ac)):
+            if yc:
                 if y.value == 0:
                     return Const(0)
                 if y.value == 1:
                     return x
                 if y.value & (y.value - 1) == 0:
                     return _bin("shl", x, y.value.bit_length() - 1)
-    if op == "and":
-        for x, y in ((a, b), (b, a)):
-            if isinstance(y, Const) and y.value == 0:
+    elif op == "and":
+        for x, y, yc in ((a, b, bc), (b, a, ac)):
+            if yc and y.value == 0:
                 return Const(0)
-            if isinstance(y, Const) and x.hi <= y.value and y.value & (y.value + 1) == 0:
+            if yc and x.hi <= y.value and y.value & (y.value + 1) == 0:
                 return x                   # masking with all-ones above the value's bound
-    if op == "shr" and a.hi >> b.value == 0:
-        return Const(0)
     # canonical order for commutative ops: constants right (VOP2 wants the VGPR in src1)
-    if op in ("add", "mul", "and", "or", "xor") and isinstance(a, Const):
+    if ac:
         a, b = b, a
     return Bin(op, a, b)
 
@@ -319,30 +388,52 @@ def bind(expr, regs: dict):
 # ------------------------------------------------------------------------------ numpy evaluation
 def evaluate(expr, env: dict | None = None) -> np.ndarray:
     """The 64 lane values (int64 array) of ``expr``; ``env`` maps uniform names to ints."""
-    return _ev(const(expr), env or {}, {}).copy()
+    v = _ev(const(expr), env or {}, {})
+    if isinstance(v, int):
+        return np.full(64, v, np.int64)
+    return v.copy()
 
 
-def _ev(e, env: dict, memo: dict) -> np.ndarray:
+def _ev(e, env: dict, memo: dict):
     """evaluate's recursion (a module function: a recursive closure would be a cycle, left with its
-    memo for the cyclic collector after every call)."""
-    key = id(e)
-    if key in memo:
-        return memo[key]
-    if isinstance(e, Const):
-        v = np.full(64, e.value, np.int64)
-    elif isinstance(e, Lane):
-        v = np.arange(64, dtype=np.int64)
-    elif isinstance(e, (Uniform, VReg)):
+    memo for the cyclic collector after every call).  A value the same in every lane stays a Python
+    int (numpy broadcasts it where it meets a lane array): the arithmetic, then the 32-bit mask, gives
+    the same low 32 bits either way.  A node with no env inputs keeps its value (read-only), for the
+    next expression that shares it."""
+    t = type(e)
+    if t is Const:
+        return e.value
+    if e.closed:
+        v = e._lanes
+        if v is not None:
+            return v
+    else:
+        key = id(e)
+        v = memo.get(key)
+        if v is not None:
+            return v
+    if t is Bin:
+        v = _apply(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo)) & MASK32
+    elif t is Uniform or t is VReg:
         if e.name not in env:
             raise KeyError(f"lane expression needs a value for '{e.name}'")
-        v = np.broadcast_to(np.asarray(env[e.name], dtype=np.int64), (64,)).copy()
-    elif isinstance(e, Bin):
-        v = _apply(e.op, _ev(e.a, env, memo), _ev(e.b, env, memo)) & MASK32
-    elif isinstance(e, Select):
-        v = np.where(_ev(e.x, env, memo) < _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
+        v = env[e.name]
+        if type(v) is not int or not -(1 << 63) <= v < (1 << 63):     # an int: kept as one (see above)
+            v = np.broadcast_to(np.asarray(v, dtype=np.int64), (64,)).copy()
+    elif t is Select:
+        x, y, a, b = (_ev(e.x, env, memo), _ev(e.y, env, memo), _ev(e.a, env, memo), _ev(e.b, env, memo))
+        if isinstance(x, int) and isinstance(y, int):
+            v = a if x < y else b
+        else:
+            v = np.where(x < y, a, b)
     else:
         raise TypeError(e)
-    memo[key] = v
+    if e.closed:
+        if not isinstance(v, int):
+            v.flags.writeable = False
+        e._lanes = v
+    else:
+        memo[key] = v
     return v
 
 
@@ -372,7 +463,7 @@ class Emitter:
             dst = self.k.vgpr(1, "lane_expr", scratch=True)
             self.owned.append(dst)
         src = self._value(expr, why, top=dst)
-        if src != dst:
+        if src is not dst and src != dst:
             self._mov(dst, src, why)
         if given and len(self.owned) > self.max_temps:
             self.free()
@@ -404,20 +495,22 @@ class Emitter:
         self.owned.append(r)
         return r
 
-    def _value(self, e: Expr, why, top: Reg | None = None):
+    def _value(self, e: Any, why, top: Reg | None = None):     # Any: dispatched on type(e), which mypy does not narrow
         """A register (VGPR or SGPR) or an int constant holding ``e``."""
-        if isinstance(e, Const):
+        t = type(e)
+        if t is Const:
             return e.value
-        if isinstance(e, Lane):
+        if t is Lane:
             return self.lane_reg
-        if isinstance(e, VReg):
+        if t is VReg:
             return e.reg
-        if isinstance(e, Uniform):
+        if t is Uniform:
             if e.reg is None:
                 raise ValueError(f"uniform '{e.name}' has no register")
             return e.reg
-        if e in self.cache:
-            return self.cache[e]
+        reg = self.cache.get(e)
+        if reg is not None:
+            return reg
         if e.uniform:
             reg = self._salu(e, why)
         else:

@@ -36,8 +36,10 @@ def _bytes_of(tensor) -> np.ndarray:
 
 
 def sanitize_enabled() -> bool:
-    """The emulator's sanitizer is on unless ``ISAGEN_EMU_SANITIZE`` is 0/off/false (it costs ~2x)."""
-    value = os.environ.get("ISAGEN_EMU_SANITIZE", "1").strip().lower()
+    """The emulator's sanitizer is on unless ``ISAGEN_EMU_SANITIZE`` is 0/off/false (it costs ~2x); unset,
+    it is off on the cuda engine (``ISAGEN_EMU_DEVICE=cuda``), which does not run it."""
+    default = "0" if os.environ.get("ISAGEN_EMU_DEVICE", "cpu").strip().lower() == "cuda" else "1"
+    value = os.environ.get("ISAGEN_EMU_SANITIZE", default).strip().lower()
     if value in ("0", "off", "false", "no"):
         return False
     if value in ("1", "on", "true", "yes", ""):

@@ -14,10 +14,10 @@ import numpy as np
 from isagen.errors import LaunchError
 from isagen.runtime.emu import wide
 from isagen.runtime.emu import xp as X
+from isagen.runtime.emu.arena import ARENA_BASE
 from isagen.runtime.emu.dispatch import Module
 from isagen.targets import DEFAULT_TARGET, get_target
 
-ARENA_BASE = 0x7F00_0000_0000      # fits in the 48-bit base of a buffer resource
 ALIGN = 256
 GUARD = 256
 

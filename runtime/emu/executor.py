@@ -195,10 +195,11 @@ MFMA_RUN_CHUNK = 32
 def _fuse_mfma_runs(steps: list[CompiledStep]) -> list:
     """The block's handlers, with each run of consecutive MFMAs the native kernel takes as one handler
     that runs the whole run chunk by chunk of waves (all the run's MFMAs for waves 0..31, then for
-    32..63, ...) instead of MFMA by MFMA over all waves.  The same results: an MFMA reads and writes
-    only its own wave's registers, and each wave still executes the run in program order.  With the
-    sanitizer on, each MFMA's checks (``fn.san_checks``: they read no register value) run first, in
-    program order, then the run's arithmetic."""
+    32..63, ...; the chunks spread over the kernel's threads, native.py) instead of MFMA by MFMA over
+    all waves.  The same results: an MFMA reads and writes only its own wave's registers, and each
+    wave still executes the run in program order.  With the sanitizer on, each MFMA's checks
+    (``fn.san_checks``: they read no register value) run first, in program order, then the run's
+    arithmetic."""
     fns: list = []
     run: list[CompiledStep] = []
 
@@ -226,7 +227,7 @@ def _mfma_run(steps: list[CompiledStep]):
     checks_ok = all(c is not None for c in checks) if any(c is not None for c in checks) else None
 
     def fused(st, ws):
-        if ws is ALL and st.W > MFMA_RUN_CHUNK:
+        if ws is ALL:
             plan = st.native_calls.get(id(fused))      # per batch: the calls point into its registers
             if plan is None:
                 calls = [s.native_call(st) for s in steps]

@@ -109,7 +109,8 @@ instructions gather A's rows in D-register order, so their products need no furt
 over 256 waves run in 256-wave chunks.  About 3 us per 32x32x8 wave-MFMA (1.7 us for 16x16x16) at
 64+ waves on one core of the development machine.  Not thread-safe (scratch buffers are reused).
 The f32-result MFMAs with bf16/f16/fp8/bf8 inputs of the gfx9 layout run instead in the C kernel of
-native.py when it can be built (``_run_native``; same bits, ~1.1-2 us per 32x32x8 wave-MFMA here);
+native.py when it can be built (``_run_native``, and the fused runs of ``native_call``/``run_plan``/
+``call_run``; same bits, ~0.5 us of one core per 32x32x8 wave-MFMA here, on several threads);
 tests/runtime/emu/test_emu_engine.py compares the two paths bit for bit.
 """
 
@@ -573,7 +574,7 @@ def _block_scales(s: MfmaSpec, scale, opsel: int, rows: int, W: int, which: str)
     e = (reg >> np.uint32(8 * int(opsel))) & np.uint32(0xFF)
     kb = s.k // 32
     lane = (np.arange(kb)[None, :] * rows + np.arange(rows)[:, None])       # [rows, kb]
-    return _E8M0[e[:, lane]]
+    return X.from_host(_E8M0)[e[:, lane]]       # (the table on the engine's device)
 
 
 def validate(name: str, target, cbsz: int = 0, abid: int = 0, blgp: int = 0) -> MfmaSpec:
@@ -601,6 +602,9 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     W = a.shape[1]
     if _native_ok(s, a_kind, b_kind) and X.active() == "cpu" and native.available():
         return _run_native(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out)
+    if _native_ok(s, a_kind, b_kind) and X.active() == "cuda":      # one CUDA kernel (cuda_kernels.py)
+        from isagen.runtime.emu import cuda_kernels
+        return cuda_kernels.mfma_f32(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out, layout)
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
                     opsel_a, opsel_b, out)
@@ -713,28 +717,33 @@ def _lut32(kind: str, target: str) -> np.ndarray:
 @lru_cache(maxsize=512)
 def _native_offsets(name: str, cbsz: int, abid: int, blgp: int, eb: int, a_st: tuple, b_st: tuple,
                     c_st: tuple, d_st: tuple):
-    """Per-wave element offsets of A/B (in input elements) and of C/D (in words) for given strides."""
+    """The tables of the native kernel's record (native.py) for given operand strides (bytes; lanes 4
+    bytes apart in A, B and D, 0 or 4 in C): per (block, k) the element offsets of A's rows i and B's
+    columns j inside a wave and whether they are consecutive lanes (the kernel then reads them as
+    words), and per (block, i) the word offsets of C's and D's row (j steps one lane)."""
     s = SPECS[name]
     lay = layout(name, cbsz, abid, blgp)
     per = 4 // eb
 
-    def offs(idx: np.ndarray, st: tuple) -> np.ndarray:
-        word, rest = np.divmod(idx.ravel(), 64 * per)
+    def offs(idx: np.ndarray, st: tuple) -> tuple[np.ndarray, int]:
+        word, rest = np.divmod(idx, 64 * per)        # idx [blocks, K, rows]: per-wave flat [word][lane][sub]
         lane, sub = np.divmod(rest, per)
-        return np.ascontiguousarray(word * (st[0] // eb) + lane * (st[2] // eb) + sub, dtype=np.int64)
+        off = np.ascontiguousarray(word * (st[0] // eb) + lane * (st[2] // eb) + sub, dtype=np.int64)
+        step = np.arange(idx.shape[2], dtype=np.int64) * per
+        contig = st[2] == 4 and bool((off - off[:, :, :1] == step).all())
+        return off, int(contig)
 
-    order = _d_row_order(s)
-    if order is not None:                # products in D order (see _Plan)
-        lay = Layout(lay.a_idx[:, order, :], lay.b_idx, lay.d_src)
-    words = np.arange(s.c_regs * 64) // 64
-    lanes = np.arange(s.c_regs * 64) % 64
-    c_off = np.ascontiguousarray(words * (c_st[0] // 4) + lanes * (c_st[2] // 4), dtype=np.int64)
-    d_off = np.ascontiguousarray(words * (d_st[0] // 4) + lanes * (d_st[2] // 4), dtype=np.int64)
-    scratch = (np.empty(s.blocks * s.m * s.k), np.empty(s.blocks * s.k * s.n),
-               np.empty(native.CHUNK * s.blocks * s.m * s.n))
-    d_order = order is not None and d_st[2] == 4 and c_st[2] in (0, 4)
-    return (offs(lay.a_idx, a_st), offs(lay.b_idx, b_st), c_off, d_off,
-            np.ascontiguousarray(lay.d_src, dtype=np.int64), scratch, d_order)
+    a_off, a_contig = offs(lay.a_idx.transpose(0, 2, 1), a_st)
+    b_off, b_contig = offs(lay.b_idx, b_st)
+    # where D[b][i][0] is: D's words hold j = 0..N-1 of a row in consecutive lanes
+    flat = np.empty(s.blocks * s.m * s.n, np.int64)
+    flat[lay.d_src] = np.arange(lay.d_src.size)
+    where = flat.reshape(s.blocks * s.m, s.n)
+    assert (where - where[:, :1] == np.arange(s.n)).all(), name
+    word, lane = np.divmod(where[:, 0], 64)
+    c_row = np.ascontiguousarray(word * (c_st[0] // 4) + lane * (c_st[2] // 4), dtype=np.int64)
+    d_row = np.ascontiguousarray(word * (d_st[0] // 4) + lane, dtype=np.int64)
+    return a_off, a_contig, b_off, b_contig, c_row, d_row
 
 
 def _operand(x: np.ndarray, eb: int) -> np.ndarray:
@@ -743,6 +752,23 @@ def _operand(x: np.ndarray, eb: int) -> np.ndarray:
     if any(st % 4 for st in x.strides) or x.strides[2] != 4:
         x = np.ascontiguousarray(x)
     return x
+
+
+def _record(s: MfmaSpec, t: str, a, b, c32, out, a_kind: str, b_kind: str, cbsz: int, abid: int, lay_blgp: int):
+    """The native kernel's record for one MFMA over the waves of ``a``/``b``/``c32``/``out`` (uint32 views
+    with the wave as axis 1; lanes 4 bytes apart, 0 or 4 in ``c32``), and what its addresses point into."""
+    eb = _NATIVE_KINDS[a_kind]
+    a_off, a_contig, b_off, b_contig, c_row, d_row = _native_offsets(
+        s.name, cbsz, abid, lay_blgp, eb, a.strides, b.strides, c32.strides, out.strides)
+    lut_a, lut_b = _lut32(a_kind, t), _lut32(b_kind, t)
+    adr = native.address
+    rec = np.zeros(native.REC, np.int64)
+    rec[:29] = (3 if a_kind == b_kind == "bf16" else eb, s.blocks, s.m, s.n, s.k,
+                adr(a), a.strides[1], adr(a_off), a_contig, adr(b), b.strides[1], adr(b_off), b_contig,
+                adr(lut_a), adr(lut_b), adr(c32), c32.strides[1], adr(c_row), int(c32.strides[2] != 0),
+                adr(out), out.strides[1], adr(d_row),
+                a.shape[0], a.strides[0], b.shape[0], b.strides[0], s.c_regs, c32.strides[0], out.strides[0])
+    return rec, (a, b, c32, out, a_off, b_off, c_row, d_row, lut_a, lut_b)
 
 
 def _run_native(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out):
@@ -761,27 +787,21 @@ def _run_native(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, lay_bl
         res = _run_native(s, t, a, b, c32, a_kind, b_kind, cbsz, abid, lay_blgp, None)
         out[...] = res
         return out
-    a_off, b_off, c_off, d_off, d_src, scratch, d_order = _native_offsets(
-        s.name, cbsz, abid, lay_blgp, eb, a.strides, b.strides, c32.strides, out.strides)
-    code = 3 if a_kind == b_kind == "bf16" else eb
-    native.mfma_f32(W, s.blocks, s.m, s.n, s.k, code,
-                    a, a.strides[1] // eb, a_off, b, b.strides[1] // eb, b_off,
-                    _lut32(a_kind, t), _lut32(b_kind, t),
-                    c32, c32.strides[1] // 4, c_off, out, out.strides[1] // 4, d_off, d_src,
-                    out.strides[0] // 4 if d_order else -1, c32.strides[0] // 4, int(c32.strides[2] != 0), scratch)
+    rec, _keep = _record(s, t, a, b, c32, out, a_kind, b_kind, cbsz, abid, lay_blgp)
+    native.run(rec[None], W, 32)
     return out
 
 
 def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, blgp: int = 0):
-    """The native kernel's arguments for one MFMA over the waves of ``a``/``b``/``c``/``out`` (views with
-    the wave as axis 1, ``out`` not overlapping A or B), for :func:`run_plan`; None where the MFMA or
-    the arrays need the general path (``mfma()``).  Same bits as ``mfma(..., out=out)``."""
+    """The native kernel's record for one MFMA over the waves of ``a``/``b``/``c``/``out`` (views with
+    the wave as axis 1, ``out`` not overlapping A or B) and the arrays it points into, for
+    :func:`run_plan`; None where the MFMA or the arrays need the general path (``mfma()``).  Same bits
+    as ``mfma(..., out=out)``."""
     t = _target_name(target)
     s = spec(name, t)
     a_kind, b_kind, cbsz, abid, lay_blgp = _check_modifiers(s, cbsz, abid, blgp)
     if not (_native_ok(s, a_kind, b_kind) and X.active() == "cpu" and native.available()):
         return None
-    eb = _NATIVE_KINDS[a_kind]
     W = a.shape[1]
     c32 = np.broadcast_to(np.asarray(c, dtype=np.uint32), (s.c_regs, W, 64))
     arrays = (a, b, c32, out)
@@ -790,37 +810,19 @@ def native_call(name: str, target, a, b, c, out, cbsz: int = 0, abid: int = 0, b
         return None
     if np.may_share_memory(c32, out) and (native.address(c32) != native.address(out) or c32.strides != out.strides):
         return None
-    a_off, b_off, c_off, d_off, d_src, scratch, d_order = _native_offsets(
-        s.name, cbsz, abid, lay_blgp, eb, a.strides, b.strides, c32.strides, out.strides)
-    code = 3 if a_kind == b_kind == "bf16" else eb
-    adr = native.address
-    args = [W, s.blocks, s.m, s.n, s.k, code, adr(a), a.strides[1] // eb, adr(a_off), adr(b), b.strides[1] // eb,
-            adr(b_off), adr(_lut32(a_kind, t)), adr(_lut32(b_kind, t)), adr(c32), c32.strides[1] // 4, adr(c_off),
-            adr(out), out.strides[1] // 4, adr(d_off), adr(d_src), d_src.size,
-            out.strides[0] // 4 if d_order else -1, c32.strides[0] // 4, int(c32.strides[2] != 0),
-            adr(scratch[0]), adr(scratch[1]), adr(scratch[2])]
-    # byte step per wave of the four operand pointers (argument positions 6, 9, 14, 17)
-    steps = ((6, a.strides[1]), (9, b.strides[1]), (14, c32.strides[1]), (17, out.strides[1]))
-    keep = (arrays, a_off, b_off, c_off, d_off, d_src, scratch)      # what the addresses point into
-    return args, steps, keep
+    return _record(s, t, a, b, c32, out, a_kind, b_kind, cbsz, abid, lay_blgp)
 
 
 def run_plan(calls: list) -> np.ndarray:
-    """The records of :func:`native.run` for a run of :func:`native_call` results (kept alive by the
-    caller together with the calls)."""
-    rec = np.zeros((len(calls), 32), np.int64)
-    for m, (args, steps, _) in enumerate(calls):
-        rec[m, :28] = args
-        rec[m, 28:] = [st for _, st in steps]
-    return rec
+    """The records of a run of :func:`native_call` results, for :func:`call_run` (the caller keeps the
+    calls alive with it: the records hold addresses into their arrays)."""
+    return np.stack([rec for rec, _ in calls])
 
 
 def call_run(rec: np.ndarray, W: int, chunk: int) -> None:
-    """Run the MFMAs of ``rec`` (:func:`run_plan`) over waves 0..W, ``chunk`` waves at a time, in one
-    native call."""
-    lib = native.library()
-    assert lib is not None
-    lib.mfma_run(rec.shape[0], native.address(rec), W, chunk)
+    """Run the MFMAs of ``rec`` (:func:`run_plan`) in program order for each of the waves 0..W-1,
+    ``chunk`` waves at a time, in one native call (on several threads where the work is large)."""
+    native.run(rec, W, chunk)
 
 
 for _f in (layout, _plan, _decode_table, _lut32, _native_offsets):

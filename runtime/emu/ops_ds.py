@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
     from isagen.runtime.emu.xp import np
 
+from isagen.runtime.emu import cuda_kernels, wide
 from isagen.runtime.emu import report as R
-from isagen.runtime.emu import wide
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, vwrite_masked
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import M0
@@ -219,7 +220,14 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
         ai = la.ai
         ndw = size // 4
 
+        # the cuda engine: one kernel (cuda_kernels.py) when the destinations leave the address alone
+        fast = ai is not None and not di <= ai < di + 2 * ndw
+
         def h2(st, ws):
+            if fast and st.san is None and X.active() == "cuda":
+                if cuda_kernels.ds_read2(st, ws, ai, di, o0, o1, size):     # out of range: report them
+                    _pair_addresses(st, inst, ws, ai, o0, o1, st.EXEC[ws], size)
+                return
             e = st.EXEC[ws]
             a0, a1, m0, m1 = _pair_addresses(st, inst, ws, ai, o0, o1, e, size)
             if st.san is not None:
@@ -257,7 +265,14 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     ai, off = la.ai, la.offset
     ndw = max(size // 4, 1)
 
+    # the cuda engine: one kernel (cuda_kernels.py) for whole dwords when the destination leaves the address
+    fast = size >= 4 and d16 is None and ai is not None and not di <= ai < di + ndw
+
     def h(st, ws):
+        if fast and st.san is None and X.active() == "cuda":
+            if cuda_kernels.ds_read2(st, ws, ai, di, off, 0, size, npair=1):     # out of range: report them
+                _lds_check(st, inst, ws, st.V[ai, ws].astype(I64) + off, st.EXEC[ws], size)
+            return
         e = st.EXEC[ws]
         a = st.V[ai, ws].astype(I64) + off
         m = _lds_check(st, inst, ws, a, e, size)

@@ -17,10 +17,21 @@ if TYPE_CHECKING:
 else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
     from isagen.runtime.emu.xp import np
 
+from isagen.runtime.emu import cuda_kernels
 from isagen.runtime.emu import numerics as nx
 from isagen.runtime.emu import report as R
-from isagen.runtime.emu.access import PRIVATE_BASE, SHARED_BASE, CompileError, is_vreg, read32, read64, vwrite_masked
-from isagen.runtime.emu.ops_ds import lds_bytes_rw
+from isagen.runtime.emu import xp as X
+from isagen.runtime.emu.access import (
+    PRIVATE_BASE,
+    SHARED_BASE,
+    CompileError,
+    is_sreg,
+    is_vreg,
+    read32,
+    read64,
+    vwrite_masked,
+)
+from isagen.runtime.emu.ops_ds import _lds_check, lds_bytes_rw
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import EXEC_LO, M0
 from isagen.targets import get_target
@@ -455,6 +466,13 @@ def _buffer_address(vm: VMem, ctx):
         inr_str = (index < num[:, None])[..., None] & np.ones((1, 1, ncomp), bool)
         inrange = np.where(raw, inr_raw, inr_str)
         return "global", addr, inrange
+    so_op = ops.get("soffset")
+    if so_op is None or so_op.kind in ("const", "literal", "imm") or (is_sreg(so_op) and so_op.reg.code < 128):
+        # the cuda engine's kernel of the same (cuda_kernels.buffer_addr): soffset a constant or an SGPR
+        const = 0 if so_op is None or so_op.kind == "reg" else \
+            (so_op.value if so_op.kind == "imm" else so_op.const_bits("b32")) & 0xFFFFFFFF
+        code = so_op.reg.code if so_op is not None and so_op.kind == "reg" else -1
+        f.cuda_buffer = (rs, vi, offen, idxen, inst_off, code, const)      # type: ignore[attr-defined]
     return f
 
 
@@ -550,6 +568,17 @@ def _lane_addresses(addr_fn, st, ws):
     return space, np.broadcast_to(addr, (e.shape[0], 64)), inrange, e
 
 
+def _cuda_addresses(addr_fn, st, ws, size: int, fast: bool = True):
+    """_lane_addresses plus the counters of the cuda engine's MUBUF address kernel: a MUBUF access of the
+    cuda engine computes its addresses and range checks in one kernel (cuda_kernels.buffer_addr) and
+    leaves EXEC (None) to the kernel that follows (``fast``: the caller runs one)."""
+    desc = getattr(addr_fn, "cuda_buffer", None)
+    if fast and desc is not None and st.san is None and X.active() == "cuda":
+        addr, inrange, cnt = cuda_kernels.buffer_addr(st, ws, desc, size)
+        return "global", addr, inrange, None, cnt
+    return (*_lane_addresses(addr_fn, st, ws), None)
+
+
 def _load_handler(vm: VMem, addr_fn, ctx):
     dst = _data_dst(vm)
     di = ctx.vindex(dst.reg)
@@ -557,7 +586,19 @@ def _load_handler(vm: VMem, addr_fn, ctx):
     ncomp = max(size // 4, 1)
 
     def h(st, ws):
-        space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
+        space, addr, inrange, e, cnt = _cuda_addresses(addr_fn, st, ws, size, size >= 4)
+        if space == "global" and size >= 4 and st.san is None and X.active() == "cuda":
+            bad, got, swz = cuda_kernels.vmem_load(st, ws, di, size, addr, inrange, cnt)      # one kernel
+            st.run.global_access(size, got, write=False)
+            if swz:                   # the array code reports the swizzled resource
+                addr_fn(st, ws)
+            if bad:                   # report the accesses out of every allocation (D is written)
+                e = st.EXEC[ws]
+                if inrange is not None:
+                    _check_comps(st, vm, ws, addr, e[..., None] & inrange, "load")
+                else:
+                    _check_global(st, vm, ws, addr, e, size, "load")
+            return
         n = e.shape[0]
         mem = st.run.memory
         if space == "scratch":
@@ -645,7 +686,21 @@ def _lds_dma_handler(vm: VMem, addr_fn, ctx):
     inst = vm.inst
 
     def h(st, ws):
-        space, addr, inrange, e = _lane_addresses(addr_fn, st, ws)
+        space, addr, inrange, e, cnt = _cuda_addresses(addr_fn, st, ws, size)
+        if st.san is None and X.active() == "cuda":        # one kernel (cuda_kernels.py)
+            g_bad, l_bad, got, put, swz = cuda_kernels.lds_dma(st, ws, size, addr, inrange, add_off, stride, cnt)
+            st.run.global_access(size, got, write=False)
+            st.run.lds_bytes_written += put
+            if swz:           # the array code reports the swizzled resource
+                addr_fn(st, ws)
+            if g_bad or l_bad:          # report what the kernel found (its data is written)
+                e = st.EXEC[ws]
+            if g_bad:
+                _check_global(st, vm, ws, addr, e if inrange is None else e & inrange.any(-1), size, "LDS-DMA load")
+            if l_bad:
+                m0 = (st.S[M0, ws] & U32(0x3FFFF)).astype(np.int64)
+                _lds_check(st, inst, ws, m0[:, None] + add_off + stride * np.arange(64)[None, :], e, size)
+            return
         mem = st.run.memory
         act = e if inrange is None else e & inrange.any(-1)
         okg = _check_global(st, vm, ws, addr, act, size, "LDS-DMA load")

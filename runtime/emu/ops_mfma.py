@@ -10,7 +10,9 @@ if TYPE_CHECKING:
 else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
     from isagen.runtime.emu.xp import np
 
+from isagen.runtime.emu import cuda_kernels
 from isagen.runtime.emu import mfma as M
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, is_vreg, read32
 from isagen.runtime.emu.steps import CompiledStep
 from isagen.runtime.emu.wave import ALL
@@ -65,7 +67,17 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
 
     # ws: every wave (ALL), a contiguous range of them (a chunk of a fused MFMA run, executor.py) or
     # an index array (a group of waves that branched apart; the fancy-indexed operands are copies)
+    # the cuda engine: one kernel in place in the register file (cuda_kernels.mfma_rows), also for a
+    # group of waves that branched apart (no gathered copies of the operands)
+    kinds = M._check_modifiers(spec, cbsz, abid, blgp)
+    cuda_fast = in_place and not spec.scaled and M._native_ok(spec, kinds[0], kinds[1])
+    ci = ctx.vindex(c.reg, nc) if is_vreg(c) else None
+    cconst = None if ci is not None else const
+
     def h(st, ws):
+        if cuda_fast and X.active() == "cuda":
+            cuda_kernels.mfma_rows(st, ws, spec, target, kinds, ai, bi, ci, cconst, di, M.layout)
+            return
         A = st.V[ai:ai + na, ws]
         B = st.V[bi:bi + nb, ws]
         C = read_c(st, ws)

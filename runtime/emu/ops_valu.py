@@ -763,8 +763,11 @@ def _class_mask(x, mask):
     zero = (exp == 0) & (mant == 0)
     den = (exp == 0) & (mant != 0)
     norm = (exp != 0) & (exp != expmask)
-    cls = np.select([nan & ~quiet, nan & quiet, inf & neg, norm & neg, den & neg, zero & neg, zero & ~neg,
-                     den & ~neg, norm & ~neg, inf & ~neg], list(range(10)), 0)
+    # the classes exclude each other and cover every value: the class number is the sum (np.select's
+    # choice list of Python ints is numpy's only, not CuPy's)
+    conds = [nan & ~quiet, nan & quiet, inf & neg, norm & neg, den & neg, zero & neg, zero & ~neg,
+             den & ~neg, norm & ~neg, inf & ~neg]
+    cls = sum(c.astype(U32) * U32(i) for i, c in enumerate(conds) if i)
     return ((np.asarray(mask).astype(U32) >> cls.astype(U32)) & U32(1)) == 1
 
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
     from isagen.runtime.emu.xp import np
 
+from isagen.runtime.emu import xp as X
+
 if TYPE_CHECKING:       # annotations only: both modules import this one
     from isagen.runtime.emu.executor import RunContext
     from isagen.runtime.emu.sanitizer import Sanitizer
@@ -47,6 +49,8 @@ def mask_to_words(m: np.ndarray):
 
 def words_to_mask(lo, hi) -> np.ndarray:
     """uint32 lo/hi [n] -> bool [n, 64]."""
+    if X.active() == "cuda":
+        return X.words_to_mask(lo, hi)
     w = np.empty((np.shape(lo)[0], 2), np.uint32)
     w[:, 0] = lo
     w[:, 1] = hi
@@ -82,7 +86,11 @@ class Batch:
     def sync_exec(self, ws=ALL) -> None:
         """Re-derive EXEC[ws] from S[126:128] after a write to exec."""
         self.EXEC[ws] = words_to_mask(self.S[EXEC_LO, ws], self.S[EXEC_HI, ws])
-        self.exec_all = bool(self.EXEC.all())
+        self._exec_all()
+
+    def _exec_all(self) -> None:
+        # the cuda engine keeps the masked writes instead of a device-to-host read per write to exec
+        self.exec_all = False if X.active() == "cuda" else bool(self.EXEC.all())
 
     def set_exec(self, ws, m: np.ndarray) -> None:
         """Write EXEC[ws] from a lane mask (and S[126:128])."""
@@ -90,7 +98,7 @@ class Batch:
         lo, hi = mask_to_words(np.ascontiguousarray(self.EXEC[ws]))
         self.S[EXEC_LO, ws] = lo
         self.S[EXEC_HI, ws] = hi
-        self.exec_all = bool(self.EXEC.all())
+        self._exec_all()
 
     def exec_mask(self, ws) -> np.ndarray:
         return self.EXEC[ws]

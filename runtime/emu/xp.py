@@ -171,6 +171,24 @@ def from_host(a):
     return a
 
 
+_W2M = None
+
+
+def words_to_mask(lo, hi):
+    """uint32 lo/hi [n] -> bool [n, 64] lane masks, on the CUDA device (one kernel)."""
+    global _W2M
+    cp = cupy_module()
+    if _W2M is None:
+        _W2M = cp.ElementwiseKernel(
+            "uint32 lo, uint32 hi", "bool m",
+            "int l = (int)(i % 64); m = ((l < 32 ? (lo >> l) : (hi >> (l - 32))) & 1u) != 0u", "isagen_w2m")
+    lo = cp.asarray(lo, dtype=cp.uint32)
+    hi = cp.asarray(hi, dtype=cp.uint32)
+    out = cp.empty((lo.shape[0], 64), cp.bool_)
+    _W2M(lo[:, None], hi[:, None], out)
+    return out
+
+
 _KORDER = None
 
 

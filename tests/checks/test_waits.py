@@ -188,6 +188,25 @@ def test_counter_maximum_bounds_outstanding_work():
     assert found(items) == [(len(items) - 2, 0, "v2")]
 
 
+def test_counter_maximum_across_blocks():
+    # the younger instructions spread over several blocks (labels and a branch between them): the
+    # count carries across, and a wait in between counts what is still outstanding
+    cap = I.target.max_vmcnt
+    a, b = Label(".Lc_a"), Label(".Lc_b")
+    half = cap // 2
+    items = ([load(2)] + [store(6) for _ in range(half)] + [a] + [store(6) for _ in range(cap + 1 - half)]
+             + [I["s_cmp_eq_u32"](S[2], 0), I["s_cbranch_scc1"](b), b, use(4, 2), END])
+    assert found(items) == []
+    short = ([load(2)] + [store(6) for _ in range(half)] + [a] + [store(6) for _ in range(cap - 1 - half)]
+             + [I["s_cmp_eq_u32"](S[2], 0), I["s_cbranch_scc1"](b), b, use(4, 2), END])
+    assert found(short) == [(len(short) - 2, 0, "v2")]
+    # a vmcnt(N) after the loads: the load is done once N or fewer younger ones remain
+    waited = [load(2)] + [store(6) for _ in range(3)] + [a, wait(vmcnt=3), use(4, 2), END]
+    assert found(waited) == []
+    waited = [load(2)] + [store(6) for _ in range(3)] + [a, wait(vmcnt=4), use(4, 2), END]
+    assert found(waited) == [(6, 0, "v2")]
+
+
 def test_clean_pipelined_loop_reports_nothing():
     """A double-buffered global->register pipeline: prefetch, then wait for the older load only."""
     top = Label(".Lp_loop")

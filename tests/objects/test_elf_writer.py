@@ -1,4 +1,4 @@
-"""isagen's in-process code objects (``isagen.objects.elf_writer``, ``toolchain.code_object``)
+"""isagen's in-process code objects (``isagen.objects.elf_writer``, ``assembler.code_object``)
 against LLVM's, for every bundled spec on both targets, with independent tools:
 
 * llvm-readelf (19 for gfx942, 22 for gfx950): the ELF header, section and program headers, the
@@ -34,10 +34,11 @@ from isagen.builders.spec import bundled_specs_dir, load_specs
 from isagen.errors import ToolchainError
 from isagen.isa.encoder import EncodeError
 from isagen.objects import toolchain
+from isagen.objects.assembler import AssemblerFallbackWarning, code_object
 from isagen.objects.codeobject import read_code_object
 from isagen.objects.elf_writer import write_code_object
 from isagen.objects.emit import render_assembly
-from isagen.objects.toolchain import AssemblerFallbackWarning, assemble, code_object
+from isagen.objects.toolchain import assemble
 
 TOOLS = {"gfx942": ("llvm-readelf-19", "llvm-objdump-19"), "gfx950": ("llvm-readelf-22", "llvm-objdump-22")}
 # sections that are not loaded: their offsets follow the .comment, whose text names the producer

@@ -19,7 +19,7 @@ from elftools.elf.elffile import ELFFile
 
 from isagen.builders.program import KernelBuilder
 from isagen.errors import ToolchainError
-from isagen.objects import emit, toolchain
+from isagen.objects import assembler, emit, toolchain
 
 MC19 = shutil.which("llvm-mc-19")
 LLD19 = shutil.which("ld.lld-19")
@@ -225,7 +225,7 @@ def test_llvm19_and_zig_encode_gfx942_identically(sources):
 
 
 def test_report_names_a_tool_for_each_target():
-    report = toolchain.toolchain_report()
+    report = assembler.toolchain_report()
     for target in ("gfx942", "gfx950"):
         line = next(ln for ln in report.splitlines() if ln.startswith(target))
         try:

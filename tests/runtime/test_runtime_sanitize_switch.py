@@ -10,12 +10,26 @@ from isagen.runtime.backends.emu import EmuBackend, sanitize_enabled
 
 def test_default_is_on_and_the_switch_is_validated(monkeypatch):
     monkeypatch.delenv("ISAGEN_EMU_SANITIZE", raising=False)
+    monkeypatch.delenv("ISAGEN_EMU_DEVICE", raising=False)
     assert sanitize_enabled()
     monkeypatch.setenv("ISAGEN_EMU_SANITIZE", "off")
     assert not sanitize_enabled()
     monkeypatch.setenv("ISAGEN_EMU_SANITIZE", "maybe")
     with pytest.raises(LaunchError, match="ISAGEN_EMU_SANITIZE='maybe'"):
         sanitize_enabled()
+
+
+def test_default_is_off_on_the_cuda_engine_and_asked_for_explicitly(monkeypatch):
+    """The cuda engine does not run the sanitizer: unset, the switch is off there; set, it is obeyed (and
+    Device refuses sanitize=True on cuda with its own one-line error)."""
+    monkeypatch.delenv("ISAGEN_EMU_SANITIZE", raising=False)
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
+    assert not sanitize_enabled()
+    monkeypatch.setenv("ISAGEN_EMU_SANITIZE", "1")
+    assert sanitize_enabled()
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cpu")
+    monkeypatch.delenv("ISAGEN_EMU_SANITIZE")
+    assert sanitize_enabled()
 
 
 @pytest.mark.parametrize("setting, expected", [("1", True), ("0", False)])

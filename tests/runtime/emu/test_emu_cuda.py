@@ -116,6 +116,53 @@ def test_gemm_bf16_same_bits_as_cpu(target):
     assert ((C - ref).abs() <= 2.0 ** -8 * ref.abs() + 1e-5 * np.sqrt(k) * 8).all()
 
 
+def _report_key(r):
+    return (r.category, r.pc, r.message, r.workgroup, r.wave, r.lanes, r.address, r.extra.get("occurrences", 1))
+
+
+@needs_cuda
+@pytest.mark.parametrize("kernel", ["triton", "gemm_bf16_gfx942", "gemm_bf16_gfx950"])
+def test_out_of_bounds_loads_reported_as_on_cpu(kernel):
+    """B's allocation 4 KiB short of what the kernel reads: the cuda engine's load kernels (global loads,
+    LDS DMA) report the same out-of-bounds accesses as the CPU engine (collect mode) and leave the same C."""
+    from tools import emu_cuda_fixtures as F
+    m = n = k = 256
+    bt = kernel != "triton"
+    A, B = _bf16_pair(m, n, k, 5, bt=bt)
+    a16, b16 = A.view(torch.int16).numpy(), B.view(torch.int16).numpy().ravel()[:-2048].copy()
+    out = {}
+    for eng in ("cpu", "cuda"):
+        if kernel == "triton":
+            target, co, name = "gfx942", _fixture(F.triton_matmul), None
+        else:
+            target = kernel.rsplit("_", 1)[1]
+            co, name = _fixture(F.gemm_co, target), "gemm_bf16"
+        dev = Device(target, sanitize=False, array_module=eng)
+        a, b = dev.to_device(a16), dev.to_device(b16)
+        c = dev.alloc(m * n * 2, "C")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", X.FtzWarning)
+            if kernel == "triton":
+                mod = dev.load_module(co.hsaco)
+                reps = mod.launch(co.name, grid=co.grid(m, n), block=co.block, shared_bytes=co.shared,
+                                  args=co.args(a, b, c, m, n, k), on_error="collect")
+            else:
+                from isagen.builders.contract import evaluate
+                info = F.gemm_spec().launch_info(target)
+                env = {**info.constants, "m": m, "n": n, "k": k}
+                args = [a, b, c] + [np.uint32(evaluate(info.source_of(x)[1], env)) for x in
+                                    ("m", "n", "k", "tiles_m", "tiles_n", "k_tiles", "pad")]
+                mod = dev.load_module(co)
+                reps = mod.launch(name, grid=info.grid_for({"m": m, "n": n, "k": k}, "gemm"), block=info.block,
+                                  args=args, on_error="collect")
+        out[eng] = ([_report_key(r) for r in reps], dev.from_device(c, (m * n,), np.uint16),
+                    mod.last_stats["global_bytes_read"], mod.last_stats["lds_bytes_written"])
+    assert out["cpu"][0], "the short allocation must be reported"
+    assert out["cpu"][0] == out["cuda"][0]
+    assert np.array_equal(out["cpu"][1], out["cuda"][1])
+    assert out["cpu"][2:] == out["cuda"][2:]
+
+
 @needs_cuda
 def test_torch_cuda_tensors_in_and_out_through_dlpack():
     from tools import emu_cuda_fixtures as F

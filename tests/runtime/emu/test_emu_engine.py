@@ -93,6 +93,74 @@ def test_native_mfma_with_c_overlapping_d(monkeypatch):
     assert np.array_equal(V[c0 + 1:c0 + 1 + s.c_regs], ref)
 
 
+MULTI_BLOCK = [n for n in NATIVE if M.SPECS[n].blocks > 1]
+
+
+@needs_native
+@pytest.mark.parametrize("name", MULTI_BLOCK)
+def test_native_mfma_modifiers_match_numpy_path(name, monkeypatch):
+    # A-block broadcast (cbsz/abid) and B lane patterns (blgp): rows of lanes that wrap or repeat, read
+    # element by element (and 4x4 blocks, narrower than the 8-wide rows): the same bits as numpy
+    s = M.SPECS[name]
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    W = 3
+    max_cbsz = min(4, s.blocks.bit_length() - 1)
+    settings = [(cbsz, abid, blgp) for cbsz in range(max_cbsz + 1) for abid in {0, (1 << cbsz) - 1}
+                for blgp in range(8)]
+    for cbsz, abid, blgp in settings[::3] + [settings[-1]]:
+        a = _finite_codes(_words(rng, (s.a_regs, W, 64)), s.a_type, "gfx942")
+        b = _finite_codes(_words(rng, (s.b_regs, W, 64)), s.b_type, "gfx942")
+        c = rng.standard_normal((s.c_regs, W, 64)).astype(np.float32).view(np.uint32)
+        kw = dict(cbsz=cbsz, abid=abid, blgp=blgp)
+        want = _numpy_mfma(monkeypatch, name, "gfx942", a, b, c, **kw)
+        assert np.array_equal(M.mfma(name, "gfx942", a, b, c, **kw), want), (name, kw)
+
+
+def _run_reference(monkeypatch, V, name, ops):
+    for a, b, c, d in ops:
+        V[d] = _numpy_mfma(monkeypatch, name, "gfx942", V[a], V[b], V[c])
+
+
+@needs_native
+@pytest.mark.parametrize("name", ["v_mfma_f32_32x32x8_bf16", "v_mfma_f32_16x16x32_fp8_fp8", "v_mfma_f32_4x4x4_16b_f16"])
+def test_native_run_threads_and_chunks(name, monkeypatch):
+    """A run of MFMAs (two chained on one accumulator, one into another tile) over a ragged number of
+    waves: the same bits for every thread count and chunk size, ranges and chunks not dividing W."""
+    s = M.SPECS[name]
+    W = 37
+    rng = np.random.default_rng(3)
+    na, nb, nc = s.a_regs, s.b_regs, s.c_regs
+    V = rng.standard_normal((2 * na + nb + 2 * nc, W, 64)).astype(np.float32).view(np.uint32)
+    V[:2 * na + nb] = _finite_codes(_words(rng, (2 * na + nb, W, 64)), s.a_type, "gfx942")
+    a0, a1, b0 = slice(0, na), slice(na, 2 * na), slice(2 * na, 2 * na + nb)
+    d0, d1 = slice(2 * na + nb, 2 * na + nb + nc), slice(2 * na + nb + nc, 2 * na + nb + 2 * nc)
+    ops = [(a0, b0, d0, d0), (a1, b0, d0, d0), (a1, b0, d1, d1)]
+    ref = V.copy()
+    _run_reference(monkeypatch, ref, name, ops)
+    for threads, chunk in ((1, 1), (2, 5), (3, 64), (8, 4), (40, 1)):
+        X = V.copy()
+        calls = [M.native_call(name, "gfx942", X[a], X[b], X[c], X[d]) for a, b, c, d in ops]
+        used = native.run(M.run_plan(calls), W, chunk, threads, min_waves=1)
+        assert used == min(threads, W)
+        assert np.array_equal(X, ref), (threads, chunk)
+    # a thread only for enough work: 37 waves of 3 MFMAs at 20 waves a thread at least -> 1 thread
+    X = V.copy()
+    calls = [M.native_call(name, "gfx942", X[a], X[b], X[c], X[d]) for a, b, c, d in ops]
+    assert native.run(M.run_plan(calls), W, 8, 4, min_waves=20) == 1
+    assert np.array_equal(X, ref)
+
+
+def test_native_threads_setting(monkeypatch):
+    from isagen.errors import IsagenError
+    monkeypatch.setenv("ISAGEN_EMU_THREADS", "3")
+    assert native.threads() == 3
+    monkeypatch.setenv("ISAGEN_EMU_THREADS", "many")
+    with pytest.raises(IsagenError, match="ISAGEN_EMU_THREADS"):
+        native.threads()
+    monkeypatch.delenv("ISAGEN_EMU_THREADS")
+    assert native.threads() >= 1
+
+
 def _perm_ref(a: int, b: int, sel: int) -> int:
     """v_perm_b32 for one lane, from the ISA's byte-select table."""
     data = (a << 32) | b

@@ -1,0 +1,98 @@
+"""Every bundled spec at its full hardware shape (its ``shapes:``, not ``emulator_shapes:``) through
+``isagen run``'s plan and execute on the emulator backend, as ``isagen run SPEC --backend emu --shape ...``
+runs it: on the cuda engine with ``ISAGEN_EMU_DEVICE=cuda`` (sanitizer off, its default there).
+
+Each spec gets ``--limit`` seconds (inputs, emulator run and the CPU torch reference together; SIGALRM):
+a spec over it is recorded as such, not as a failure of the emulator.  The code objects come from the
+build cache (``ISAGEN_CACHE_DIR``; the GPU machine has no AMDGPU assembler: ``--build`` fills the cache
+on a machine that has one).  Results: ``bench/results/emu_run_specs_gpu.json`` and ``.md``
+(``--markdown-only JSON`` writes the table of an earlier run).
+
+    python bench/emu_run_specs_gpu.py [--limit 20] [--build] [SPEC ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def run(names: list[str], limit: int, build_only: bool) -> dict:
+    from isagen.runtime.run import execute, load_spec, plan_run, resolve_spec
+
+    def alarm(*_):
+        raise TimeoutError(f"over {limit} s")
+    signal.signal(signal.SIGALRM, alarm)
+    res: dict = {}
+    for p in sorted((ROOT / "specs").glob("*.yaml")):
+        if names and p.stem not in names:
+            continue
+        t = time.perf_counter()
+        try:
+            shapes = {k: int(v) for k, v in load_spec(resolve_spec(str(p))).shapes.items()}
+            plan = plan_run(str(p), backend="emu", shapes=shapes)
+            row = {"sizes": plan.sizes, "grid": list(plan.grid), "target": plan.kernel.target}
+            if not build_only:
+                signal.alarm(limit)
+                try:
+                    rep = execute(plan, iters=0)
+                finally:
+                    signal.alarm(0)
+                row.update(ok=bool(rep.ok), s=time.perf_counter() - t, emu_ms=rep.time_ms)
+            res[p.stem] = row
+        except BaseException as e:     # noqa: BLE001 -- recorded per spec (a timeout included)
+            res[p.stem] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}", "s": time.perf_counter() - t}
+        print(p.stem, json.dumps(res[p.stem], default=str)[:300], flush=True)
+    return res
+
+
+def markdown(res: dict, meta: str) -> str:
+    ok = sum(1 for r in res.values() if r.get("ok"))
+    lines = ["# `isagen run SPEC --backend emu` at each bundled spec's full hardware shape, cuda engine", "",
+             meta, "", f"{ok} of {len(res)} finish and match their reference within the limit.", "",
+             "| spec | sizes | grid | result | wall s | emulator s |", "|---|---|---|---|---|---|"]
+    for name, r in res.items():
+        sizes = " ".join(f"{k}={v}" for k, v in r.get("sizes", {}).items())
+        grid = "x".join(str(g) for g in r.get("grid", []))
+        if r.get("ok"):
+            what = "matches the reference"
+        elif "Timeout" in r.get("error", ""):
+            what = ("the CPU torch reference ran past the limit" if "reference" in r["error"]
+                    else "ran past the limit (no error before it)")
+        else:
+            what = f"error: {r.get('error', 'mismatch')}"
+        emu = f"{r['emu_ms'] / 1e3:.1f}" if r.get("emu_ms") else "-"
+        lines.append(f"| {name} | {sizes} | {grid} | {what} | {r.get('s', 0):.1f} | {emu} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("specs", nargs="*")
+    ap.add_argument("--limit", type=int, default=20)
+    ap.add_argument("--build", action="store_true", help="only build (fill the cache)")
+    ap.add_argument("--markdown-only", type=Path, metavar="JSON")
+    ap.add_argument("--meta", default="", help="the line under the title (machine, date)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = ap.parse_args(argv)
+    if args.markdown_only:
+        res = json.loads(args.markdown_only.read_text())
+    else:
+        res = run(args.specs, args.limit, args.build)
+        if args.build:
+            return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "emu_run_specs_gpu.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    (args.out / "emu_run_specs_gpu.md").write_text(markdown(res, args.meta))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
