@@ -230,6 +230,21 @@ _LOW = np.int64(0xFFFFFFFF)                   # everything of a stamp but its ge
 _BIG = np.int64(1 << 62)
 
 
+class _Words:
+    """The words [waves, 64 * nw] an aligned access of nw words per lane covers, kept as their first
+    words [waves, 64] until needed."""
+    __slots__ = ("w0", "nw")
+
+    def __init__(self, w0: np.ndarray, nw: int):
+        self.w0, self.nw = w0, nw
+
+
+def _words(fl):
+    if isinstance(fl, _Words):
+        return (fl.w0[..., None] + np.arange(fl.nw)).reshape(fl.w0.shape[0], -1)
+    return fl
+
+
 def _spans_overlap(lo, hi) -> bool:
     """Whether two of the word spans [lo[i], hi[i]] meet."""
     o = np.argsort(lo, kind="stable")
@@ -286,6 +301,10 @@ class Sanitizer:
         # per workgroup: (generation, first word, last word) boxes around the words written / read in that
         # generation (reads included before they are stamped); a check whose words lie outside the box of
         # the current generation cannot find a stamp of it, so it is skipped
+        # ... and, per workgroup and block of 64 words, the last generation a write stamped a word of it in
+        # (finer than the box: a read whose blocks no write of this generation touched checks nothing)
+        self.NB = NB = -(-LW // 64)
+        self.wblk = np.full(G * NB, -1, np.int64)
         self.wbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
         self.rbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
         self.single_wave = st.W == G                # every workgroup has one wave
@@ -654,12 +673,18 @@ class Sanitizer:
             gb = g
             lo = (a.min(1) >> 2) + base_w
             hi = (a.max(1) >> 2) + (nw - 1) + base_w
-            if not write and self.wr_dma is None and not self._may_hit(self.wbox, g, lo, hi):
+            blk = a >> 8                    # the blocks of the words each lane accesses
+            if nbytes > 4:                  # (its last word may lie in the next block)
+                blk = np.concatenate([blk, (a + (nbytes - 1)) >> 8], axis=1)
+            blk += (g * self.NB)[:, None]
+            gen_w = self.gen[g][:, None]
+            if not write and self.wr_dma is None and (not self._may_hit(self.wbox, g, lo, hi)
+                                                      or not (self.wblk[blk] == gen_w).any()):
                 # no word of this read's spans was written in this generation: nothing to check, the
                 # read is only recorded (as below)
-                words = (a >> 2) + base_w[:, None]
+                words: np.ndarray | _Words = (a >> 2) + base_w[:, None]
                 if nw > 1:
-                    words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
+                    words = _Words(words, nw)       # made only if the read is ever stamped or carried
                 me = (me_w | (0xF << 6))[:, None]
                 self._box_add(self.rbox, g, lo, hi, self.gen[g])
                 self.unstamped_reads.append((words, me, waves.size > 1, g))
@@ -695,6 +720,8 @@ class Sanitizer:
             def per_element(lane_vals):
                 return np.broadcast_to(lane_vals[..., None], valid.shape)[valid]
             gb, lo, hi = st.wg[wv_glob], fl, fl
+            blk = gb * self.NB + ((fl - gb * LW) >> 6)
+            gen_w = self.gen[gb]
         multi_wave = waves.size > 1
         if not write:
             wr = self.wr_stamp[fl]
@@ -733,7 +760,7 @@ class Sanitizer:
         # Which checks can find anything: stamps of this generation can lie only in the boxes, and two
         # waves of this instruction can write one word only where their spans meet
         if per is not None:
-            chk_w = self._may_hit(self.wbox, gb, lo, hi)
+            chk_w = self._may_hit(self.wbox, gb, lo, hi) and bool((self.wblk[blk] == gen_w).any())
             chk_r = self._may_hit(self.rbox, gb, lo, hi)
             chk_dup = multi_wave and _spans_overlap(lo, hi)
         else:
@@ -746,6 +773,7 @@ class Sanitizer:
             self._checked_write(st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a,
                                 act, nbytes, data, dma, per_element)
         self._box_add(self.wbox, gb, lo, hi, self.gen[gb])
+        self.wblk[blk] = gen_w
         kind = "vm" if dma else "lds"
         if dma:
             if self.wr_dma is None:
@@ -879,6 +907,7 @@ class Sanitizer:
         generation gets the 'several readers' flag)."""
         tmp = self._tmp
         for fl, me, multi_wave, _ in self.unstamped_reads:
+            fl = _words(fl)
             rd = self.rd_stamp[fl]
             multi = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd >> 32) == (me >> 32))
             if multi_wave:
@@ -948,6 +977,7 @@ class Sanitizer:
                     nxt = (self.gen[gl].astype(np.int64) + 1) << 32
                     self.wr_stamp[f] = nxt | 32 | (self.wr_stamp[f] & 0xFFFFFFDF)
                     self._box_add(self.wbox, gl, f, f, self.gen[gl] + 1)
+                    self.wblk[gl * self.NB + ((f - gl * self.LW) >> 6)] = self.gen[gl] + 1
         if self.unstamped_reads:
             keep = []
             for ent in self.unstamped_reads:
@@ -969,6 +999,7 @@ class Sanitizer:
             live_u = seq_u > done[wu]
             if not live_u.any():
                 continue                    # waited for: it can be forgotten
+            fl = _words(fl)
             keep.append(ent)
             live_w = np.zeros(st.W, bool)
             live_w[wu[live_u]] = True
