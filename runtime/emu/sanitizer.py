@@ -673,13 +673,11 @@ class Sanitizer:
             gb = g
             lo = (a.min(1) >> 2) + base_w
             hi = (a.max(1) >> 2) + (nw - 1) + base_w
-            blk = a >> 8                    # the blocks of the words each lane accesses
-            if nbytes > 4:                  # (its last word may lie in the next block)
-                blk = np.concatenate([blk, (a + (nbytes - 1)) >> 8], axis=1)
-            blk += (g * self.NB)[:, None]
             gen_w = self.gen[g][:, None]
+            blk = None
             if not write and self.wr_dma is None and (not self._may_hit(self.wbox, g, lo, hi)
-                                                      or not (self.wblk[blk] == gen_w).any()):
+                                                      or not (self.wblk[blk := self._lane_blocks(a, g, nbytes)]
+                                                              == gen_w).any()):
                 # no word of this read's spans was written in this generation: nothing to check, the
                 # read is only recorded (as below)
                 words: np.ndarray | _Words = (a >> 2) + base_w[:, None]
@@ -690,6 +688,8 @@ class Sanitizer:
                 self.unstamped_reads.append((words, me, waves.size > 1, g))
                 self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me, None))
                 return
+            if blk is None:
+                blk = self._lane_blocks(a, g, nbytes)
             words = (a >> 2) + base_w[:, None]
             if nw > 1:
                 words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
@@ -862,6 +862,16 @@ class Sanitizer:
             if same_dup is not None and same_dup.any():
                 f = fl[same_dup]
                 self.wr_stamp[f] = self.wr_stamp[f] | _SAME
+
+    def _lane_blocks(self, a, g, nbytes):
+        """The 64-word blocks (indices into ``wblk``) of the words each lane of an aligned access at
+        byte addresses ``a`` [waves, 64] of the workgroups ``g`` covers (its last word may lie in the next
+        block)."""
+        blk = a >> 8
+        if nbytes > 4:
+            blk = np.concatenate([blk, (a + (nbytes - 1)) >> 8], axis=1)
+        blk += (g * self.NB)[:, None]
+        return blk
 
     def _may_hit(self, box, g, lo, hi) -> bool:
         """Whether a stamp of the current generation of workgroup ``g`` may lie in [lo, hi] (per wave, or
