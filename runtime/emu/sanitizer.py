@@ -241,8 +241,25 @@ class _Words:
 
 def _words(fl):
     if isinstance(fl, _Words):
-        return (fl.w0[..., None] + np.arange(fl.nw)).reshape(fl.w0.shape[0], -1)
+        return _expand(fl.w0, fl.nw)
     return fl
+
+
+def _expand(w0, nw: int):
+    """[waves, 64 * nw]: each lane's first word ``w0`` [waves, 64] and the nw - 1 after it, in order
+    (as ``(w0[..., None] + arange(nw)).reshape(waves, -1)``, without numpy's slow length-nw inner loop)."""
+    if nw == 1:
+        return w0
+    out = np.empty(w0.shape + (nw,), np.int64)
+    for k in range(nw):
+        np.add(w0, k, out=out[..., k])
+    return out.reshape(w0.shape[0], -1)
+
+
+def _full(v, shape):
+    """``v`` broadcast to ``shape`` as a contiguous array (a fancy-index store of a broadcast value is
+    several times slower than of a full one)."""
+    return v if v.shape == shape else np.ascontiguousarray(np.broadcast_to(v, shape))
 
 
 def _spans_overlap(lo, hi) -> bool:
@@ -690,10 +707,7 @@ class Sanitizer:
                 return
             if blk is None:
                 blk = self._lane_blocks(a, g, nbytes)
-            words = (a >> 2) + base_w[:, None]
-            if nw > 1:
-                words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
-            fl = words
+            fl = _expand((a >> 2) + base_w[:, None], nw)
             per = fl.shape[1]
             me = (me_w | (0xF << 6))[:, None]          # every byte of each word
             wv_glob = None
@@ -768,12 +782,13 @@ class Sanitizer:
             chk_dup = multi_wave
         if not (chk_w or chk_r or chk_dup):
             # none can: the write is only stamped (the pending reads stay unstamped)
-            self.wr_stamp[fl] = me
+            self.wr_stamp[fl] = _full(me, fl.shape)
         else:
             self._checked_write(st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a,
                                 act, nbytes, data, dma, per_element)
         self._box_add(self.wbox, gb, lo, hi, self.gen[gb])
-        self.wblk[blk] = gen_w
+        gv = gen_w.reshape(-1)
+        self.wblk[blk] = gv[0] if gv.size and (gv == gv[0]).all() else gen_w
         kind = "vm" if dma else "lds"
         if dma:
             if self.wr_dma is None:
@@ -810,14 +825,14 @@ class Sanitizer:
             by_other = np.zeros(fl.shape, np.bool_)
         other_wave = None
         if chk_dup:
-            tmp[fl] = me
+            tmp[fl] = _full(me, fl.shape)
             last = tmp[fl]
             other_wave = last != me
             if not fullmask:
                 other_wave &= (last & me & _MASK) != 0
         suspect = other_w.any() or by_other.any() or (other_wave is not None and other_wave.any())
         if not suspect:
-            self.wr_stamp[fl] = me
+            self.wr_stamp[fl] = _full(me, fl.shape)
         else:
             if data is not None and not dma:
                 noop_lane, hash_lane = self._write_effect(st, g, a, act, nbytes, data)
@@ -858,7 +873,7 @@ class Sanitizer:
                     f = fl[shared]
                     self.wr_stamp[f] = self.wr_stamp[f] | _SAME
             else:
-                self.wr_stamp[fl] = me
+                self.wr_stamp[fl] = _full(me, fl.shape)
             if same_dup is not None and same_dup.any():
                 f = fl[same_dup]
                 self.wr_stamp[f] = self.wr_stamp[f] | _SAME
@@ -921,9 +936,9 @@ class Sanitizer:
             rd = self.rd_stamp[fl]
             multi = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd >> 32) == (me >> 32))
             if multi_wave:
-                tmp[fl] = me
+                tmp[fl] = _full(me, fl.shape)
                 multi = multi | ((tmp[fl] ^ me) & _KEEP_GEN_WAVE != 0)
-            self.rd_stamp[fl] = me
+            self.rd_stamp[fl] = _full(me, fl.shape)
             if multi.any():
                 self.rd_stamp[fl[multi]] = np.broadcast_to(me, fl.shape)[multi] | 32
         self.unstamped_reads = []
