@@ -13,6 +13,8 @@ all work on this graph; loops are ordinary back edges, found with ``CFG.back_edg
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -125,6 +127,38 @@ class CFG:
         for b in blocks:
             for name in b.labels:
                 self.label_block[name] = b.index
+
+    def with_insertions(self, items: Sequence[object], inserted: Sequence[tuple[int, int]]) -> CFG:
+        """The graph of ``items``: this graph's items with ``n`` instructions that neither branch nor
+        end the program put directly before item ``pos`` for each ``(pos, n)`` of ``inserted`` (in
+        order; ``pos`` an instruction).  They join the block of that item, as ``CFG(items)`` would
+        put them; the blocks, labels and edges are the same."""
+        new = CFG.__new__(CFG)
+        new.items = items
+        new.label_block = dict(self.label_block)
+        new._block_of, new._slot, new._indexed = {}, {}, False
+        at = [pos for pos, _ in inserted]
+        upto = list(itertools.accumulate(n for _, n in inserted))     # insertions at or before at[i]
+
+        def before(x: int) -> int:          # insertions before old position x
+            i = bisect.bisect_left(at, x)
+            return upto[i - 1] if i else 0
+
+        new.blocks = []
+        mi, shift = bisect.bisect_left(at, 0), 0
+        for b in self.blocks:
+            nb = Block(b.index, b.start + before(b.start), b.end + before(b.end), list(b.labels), [],
+                       list(b.succs), list(b.preds))
+            instrs = nb.instrs
+            for q in b.instrs:
+                if mi < len(at) and at[mi] == q:
+                    first = q + shift
+                    shift = upto[mi]
+                    instrs.extend(range(first, q + shift))
+                    mi += 1
+                instrs.append(q + shift)
+            new.blocks.append(nb)
+        return new
 
     def _index(self) -> None:
         """Fill the position -> block and position -> slot maps (only the position queries use them)."""

@@ -7,7 +7,9 @@ N+1; labels and comments give none.
 
 * ``WAIT_STATES`` is the table, one dict per target, with the LLVM source of every entry
   (in the comments above and beside it).  It and the register numbering (``_Regs``: an
-  instruction's registers as bit masks, exact and folded) are all the two implementations share.
+  instruction's registers as bit masks, exact and folded; the wait check uses it too) are all the
+  two implementations share, besides the control-flow graph the pipeline builds once and hands to
+  each (``cfg=``; each builds its own when called alone).
 * ``insert_nops(items, target)`` runs a forward dataflow of *pending hazard events* over the CFG
   (merging at labels, iterating loop back edges to a fixpoint) and puts the minimum ``s_nop`` before
   each instruction that needs it, with a comment that names the pair and the count.
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from functools import reduce
 from operator import or_
-from typing import cast
+from typing import Any, cast
 
 from isagen.checks.cfg import CFG, Block, Violation, format_keys
 from isagen.errors import CheckError
@@ -299,16 +301,17 @@ def _value_masks(value: object) -> tuple[int, int]:
     return _mask(keys), _fold(keys)
 
 
-#: per instruction definition: (the definition, (operand index, written, read, DPP-read vdst) of each
-#: operand, implicit writes, implicit reads, each as (exact, folded))
-_ROLES: dict[int, tuple[object, tuple[tuple[int, bool, bool, bool], ...], tuple[int, int], tuple[int, int]]] = {}
+#: per instruction definition: (the definition, (written, read, DPP-read vdst) of each operand,
+#: implicit writes, implicit reads, each as (exact, folded), operand name -> index)
+_ROLES: dict[int, tuple[object, tuple[tuple[bool, bool, bool], ...], tuple[int, int], tuple[int, int],
+                        dict[str, int]]] = {}
 
 
-def _roles(desc: InstrDef) -> tuple[tuple[tuple[int, bool, bool, bool], ...], tuple[int, int], tuple[int, int]]:
+def _roles(desc: InstrDef) -> tuple[object, tuple[tuple[bool, bool, bool], ...], tuple[int, int], tuple[int, int],
+                                    dict[str, int]]:
     got = _ROLES.get(id(desc))
     if got is None or got[0] is not desc:
-        ops = tuple((i, spec.is_def, spec.is_use, spec.is_def and spec.name == "vdst")
-                    for i, spec in enumerate(desc.operands))
+        ops = tuple((spec.is_def, spec.is_use, spec.is_def and spec.name == "vdst") for spec in desc.operands)
         idef = iuse = (0, 0)
         for name in desc.implicit_defs:
             m = _SPECIAL_BITS[name]
@@ -316,8 +319,11 @@ def _roles(desc: InstrDef) -> tuple[tuple[tuple[int, bool, bool, bool], ...], tu
         for name in desc.implicit_uses:
             m = _SPECIAL_BITS[name]
             iuse = (iuse[0] | m[0], iuse[1] | m[1])
-        got = _ROLES[id(desc)] = (desc, ops, idef, iuse)
-    return got[1], got[2], got[3]
+        index: dict[str, int] = {}
+        for i, spec in enumerate(desc.operands):
+            index[spec.name] = i             # (a repeated name: the last, as a dict of them would keep)
+        got = _ROLES[id(desc)] = (desc, ops, idef, iuse, index)
+    return got
 
 
 class _Regs:
@@ -326,18 +332,16 @@ class _Regs:
     ``def_keys()`` list them (the operands by their access, a DPP move's destination read as well,
     the implicit registers), and per operand name."""
 
-    __slots__ = ("inst", "uses", "defs", "fuses", "fdefs", "dpp", "_ops")
+    __slots__ = ("uses", "defs", "fuses", "fdefs", "dpp", "_ops", "_index")
 
     def __init__(self, inst: Instruction):
-        self.inst = inst
         desc = inst.desc
-        roles, idef, iuse = _roles(desc)
+        _, roles, idef, iuse, self._index = _roles(desc)
         dpp = self.dpp = bool(inst.mods) and desc.is_dpp(inst.mods)
         uses, fuses = iuse
         defs, fdefs = idef
-        values = inst.ops
-        for i, is_def, is_use, vdst in roles:
-            value = values[i]
+        per_op: list[tuple[int, int]] = []
+        for (is_def, is_use, vdst), value in zip(roles, inst.ops):
             tp = type(value)
             if tp is Reg:                    # the common case, inline
                 base, fbase, count = _BASE[value.cls]
@@ -348,9 +352,11 @@ class _Regs:
                 else:
                     m, f = _value_masks(value)
             elif tp is int:                  # an immediate
+                per_op.append(_NO_REGS)
                 continue
             else:
                 m, f = _value_masks(value)
+            per_op.append((m, f))
             if m:
                 if is_def:
                     defs |= m
@@ -359,14 +365,13 @@ class _Regs:
                     uses |= m
                     fuses |= f
         self.uses, self.fuses, self.defs, self.fdefs = uses, fuses, defs, fdefs
-        self._ops: dict[str, tuple[int, int]] | None = None
+        self._ops = per_op
 
     def op(self, name: str) -> tuple[int, int]:
         """(exact, folded) registers of the operand called ``name``; (0, 0) for a constant or no
         such operand."""
-        if self._ops is None:
-            self._ops = {spec.name: _value_masks(value) for spec, value in zip(self.inst.desc.operands, self.inst.ops)}
-        return self._ops.get(name, _NO_REGS)
+        i = self._index.get(name)
+        return _NO_REGS if i is None else self._ops[i]
 
 
 def _regs(inst: Instruction) -> _Regs:
@@ -424,19 +429,6 @@ class _Event:
         self.t, self.origin, self.mask, self.age = t, origin, mask, age
 
 
-def _writes_dst_high_half(inst: Instruction) -> bool:
-    """VOP3 op_sel with a destination bit set (the bits after the sources'): the result is shifted
-    into a higher half or byte of the register (v_pack_b32_f16, v_cvt_pk_fp8_f32 op_sel[2],
-    v_cvt_sr_fp8_f32 op_sel[3:2])."""
-    if inst.desc.fmt != "VOP3":
-        return False
-    op_sel = inst.mods.get("op_sel")
-    if not op_sel:
-        return False
-    n_src = sum(1 for spec in inst.desc.operands if spec.name.startswith("src"))
-    return any(op_sel[n_src:])
-
-
 def _wide_store_need(inst: Instruction, regs: _Regs, table: dict[str, int]) -> tuple[int, int, int] | None:
     """(data registers, folded, wait states) when ``inst`` stores more than 64 bits of VGPR data."""
     if "store" not in inst.desc.flags or inst.unit not in ("vmem", "flat"):
@@ -455,6 +447,38 @@ def _wide_store_need(inst: Instruction, regs: _Regs, table: dict[str, int]) -> t
 
 
 _RWLANE = ("v_readlane_b32", "v_readfirstlane_b32", "v_writelane_b32")
+_NO_HEARD = (0,) * 7
+
+
+def _dst_sel(mods: dict[str, Any], n_src: int) -> bool:
+    """Whether a VOP3 instruction with ``n_src`` sources and modifiers ``mods`` sets an op_sel
+    destination bit (the bits after the sources'): the result is shifted into a higher half or byte
+    of the register (v_pack_b32_f16, v_cvt_pk_fp8_f32 op_sel[2], v_cvt_sr_fp8_f32 op_sel[3:2])."""
+    op_sel = mods.get("op_sel") if mods else None
+    return op_sel is not None and bool(op_sel) and any(op_sel[n_src:])
+
+
+#: per instruction definition (by identity, kept beside its facts): what ``_Facts`` decides from the
+#: definition alone
+_FACT_INFO: dict[int, tuple[object, tuple[Any, ...]]] = {}
+
+
+def _fact_info(desc: InstrDef) -> tuple[Any, ...]:
+    name, unit, mfma = desc.name, desc.unit, desc.mfma
+    valu_unit = unit in ("valu", "trans")
+    by = _BY_MFMA if mfma is not None else _BY_VALU if valu_unit else _BY_SALU if unit == "salu" else -1
+    # the consumer's class: 0 MFMA, 1 VALU, 2 VMEM/FLAT, 3 DS, None anything else
+    cons = (0 if mfma is not None else 1 if valu_unit else 2 if unit in ("vmem", "flat")
+            else 3 if unit == "ds" else None)
+    lanes_rule = name in _RWLANE or name.startswith(("v_permlane", "v_div_fmas"))
+    n_src = (sum(1 for spec in desc.operands if spec.name.startswith("src")) if desc.fmt == "VOP3" else -1)
+    info = (valu_unit, unit == "trans", name.startswith("v_dot"), by, cons, lanes_rule,
+            name in ("v_readlane_b32", "v_writelane_b32"), name in _RWLANE,
+            name in ("v_readlane_b32", "v_readfirstlane_b32"), name.startswith("v_permlane"),
+            name.startswith("v_div_fmas"), "lds_dma" in desc.flags,
+            "store" in desc.flags and unit in ("vmem", "flat"), n_src)
+    _FACT_INFO[id(desc)] = (desc, info)
+    return info
 
 
 class _Facts:
@@ -474,76 +498,81 @@ class _Facts:
         desc = inst.desc
         self.inst = inst
         r = self.regs = _regs(inst)
+        got = _FACT_INFO.get(id(desc))
+        info = got[1] if got is not None and got[0] is desc else _fact_info(desc)
+        (valu_unit, trans, dot, by, cons, lanes_rule, lane_sel, rwlane, readlane_src, permlane, div_fmas,
+         lds_dma, wide_unit, n_src) = info
         name = self.name = desc.name
-        unit = self.unit = desc.unit
+        self.unit = desc.unit
         mfma = self.mfma = desc.mfma
         uses, defs, fuses, fdefs = r.uses, r.defs, r.fuses, r.fdefs
         self.uses, self.defs = uses, defs
         self.touch = uses | defs
         self.ws = int(inst.ops[0]) + 1 if name == "s_nop" else 1
         self.dpp = dpp = r.dpp
-        flags = self.flags = desc.flags
-        vector = _vector_bits()
-        valu_unit = unit in ("valu", "trans")
+        self.flags = desc.flags
         # ---- producer side
         events: list[_Template] = []
-        emit = 0
         if mfma is not None:
             dst, fdst = r.op("vdst")
-            events.append(_Template("mfma_write", dst, fdst, _CH_MFMA, _BY_MFMA, name, passes=mfma.passes,
-                                    xdl=mfma.xdl, dst=dst))
+            if dst:
+                events.append(_Template("mfma_write", dst, fdst, _CH_MFMA, _BY_MFMA, name, passes=mfma.passes,
+                                        xdl=mfma.xdl, dst=dst))
             if mfma.xdl:
                 srcc, fsrcc = r.op("src2")
-                events.append(_Template("mfma_srcc_read", srcc, fsrcc, _CH_SRCC, -1, name, passes=mfma.passes))
+                if srcc:
+                    events.append(_Template("mfma_srcc_read", srcc, fsrcc, _CH_SRCC, -1, name, passes=mfma.passes))
         elif valu_unit:
-            trans, dst_sel, dot = unit == "trans", _writes_dst_high_half(inst), name.startswith("v_dot")
-            events.append(_Template("valu_write", defs, fdefs,
-                                    _CH_VALU_SPECIAL if trans or dst_sel or dot else _CH_VALU,
-                                    _BY_VALU, name, trans=trans, dst_sel=dst_sel, dot=dot))
-        elif unit == "salu" and defs & _M0_BIT:
+            if defs:
+                dst_sel = n_src >= 0 and _dst_sel(inst.mods, n_src)
+                events.append(_Template("valu_write", defs, fdefs,
+                                        _CH_VALU_SPECIAL if trans or dst_sel or dot else _CH_VALU,
+                                        _BY_VALU, name, trans=trans, dst_sel=dst_sel, dot=dot))
+        elif by == _BY_SALU and defs & _M0_BIT:
             events.append(_Template("salu_write_m0", _M0_BIT, _F_M0, _CH_M0, _BY_SALU, name))
-        wide = _wide_store_need(inst, r, table) if "store" in flags else None
-        if wide:
-            events.append(_Template("wide_store", wide[0], wide[1], _CH_WIDE, -1, name, need=wide[2]))
-        self.events = evs = tuple([t for t in events if t.mask]) if events else ()
-        for t in evs:
-            emit |= t.fmask << t.ch * _FOLD
+        if wide_unit:
+            wide = _wide_store_need(inst, r, table)
+            if wide and wide[0]:
+                events.append(_Template("wide_store", wide[0], wide[1], _CH_WIDE, -1, name, need=wide[2]))
+        emit = 0
+        if events:
+            self.events = evs = tuple(events)
+            for t in evs:
+                emit |= t.fmask << t.ch * _FOLD
+        else:
+            self.events = evs = ()
         self.emit = emit
-        by = _BY_MFMA if mfma is not None else _BY_VALU if valu_unit else _BY_SALU if unit == "salu" else -1
         ended = defs & _M0_BIT if by == _BY_SALU else defs      # SALU writes end only M0 events
         self.ends = ((by, ended),) if by >= 0 and ended else ()
         self.trail = bool(evs or self.ends)
         self.events_dpp: tuple[_Template, ...] | None = None
         # ---- consumer side: the sets _need meets an event's registers with, per channel (exact),
         # and a folded superset of each, side by side
-        heard = [0] * 7
         listen = 0
-        if mfma is not None:
+        heard: list[int] | None = None
+        if cons == 0:                                   # an MFMA
             srcs = r.op("src0")[0] | r.op("src1")[0] | r.op("src2")[0]
-            heard[_CH_MFMA] = srcs
-            heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = srcs | _EXEC_BITS
-            heard[_CH_WIDE] = defs
             fu = fuses | _F_EXEC
+            heard = [srcs | _EXEC_BITS, srcs, 0, srcs | _EXEC_BITS, 0, defs, 0]
             listen = (fu << _S_VALU | fuses << _S_MFMA | fu << _S_VALU_SPECIAL
                       | fdefs << _S_WIDE)
-        elif unit in ("valu", "trans", "vmem", "flat", "ds"):
-            heard[_CH_MFMA] = uses | defs
-            heard[_CH_SRCC] = defs
+        elif cons:                                      # VALU, VMEM, FLAT, DS
+            heard = [0, uses | defs, defs, 0, 0, 0, 0]
             fud = fuses | fdefs
             listen = fud << _S_MFMA | fdefs << _S_SRCC
-            if valu_unit:
+            if cons == 1:                               # VALU
                 valu = uses & (_CLASS["s"] | _VCC_BITS)
                 fvalu = fuses & (_F_S | _F_VCC)
-                if name in _RWLANE or dpp or name.startswith(("v_permlane", "v_div_fmas")):
-                    if name in ("v_readlane_b32", "v_writelane_b32"):
+                if lanes_rule or dpp:
+                    if lane_sel:
                         valu |= r.op("lane")[0]
-                    if name in _RWLANE or dpp:
+                    if rwlane or dpp:
                         valu |= _EXEC_BITS
-                    if name in ("v_readlane_b32", "v_readfirstlane_b32"):
+                    if readlane_src:
                         valu |= r.op("src0")[0]
-                    if name.startswith("v_permlane"):
-                        valu |= uses & vector
-                    if name.startswith("v_div_fmas"):
+                    if permlane:
+                        valu |= uses & _vector_bits()
+                    if div_fmas:
                         valu |= _VCC_BITS
                     fvalu = fud | _F_EXEC | _F_VCC
                 heard[_CH_VALU] = valu
@@ -552,17 +581,20 @@ class _Facts:
                 heard[_CH_WIDE] = defs
                 listen |= (fvalu << _S_VALU | (fvalu | fud) << _S_VALU_SPECIAL
                            | fdefs << _S_WIDE)
-            elif unit in ("vmem", "flat"):
-                heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = uses & ~(vector | _SCC_BIT)
+            elif cons == 2:                             # VMEM, FLAT
+                heard[_CH_VALU] = heard[_CH_VALU_SPECIAL] = uses & ~(_vector_bits() | _SCC_BIT)
                 fs = fuses & _F_SCALAR
                 listen |= fs << _S_VALU | fs << _S_VALU_SPECIAL
-        if "lds_dma" in flags:
-            heard[_CH_M0] = uses
-            listen |= fuses << _S_M0
-        if dpp:
-            heard[_CH_VGPR] = uses & vector
-            listen |= (fuses & _F_VECTOR) << _S_VGPR
-        self.heard = tuple(heard)
+        if lds_dma or dpp:
+            if heard is None:
+                heard = [0] * 7
+            if lds_dma:
+                heard[_CH_M0] = uses
+                listen |= fuses << _S_M0
+            if dpp:
+                heard[_CH_VGPR] = uses & _vector_bits()
+                listen |= (fuses & _F_VECTOR) << _S_VGPR
+        self.heard = tuple(heard) if heard is not None else _NO_HEARD
         self.listen = listen
         # what the block walk reads, in one tuple: (listen, wait states, MFMA?, on the trail?, folded
         # channels of its events, writes that end older events, those channels split into MFMA
@@ -622,7 +654,7 @@ class _Pass:
     ended, and classifies those that share a register with it, then the events pending at the
     block's top."""
 
-    def __init__(self, items: list[object], target: Target | str):
+    def __init__(self, items: list[object], target: Target | str, cfg: CFG | None = None):
         self.items = items
         self.target = get_target(target)
         self.table = _fixed_rules(self.target)
@@ -649,7 +681,7 @@ class _Pass:
             self.steps = [f.dpp_step() if f is not None else _NO_STEP for f in facts]
         else:
             self.steps = [f.step if f is not None else _NO_STEP for f in facts]
-        self.cfg = CFG(items)
+        self.cfg = CFG(items) if cfg is None else cfg
         self.nops = [0] * len(items)              # wait states inserted before each instruction
         self.why = [""] * len(items)
         self.padded: dict[int, list[int]] = {}    # block -> the positions its last walk padded
@@ -759,7 +791,8 @@ class _Pass:
         events at the top first, in their order, then the block's own by clock and place.  An
         instruction met again around a loop while its previous event of the same kind is still
         pending refreshes that event in place (it keeps its rank)."""
-        window, facts = self.window, self.facts
+        window = self.window
+        facts = cast("list[_Facts]", self.facts)       # read only at instructions
         nops = self.nops
         for pos in self.padded.pop(b.index, ()):
             nops[pos] = 0
@@ -787,7 +820,7 @@ class _Pass:
             listen, ws, is_mfma, in_trail, emit, ended, emit_long, emit_short = steps[pos]
             hit = listen & heard
             if hit:
-                f = cast(_Facts, facts[pos])
+                f = facts[pos]
                 if hit & _NOT_MFMA_CH or not is_mfma or not self._chain(f, clock, mfmas, top):
                     need = self._consumer(f, pos, clock, hit, trail, ends, top, renewed)
                     if need:
@@ -808,7 +841,7 @@ class _Pass:
                         short_ |= emit_short
                         young_short |= emit_short
                     if origins is not None and pos in origins:
-                        self._renew(pos, cast(_Facts, facts[pos]), clock, trail, ends, top, renewed)
+                        self._renew(pos, facts[pos], clock, trail, ends, top, renewed)
             if clock >= flip_short:
                 short_, young_short, flip_short = young_short, 0, clock + short
                 if clock >= flip_long:
@@ -833,12 +866,13 @@ class _Pass:
                         and self._wait("mfma_write->mfma_srcc_exact", t.passes) <= age)
             return True
 
+        facts = cast("list[_Facts]", self.facts)
         for i in range(len(mfmas) - 1, -1, -1):
             stamp, p = mfmas[i]
             age = clock - stamp
             if age >= window:
                 return True
-            if not fine(cast(_Facts, self.facts[p]).events[0], age):      # an MFMA's first event: its result
+            if not fine(facts[p].events[0], age):      # an MFMA's first event: its result
                 return False
         return all(fine(ev.t, clock + ev.age) for ev in top
                    if ev.t.kind == "mfma_write" and clock + ev.age < window)
@@ -860,7 +894,8 @@ class _Pass:
                  renewed: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], _Template, int, int, int]]:
         """Every event pending at ``clock``, as (rank, template, registers still held, age, origin),
         in rank order."""
-        window, facts, dpp = self.window, self.facts, self.has_dpp
+        window, dpp = self.window, self.has_dpp
+        facts = cast("list[_Facts]", self.facts)
         out = []
         i = len(trail) - 1
         while i >= 0:
@@ -868,8 +903,8 @@ class _Pass:
             age = clock - stamp
             if age >= window:
                 break
-            pf = cast(_Facts, facts[p])
-            for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+            pf = facts[p]
+            for k, t in enumerate(pf.events_dpp if dpp and pf.events_dpp is not None else pf.events):
                 m = t.mask if t.by < 0 else self._unended(t.mask, t.by, ends, i + 1)
                 if m:
                     r = renewed.get((p, k))
@@ -904,7 +939,8 @@ class _Pass:
         ``hit`` (folded), young enough for their channel's longest rule (MFMA results and SrcC reads:
         the window; the others: the longest fixed rule), on a register ``c`` lists for their channel,
         sharing a register with it."""
-        window, facts, dpp = self.window, self.facts, self.has_dpp
+        window, dpp = self.window, self.has_dpp
+        facts = cast("list[_Facts]", self.facts)
         short = self.short
         limit = window if hit & _LONG_CH else short
         heard, touch = c.heard, c.touch
@@ -916,8 +952,8 @@ class _Pass:
             if age >= limit:
                 break
             if emit & hit:
-                pf = cast(_Facts, facts[p])
-                for k, t in enumerate(cast("tuple[_Template, ...]", pf.events_dpp) if dpp else pf.events):
+                pf = facts[p]
+                for k, t in enumerate(pf.events_dpp if dpp and pf.events_dpp is not None else pf.events):
                     ch = t.ch
                     m = t.mask & heard[ch]
                     if not m or (age >= short and not _LONG[ch]):
@@ -1027,11 +1063,16 @@ class _Pass:
                     work.sort(key=lambda block: rank[block])
 
     def output(self) -> list[object]:
+        return self.output_and_insertions()[0]
+
+    def output_and_insertions(self) -> tuple[list[object], list[tuple[int, int]]]:
+        """The padded item list, and (position in ``items``, s_nops put before it) in order."""
         padded = sorted(pos for positions in self.padded.values() for pos in positions if self.nops[pos])
         if not padded:
-            return list(self.items)
+            return list(self.items), []
         s_nop = isa_table(self.target)["s_nop"]
         out: list[object] = []
+        inserted: list[tuple[int, int]] = []
         last = 0
         for pos in padded:
             out += self.items[last:pos]
@@ -1044,21 +1085,32 @@ class _Pass:
                 out.append(s_nop(n - 1, comment=why))
                 need -= n
                 part += 1
+            inserted.append((pos, part))
         out += self.items[last:]
-        return out
+        return out, inserted
 
 
-def insert_nops(items: Sequence[object], target: Target | str) -> list[object]:
+def insert_nops(items: Sequence[object], target: Target | str, cfg: CFG | None = None) -> list[object]:
     """``items`` with the minimum ``s_nop``s before each instruction that needs wait states.
 
     Independent instructions already between the two count (one wait state each; an ``s_nop N``
     already there counts N+1).  At a label the pending hazards of every predecessor (loop back edges
     included) are merged, the youngest winning, so a loop body is padded for the worst way in.
     Each inserted ``s_nop`` carries a comment naming the pair, the registers and the count.
+    ``cfg``: the graph of ``items``, if the caller has built it already.
     """
-    p = _Pass(list(items), target)
+    p = _Pass(list(items), target, cfg)
     p.run()
     return p.output()
+
+
+def pad(items: Sequence[object], target: Target | str,
+        cfg: CFG | None = None) -> tuple[list[object], list[tuple[int, int]]]:
+    """``insert_nops``, and where the ``s_nop``s went: (position in ``items``, how many ``s_nop``s were
+    put directly before it), in order (``CFG.with_insertions`` and the allocation positions use it)."""
+    p = _Pass(list(items), target, cfg)
+    p.run()
+    return p.output_and_insertions()
 
 
 # =========================================================================== the verifier
@@ -1092,91 +1144,109 @@ class _Profile:
         desc = inst.desc
         self.inst = inst
         r = self.regs = _regs(inst)
+        got = _PROFILE_INFO.get(id(desc))
+        (is_valu, is_mem, kind, n_src, wide_unit, mubuf, lanes_rule, wide_rule, lds_dma, store_reader,
+         vmem) = got[1] if got is not None and got[0] is desc else _profile_info(desc)
         self.name: str = desc.name
         self.unit: str = desc.unit
         self.flags: frozenset[str] = desc.flags
         reads, writes, freads, fwrites = r.uses, r.defs, r.fuses, r.fdefs
         self.reads, self.writes = reads, writes
-        self.mfma: MfmaInfo | None = desc.mfma
+        mfma = self.mfma = desc.mfma
         fsrcc = fdst = fwide = 0
         self.srcc = self.dst = 0
-        if self.mfma is not None:
+        if mfma is not None:
             self.srcc, fsrcc = r.op("src2")
-            keys = _operand_keys(inst.ops[0])
-            self.dst, fdst = _mask(keys), _fold(keys)
+            self.dst, fdst = r._ops[0]
         self.ws = int(inst.ops[0]) + 1 if self.name == "s_nop" else 1
         self.dpp: bool = r.dpp
-        self.op_sel_hi = False             # op_sel moves the result into a higher half/byte
-        if desc.fmt == "VOP3" and inst.mods.get("op_sel"):
-            n_src = len({spec.name for spec in desc.operands if spec.name.startswith("src")})
-            self.op_sel_hi = 1 in list(inst.mods["op_sel"])[n_src:]
+        # op_sel moves the result into a higher half/byte
+        self.op_sel_hi = n_src >= 0 and bool(inst.mods) and bool(inst.mods.get("op_sel")) \
+            and 1 in list(inst.mods["op_sel"])[n_src:]
         self.wide = 0
         self.wide_need = 0
-        if "store" in self.flags and self.unit in ("vmem", "flat"):
+        if wide_unit:
             (vdata, fvdata), (data, fdata) = r.op("vdata"), r.op("data")
             if bin(vdata | data).count("1") > 2:
                 self.wide, fwide = vdata | data, fvdata | fdata
-                if desc.fmt != "MUBUF":
+                if not mubuf:
                     self.wide_need = table["wide_global_store->valu_write_data"]
                 elif self.src("soffset"):
                     self.wide_need = table["wide_store_sgpr_soffset->valu_write_data"]
                 else:
                     self.wide_need = table["wide_store_const_soffset->valu_write_data"]
         # LLVM's "legacy VALU": VALU that is not an MFMA
-        is_valu = self.is_valu = self.unit in ("valu", "trans") and self.mfma is None
-        self.is_mem = self.unit in ("vmem", "flat", "ds")
+        self.is_valu = is_valu
+        self.is_mem = is_mem
         # which kind of newer write hides this instruction's older writes of a register (None: no kind
         # of its own; its writes still hide older writes from DPP readers)
-        self.kind = (_MFMA if self.mfma is not None else _VALU if is_valu
-                     else _SALU if self.unit == "salu" else None)
+        self.kind = kind
         # every register a hazard with this instruction first can be on (every rule below needs one
         # of them in the second instruction's reads or writes)
         self.touch = writes | self.srcc | self.wide
         # its reads by register class, as the rules with it second ask for them
-        v, a = _CLASS.get("v", 0), _CLASS.get("a", 0)
-        self.reads_scalar = reads & ~(v | a | _SCC_BIT)
+        vector = _vector_bits()
+        self.reads_scalar = reads & ~(vector | _SCC_BIT)
         self.reads_sgpr_vcc = reads & (_CLASS["s"] | _VCC_BITS)
-        self.reads_vector = reads & (v | a)
-        self.reads_vgpr = reads & v
+        self.reads_vector = reads & vector
+        self.reads_vgpr = reads & _CLASS.get("v", 0)
         # the filter, by the rules of _pair: what a pair with this instruction first can be on ...
         emit = fwide << _K_STORE * _FOLD | (fwrites & _F_V) << _K_DPP * _FOLD
-        if self.mfma is not None:
+        if mfma is not None:
             emit |= fdst << _K_MFMA * _FOLD
-            if self.mfma.xdl:
+            if mfma.xdl:
                 emit |= fsrcc << _K_SRCC * _FOLD
         elif is_valu:
-            wide_rules = self.unit == "trans" or self.op_sel_hi or self.name.startswith("v_dot")
+            wide_rules = wide_rule or self.op_sel_hi
             emit |= fwrites << (_K_VALU_WIDE if wide_rules else _K_VALU) * _FOLD
-        elif self.unit == "salu" and writes & _M0_BIT:
+        elif kind == _SALU and writes & _M0_BIT:
             emit |= _F_M0 << _K_M0 * _FOLD
         self.emit = emit
         self.emit_long, self.emit_short = emit & _K_LONG, emit & ~_K_LONG
         # ... and what a pair with it second can be on
         both = freads | fwrites
         listen = 0
-        if self.mfma is not None:
+        if mfma is not None:
             listen = freads << _K_MFMA * _FOLD | both << _K_VALU * _FOLD | both << _K_VALU_WIDE * _FOLD
-        elif is_valu or self.is_mem:
+        elif is_valu or is_mem:
             listen = both << _K_MFMA * _FOLD | fwrites << _K_SRCC * _FOLD
-        if self.unit in ("vmem", "flat"):
+        if vmem:
             scalar = freads & _F_SCALAR
             listen |= scalar << _K_VALU * _FOLD | scalar << _K_VALU_WIDE * _FOLD
         if is_valu:
-            lanes = self.dpp or self.name in _RWLANE or self.name.startswith(("v_permlane", "v_div_fmas"))
+            lanes = self.dpp or lanes_rule
             listen |= (both if lanes else freads & _F_SCALAR) << _K_VALU * _FOLD | both << _K_VALU_WIDE * _FOLD
             if self.dpp:
                 listen |= (freads & _F_V) << _K_DPP * _FOLD
-        if "lds_dma" in self.flags:
+        if lds_dma:
             listen |= freads << _K_M0 * _FOLD
-        if self.unit in ("valu", "trans", "mfma"):
+        if store_reader:
             listen |= fwrites << _K_STORE * _FOLD
         self.listen = listen
         # what the block walk reads, in one tuple
-        self.step = (listen, self.ws, self.mfma is not None, emit, self.emit_long, self.emit_short)
+        self.step = (listen, self.ws, mfma is not None, emit, self.emit_long, self.emit_short)
 
     def src(self, name: str) -> int:
         """The registers of the operand called ``name`` (0 for a constant or no such operand)."""
         return self.regs.op(name)[0]
+
+
+#: per instruction definition (by identity, kept beside its answer): what ``_Profile`` decides from
+#: the definition alone
+_PROFILE_INFO: dict[int, tuple[object, tuple[Any, ...]]] = {}
+
+
+def _profile_info(desc: InstrDef) -> tuple[Any, ...]:
+    name, unit, mfma = desc.name, desc.unit, desc.mfma
+    is_valu = unit in ("valu", "trans") and mfma is None
+    kind = _MFMA if mfma is not None else _VALU if is_valu else _SALU if unit == "salu" else None
+    n_src = len({spec.name for spec in desc.operands if spec.name.startswith("src")}) if desc.fmt == "VOP3" else -1
+    info = (is_valu, unit in ("vmem", "flat", "ds"), kind, n_src, "store" in desc.flags and unit in ("vmem", "flat"),
+            desc.fmt == "MUBUF", name in _RWLANE or name.startswith(("v_permlane", "v_div_fmas")),
+            unit == "trans" or name.startswith("v_dot"), "lds_dma" in desc.flags, unit in ("valu", "trans", "mfma"),
+            unit in ("vmem", "flat"))
+    _PROFILE_INFO[id(desc)] = (desc, info)
+    return info
 
 
 #: the registers still exposed per producer kind, indexed by the five constants above
@@ -1279,7 +1349,7 @@ def _what(p: _Profile) -> str:
     return p.unit.upper()
 
 
-def check_hazards(items: Sequence[object], target: Target | str) -> list[Violation]:
+def check_hazards(items: Sequence[object], target: Target | str, cfg: CFG | None = None) -> list[Violation]:
     """Every pair of instructions with fewer wait states between them than the hazard table asks,
     on any path of the CFG (loop back edges included).  An empty list means the program is clean.
 
@@ -1291,12 +1361,14 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
     instructions on a path), and only an earlier instruction that writes or holds one of the
     registers it touches is classified; the walk within a block is a plain loop, and only a walk that
     reaches the top of its block inside the window goes on over the CFG (a shortest-distance-first
-    search over the predecessors)."""
+    search over the predecessors).  ``cfg``: the graph of ``items``, if the caller has built it
+    already."""
     target = get_target(target)
     t = _fixed_rules(target)
     window = max_window(target)
     short = max(t.values())                  # the longest rule that does not depend on an MFMA's passes
-    cfg = CFG(list(items))
+    if cfg is None:
+        cfg = CFG(list(items))
     key = f"hazards.verifier.{target.name}"
     profiles: list[_Profile | None] = []
     for item in items:
@@ -1392,7 +1464,7 @@ def check_hazards(items: Sequence[object], target: Target | str) -> list[Violati
 
     for bi in sorted(reachable):
         instrs = cfg.blocks[bi].instrs
-        block = [cast(_Profile, profiles[pos]) for pos in instrs]
+        block = cast("list[_Profile]", [profiles[pos] for pos in instrs])
         # what the producers of the last one or two windows can start (a superset of the last window)
         # what the producers of the last one or two generations can start: on MFMA results and SrcC
         # reads, generations of a window; on the others (fixed rules), of the longest fixed rule
@@ -1433,10 +1505,11 @@ def _entry_filters(cfg: CFG, profiles: Sequence[_Profile | None], reachable: Abs
     window, what comes into that one (to a fixpoint)."""
     tail: dict[int, int] = {}
     short: dict[int, bool] = {}
+    known = cast("Sequence[_Profile]", profiles)
     for bi, b in enumerate(cfg.blocks):
         m, dist = 0, 0
         for pos in reversed(b.instrs):
-            p = cast(_Profile, profiles[pos])
+            p = known[pos]
             m |= p.emit
             dist += p.ws
             if dist >= window:

@@ -18,6 +18,7 @@ Returns a list of one-line problems (empty when the kernel is clean).
 from __future__ import annotations
 
 from isagen.checks import hazards, lds_banks, waits
+from isagen.checks.cfg import CFG
 
 
 def register_problems(program) -> list[str]:
@@ -36,30 +37,32 @@ def register_problems(program) -> list[str]:
 def finish_program(program) -> list[str]:
     problems = register_problems(program)
     before = program.items
-    program.items = hazards.insert_nops(before, program.target)
-    _shift_allocation_positions(program, before)
-    problems += [str(v) for v in hazards.check_hazards(program.items, program.target)]
-    problems += [str(v) for v in waits.check_waits(program.items, program.target)]
+    cfg = CFG(before)
+    program.items, inserted = hazards.pad(before, program.target, cfg)
+    if inserted:                                # s_nops went in: the positions moved
+        _shift_allocation_positions(program, len(before), inserted)
+        cfg = cfg.with_insertions(program.items, inserted)
+    # the verifier and the wait check share the padded program's graph (each applies its own rules)
+    problems += [str(v) for v in hazards.check_hazards(program.items, program.target, cfg)]
+    problems += [str(v) for v in waits.check_waits(program.items, program.target, cfg)]
     program.lds_banks, bank_problems = lds_banks.check_program(program.items, program.target.name)
     problems += [f"{program.name}: {p}" for p in bank_problems]
     return problems
 
 
-def _shift_allocation_positions(program, before: list) -> None:
+def _shift_allocation_positions(program, n_before: int, inserted: list[tuple[int, int]]) -> None:
     """Keep ``Allocation.allocated_at``/``freed_at`` indices into ``program.items`` after the hazard
-    pass inserted ``s_nop``s: position ``j`` of the old list becomes the new position of old item
-    ``j`` (the end stays the end), so reports and the .s lifetimes name the right instructions."""
-    if len(program.items) == len(before):
-        return
-    new_pos, j = [], 0
-    for pos, item in enumerate(program.items):
-        if j < len(before) and item is before[j]:
-            new_pos.append(pos)
-            j += 1
-    new_pos.append(len(program.items))
-    if j != len(before):            # not a pure insertion: leave the positions as they were
-        return
+    pass inserted ``s_nop``s (``inserted``: (old position, s_nops put before it), in order): position
+    ``j`` of the old list becomes the new position of old item ``j`` (the end stays the end), so
+    reports and the .s lifetimes name the right instructions."""
+    new_pos: list[int] = []                     # old position -> new one, and the end
+    prev = shift = 0
+    for pos, n in inserted:
+        new_pos.extend(range(prev + shift, pos + shift))
+        shift += n                                # the s_nops go before item pos
+        prev = pos
+    new_pos.extend(range(prev + shift, n_before + shift + 1))
     for a in program.allocations:
-        a.allocated_at = new_pos[min(a.allocated_at, len(before))]
+        a.allocated_at = new_pos[min(a.allocated_at, n_before)]
         if a.freed_at is not None:
-            a.freed_at = new_pos[min(a.freed_at, len(before))]
+            a.freed_at = new_pos[min(a.freed_at, n_before)]

@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from isagen.checks.cfg import CFG, Violation, format_keys
+from isagen.checks.hazards import _keys as _mask_keys
+from isagen.checks.hazards import _regs
 from isagen.isa.instruction import Instruction
 from isagen.targets import get_target
 
@@ -47,7 +49,7 @@ class _Op:
 
     pos: int
     kind: str                       # vmem | ds | smem | flat
-    dest: frozenset                 # register keys it writes when it finishes
+    dest: int                       # registers it writes when it finishes (hazards' bit numbering)
     lds: tuple | None               # LDS byte range it writes (LDS DMA); None = unknown
     is_dma: bool
     is_vmem_load: bool
@@ -103,13 +105,13 @@ def _facts(desc) -> tuple:
     return facts
 
 
-def _keys(x: Instruction) -> tuple[frozenset, frozenset, frozenset]:
-    """(uses, defs, both) of ``x`` as sets, worked out once for equal instructions."""
-    sets = x.shared.checks.get("waits.keys")
-    if sets is None:
-        uses, defs = frozenset(x.use_keys()), frozenset(x.def_keys())
-        sets = x.shared.checks["waits.keys"] = (uses, defs, uses | defs)
-    return sets
+def _touch(x: Instruction) -> tuple[int, bool]:
+    """The registers ``x`` reads or writes, as one bit mask (the hazard passes' numbering and
+    per-instruction register sets, ``hazards._regs``), and whether it accesses LDS; worked out once
+    for equal instructions."""
+    r = _regs(x)
+    got = x.shared.checks["waits.touch"] = (r.uses | r.defs, _facts(x.desc)[3])
+    return got
 
 
 # state: origin position -> (younger, vm_pending, lgkm_pending)
@@ -119,21 +121,21 @@ def _keys(x: Instruction) -> tuple[frozenset, frozenset, frozenset]:
 # Cost, linear in the program: an instruction that neither issues a memory operation nor waits leaves
 # the state alone, so the fixpoint's passes (a few over a loop) step only over each block's memory
 # instructions and waits, and an issue is O(1) (``walk``: per-block counter shifts instead of
-# incrementing every outstanding entry); the reporting pass looks, for each instruction, only at the
-# outstanding operations that write one of its registers (found once per distinct instruction
-# through a register -> operations index) or, for an LDS access, at the outstanding LDS DMAs.
+# incrementing every outstanding entry); the reporting pass keeps the union of the registers the
+# outstanding operations write (a bit mask, a superset while entries age out) and whether an LDS DMA
+# is among them: an instruction whose registers miss it and that does not access LDS past a DMA costs
+# one AND; only the others look at the outstanding operations (bounded by the counters' maxima).
 
 class _Checker:
-    def __init__(self, items: list, target):
+    def __init__(self, items: list, target, cfg: CFG | None = None):
         self.items = items
         self.target = get_target(target)
         self.cap_vm, self.cap_lgkm = self.target.max_vmcnt, self.target.max_lgkmcnt
-        self.cfg = CFG(items)
+        self.cfg = CFG(items) if cfg is None else cfg
         self.ops: dict[int, _Op] = {}
         self.kind_of: dict[int, str] = {}          # origin -> kind, for the transfer's inner loop
         # per block: (position, kind or None for s_waitcnt) of the instructions that change the state
         self.actions: list[list[tuple[int, str | None]]] = []
-        by_key: dict[tuple, list[int]] = {}
         known = _DESC_FACTS
         for b in self.cfg.blocks:
             acts: list[tuple[int, str | None]] = []
@@ -148,15 +150,11 @@ class _Checker:
                 if kind is None:
                     continue
                 acts.append((pos, kind))
-                dest = _keys(item)[1]
-                self.ops[pos] = _Op(pos, kind, dest, lds_range(item) if dma else None, dma, vload)
+                self.ops[pos] = _Op(pos, kind, _regs(item).defs, lds_range(item) if dma else None, dma, vload)
                 self.kind_of[pos] = kind
-                for k in dest:
-                    by_key.setdefault(k, []).append(pos)
             self.actions.append(acts)
-        self.by_key = by_key
         self.dmas = [pos for pos, op in self.ops.items() if op.is_dma]
-        self._cands: dict[int, tuple[object, tuple[frozenset, bool]]] = {}    # id(shared) -> (shared, ...)
+        self._dma_overlap: dict[tuple[int, int] | None, frozenset[int]] = {}   # LDS range -> DMAs that overlap it
         self.found: dict[tuple, Violation] = {}
 
     # ------------------------------------------------------------------ what is missing
@@ -189,40 +187,24 @@ class _Checker:
         if key not in self.found:
             self.found[key] = Violation(pos, x, regs, message, source=origin, kind="wait")
 
-    def _candidates(self, x: Instruction) -> tuple[frozenset, bool]:
-        """The memory operations of this program that write a register ``x`` reads or writes, and
-        whether ``x`` accesses LDS (then the outstanding LDS DMAs are candidates as well)."""
-        sh = x.shared
-        got = self._cands.get(id(sh))
-        if got is not None and got[0] is sh:
-            return got[1]
-        by_key = self.by_key
-        found: set[int] = set()
-        for keys in (x.use_keys(), x.def_keys()):
-            for k in keys:
-                origins = by_key.get(k)
-                if origins:
-                    found.update(origins)
-        cands = (frozenset(found), _facts(x.desc)[3])
-        self._cands[id(sh)] = (sh, cands)
-        return cands
-
-    def _check(self, pos: int, x: Instruction, live: dict, shift_vm: int, shift_ds: int) -> None:
-        sh = x.shared
-        got = self._cands.get(id(sh))
-        cands, touches_lds = got[1] if got is not None and got[0] is sh else self._candidates(x)
-        # only the outstanding operations this instruction can collide with are looked at closely
-        if not cands and not touches_lds:
-            return
-        ops, kind_of = self.ops, self.kind_of
-        hits = [origin for origin in cands if origin in live]
+    def _check(self, pos: int, x: Instruction, live: dict, shift_vm: int, shift_ds: int, touch: int,
+               touches_lds: bool, live_regs: int) -> None:
+        """Report what ``x`` (registers ``touch``; an LDS access if ``touches_lds``) collides with among
+        the outstanding operations ``live`` (whose registers ``live_regs`` covers)."""
+        ops = self.ops
+        hits = [origin for origin in live if ops[origin].dest & touch] if touch & live_regs else []
         my_lds = None
         if touches_lds:
             my_lds = lds_range(x)
-            hits += [origin for origin in self.dmas
-                     if origin in live and origin not in cands and _overlaps(ops[origin].lds, my_lds)]
+            dmas = self._dma_overlap.get(my_lds)
+            if dmas is None:
+                dmas = self._dma_overlap[my_lds] = frozenset(
+                    origin for origin in self.dmas if _overlaps(ops[origin].lds, my_lds))
+            if dmas:
+                hits += [origin for origin in live.keys() & dmas if not ops[origin].dest & touch]
         if not hits:
             return
+        kind_of = self.kind_of
         younger_of = {}
         for origin in hits:
             kind = kind_of[origin]
@@ -236,7 +218,8 @@ class _Checker:
                 if younger > self.cap_lgkm:
                     continue
             younger_of[origin] = younger
-        uses, defs, _ = _keys(x)
+        r = _regs(x)
+        uses, defs = r.uses, r.defs
         lds_read = _facts(x.desc)[4]
         is_vmem_load = pos in ops and ops[pos].is_vmem_load
         for origin in sorted(younger_of, reverse=True):
@@ -246,12 +229,12 @@ class _Checker:
             hit = op.dest & uses
             notes = self._notes(pos, op)
             if hit:
-                regs = format_keys(hit)
+                regs = format_keys(_mask_keys(hit))
                 self._add(pos, x, origin, regs,
                           f"reads {regs} loaded by {self._describe(op)} with no {need} between{notes}")
             hit = op.dest & defs
             if hit and not (is_vmem_load and op.is_vmem_load):
-                regs = format_keys(hit)
+                regs = format_keys(_mask_keys(hit))
                 self._add(pos, x, origin, regs,
                           f"overwrites {regs} that {self._describe(op)} may still write: "
                           f"needs {need} before it{notes}")
@@ -289,9 +272,16 @@ class _Checker:
         cap_vm, cap_lgkm = self.cap_vm, self.cap_lgkm
         live = dict(state)
         shift_vm = shift_ds = 0
+        # report: the union of the registers the entries of ``live`` write (a superset while entries
+        # age out or are waited for until the next s_waitcnt rebuilds it) and whether one is a DMA
+        live_regs, live_dma = 0, False
         if report:
             acts = dict(self.actions[bi])
             steps: list = self.cfg.blocks[bi].instrs
+            for origin in live:
+                op = ops[origin]
+                live_regs |= op.dest
+                live_dma = live_dma or op.is_dma
         else:
             steps = self.actions[bi]
         check = self._check
@@ -299,7 +289,10 @@ class _Checker:
             if report:
                 pos = step
                 if live:
-                    check(pos, items[pos], live, shift_vm, shift_ds)
+                    x = items[pos]
+                    touch, lds = x.shared.checks.get("waits.touch") or _touch(x)
+                    if touch & live_regs or (lds and live_dma):
+                        check(pos, x, live, shift_vm, shift_ds, touch, lds and live_dma, live_regs)
                 if pos not in acts:
                     continue
                 kind = acts[pos]
@@ -329,6 +322,12 @@ class _Checker:
                             continue
                     kept[origin] = (base, vm, lg)
                 live = kept
+                if report:
+                    live_regs, live_dma = 0, False
+                    for origin in live:
+                        op = ops[origin]
+                        live_regs |= op.dest
+                        live_dma = live_dma or op.is_dma
             else:
                 op = ops[pos]
                 if kind == "vmem":
@@ -341,6 +340,9 @@ class _Checker:
                         live[pos] = (-shift_ds, True, True)
                 elif op.dest or op.is_dma:
                     live[pos] = (0, True, True)
+                if report:
+                    live_regs |= op.dest
+                    live_dma = live_dma or op.is_dma
         if not shift_vm and not shift_ds:
             return live
         out = {}
@@ -385,8 +387,9 @@ class _Checker:
         return sorted(self.found.values(), key=lambda v: (v.pos, v.source or 0))
 
 
-def check_waits(items: list, target) -> list[Violation]:
+def check_waits(items: list, target, cfg: CFG | None = None) -> list[Violation]:
     """Every register (or LDS range) an outstanding memory instruction writes that is read or
     overwritten before an ``s_waitcnt`` guarantees that instruction is done, on any CFG path.
-    An empty list means every load is waited for."""
-    return _Checker(list(items), target).run()
+    An empty list means every load is waited for.  ``cfg``: the graph of ``items``, if the caller
+    has built it already."""
+    return _Checker(list(items), target, cfg).run()

@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 
 from isagen.errors import IsagenError
+from isagen.runtime.emu import cgen
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, Ctx
@@ -66,6 +67,8 @@ class CompiledCode:
         self.leaders = leaders
         self.has_mfma = any(inst.mai for inst in insts)
         self._ftz_warned = False
+        # the native block engine (cgen.py): straight-line runs as generated C, sanitizer off only
+        self.cgen = cgen.Plan(self, _fuse_mfma_runs) if not ctx.sanitize and cgen.mode() != "off" else None
 
     def step(self, i: int) -> CompiledStep:
         s = self.steps[i]
@@ -96,7 +99,7 @@ class CompiledCode:
                           f"float32 subnormals to zero, so where one occurs the results can differ from the CPU "
                           f"engine's: confirm such results with {X.ENV}=cpu", X.FtzWarning, stacklevel=2)
 
-    def block_at(self, i: int) -> CompiledBlock:
+    def block_at(self, i: int, fuse: bool = True) -> CompiledBlock:
         b = self._blocks.get(i)
         if b is None:
             j = i
@@ -116,7 +119,13 @@ class CompiledCode:
                 steps[-1] = _error_step(last.inst, last.idx, "VGPR index mode (s_set_gpr_idx_on) still on at the "
                                         "end of a basic block is not modelled", R.UNSUPPORTED)
             b = self._blocks[i] = CompiledBlock(i, steps)
-            b.fns = _fuse_mfma_runs(steps)
+            if fuse and self.ctx.sanitize:
+                b.fns = _fuse_mfma_runs(steps)        # each MFMA's checks still made in order (_mfma_run)
+            elif fuse:
+                cg = self.cgen
+                if cg is not None and cg.pending and cg.mode == "force":
+                    cg.build()            # every block, this one included
+                b.fns = cg.fuse_block(steps) if cg is not None and cg.lib is not None else _fuse_mfma_runs(steps)
         return b
 
     def _indexed_step(self, i: int, mask: int) -> CompiledStep:
@@ -389,6 +398,8 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
             n_blocks += 1
             if n_blocks & 255 == 0 and st.icount.max() > budget:
                 _budget_exceeded(st, prog, rc)
+            elif n_blocks & 31 == 0 and prog.cgen is not None and prog.cgen.pending:
+                prog.cgen.maybe_build(st)      # the native block engine: build it, or load it once built
     except _Abort:
         pass
     except Exception as e:

@@ -199,3 +199,53 @@ def test_verifier_sees_the_whole_window_and_no_further(blocks):
         items += [I["v_accvgpr_read_b32"](V[30], A[7]), I["s_endpgm"]()]
         want = {(len(items) - 2, 0, between, 20)} if between < 20 else set()
         assert fast(items, G950) == reference(items, G950) == want
+
+
+def _blocks(cfg):
+    return [(b.index, b.start, b.end, b.labels, b.instrs, b.succs, b.preds) for b in cfg.blocks]
+
+
+@pytest.mark.parametrize("shape", ["line", "loop", "diamond"])
+def test_graph_after_the_nop_pass_is_the_graph_of_the_padded_program(shape):
+    """finish() builds the CFG once and moves it past the inserted s_nops (``CFG.with_insertions``):
+    it must be the graph ``CFG`` builds from the padded program itself, comments anywhere included,
+    and ``pad`` must give ``insert_nops``' program."""
+    from isagen.builders.program import Comment
+    rng = random.Random(f"{shape}-graph-20261126")
+    moved = 0
+    for _ in range(40):
+        items = _program(rng, G942, rng.randrange(6, 40), shape)
+        for _ in range(rng.randrange(0, 4)):
+            items.insert(rng.randrange(0, len(items) + 1), Comment("a comment"))
+        out, inserted = hazards.pad(items, G942, CFG(items))
+        assert out == hazards.insert_nops(items, G942)
+        assert sum(n for _, n in inserted) == len(out) - len(items)
+        assert _blocks(CFG(items).with_insertions(out, inserted)) == _blocks(CFG(out))
+        moved += bool(inserted)
+    assert moved > 20               # most programs do get s_nops
+
+
+def test_allocation_positions_follow_their_instructions_past_the_s_nops():
+    """finish() shifts ``Allocation.allocated_at``/``freed_at`` by the insertion list: each old
+    position must become the new position of the same item object (the end the new end)."""
+    from types import SimpleNamespace
+
+    from isagen.checks.pipeline import _shift_allocation_positions
+    rng = random.Random("alloc-positions-20261126")
+    checked = 0
+    for _ in range(30):
+        items = _program(rng, G942, rng.randrange(6, 40), rng.choice(["line", "loop", "diamond"]))
+        out, inserted = hazards.pad(items, G942)
+        if not inserted:
+            continue
+        where = {id(x): i for i, x in enumerate(out)}
+        want = [where[id(x)] for x in items] + [len(out)]
+        olds = [(rng.randrange(0, len(items) + 1), rng.choice([None, rng.randrange(0, len(items) + 1)]))
+                for _ in range(10)]
+        allocs = [SimpleNamespace(allocated_at=a, freed_at=f) for a, f in olds]
+        _shift_allocation_positions(SimpleNamespace(allocations=allocs), len(items), inserted)
+        for (a, f), got in zip(olds, allocs):
+            assert got.allocated_at == want[a]
+            assert got.freed_at == (None if f is None else want[f])
+        checked += 1
+    assert checked > 10

@@ -1,0 +1,998 @@
+"""The emulator's native block engine: straight-line runs of VALU, SALU and DS instructions inside a
+basic block, generated as C, compiled once per kernel with the host C compiler and loaded through
+ctypes; one call runs a whole run for every wave of the group.
+
+The per-instruction numpy handlers (ops_*.py) stay the one semantics: every instruction this module
+emits C for is checked against its numpy handler bit for bit on random registers, EXEC masks, SCC and
+VCC (``tests/runtime/emu/test_emu_cgen.py``), and anything it does not cover ends a C run and runs
+through its handler as before, so coverage can grow one instruction at a time.
+
+Order of execution.  A run executes workgroup by workgroup (workgroups share nothing; a workgroup's
+registers and LDS stay in the caches for the whole run).  Inside one it is cut into segments: a segment
+of non-LDS instructions runs wave by wave (each wave executes all of them, lane loops the compiler
+vectorizes, EXEC-masked writes): VALU and SALU instructions read and write only their own wave's
+registers, so this gives exactly what the numpy path's instruction-by-instruction order over all waves
+gives.  An LDS instruction is a segment of its own that runs over all the workgroup's waves before the
+next one starts (its waves share its LDS), in the numpy path's order (wave by wave, lane by lane;
+read2/write2 element 0 for all waves, then element 1).  An LDS access past the workgroup's allocation
+by an active lane stops the run before that instruction (the workgroups before it have finished the
+run, the ones after it have not started); the numpy handlers then bring the later workgroups up to that
+instruction and run the rest for all of them, in their order, and report it exactly as they always do.
+
+When.  Only with the sanitizer off (its checks follow the instruction order across waves) and on the
+CPU engine.  Compiling a kernel's runs costs seconds of CPU the first time (~10 s for a Triton GEMM's
+~700 instructions; cached after, by a hash of the source, next to the native MFMA kernel's cache), so
+a program goes native once a batch has executed ``THRESHOLD`` wave-instructions (a GEMM at 1024^3 does
+early in its first launch; a unit test's kernel never does), and the compiler runs in the background
+while the launch goes on with the numpy handlers -- the executor asks :meth:`Plan.maybe_build` every
+32 blocks, which loads the library once it is there.  ``ISAGEN_EMU_CGEN=0`` turns the engine off,
+``=force`` builds (and waits) at a program's first block, so small kernels run through it too (the
+emulator tests were run that way).  No C compiler or a failed build leaves the numpy path in use;
+``why_not()`` says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from isagen.runtime.emu import native
+from isagen.runtime.emu.access import CompileError
+from isagen.runtime.emu.steps import CompiledStep
+from isagen.runtime.emu.wave import ALL
+
+ENV = "ISAGEN_EMU_CGEN"
+THRESHOLD = 200_000        # wave-instructions of one batch before a program goes native
+FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-fast-math", "-std=gnu99", "-w"]
+
+_why = ""
+
+
+def mode() -> str:
+    """'off', 'auto' (the default) or 'force', from ``ISAGEN_EMU_CGEN``."""
+    v = os.environ.get(ENV, "1").strip().lower()
+    if v in ("0", "off", "false", "no"):
+        return "off"
+    if v in ("force", "always", "2"):
+        return "force"
+    return "auto"
+
+
+def why_not() -> str:
+    return _why
+
+
+class NotCovered(Exception):
+    """The instruction has no C form (it runs through its numpy handler)."""
+
+
+# ============================================================================ operands
+
+_HDR = r"""
+#include <stdint.h>
+#include <string.h>
+#define U32 uint32_t
+#define U64 uint64_t
+typedef int64_t I64;
+
+static inline void sync_exec(U32 *S, uint8_t *EX, I64 W, I64 w) {
+    const U64 m = (U64)S[126 * W + w] | ((U64)S[127 * W + w] << 32);
+    uint8_t *e = EX + w * 64;
+    for (int l = 0; l < 64; l++) e[l] = (uint8_t)((m >> l) & 1);
+}
+
+static inline U32 perm_b32(U32 a, U32 b, U32 sel) {
+    const U64 d = ((U64)a << 32) | b;
+    U32 out = 0;
+    for (int i = 0; i < 4; i++) {
+        const U32 s = (sel >> (8 * i)) & 0xFF;
+        U32 v;
+        if (s < 8) v = (U32)(d >> (8 * s)) & 0xFF;
+        else if (s < 12) v = ((d >> (8 * (2 * (s - 8) + 1) + 7)) & 1) ? 0xFF : 0;
+        else if (s == 12) v = 0;
+        else v = 0xFF;
+        out |= v << (8 * i);
+    }
+    return out;
+}
+
+/* v_perm_b32 with one selector for the wave: per result byte, (d >> sh) & m, times mul, or c */
+typedef struct { unsigned sh[4]; U32 m[4], mul[4], c[4]; } perm_t;
+static inline perm_t perm_prep(U32 sel) {
+    perm_t p;
+    for (int i = 0; i < 4; i++) {
+        const U32 s = (sel >> (8 * i)) & 0xFF;
+        if (s < 8) { p.sh[i] = 8 * s; p.m[i] = 0xFF; p.mul[i] = 1; p.c[i] = 0; }
+        else if (s < 12) { p.sh[i] = 8 * (2 * (s - 8) + 1) + 7; p.m[i] = 1; p.mul[i] = 0xFF; p.c[i] = 0; }
+        else { p.sh[i] = 0; p.m[i] = 0; p.mul[i] = 0; p.c[i] = s == 12 ? 0 : 0xFF; }
+    }
+    return p;
+}
+static inline U32 perm_u(U64 d, const perm_t *p) {
+    U32 out = 0;
+    for (int i = 0; i < 4; i++)
+        out |= ((((U32)(d >> p->sh[i]) & p->m[i]) * p->mul[i]) | p->c[i]) << (8 * i);
+    return out;
+}
+
+static inline U32 bfe_u32(U32 a, U32 o, U32 w) {
+    o &= 31; w &= 31;
+    return (U32)(((U64)a >> o) & ((1ull << w) - 1));
+}
+
+static inline U32 bfe_i32(U32 a, U32 o, U32 w) {
+    o &= 31; w &= 31;
+    U64 v = ((U64)a >> o) & ((1ull << w) - 1);
+    if (w == 0) return 0;
+    const unsigned sh = (64 - w) & 63;
+    return (U32)(U64)((int64_t)(v << sh) >> sh);
+}
+
+static inline I64 sx(U32 x) { return (I64)(int32_t)x; }
+static inline float u2f(U32 x) { float f; memcpy(&f, &x, 4); return f; }
+static inline int isnan_(float x) { return x != x; }
+"""
+
+
+class _Gen:
+    """C text of one wave's part of a segment: declarations before the lane loop, per-lane code."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.n = 0
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"t{self.n}"
+
+    # ---- 32-bit sources: (prologue lines, per-lane expression)
+    def src32(self, o, ty: str = "b32", lanes: bool = True) -> tuple[list[str], str]:
+        if o.kind in ("const", "literal", "imm"):
+            v = (o.const_bits(ty) if o.kind != "imm" else o.value) & 0xFFFFFFFF
+            return [], f"{v:#x}u"
+        if o.kind != "reg":
+            raise NotCovered(o.kind)
+        if o.reg.file in ("v", "a"):
+            if not lanes:
+                raise NotCovered("vector operand of a scalar op")
+            i = self.ctx.vindex(o.reg, 1)
+            p = self.tmp()
+            return [f"const U32 *{p} = V + ((I64){i} * W + w) * 64;"], f"{p}[l]"
+        code = o.reg.code
+        if code >= 128:
+            raise NotCovered(f"scalar code {code}")
+        t = self.tmp()
+        return [f"const U32 {t} = S[{code} * W + w];"], t
+
+    def src64(self, o, ty: str = "b64", lanes: bool = True) -> tuple[list[str], str]:
+        if o.kind in ("const", "literal", "imm"):
+            v = (o.const_bits(ty) if o.kind != "imm" else o.value) & 0xFFFFFFFFFFFFFFFF
+            return [], f"{v:#x}ull"
+        if o.kind != "reg":
+            raise NotCovered(o.kind)
+        if o.reg.file in ("v", "a"):
+            if not lanes:
+                raise NotCovered("vector operand of a scalar op")
+            i = self.ctx.vindex(o.reg, 2)
+            p, q = self.tmp(), self.tmp()
+            return [f"const U32 *{p} = V + ((I64){i} * W + w) * 64;",
+                    f"const U32 *{q} = V + ((I64){i + 1} * W + w) * 64;"], f"((U64){p}[l] | ((U64){q}[l] << 32))"
+        code = o.reg.code
+        if code >= 127:
+            raise NotCovered(f"scalar code {code}")
+        t = self.tmp()
+        return [f"const U64 {t} = (U64)S[{code} * W + w] | ((U64)S[{code + 1} * W + w] << 32);"], t
+
+    def mask(self, o) -> tuple[list[str], str]:
+        """A lane mask (SGPR pair or constant) as a per-wave U64."""
+        if o is None:
+            t = self.tmp()
+            return [f"const U64 {t} = (U64)S[106 * W + w] | ((U64)S[107 * W + w] << 32);"], t
+        if o.kind in ("const", "literal", "imm"):
+            v = (o.const_bits("b64") if o.kind != "imm" else o.value) & 0xFFFFFFFFFFFFFFFF
+            return [], f"{v:#x}ull"
+        return self.src64(o, lanes=False)
+
+    def vdst(self, o, count: int = 1) -> list[str]:
+        if o is None or o.kind != "reg" or o.reg.file not in ("v", "a"):
+            raise NotCovered("destination is not a VGPR")
+        i = self.ctx.vindex(o.reg, count)
+        return [f"U32 *d{k} = V + ((I64){i + k} * W + w) * 64;" for k in range(count)]
+
+
+def _sdst_code(o, pair: bool) -> int | None:
+    """Scalar destination code, or None when the write is dropped (codes past the file)."""
+    if o is None or o.kind != "reg" or o.reg.file not in ("s", "ttmp", "special"):
+        raise NotCovered("destination is not a scalar register")
+    code = o.reg.code
+    if code >= (127 if pair else 128):
+        return None
+    return code
+
+
+def _swrite32(code: int | None, val: str) -> list[str]:
+    if code is None:
+        return []
+    out = [f"S[{code} * W + w] = (U32)({val});"]
+    if code in (126, 127):
+        out.append("sync_exec(S, EX, W, w);")
+    return out
+
+
+def _swrite64(code: int | None, val: str) -> list[str]:
+    if code is None:
+        return []
+    out = [f"{{ const U64 v_ = (U64)({val}); S[{code} * W + w] = (U32)v_; S[{code + 1} * W + w] = (U32)(v_ >> 32); }}"]
+    if code == 126:
+        out.append("sync_exec(S, EX, W, w);")
+    return out
+
+
+def _writes_exec(code: int | None, pair: bool) -> bool:
+    return code is not None and (code == 126 or (not pair and code == 127))
+
+
+# ============================================================================ VALU
+
+# name -> (input types, C expression of a, b, c (U32 or U64 per type))
+_V32: dict[str, tuple[tuple[str, ...], str]] = {
+    "v_mov_b32": (("b32",), "a"),
+    "v_not_b32": (("b32",), "~a"),
+    "v_add_u32": (("u32", "u32"), "a + b"),
+    "v_sub_u32": (("u32", "u32"), "a - b"),
+    "v_subrev_u32": (("u32", "u32"), "b - a"),
+    "v_mul_lo_u32": (("u32", "u32"), "a * b"),
+    "v_mul_hi_u32": (("u32", "u32"), "(U32)(((U64)a * b) >> 32)"),
+    "v_mul_u32_u24": (("u32", "u32"), "(a & 0xFFFFFFu) * (b & 0xFFFFFFu)"),
+    "v_mul_hi_u32_u24": (("u32", "u32"), "(U32)(((U64)(a & 0xFFFFFFu) * (b & 0xFFFFFFu)) >> 32)"),
+    "v_mad_u32_u24": (("u32", "u32", "u32"), "(a & 0xFFFFFFu) * (b & 0xFFFFFFu) + c"),
+    "v_min_u32": (("u32", "u32"), "a < b ? a : b"),
+    "v_max_u32": (("u32", "u32"), "a > b ? a : b"),
+    "v_min_i32": (("i32", "i32"), "(int32_t)a < (int32_t)b ? a : b"),
+    "v_max_i32": (("i32", "i32"), "(int32_t)a > (int32_t)b ? a : b"),
+    "v_lshlrev_b32": (("u32", "b32"), "b << (a & 31)"),
+    "v_lshrrev_b32": (("u32", "b32"), "b >> (a & 31)"),
+    "v_ashrrev_i32": (("u32", "i32"), "(U32)((int32_t)b >> (a & 31))"),
+    "v_and_b32": (("u32", "u32"), "a & b"),
+    "v_or_b32": (("u32", "u32"), "a | b"),
+    "v_xor_b32": (("u32", "u32"), "a ^ b"),
+    "v_xnor_b32": (("u32", "u32"), "~(a ^ b)"),
+    "v_bfe_u32": (("u32", "u32", "u32"), "bfe_u32(a, b, c)"),
+    "v_bfe_i32": (("u32", "u32", "u32"), "bfe_i32(a, b, c)"),
+    "v_bfi_b32": (("u32", "u32", "u32"), "(a & b) | (~a & c)"),
+    "v_alignbit_b32": (("u32", "u32", "u32"), "(U32)((((U64)a << 32) | b) >> (c & 31))"),
+    "v_alignbyte_b32": (("u32", "u32", "u32"), "(U32)((((U64)a << 32) | b) >> ((c & 3) * 8))"),
+    "v_perm_b32": (("u32", "u32", "u32"), "perm_b32(a, b, c)"),
+    "v_lshl_add_u32": (("u32", "u32", "u32"), "(a << (b & 31)) + c"),
+    "v_add_lshl_u32": (("u32", "u32", "u32"), "(a + b) << (c & 31)"),
+    "v_add3_u32": (("u32", "u32", "u32"), "a + b + c"),
+    "v_lshl_or_b32": (("u32", "u32", "u32"), "(a << (b & 31)) | c"),
+    "v_and_or_b32": (("u32", "u32", "u32"), "(a & b) | c"),
+    "v_or3_b32": (("u32", "u32", "u32"), "a | b | c"),
+    "v_xad_u32": (("u32", "u32", "u32"), "(a ^ b) + c"),
+    "v_min3_u32": (("u32", "u32", "u32"), "(a < b ? a : b) < c ? (a < b ? a : b) : c"),
+    "v_max3_u32": (("u32", "u32", "u32"), "(a > b ? a : b) > c ? (a > b ? a : b) : c"),
+}
+_V64 = {   # 64-bit result (a VGPR pair): name -> (input types, expression)
+    "v_lshl_add_u64": (("u64", "u32", "u64"), "(a << (b & 7)) + c"),
+    "v_lshlrev_b64": (("u32", "b64"), "b << (a & 63)"),
+    "v_lshrrev_b64": (("u32", "b64"), "b >> (a & 63)"),
+}
+_ICMP = {"lt": "<", "eq": "==", "le": "<=", "gt": ">", "ne": "!=", "ge": ">="}
+_CARRY = ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_addc_co_u32", "v_subb_co_u32", "v_subbrev_co_u32")
+
+
+def _check_plain_valu(vi) -> None:
+    if vi.variant in ("sdwa", "dpp") or vi.dpp is not None or vi.sdwa is not None:
+        raise NotCovered("DPP/SDWA")
+
+
+def _lane_loop(pro: list[str], body: list[str]) -> list[str]:
+    return pro + ["#pragma GCC ivdep", "for (int l = 0; l < 64; l++) {"] + ["    " + b for b in body] + ["}"]
+
+
+def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
+    """C of one VALU instruction for wave w; (lines, writes exec)."""
+    from isagen.runtime.emu.ops_valu import VInst
+    vi = VInst(inst)
+    _check_plain_valu(vi)
+    name = vi.name
+    if name in _V32 or name in _V64:
+        ins, expr = _V32[name] if name in _V32 else _V64[name]
+        if len(vi.srcs) != len(ins):
+            raise NotCovered("operand count")
+        pro: list[str] = []
+        ex = []
+        for o, ty in zip(vi.srcs, ins):
+            p, e = g.src64(o, ty) if ty.endswith("64") else g.src32(o, ty)
+            pro += p
+            ex.append(e)
+        decl = [f"const {'U64' if ty.endswith('64') else 'U32'} {v} = {e};" for v, ty, e in zip("abc", ins, ex)]
+        if name in _V64:
+            pro += g.vdst(vi.vdst, 2)
+            body = decl + [f"const U64 r = {expr};",
+                           "d0[l] = ex[l] ? (U32)r : d0[l];", "d1[l] = ex[l] ? (U32)(r >> 32) : d1[l];"]
+        else:
+            pro += g.vdst(vi.vdst, 1)
+            body = decl + [f"const U32 r = {expr};", "d0[l] = ex[l] ? r : d0[l];"]
+        return _lane_loop(pro, body), False
+    if name == "v_perm_b32" and len(vi.srcs) == 3 and not (vi.srcs[2].kind == "reg"
+                                                            and vi.srcs[2].reg.file in ("v", "a")):
+        # one selector for the whole wave (an SGPR or a constant, as compilers use it)
+        pa, ea = g.src32(vi.srcs[0], "u32")
+        pb, eb = g.src32(vi.srcs[1], "u32")
+        pc, ec = g.src32(vi.srcs[2], "u32")
+        pro = pa + pb + pc + [f"const perm_t pp = perm_prep({ec});"] + g.vdst(vi.vdst)
+        body = [f"const U32 r = perm_u(((U64)({ea}) << 32) | ({eb}), &pp);", "d0[l] = ex[l] ? r : d0[l];"]
+        return _lane_loop(pro, body), False
+    if name == "v_cndmask_b32":
+        if inst.family == "VOP3" and (any(vi.neg[:2]) or any(vi.abs[:2])):
+            raise NotCovered("float modifiers")
+        pa, ea = g.src32(vi.srcs[0], "u32")
+        pb, eb = g.src32(vi.srcs[1], "u32")
+        sel = vi.srcs[2] if inst.family == "VOP3" else vi.vcc_in
+        pm, em = g.mask(sel)
+        pro = pa + pb + pm + g.vdst(vi.vdst)
+        body = [f"const U32 r = ((({em}) >> l) & 1) ? {eb} : {ea};", "d0[l] = ex[l] ? r : d0[l];"]
+        return _lane_loop(pro, body), False
+    if name in _CARRY:
+        base = name.replace("_co", "")
+        sub, rev = "sub" in base, "rev" in base
+        carry_in = name.startswith(("v_addc", "v_subb"))
+        pa, ea = g.src32(vi.srcs[0], "u32")
+        pb, eb = g.src32(vi.srcs[1], "u32")
+        if rev:
+            ea, eb = eb, ea
+        pro = pa + pb
+        cin = "0"
+        if carry_in:
+            src = vi.vcc_in if vi.vcc_in is not None else (vi.srcs[2] if len(vi.srcs) > 2 else None)
+            pm, em = g.mask(src)
+            pro += pm
+            cin = f"(I64)((({em}) >> l) & 1)"
+        cout = vi.sdst or next((o for o in inst.operands if o.role == "vcc" and o.write), None)
+        code = _sdst_code(cout, True) if cout is not None else None
+        pro += g.vdst(vi.vdst) + ["U64 cm = 0;"]
+        op = "-" if sub else "+"
+        body = [f"const I64 r = (I64){ea} {op} (I64){eb} {op} {cin};",
+                "d0[l] = ex[l] ? (U32)r : d0[l];",
+                f"cm |= (U64)(({'r < 0' if sub else 'r > 0xFFFFFFFFll'}) & ex[l]) << l;"]
+        lines = _lane_loop(pro, body)
+        return ["{"] + lines + _swrite64(code, "cm") + ["}"], _writes_exec(code, True)
+    if name.startswith("v_cmp_"):
+        parts = name.split("_")
+        opn, ty = parts[2], parts[3]
+        if ty in ("i32", "u32") and opn in _ICMP:
+            pa, ea = g.src32(vi.srcs[0], ty)
+            pb, eb = g.src32(vi.srcs[1], ty)
+            cast = "(int32_t)" if ty == "i32" else ""
+            cond = f"{cast}({ea}) {_ICMP[opn]} {cast}({eb})"
+        elif ty == "f32" and opn in ("o", "u", "lt", "eq", "le", "gt", "ge", "lg", "neq", "nlt", "nle", "ngt",
+                                     "nge", "nlg"):
+            if any(vi.neg[:2]) or any(vi.abs[:2]):
+                raise NotCovered("float modifiers")
+            pa, ea = g.src32(vi.srcs[0], "f32")
+            pb, eb = g.src32(vi.srcs[1], "f32")
+            fa, fb = f"u2f({ea})", f"u2f({eb})"
+            cond = {"o": f"!(isnan_({fa}) | isnan_({fb}))", "u": f"(isnan_({fa}) | isnan_({fb}))",
+                    "lt": f"{fa} < {fb}", "eq": f"{fa} == {fb}", "le": f"{fa} <= {fb}", "gt": f"{fa} > {fb}",
+                    "ge": f"{fa} >= {fb}", "lg": f"(({fa} < {fb}) | ({fa} > {fb}))",
+                    "neq": f"!({fa} == {fb})", "nlt": f"!({fa} < {fb})", "nle": f"!({fa} <= {fb})",
+                    "ngt": f"!({fa} > {fb})", "nge": f"!({fa} >= {fb})",
+                    "nlg": f"!(({fa} < {fb}) | ({fa} > {fb}))"}[opn]
+        else:
+            raise NotCovered(name)
+        dst = vi.sdst or vi.vdst or next((o for o in inst.operands if o.role == "vcc" and o.write), None)
+        code = _sdst_code(dst, True) if dst is not None else None
+        body = [f"cm |= (U64)(({cond}) & ex[l]) << l;"]
+        lines = _lane_loop(pa + pb + ["U64 cm = 0;"], body)
+        return ["{"] + lines + _swrite64(code, "cm") + ["}"], _writes_exec(code, True)
+    raise NotCovered(name)
+
+
+# ============================================================================ SALU
+
+_S2_32 = {   # name -> (C statements computing r (U32) and, when the op sets it, scc)
+    "s_add_u32": "const U64 t = (U64)a + b; r = (U32)t; scc = (U32)(t >> 32) & 1;",
+    "s_sub_u32": "r = a - b; scc = a < b;",
+    "s_add_i32": "const I64 t = sx(a) + sx(b); r = (U32)t; scc = t > 0x7FFFFFFFll || t < -0x80000000ll;",
+    "s_sub_i32": "const I64 t = sx(a) - sx(b); r = (U32)t; scc = t > 0x7FFFFFFFll || t < -0x80000000ll;",
+    "s_addc_u32": "const U64 t = (U64)a + b + c; r = (U32)t; scc = (U32)(t >> 32) & 1;",
+    "s_subb_u32": "const I64 t = (I64)a - (I64)b - (I64)c; r = (U32)t; scc = t < 0;",
+    "s_min_i32": "scc = sx(a) < sx(b); r = scc ? a : b;",
+    "s_min_u32": "scc = a < b; r = scc ? a : b;",
+    "s_max_i32": "scc = sx(a) > sx(b); r = scc ? a : b;",
+    "s_max_u32": "scc = a > b; r = scc ? a : b;",
+    "s_cselect_b32": "r = c ? a : b; scc = c;",
+    "s_and_b32": "r = a & b; scc = r != 0;",
+    "s_or_b32": "r = a | b; scc = r != 0;",
+    "s_xor_b32": "r = a ^ b; scc = r != 0;",
+    "s_andn2_b32": "r = a & ~b; scc = r != 0;",
+    "s_orn2_b32": "r = a | ~b; scc = r != 0;",
+    "s_nand_b32": "r = ~(a & b); scc = r != 0;",
+    "s_nor_b32": "r = ~(a | b); scc = r != 0;",
+    "s_xnor_b32": "r = ~(a ^ b); scc = r != 0;",
+    "s_lshl_b32": "r = a << (b & 31); scc = r != 0;",
+    "s_lshr_b32": "r = a >> (b & 31); scc = r != 0;",
+    "s_ashr_i32": "r = (U32)(sx(a) >> (b & 31)); scc = r != 0;",
+    "s_mul_i32": "r = a * b; scc = c;",
+    "s_mul_hi_u32": "r = (U32)(((U64)a * b) >> 32); scc = c;",
+    "s_lshl1_add_u32": "const U64 t = ((U64)a << 1) + b; r = (U32)t; scc = (t >> 32) != 0;",
+    "s_lshl2_add_u32": "const U64 t = ((U64)a << 2) + b; r = (U32)t; scc = (t >> 32) != 0;",
+    "s_lshl3_add_u32": "const U64 t = ((U64)a << 3) + b; r = (U32)t; scc = (t >> 32) != 0;",
+    "s_lshl4_add_u32": "const U64 t = ((U64)a << 4) + b; r = (U32)t; scc = (t >> 32) != 0;",
+    "s_pack_ll_b32_b16": "r = (a & 0xFFFFu) | (b << 16); scc = c;",
+    "s_pack_lh_b32_b16": "r = (a & 0xFFFFu) | (b & 0xFFFF0000u); scc = c;",
+    "s_pack_hh_b32_b16": "r = (a >> 16) | (b & 0xFFFF0000u); scc = c;",
+}
+_S2_64 = {
+    "s_cselect_b64": "r = c ? a : b; scc = c;",
+    "s_and_b64": "r = a & b; scc = r != 0;",
+    "s_or_b64": "r = a | b; scc = r != 0;",
+    "s_xor_b64": "r = a ^ b; scc = r != 0;",
+    "s_andn2_b64": "r = a & ~b; scc = r != 0;",
+    "s_orn2_b64": "r = a | ~b; scc = r != 0;",
+    "s_nand_b64": "r = ~(a & b); scc = r != 0;",
+    "s_nor_b64": "r = ~(a | b); scc = r != 0;",
+    "s_xnor_b64": "r = ~(a ^ b); scc = r != 0;",
+    "s_lshl_b64": "r = a << (b & 63); scc = r != 0;",
+    "s_lshr_b64": "r = a >> (b & 63); scc = r != 0;",
+}
+_S2_64_B32 = {"s_lshl_b64", "s_lshr_b64"}
+_SC_32 = {"eq": "==", "lg": "!=", "gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+_S1_32 = {"s_mov_b32": "r = a; scc = c;", "s_not_b32": "r = ~a; scc = r != 0;"}
+_S1_64 = {"s_mov_b64": "r = a; scc = c;", "s_not_b64": "r = ~a; scc = r != 0;"}
+_SAVEEXEC = {
+    "s_and_saveexec_b64": "s & e", "s_or_saveexec_b64": "s | e", "s_xor_saveexec_b64": "s ^ e",
+    "s_andn2_saveexec_b64": "s & ~e", "s_orn2_saveexec_b64": "s | ~e", "s_nand_saveexec_b64": "~(s & e)",
+    "s_nor_saveexec_b64": "~(s | e)", "s_xnor_saveexec_b64": "~(s ^ e)", "s_andn1_saveexec_b64": "~s & e",
+    "s_orn1_saveexec_b64": "~s | e",
+}
+
+
+def _salu(inst, g: _Gen) -> tuple[list[str], bool]:
+    name, fam = inst.name, inst.family
+    d = next((o for o in inst.operands if o.role == "sdst"), None)
+    srcs = [o for o in inst.operands if o.role in ("ssrc0", "ssrc1")]
+    scc = "SCC[w]"
+    if fam == "SOPK":
+        imm = inst.mods.get("simm16", 0) & 0xFFFF
+        simm = imm - 0x10000 if imm & 0x8000 else imm
+        if name == "s_movk_i32":
+            code = _sdst_code(d, False)
+            return _swrite32(code, f"{simm & 0xFFFFFFFF:#x}u"), _writes_exec(code, False)
+        if name.startswith("s_cmpk_"):
+            opn = name.split("_")[2]
+            if opn not in _SC_32 or d is None or d.kind != "reg" or d.reg.code >= 128:
+                raise NotCovered(name)
+            code = d.reg.code
+            if name.endswith("i32"):
+                return [f"{scc} = sx(S[{code} * W + w]) {_SC_32[opn]} (I64){simm};"], False
+            return [f"{scc} = (I64)S[{code} * W + w] {_SC_32[opn]} (I64){imm};"], False
+        if name == "s_addk_i32":
+            code = _sdst_code(d, False)
+            if code is None:
+                raise NotCovered(name)
+            lines = [f"{{ const I64 t = sx(S[{code} * W + w]) + {simm};",
+                     f"  {scc} = t > 0x7FFFFFFFll || t < -0x80000000ll;"]
+            return lines + _swrite32(code, "(U32)t") + ["}"], _writes_exec(code, False)
+        if name == "s_mulk_i32":
+            code = _sdst_code(d, False)
+            if code is None:
+                raise NotCovered(name)
+            lines = [f"{{ const I64 t = sx(S[{code} * W + w]) * {simm};"]
+            return lines + _swrite32(code, "(U32)t") + ["}"], _writes_exec(code, False)
+        raise NotCovered(name)
+    if fam == "SOPC":
+        parts = name.split("_")
+        if name in ("s_cmp_eq_u64", "s_cmp_lg_u64"):
+            pa, ea = g.src64(srcs[0], lanes=False)
+            pb, eb = g.src64(srcs[1], lanes=False)
+            return ["{"] + pa + pb + [f"{scc} = {ea} {_SC_32[parts[2]]} {eb};", "}"], False
+        if len(parts) == 4 and parts[1] == "cmp" and parts[2] in _SC_32 and parts[3] in ("i32", "u32"):
+            pa, ea = g.src32(srcs[0], lanes=False)
+            pb, eb = g.src32(srcs[1], lanes=False)
+            if parts[3] == "i32":
+                ea, eb = f"sx({ea})", f"sx({eb})"
+            return ["{"] + pa + pb + [f"{scc} = {ea} {_SC_32[parts[2]]} {eb};", "}"], False
+        if name in ("s_bitcmp0_b32", "s_bitcmp1_b32"):
+            pa, ea = g.src32(srcs[0], lanes=False)
+            pb, eb = g.src32(srcs[1], lanes=False)
+            return ["{"] + pa + pb + [f"{scc} = (({ea} >> ({eb} & 31)) & 1) == {name[8]};", "}"], False
+        raise NotCovered(name)
+    if fam == "SOP2":
+        if name in _S2_32:
+            pa, ea = g.src32(srcs[0], lanes=False)
+            pb, eb = g.src32(srcs[1], lanes=False)
+            code = _sdst_code(d, False)
+            body = ["{"] + pa + pb + [f"const U32 a = {ea}, b = {eb}, c = {scc}; U32 r, scc;", _S2_32[name]]
+            return body + _swrite32(code, "r") + [f"{scc} = scc;", "}"], _writes_exec(code, False)
+        if name in _S2_64:
+            pa, ea = g.src64(srcs[0], lanes=False)
+            pb, eb = g.src32(srcs[1], lanes=False) if name in _S2_64_B32 else g.src64(srcs[1], lanes=False)
+            code = _sdst_code(d, True)
+            body = ["{"] + pa + pb + [f"const U64 a = {ea}, b = {eb}; const U32 c = {scc}; U64 r; U32 scc;",
+                                      _S2_64[name]]
+            return body + _swrite64(code, "r") + [f"{scc} = scc;", "}"], _writes_exec(code, True)
+        raise NotCovered(name)
+    if fam == "SOP1":
+        if name in _S1_32:
+            pa, ea = g.src32(srcs[0], lanes=False)
+            code = _sdst_code(d, False)
+            return (["{"] + pa + [f"const U32 a = {ea}, c = {scc}; U32 r, scc;", _S1_32[name]]
+                    + _swrite32(code, "r") + [f"{scc} = scc;", "}"]), _writes_exec(code, False)
+        if name in _S1_64:
+            pa, ea = g.src64(srcs[0], lanes=False)
+            code = _sdst_code(d, True)
+            return (["{"] + pa + [f"const U64 a = {ea}; const U32 c = {scc}; U64 r; U32 scc;", _S1_64[name]]
+                    + _swrite64(code, "r") + [f"{scc} = scc;", "}"]), _writes_exec(code, True)
+        if name in _SAVEEXEC:
+            pa, ea = g.src64(srcs[0], lanes=False)
+            code = _sdst_code(d, True)
+            lines = ["{"] + pa + [f"const U64 s = {ea};",
+                                  "const U64 e = (U64)S[126 * W + w] | ((U64)S[127 * W + w] << 32);",
+                                  f"const U64 n_ = {_SAVEEXEC[name]};"]
+            lines += _swrite64(code, "e") + _swrite64(126, "n_") + [f"{scc} = n_ != 0;", "}"]
+            return lines, True
+        raise NotCovered(name)
+    raise NotCovered(name)
+
+
+# ============================================================================ DS
+
+def _ds(inst, ctx, k: int) -> tuple[list[str], int, int] | None:
+    """One LDS instruction as a segment over all waves: (lines, bytes read per active lane, written)."""
+    from isagen.runtime.emu.ops_ds import DsAddressing, _pair_layout
+    name = inst.name
+    la = DsAddressing(inst, ctx)
+    if la.ai is None:
+        raise NotCovered("no address register")
+    ai = la.ai
+    if name.startswith(("ds_read2", "ds_write2")):
+        if name[-3:] not in ("b32", "b64") or name[len("ds_read2"):] not in ("_b32", "_b64", "st64_b32", "st64_b64") \
+                and name[len("ds_write2"):] not in ("_b32", "_b64", "st64_b32", "st64_b64"):
+            raise NotCovered(name)
+        size, o0, o1 = _pair_layout(name, la)
+        elems = [o0, o1]
+    else:
+        parts = name.split("_")
+        sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
+        if len(parts) != 3 or parts[1] not in ("read", "write") or parts[2] not in sizes:
+            raise NotCovered(name)
+        size = sizes[parts[2]]
+        elems = [la.offset]
+    read = name.startswith("ds_read")
+    ndw = size // 4
+    if read:
+        di = ctx.vindex(la.ops["vdst"].reg, ndw * len(elems))
+        srcs = []
+    else:
+        di = -1
+        srcs = [ctx.vindex(la.ops["data0"].reg, ndw)]
+        if len(elems) == 2:
+            srcs.append(ctx.vindex(la.ops["data1"].reg, ndw))
+    # bounds first, for every wave: a bad lane leaves the instruction (and the rest) to numpy
+    check = ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;",
+             f"    const U32 *ad = V + ((I64){ai} * W + w) * 64;", "    int bad = 0;",
+             "    for (int l = 0; l < 64; l++) {", "        const I64 a = (I64)ad[l];"]
+    conds = " | ".join(f"(a + {o + size} > lds_bytes)" for o in elems)
+    check += [f"        bad |= ex[l] & ({conds});", "    }", f"    if (bad) {{ counts[2] = k0; return {k}; }}", "}"]
+    lines = ["{"] + check
+    if read:
+        # lane by lane: the address, every element's data, then the writes (a destination may be the
+        # address register); an inactive lane reads (and drops) the row's first bytes: no branch
+        nv = ndw * len(elems)
+        lines += ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;",
+                  f"    const U32 *ad = V + ((I64){ai} * W + w) * 64;",
+                  "    const uint8_t *lb = lds + wg[w] * L;", "    int n = 0;"]
+        lines += [f"    U32 *d{j} = V + ((I64){di + j} * W + w) * 64;" for j in range(nv)]
+        lines += ["    for (int l = 0; l < 64; l++) {", "        const int on = ex[l];", f"        U32 v[{nv}];"]
+        lines += [f"        memcpy(&v[{e * ndw}], lb + (on ? (I64)ad[l] + {off} : 0), {size});"
+                  for e, off in enumerate(elems)]
+        lines += [f"        d{j}[l] = on ? v[{j}] : d{j}[l];" for j in range(nv)]
+        lines += ["        n += on;", "    }", f"    counts[0] += (I64)n * {size * len(elems)};", "}"]
+    else:
+        for e, off in enumerate(elems):
+            lines += ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];",
+                      "    const uint8_t *ex = EX + w * 64;",
+                      f"    const U32 *ad = V + ((I64){ai} * W + w) * 64;",
+                      "    uint8_t *lb = lds + wg[w] * L;", "    int n = 0;"]
+            s_ = srcs[e]
+            lines += [f"    const U32 *s{j} = V + ((I64){s_ + j} * W + w) * 64;" for j in range(ndw)]
+            lines += ["    for (int l = 0; l < 64; l++) if (ex[l]) {", f"        U32 val[{ndw}];"]
+            lines += [f"        val[{j}] = s{j}[l];" for j in range(ndw)]
+            lines += [f"        memcpy(lb + (I64)ad[l] + {off}, val, {size}); n++;", "    }",
+                      f"    counts[1] += (I64)n * {size};", "}"]
+    lines.append("}")
+    return lines, (size * len(elems) if read else 0), (0 if read else size * len(elems))
+
+
+# ============================================================================ runs
+
+def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
+    """(kind 'wave' | 'lds' | 'nop', C lines, writes exec) of a step, or None when it is not covered."""
+    from isagen.runtime.emu.ops_salu import _noop
+    if s.error is not None or s.term:
+        return None
+    inst = s.inst
+    if s.fn is _noop and s.cat in ("nop", "waitcnt"):
+        return "nop", [], False
+    try:
+        if s.cat == "valu" and inst.family in ("VOP1", "VOP2", "VOP3", "VOPC") and not inst.mai:
+            g = _Gen(ctx)
+            lines, wexec = _valu(inst, g)
+            return "wave", lines, wexec
+        if s.cat == "salu" and inst.family in ("SOP1", "SOP2", "SOPC", "SOPK"):
+            g = _Gen(ctx)
+            lines, wexec = _salu(inst, g)
+            return "wave", lines, wexec
+        if s.cat == "ds" and inst.family == "DS":
+            r = _ds(inst, ctx, 0)
+            if r is not None:
+                return "lds", [], False
+    except (NotCovered, CompileError):
+        return None
+    return None
+
+
+class _Run:
+    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds")
+
+    def __init__(self, first: int, steps: list):
+        self.first, self.steps = first, steps
+        self.src = ""
+        self.fname = ""
+        self.wexec = False
+        self.lds = False
+
+
+def _run_source(run: _Run, ctx) -> str:
+    """The C function of a run: segments of per-wave code and LDS instructions."""
+    out = [f"I64 {run.fname}(I64 W, const I64 *ws, I64 nws, U32 *V, U32 *S, U32 *SCC, uint8_t *EX,"
+           " uint8_t *lds, I64 L, I64 lds_bytes, const I64 *wg, I64 *counts) {",
+           # workgroup by workgroup (waves of one are consecutive in ws when counts[3] is set): they
+           # share nothing, and one workgroup's registers and LDS stay in the caches for the whole run
+           "for (I64 k0 = 0, k1; k0 < nws; k0 = k1) {",
+           "k1 = k0 + 1;",
+           "if (counts[3]) { while (k1 < nws && wg[ws[k1]] == wg[ws[k0]]) k1++; } else k1 = nws;"]
+    seg: list[str] = []
+
+    def flush():
+        if seg:
+            out.extend(["for (I64 k = k0; k < k1; k++) {", "const I64 w = ws[k];", "const uint8_t *ex = EX + w * 64;"]
+                       + seg + ["}"])
+            seg.clear()
+
+    for k, s in enumerate(run.steps):
+        c = _covered(s, ctx)
+        assert c is not None
+        kind, lines, wexec = c
+        run.wexec |= wexec
+        if kind == "nop":
+            continue
+        if kind == "lds":
+            flush()
+            r = _ds(s.inst, ctx, k)
+            assert r is not None
+            out.extend([f"/* {s.inst.text} */"] + r[0])
+            run.lds = True
+        else:
+            seg.append(f"/* {s.inst.text} */")
+            seg.append("{")
+            seg.extend(lines)
+            seg.append("}")
+    flush()
+    out += ["}", "return -1;", "}"]
+    return "\n".join(out)
+
+
+class Plan:
+    """The native engine of one compiled program (``executor.CompiledCode``)."""
+
+    def __init__(self, prog, fuse_mfma_runs):
+        self.prog = prog
+        # executor._fuse_mfma_runs (passed in: the executor imports this module): a block's steps ->
+        # its handlers with the runs of MFMAs fused
+        self.fuse_mfma_runs = fuse_mfma_runs
+        self.mode = mode()
+        self.pending = self.mode != "off"
+        self.lib = None
+        self.runs: dict[tuple[int, int], _Run] = {}    # (first, last) instruction index -> run
+        self.cfns: dict[str, object] = {}
+        self.by_first: dict[int, list[_Run]] = {}
+        self._job: _Build | None = None      # the compiler run in progress
+        self._runs: list[_Run] = []
+
+    # ---------------------------------------------------------------- build
+    def maybe_build(self, st) -> None:
+        """Start the build once the batch ``st`` has executed enough, and load the library once the
+        compiler has finished (executor.run_batch asks every 256 blocks while ``pending``)."""
+        if self._job is not None:
+            if self._job.poll():
+                self._finish()
+        elif int(st.icount.sum()) >= THRESHOLD:
+            self.build(wait=False)
+
+    def build(self, wait: bool = True) -> None:
+        """Generate the C of every run of every basic block and compile it (in the background unless
+        ``wait``: the launch goes on with the numpy handlers meanwhile); load it and re-fuse the blocks
+        when it is ready."""
+        global _why
+        prog = self.prog
+        from isagen.runtime.emu import xp as X
+        if prog.ctx.sanitize or X.active() != "cpu":
+            self.pending = False
+            return
+        try:
+            n = len(prog.insts)
+            for i in sorted(prog.leaders):
+                if i < n:
+                    prog.block_at(i, fuse=False)
+            runs: list[_Run] = []
+            for blk in sorted(prog._blocks.values(), key=lambda b: b.start):
+                runs += self._block_runs(blk)
+            if not runs:
+                _why = "no instruction of the kernel has a C form"
+                self.pending = False
+                return
+            parts = [_HDR]
+            for r in runs:
+                r.fname = f"run_{r.first}_{r.first + len(r.steps) - 1}"
+                r.src = _run_source(r, prog.ctx)
+                parts.append(r.src)
+            self._runs = runs
+            self._job = _Build("\n\n".join(parts) + "\n")
+        except Exception as e:     # a generator gap must never stop a launch: the numpy path runs
+            _why = f"generating the native block code failed: {type(e).__name__}: {e}"
+            self.pending = False
+            return
+        finally:
+            for blk in prog._blocks.values():
+                if blk.fns is None or len(blk.fns) == len(blk.steps):
+                    blk.fns = self.fuse_mfma_runs(blk.steps)
+        if wait or self._job.poll():
+            self._finish()
+
+    def _finish(self) -> None:
+        job, runs = self._job, self._runs
+        self._job, self._runs = None, []
+        self.pending = False
+        lib = job.result() if job is not None else None
+        if lib is None:
+            return
+        P, L = ctypes.c_void_p, ctypes.c_int64
+        for r in runs:
+            f = getattr(lib, r.fname)
+            f.argtypes = [L, P, L, P, P, P, P, P, L, L, P, P]
+            f.restype = L
+            self.cfns[r.fname] = f
+            self.runs[(r.first, r.first + len(r.steps) - 1)] = r
+            self.by_first.setdefault(r.first, []).append(r)
+        self.lib = lib
+        for blk in self.prog._blocks.values():
+            blk.fns = self.fuse_block(blk.steps)
+
+    def _block_runs(self, b) -> list[_Run]:
+        out: list[_Run] = []
+        cur: list = []
+        first = -1
+
+        def flush():
+            # a run worth a call: at least one instruction that does something
+            if cur and any(_covered(s, self.prog.ctx)[0] != "nop" for s in cur):
+                out.append(_Run(first, list(cur)))
+            cur.clear()
+
+        for s in b.steps:
+            ok = s is self.prog.steps[s.idx] and _covered(s, self.prog.ctx) is not None
+            if ok:
+                if not cur:
+                    first = s.idx
+                cur.append(s)
+            else:
+                flush()
+        flush()
+        return out
+
+    # ---------------------------------------------------------------- running
+    def fuse_block(self, steps: list[CompiledStep]) -> list:
+        """The block's handlers (executor._fuse_mfma_runs applied), with each run of covered steps that
+        has a C function as one handler."""
+        out: list[CompiledStep] = []
+        i = 0
+        n = len(steps)
+        while i < n:
+            s = steps[i]
+            hit = None
+            if s is self.prog.steps[s.idx]:
+                for r in self.by_first.get(s.idx, ()):
+                    if i + len(r.steps) <= n and all(a is b for a, b in zip(steps[i:i + len(r.steps)], r.steps)):
+                        hit = r
+                        break
+            if hit is None:
+                out.append(s)
+                i += 1
+                continue
+            ps = CompiledStep(s.inst, s.idx, _handler(self.cfns[hit.fname], hit), "cgen")
+            out.append(ps)
+            i += len(hit.steps)
+        return self.fuse_mfma_runs(out)
+
+
+def _handler(cfn, run: _Run):
+    steps = run.steps
+    wexec, lds = run.wexec, run.lds
+    fallback = [s.fn for s in steps]
+    key = "cgen"
+
+    def fn(st, ws):
+        V = st.V
+        if not isinstance(V, np.ndarray):       # another engine's arrays: the numpy handlers
+            for h in fallback:
+                h(st, ws)
+            return
+        b = st.native_calls.get(key)
+        if b is None:
+            b = st.native_calls[key] = _Args(st)
+        if isinstance(ws, slice):
+            wsa = b.all_ws if ws == ALL else b.all_ws[ws]
+        else:
+            wsa = ws if (ws.dtype == np.int64 and ws.flags.c_contiguous) else np.ascontiguousarray(ws, np.int64)
+        r = cfn(st.W, native.address(wsa), wsa.size, b.V, b.S, b.SCC, b.EX, b.lds, b.L, b.lds_bytes,
+                b.wga, b.counts)
+        if wexec:
+            st.exec_all = bool(st.EXEC.all())
+        c = b.cnt
+        if lds:
+            rc = st.run
+            rc.lds_bytes_read += int(c[0])
+            rc.lds_bytes_written += int(c[1])
+            c[:2] = 0
+        if r >= 0:
+            # stopped before step r in the workgroup starting at wsa[p]: the workgroups before it are done;
+            # the ones after it have not started: they catch up to step r, then all run the rest (what
+            # the numpy handlers would have done, in their order: workgroups share no state)
+            p = int(c[2])
+            c[2] = 0
+            wgs = b.wg[wsa]
+            q = p + int(np.count_nonzero(wgs[p:] == wgs[p])) if b.cnt[3] else wsa.size
+            rest, tail = wsa[q:], (wsa[p:] if p or q < wsa.size else ws)
+            if rest.size:
+                for h in fallback[:r]:
+                    h(st, rest)
+            for h in fallback[r:]:
+                h(st, tail)
+    return fn
+
+
+class _Args:
+    __slots__ = ("V", "S", "SCC", "EX", "lds", "L", "lds_bytes", "wg", "wga", "all_ws", "cnt", "counts")
+
+    def __init__(self, st):
+        a = native.address
+        for name in ("V", "S", "SCC", "EXEC", "lds"):
+            arr = getattr(st, name)
+            assert arr.flags.c_contiguous, name
+        self.V, self.S, self.SCC, self.EX = a(st.V), a(st.S), a(st.SCC), a(st.EXEC)
+        self.lds, self.L, self.lds_bytes = a(st.lds), int(st.lds.shape[1]), int(st.lds_bytes)
+        self.wg = np.ascontiguousarray(st.wg, np.int64)
+        self.wga = a(self.wg)
+        self.all_ws = np.arange(st.W, dtype=np.int64)
+        # [LDS bytes read, written, where in ws the workgroup that stopped starts, by workgroup?]
+        self.cnt = np.zeros(4, np.int64)
+        self.cnt[3] = int(bool(np.all(np.diff(self.wg) >= 0)))     # a workgroup's waves consecutive
+        self.counts = a(self.cnt)
+
+
+def covers(step: CompiledStep, ctx) -> bool:
+    """Whether the step has a C form (it can be part of a native run)."""
+    return _covered(step, ctx) is not None
+
+
+def compile_runs(ctx, runs: list[list[CompiledStep]]) -> list | None:
+    """Handlers ``fn(st, ws)`` that each run one list of covered steps as one native run (all in one
+    library); None when it cannot be built.  The tests compare them with the numpy handlers."""
+    rs = []
+    for k, steps in enumerate(runs):
+        r = _Run(steps[0].idx, list(steps))
+        r.fname = f"run{k}"
+        r.src = _run_source(r, ctx)
+        rs.append(r)
+    lib = _Build("\n\n".join([_HDR] + [r.src for r in rs]) + "\n").result()
+    if lib is None:
+        return None
+    P, L = ctypes.c_void_p, ctypes.c_int64
+    out = []
+    for r in rs:
+        f = getattr(lib, r.fname)
+        f.argtypes = [L, P, L, P, P, P, P, P, L, L, P, P]
+        f.restype = L
+        out.append(_handler(f, r))
+    return out
+
+
+# ============================================================================ building
+
+class _Build:
+    """One compiler run for a generated source, in the background; the library is cached under
+    ``cache_dir() / "emu-native"`` by a hash of the source, compiler, flags and host CPU."""
+
+    def __init__(self, src: str):
+        global _why
+        self.proc: subprocess.Popen | None = None
+        self.tmp: str | None = None
+        self.so: Path | None = None
+        self.err: Path | None = None
+        cc = native._compiler()
+        if cc is None:
+            _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
+            return
+        self.cc = cc
+        from isagen.objects.cache import cache_dir
+        key = hashlib.sha256((src + cc + " ".join(FLAGS) + native._cpu_id()).encode()).hexdigest()[:20]
+        out_dir = cache_dir() / "emu-native"
+        self.so = out_dir / f"blocks_{key}.so"
+        if self.so.exists():
+            return
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            self.tmp = tempfile.mkdtemp(prefix="isagen-cgen-")
+            c = Path(self.tmp) / "blocks.c"
+            c.write_text(src)
+            part = out_dir / f".{self.so.name}.{os.getpid()}.part"
+            # the rename (atomic: concurrent builders agree) is part of the job, so a process that ends
+            # before the compiler does still leaves the library in the cache for the next one
+            cmd = " ".join(shlex.quote(x) for x in [cc, *FLAGS, str(c), "-o", str(part)])
+            # the compiler's messages go to a file: a pipe nobody reads until it ends could fill up
+            self.err = out_dir / f".{self.so.name}.{os.getpid()}.err"
+            with open(self.err, "w") as err:
+                self.proc = subprocess.Popen(["sh", "-c", f"{cmd} && mv -f {shlex.quote(str(part))} "
+                                              f"{shlex.quote(str(self.so))}; r=$?; rm -rf {shlex.quote(self.tmp)}; "
+                                              f"exit $r"], stdout=subprocess.DEVNULL, stderr=err)
+        except (OSError, subprocess.SubprocessError) as e:
+            _why = f"building the native block code failed: {e}"
+            self.so = None
+            self._cleanup()
+
+    def poll(self) -> bool:
+        """Whether the compiler has finished (or never ran)."""
+        return self.proc is None or self.proc.poll() is not None
+
+    def _cleanup(self) -> None:
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def result(self) -> ctypes.CDLL | None:
+        """Wait for the compiler; the loaded library, or None (``why_not`` says why)."""
+        global _why
+        if self.so is None:
+            return None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=600)
+                if self.proc.returncode != 0 or not self.so.exists():
+                    msg = self.err.read_text(errors="replace").strip()[:300] if self.err else ""
+                    _why = f"{self.cc} failed on the generated block code: {msg}"
+                    return None
+            except (OSError, subprocess.SubprocessError) as e:
+                _why = f"building the native block code failed: {e}"
+                return None
+            finally:
+                self.proc = None
+                self._cleanup()
+                if self.err is not None:
+                    self.err.unlink(missing_ok=True)
+        try:
+            return ctypes.CDLL(str(self.so))
+        except OSError as e:
+            _why = f"loading {self.so} failed: {e}"
+            return None
