@@ -160,6 +160,13 @@ def instrument(step, ctx) -> None:
     hz.lane_sel = tuple(_reg_keys(src1.reg, ctx)) if (name in ("v_readlane_b32", "v_writelane_b32")
                                                       and src1 is not None and src1.kind == "reg") else ()
 
+    # scalar ALU and SMEM instructions read and write no VGPR and are none of the instructions the hazard
+    # rules name as the second of a pair (MFMA, VALU, DPP, VMEM, LDS DMA, v_readlane...), so the hazard
+    # checks cannot find anything in them; their history update only matters when an SALU writes M0
+    scalar = cls == "salu" or fam == "SMEM"
+    haz_check = not (scalar and not reads_m0_dma and not is_div_fmas and not any(k < nregs for k in step.reads))
+    haz_record = haz_check or hz.writes_m0 or bool(wv)
+
     def checked(st, ws, execute=True):
         san = st.san
         # ------------------------------------------------------------ before
@@ -172,7 +179,7 @@ def instrument(step, ctx) -> None:
                 san.check_uninit_v(st, ws, inst, uninit_v, is_mfma)
             if uninit_s:
                 san.check_uninit_s(st, ws, inst, uninit_s)
-            if san.haz:
+            if haz_check and san.haz:
                 san.check_hazards(st, ws, inst, step, hz)
         # ------------------------------------------------------------ execute
         if execute:
@@ -184,7 +191,7 @@ def instrument(step, ctx) -> None:
             san.mark_s(st, ws, wsc)
         if counter is not None:
             san.issue(st, ws, counter, result, step.writes, step.idx, also_lgkm)
-        if san.haz:
+        if haz_record and san.haz:
             san.record(st, ws, step, hz, wv, wsc)
         san.slot[ws] += nop_slots
     if is_mfma:
