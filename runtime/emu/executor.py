@@ -119,7 +119,9 @@ class CompiledCode:
                 steps[-1] = _error_step(last.inst, last.idx, "VGPR index mode (s_set_gpr_idx_on) still on at the "
                                         "end of a basic block is not modelled", R.UNSUPPORTED)
             b = self._blocks[i] = CompiledBlock(i, steps)
-            if not self.ctx.sanitize and fuse:
+            if fuse and self.ctx.sanitize:
+                b.fns = _fuse_mfma_runs(steps)        # each MFMA's checks still made in order (_mfma_run)
+            elif fuse:
                 cg = self.cgen
                 if cg is not None and cg.pending and cg.mode == "force":
                     cg.build()            # every block, this one included
@@ -204,8 +206,9 @@ def _fuse_mfma_runs(steps: list[CompiledStep]) -> list:
     that runs the whole run chunk by chunk of waves (all the run's MFMAs for waves 0..31, then for
     32..63, ...; the chunks spread over the kernel's threads, native.py) instead of MFMA by MFMA over
     all waves.  The same results: an MFMA reads and writes only its own wave's registers, and each
-    wave still executes the run in program order.  With the sanitizer off only (its checks follow the
-    instruction order across waves)."""
+    wave still executes the run in program order.  With the sanitizer on, each MFMA's checks
+    (``fn.san_checks``: they read no register value) run first, in program order, then the run's
+    arithmetic."""
     fns: list = []
     run: list[CompiledStep] = []
 
@@ -229,6 +232,8 @@ def _fuse_mfma_runs(steps: list[CompiledStep]) -> list:
 def _mfma_run(steps: list[CompiledStep]):
     from isagen.runtime.emu import mfma as M
     hs = [s.fn for s in steps]
+    checks = [getattr(h, "san_checks", None) for h in hs]
+    checks_ok = all(c is not None for c in checks) if any(c is not None for c in checks) else None
 
     def fused(st, ws):
         if ws is ALL:
@@ -237,7 +242,10 @@ def _mfma_run(steps: list[CompiledStep]):
                 calls = [s.native_call(st) for s in steps]
                 ok = all(c is not None for c in calls)
                 plan = st.native_calls[id(fused)] = (M.run_plan(calls) if ok else None, calls)
-            if plan[0] is not None:
+            if plan[0] is not None and checks_ok is not False:
+                if checks_ok:
+                    for c in checks:
+                        c(st, ws)
                 M.call_run(plan[0], st.W, MFMA_RUN_CHUNK)
                 return
         for h in hs:

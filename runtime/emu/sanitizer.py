@@ -28,7 +28,7 @@ import numpy as np
 
 from isagen.checks import hazards as HZ
 from isagen.runtime.emu import report as R
-from isagen.runtime.emu.wave import EXEC_LO, M0, VCC_LO
+from isagen.runtime.emu.wave import ALL, EXEC_LO, M0, VCC_LO
 from isagen.targets import get_target
 
 NEVER = -(1 << 40)
@@ -160,7 +160,14 @@ def instrument(step, ctx) -> None:
     hz.lane_sel = tuple(_reg_keys(src1.reg, ctx)) if (name in ("v_readlane_b32", "v_writelane_b32")
                                                       and src1 is not None and src1.kind == "reg") else ()
 
-    def checked(st, ws):
+    # scalar ALU and SMEM instructions read and write no VGPR and are none of the instructions the hazard
+    # rules name as the second of a pair (MFMA, VALU, DPP, VMEM, LDS DMA, v_readlane...), so the hazard
+    # checks cannot find anything in them; their history update only matters when an SALU writes M0
+    scalar = cls == "salu" or fam == "SMEM"
+    haz_check = not (scalar and not reads_m0_dma and not is_div_fmas and not any(k < nregs for k in step.reads))
+    haz_record = haz_check or hz.writes_m0 or bool(wv)
+
+    def checked(st, ws, execute=True):
         san = st.san
         # ------------------------------------------------------------ before
         if waitcnt:
@@ -172,10 +179,11 @@ def instrument(step, ctx) -> None:
                 san.check_uninit_v(st, ws, inst, uninit_v, is_mfma)
             if uninit_s:
                 san.check_uninit_s(st, ws, inst, uninit_s)
-            if san.haz:
+            if haz_check and san.haz:
                 san.check_hazards(st, ws, inst, step, hz)
         # ------------------------------------------------------------ execute
-        base(st, ws)
+        if execute:
+            base(st, ws)
         # ------------------------------------------------------------ after
         if wv:
             san.mark_v(st, ws, wv, is_mfma)
@@ -183,9 +191,13 @@ def instrument(step, ctx) -> None:
             san.mark_s(st, ws, wsc)
         if counter is not None:
             san.issue(st, ws, counter, result, step.writes, step.idx, also_lgkm)
-        if san.haz:
+        if haz_record and san.haz:
             san.record(st, ws, step, hz, wv, wsc)
         san.slot[ws] += nop_slots
+    if is_mfma:
+        # the checks alone: a fused run of MFMAs (executor._mfma_run) makes each MFMA's checks in program
+        # order, then runs the MFMAs' arithmetic in one native call (the checks never read register values)
+        checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
     step.fn = checked
 
 
@@ -222,6 +234,45 @@ _KEEP_GEN_WAVE_SAME = _KEEP_GEN_WAVE | _SAME
 _KEEP_GEN_FLAG_WAVE = np.int64(~0xFFFFFFC0)   # generation, flag and wave bits
 _LATE_READ = _SAME                            # read stamp: the read was still outstanding at a barrier
 _LOW = np.int64(0xFFFFFFFF)                   # everything of a stamp but its generation
+_BIG = np.int64(1 << 62)
+
+
+class _Words:
+    """The words [waves, 64 * nw] an aligned access of nw words per lane covers, kept as their first
+    words [waves, 64] until needed."""
+    __slots__ = ("w0", "nw")
+
+    def __init__(self, w0: np.ndarray, nw: int):
+        self.w0, self.nw = w0, nw
+
+
+def _words(fl):
+    if isinstance(fl, _Words):
+        return _expand(fl.w0, fl.nw)
+    return fl
+
+
+def _expand(w0, nw: int):
+    """[waves, 64 * nw]: each lane's first word ``w0`` [waves, 64] and the nw - 1 after it, in order
+    (as ``(w0[..., None] + arange(nw)).reshape(waves, -1)``, without numpy's slow length-nw inner loop)."""
+    if nw == 1:
+        return w0
+    out = np.empty(w0.shape + (nw,), np.int64)
+    for k in range(nw):
+        np.add(w0, k, out=out[..., k])
+    return out.reshape(w0.shape[0], -1)
+
+
+def _full(v, shape):
+    """``v`` broadcast to ``shape`` as a contiguous array (a fancy-index store of a broadcast value is
+    several times slower than of a full one)."""
+    return v if v.shape == shape else np.ascontiguousarray(np.broadcast_to(v, shape))
+
+
+def _spans_overlap(lo, hi) -> bool:
+    """Whether two of the word spans [lo[i], hi[i]] meet."""
+    o = np.argsort(lo, kind="stable")
+    return bool((lo[o[1:]] <= hi[o[:-1]]).any())
 
 
 class Sanitizer:
@@ -271,6 +322,15 @@ class Sanitizer:
         self._tmp = np.zeros(n, np.int64)         # scratch for same-instruction duplicates
         self._tmph = np.zeros(n, np.int64)        # ... and their data digests
         self.gen = np.zeros(G, np.int32)
+        # per workgroup: (generation, first word, last word) boxes around the words written / read in that
+        # generation (reads included before they are stamped); a check whose words lie outside the box of
+        # the current generation cannot find a stamp of it, so it is skipped
+        # ... and, per workgroup and block of 64 words, the last generation a write stamped a word of it in
+        # (finer than the box: a read whose blocks no write of this generation touched checks nothing)
+        self.NB = NB = -(-LW // 64)
+        self.wblk = np.full(G * NB, -1, np.int64)
+        self.wbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
+        self.rbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
         self.single_wave = st.W == G                # every workgroup has one wave
         # LDS writes whose counter has not retired: (kind, waves[u], seq per wave[u], flat words[m], waves[m])
         self.pending_lds: list[tuple] = []
@@ -562,24 +622,30 @@ class Sanitizer:
 
     def record(self, st, ws, step, hz, wv, wsc):
         cls, src_c, is_trans, writes_exec, writes_m0 = hz.cls, hz.src_c, hz.is_trans, hz.writes_exec, hz.writes_m0
-        slot_now = None
+        slot = self.slot
+        # the history arrays are never changed in place (each update makes a new one), so when every wave
+        # of the batch executes, one copy of the slot counters serves every register the instruction writes
+        snap = slot.copy() if isinstance(ws, slice) and ws == ALL else None
+        W = st.W
+
+        def stamped(ent):
+            if snap is not None:
+                return snap
+            arr = ent[0].copy() if ent is not None else np.full(W, NEVER, np.int64)
+            arr[ws] = slot[ws]
+            return arr
         if writes_exec:
-            self.exec_w[ws] = self.slot[ws]
+            self.exec_w[ws] = slot[ws]
             self.exec_w_any = True
             self.exec_w_inst = step.inst
         if cls == "mfma":
             rng = tuple(sorted(wv))
+            mfma_w, valu_w, mfma_c = self.mfma_w, self.valu_w, self.mfma_c
             for k in wv:
-                ent = self.mfma_w.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.mfma_w[k] = (arr, step, rng)
-                self.valu_w.pop(k, None)
+                mfma_w[k] = (stamped(mfma_w.get(k)), step, rng)
+                valu_w.pop(k, None)
             for k in src_c:
-                ent = self.mfma_c.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.mfma_c[k] = (arr, step)
+                mfma_c[k] = (stamped(mfma_c.get(k)), step)
             return
         if wv or wsc:
             # a newer write ends older producers' hazards on these registers
@@ -590,28 +656,18 @@ class Sanitizer:
                     self.mfma_w[k] = (arr,) + self.mfma_w[k][1:]
         if cls == "valu":
             for k in wv + wsc:
-                ent = self.valu_w.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.valu_w[k] = (arr, step.inst)
+                self.valu_w[k] = (stamped(self.valu_w.get(k)), step.inst)
             if is_trans:
                 for k in wv:
-                    ent = self.trans_w.get(k)
-                    arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                    arr[ws] = self.slot[ws]
-                    self.trans_w[k] = (arr, step.inst)
+                    self.trans_w[k] = (stamped(self.trans_w.get(k)), step.inst)
             elif self.trans_w:
                 for k in wv:
                     self.trans_w.pop(k, None)
         if wv and cls != "salu":
             for k in wv:
-                ent = self.any_w.get(k)
-                arr = ent[0].copy() if ent is not None else np.full(st.W, NEVER, np.int64)
-                arr[ws] = self.slot[ws]
-                self.any_w[k] = (arr, step.inst)
+                self.any_w[k] = (stamped(self.any_w.get(k)), step.inst)
         if writes_m0:
-            self.m0_w[ws] = self.slot[ws]
-        del slot_now
+            self.m0_w[ws] = slot[ws]
 
     # ------------------------------------------------------------------ LDS races
     def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None):
@@ -636,10 +692,29 @@ class Sanitizer:
         if full and nbytes % 4 == 0 and not (a & 3).any():
             # the common case: [waves, words] arrays, the wave's stamp broadcast along the words
             nw = nbytes // 4
-            words = (a >> 2) + (g * LW)[:, None]
-            if nw > 1:
-                words = (words[..., None] + np.arange(nw)).reshape(waves.size, -1)
-            fl = words
+            base_w = g * LW
+            # each wave's span of words, for the per-workgroup bounding boxes (see _may_hit)
+            gb = g
+            lo = (a.min(1) >> 2) + base_w
+            hi = (a.max(1) >> 2) + (nw - 1) + base_w
+            gen_w = self.gen[g][:, None]
+            blk = None
+            if not write and self.wr_dma is None and (not self._may_hit(self.wbox, g, lo, hi)
+                                                      or not (self.wblk[blk := self._lane_blocks(a, g, nbytes)]
+                                                              == gen_w).any()):
+                # no word of this read's spans was written in this generation: nothing to check, the
+                # read is only recorded (as below)
+                words: np.ndarray | _Words = (a >> 2) + base_w[:, None]
+                if nw > 1:
+                    words = _Words(words, nw)       # made only if the read is ever stamped or carried
+                me = (me_w | (0xF << 6))[:, None]
+                self._box_add(self.rbox, g, lo, hi, self.gen[g])
+                self.unstamped_reads.append((words, me, waves.size > 1, g))
+                self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me, None))
+                return
+            if blk is None:
+                blk = self._lane_blocks(a, g, nbytes)
+            fl = _expand((a >> 2) + base_w[:, None], nw)
             per = fl.shape[1]
             me = (me_w | (0xF << 6))[:, None]          # every byte of each word
             wv_glob = None
@@ -665,10 +740,12 @@ class Sanitizer:
 
             def per_element(lane_vals):
                 return np.broadcast_to(lane_vals[..., None], valid.shape)[valid]
-        wr = self.wr_stamp[fl]
-        tmp = self._tmp
+            gb, lo, hi = st.wg[wv_glob], fl, fl
+            blk = gb * self.NB + ((fl - gb * LW) >> 6)
+            gen_w = self.gen[gb]
         multi_wave = waves.size > 1
         if not write:
+            wr = self.wr_stamp[fl]
             # another wave of the workgroup wrote bytes this read touches, in this barrier generation:
             # same generation bits, different wave bits  <=>  1 <= (wr ^ me) & M <= 31; a word several
             # waves wrote with the same value (the SAME bit, kept in the mask) reads the same anyway
@@ -691,7 +768,8 @@ class Sanitizer:
                                  f"vmcnt", np.array([wa]), None, address=(word % LW) * 4, wave=wa)
             # reads are recorded lazily: they matter only to a write of the same generation, and the
             # common pattern (write, barrier, read, barrier, write) never needs them stamped
-            self.unstamped_reads.append((fl, me, multi_wave))
+            self._box_add(self.rbox, gb, lo, hi, self.gen[gb])
+            self.unstamped_reads.append((fl, me, multi_wave, gb))
             # ... and kept until their lgkmcnt retires: one still outstanding at a barrier is carried
             # past it (see barrier()).  The sequence number is the one issue() gives this instruction.
             self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, fl, me, wv_glob))
@@ -700,25 +778,68 @@ class Sanitizer:
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
         # at: a write that leaves LDS as it was (replicated data stored by several waves) is benign.
-        other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
-        if self.unstamped_reads:
-            self._settle_reads()
-        rd = self.rd_stamp[fl]
-        # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
-        by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
-        if not fullmask:
-            other_w &= (wr & me & _MASK) != 0
-            by_other &= (rd & me & _MASK) != 0
+        # Which checks can find anything: stamps of this generation can lie only in the boxes, and two
+        # waves of this instruction can write one word only where their spans meet
+        if per is not None:
+            chk_w = self._may_hit(self.wbox, gb, lo, hi) and bool((self.wblk[blk] == gen_w).any())
+            chk_r = self._may_hit(self.rbox, gb, lo, hi)
+            chk_dup = multi_wave and _spans_overlap(lo, hi)
+        else:
+            chk_w = chk_r = True
+            chk_dup = multi_wave
+        if not (chk_w or chk_r or chk_dup):
+            # none can: the write is only stamped (the pending reads stay unstamped)
+            self.wr_stamp[fl] = _full(me, fl.shape)
+        else:
+            self._checked_write(st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a,
+                                act, nbytes, data, dma, per_element)
+        self._box_add(self.wbox, gb, lo, hi, self.gen[gb])
+        gv = gen_w.reshape(-1)
+        self.wblk[blk] = gv[0] if gv.size and (gv == gv[0]).all() else gen_w
+        kind = "vm" if dma else "lds"
+        if dma:
+            if self.wr_dma is None:
+                self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
+            seq_w = self.issued["vm"][waves] + 1
+            self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
+        elif self.wr_dma is not None:
+            self.wr_dma[fl] = 0
+        self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+
+    def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a, act,
+                       nbytes, data, dma, per_element):
+        """The race checks of an LDS write, and its stamps.  ``chk_w``: another wave's write of this
+        generation may lie in these words; ``chk_r``: a read of this generation may; ``chk_dup``: two waves
+        of this instruction may write one word (each false only where it cannot)."""
+        LW = self.LW
+        tmp = self._tmp
+        wr = self.wr_stamp[fl]          # (also what the reports name)
+        if chk_w:
+            other_w = (((wr ^ me) & _KEEP_GEN_WAVE) - 1).view(np.uint64) < 31
+            if not fullmask:
+                other_w &= (wr & me & _MASK) != 0
+        else:
+            other_w = np.zeros(fl.shape, np.bool_)
+        if chk_r:
+            if self.unstamped_reads:
+                self._settle_reads()
+            rd = self.rd_stamp[fl]
+            # read this generation by another wave (or by several): 1 <= (rd ^ me) & M' <= 63
+            by_other = (((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63
+            if not fullmask:
+                by_other &= (rd & me & _MASK) != 0
+        else:
+            by_other = np.zeros(fl.shape, np.bool_)
         other_wave = None
-        if multi_wave:
-            tmp[fl] = me
+        if chk_dup:
+            tmp[fl] = _full(me, fl.shape)
             last = tmp[fl]
             other_wave = last != me
             if not fullmask:
                 other_wave &= (last & me & _MASK) != 0
         suspect = other_w.any() or by_other.any() or (other_wave is not None and other_wave.any())
         if not suspect:
-            self.wr_stamp[fl] = me
+            self.wr_stamp[fl] = _full(me, fl.shape)
         else:
             if data is not None and not dma:
                 noop_lane, hash_lane = self._write_effect(st, g, a, act, nbytes, data)
@@ -759,19 +880,41 @@ class Sanitizer:
                     f = fl[shared]
                     self.wr_stamp[f] = self.wr_stamp[f] | _SAME
             else:
-                self.wr_stamp[fl] = me
+                self.wr_stamp[fl] = _full(me, fl.shape)
             if same_dup is not None and same_dup.any():
                 f = fl[same_dup]
                 self.wr_stamp[f] = self.wr_stamp[f] | _SAME
-        kind = "vm" if dma else "lds"
-        if dma:
-            if self.wr_dma is None:
-                self.wr_dma = np.zeros(self.wr_stamp.size, np.int64)
-            seq_w = self.issued["vm"][waves] + 1
-            self.wr_dma[fl] = seq_w[:, None] if per else self.issued["vm"][wv_glob] + 1
-        elif self.wr_dma is not None:
-            self.wr_dma[fl] = 0
-        self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+
+    def _lane_blocks(self, a, g, nbytes):
+        """The 64-word blocks (indices into ``wblk``) of the words each lane of an aligned access at
+        byte addresses ``a`` [waves, 64] of the workgroups ``g`` covers (its last word may lie in the next
+        block)."""
+        blk = a >> 8
+        if nbytes > 4:
+            blk = np.concatenate([blk, (a + (nbytes - 1)) >> 8], axis=1)
+        blk += (g * self.NB)[:, None]
+        return blk
+
+    def _may_hit(self, box, g, lo, hi) -> bool:
+        """Whether a stamp of the current generation of workgroup ``g`` may lie in [lo, hi] (per wave, or
+        per word): a per-workgroup bounding box of the words stamped (or to be stamped: unstamped reads)
+        in the generation it names; false only when none can."""
+        bgen, blo, bhi = box
+        return bool(((bgen[g] == self.gen[g]) & (lo <= bhi[g]) & (hi >= blo[g])).any())
+
+    @staticmethod
+    def _box_add(box, g, lo, hi, gval) -> None:
+        """Grow the bounding boxes of the workgroups ``g`` in generation ``gval`` by [lo, hi] (a box of an
+        older generation starts again)."""
+        bgen, blo, bhi = box
+        stale = bgen[g] != gval
+        if stale.any():
+            gi = g[stale]
+            bgen[gi] = gval[stale]
+            blo[gi] = _BIG
+            bhi[gi] = -1
+        np.minimum.at(blo, g, lo)
+        np.maximum.at(bhi, g, hi)
 
     def _write_effect(self, st, g, a, act, nbytes, data):
         """(lanes whose write leaves LDS unchanged, a 64-bit digest of each lane's data)."""
@@ -795,13 +938,14 @@ class Sanitizer:
         """Stamp the recorded reads into the read shadow (in order; a word read by two waves in one
         generation gets the 'several readers' flag)."""
         tmp = self._tmp
-        for fl, me, multi_wave in self.unstamped_reads:
+        for fl, me, multi_wave, _ in self.unstamped_reads:
+            fl = _words(fl)
             rd = self.rd_stamp[fl]
             multi = ((((rd ^ me) & _KEEP_GEN_FLAG_WAVE) - 1).view(np.uint64) < 63) & ((rd >> 32) == (me >> 32))
             if multi_wave:
-                tmp[fl] = me
+                tmp[fl] = _full(me, fl.shape)
                 multi = multi | ((tmp[fl] ^ me) & _KEEP_GEN_WAVE != 0)
-            self.rd_stamp[fl] = me
+            self.rd_stamp[fl] = _full(me, fl.shape)
             if multi.any():
                 self.rd_stamp[fl[multi]] = np.broadcast_to(me, fl.shape)[multi] | 32
         self.unstamped_reads = []
@@ -861,13 +1005,15 @@ class Sanitizer:
                 live = live_w[waves] & gs[st.wg[waves]]
                 if live.any():
                     f = fl[live]
-                    nxt = (self.gen[st.wg[waves[live]]].astype(np.int64) + 1) << 32
+                    gl = st.wg[waves[live]]
+                    nxt = (self.gen[gl].astype(np.int64) + 1) << 32
                     self.wr_stamp[f] = nxt | 32 | (self.wr_stamp[f] & 0xFFFFFFDF)
+                    self._box_add(self.wbox, gl, f, f, self.gen[gl] + 1)
+                    self.wblk[gl * self.NB + ((f - gl * self.LW) >> 6)] = self.gen[gl] + 1
         if self.unstamped_reads:
             keep = []
             for ent in self.unstamped_reads:
-                g = ent[0] // self.LW
-                if not gs[g].all():
+                if not gs[ent[3]].all():
                     keep.append(ent)
             self.unstamped_reads = keep
         if self.inflight_reads:
@@ -885,6 +1031,7 @@ class Sanitizer:
             live_u = seq_u > done[wu]
             if not live_u.any():
                 continue                    # waited for: it can be forgotten
+            fl = _words(fl)
             keep.append(ent)
             live_w = np.zeros(st.W, bool)
             live_w[wu[live_u]] = True
@@ -893,15 +1040,21 @@ class Sanitizer:
                 rows = live_w[wu]
                 if not rows.any():
                     continue
-                nxt = (self.gen[st.wg[wu[rows]]].astype(np.int64) + 1) << 32
-                self.unstamped_reads.append((fl[rows], nxt[:, None] | _LATE_READ | (me[rows] & _LOW),
-                                             int(rows.sum()) > 1))
+                gr = st.wg[wu[rows]]
+                nxt = (self.gen[gr].astype(np.int64) + 1) << 32
+                f = fl[rows]
+                gg = np.repeat(gr, f.shape[1])
+                self._box_add(self.rbox, gg, f.reshape(-1), f.reshape(-1), self.gen[gg] + 1)
+                self.unstamped_reads.append((f, nxt[:, None] | _LATE_READ | (me[rows] & _LOW),
+                                             int(rows.sum()) > 1, gr))
             else:                           # fl, me and waves are flat, one entry per word
                 sel = live_w[waves]
                 if not sel.any():
                     continue
-                nxt = (self.gen[st.wg[waves[sel]]].astype(np.int64) + 1) << 32
-                self.unstamped_reads.append((fl[sel], nxt | _LATE_READ | (me[sel] & _LOW), True))
+                gr = st.wg[waves[sel]]
+                nxt = (self.gen[gr].astype(np.int64) + 1) << 32
+                self._box_add(self.rbox, gr, fl[sel], fl[sel], self.gen[gr] + 1)
+                self.unstamped_reads.append((fl[sel], nxt | _LATE_READ | (me[sel] & _LOW), True, gr))
         self.inflight_reads = keep
 
 
