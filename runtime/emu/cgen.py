@@ -921,6 +921,29 @@ def compile_runs(ctx, runs: list[list[CompiledStep]]) -> list | None:
 
 # ============================================================================ building
 
+# generated block libraries kept in the cache (one per kernel and compiler; the least recently used
+# go first): a tuning sweep or a test run emulates hundreds of kernels, each library 15-500 KB
+KEEP_LIBRARIES = 64
+
+
+def trim_cache(out_dir: Path, keep: int) -> int:
+    """Remove all but the ``keep`` most recently used ``blocks_*.so`` of ``out_dir`` (by modification
+    time, which a load refreshes); returns how many were removed.  A library another process has
+    loaded stays usable (its mapping outlives the file)."""
+    try:
+        libs = sorted(out_dir.glob("blocks_*.so"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return 0
+    n = 0
+    for p in libs[max(keep, 0):]:
+        try:
+            p.unlink()
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
 class _Build:
     """One compiler run for a generated source, in the background; the library is cached under
     ``cache_dir() / "emu-native"`` by a hash of the source, compiler, flags and host CPU."""
@@ -941,9 +964,14 @@ class _Build:
         out_dir = cache_dir() / "emu-native"
         self.so = out_dir / f"blocks_{key}.so"
         if self.so.exists():
+            try:
+                os.utime(self.so)       # recently used: the trim below keeps it
+            except OSError:
+                pass
             return
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
+            trim_cache(out_dir, KEEP_LIBRARIES - 1)
             self.tmp = tempfile.mkdtemp(prefix="isagen-cgen-")
             c = Path(self.tmp) / "blocks.c"
             c.write_text(src)

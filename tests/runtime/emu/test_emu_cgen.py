@@ -418,3 +418,23 @@ def test_isagen_gemm_with_engine_forced(target, monkeypatch):
     want = ref.view(np.float32).astype(np.float64) @ (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     got = (outs[1].astype(np.uint32) << 16).view(np.float32).reshape(M, N)
     assert np.allclose(got, want, rtol=2.0 ** -7, atol=1e-3 * np.sqrt(K))
+
+
+def test_the_library_cache_keeps_the_most_recently_used(tmp_path):
+    """The generated libraries are trimmed to the newest ``keep`` by modification time; other files of
+    the directory (the MFMA kernel's library, partial builds) are left alone."""
+    import os
+
+    from isagen.runtime.emu import cgen
+    names = [f"blocks_{i:04d}.so" for i in range(10)]
+    for age, name in enumerate(names):
+        p = tmp_path / name
+        p.write_bytes(b"x")
+        os.utime(p, (1_000_000 + age, 1_000_000 + age))       # names[9] is the newest
+    (tmp_path / "mfma_abc.so").write_bytes(b"x")
+    (tmp_path / ".blocks_x.so.1.part").write_bytes(b"x")
+    assert cgen.trim_cache(tmp_path, 4) == 6
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(names[6:] + ["mfma_abc.so", ".blocks_x.so.1.part"])
+    assert cgen.trim_cache(tmp_path, 4) == 0
+    assert cgen.trim_cache(tmp_path / "missing", 4) == 0
