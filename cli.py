@@ -38,6 +38,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -70,6 +71,24 @@ def main(argv=None) -> int:
         print("isagen: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return rv if isinstance(rv, int) else 0    # --help and --version give 0; every command an int
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` once the command is done, skipping the interpreter's teardown
+    (freeing every module and object one by one: ~25 ms of a ~200 ms ``isagen gen``, issue 17).
+    What a normal exit does that matters is done first: the ``atexit`` functions run and stdout and
+    stderr are flushed.  With another thread still running, the ordinary exit (which waits for it)."""
+    import atexit
+    import threading
+    if threading.active_count() > 1:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):       # a closed pipe or stream: what the ordinary exit would hit
+        sys.exit(code)
+    os._exit(code)
 
 
 def _error(e) -> None:

@@ -1,7 +1,5 @@
 """``python -m isagen``: the command line (see ``isagen.cli``)."""
 
-import sys
+from isagen.cli import exit_now, main
 
-from isagen.cli import main
-
-sys.exit(main())
+exit_now(main())
