@@ -1,5 +1,5 @@
 """``python -m isagen``: the command line (see ``isagen.cli``)."""
 
-from isagen.cli import exit_now, main
+from isagen.cli import run
 
-exit_now(main())
+run()
