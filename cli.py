@@ -36,7 +36,6 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -303,31 +302,40 @@ def _imports_frozen():
             gc.enable()
 
 
-@dataclass(frozen=True)
+# _GenTask, _GenKey and _GenResult are plain classes, not dataclasses: each dataclass costs ~0.7 ms
+# of every process's start (its methods are generated and compiled then; issue 17)
+
 class _GenTask:
     """One build of ``isagen gen``: what a worker process needs (a path and strings, not a loaded spec).
     ``cache_key``: where its result is kept in the cache (None: not cached); ``target_obj``: the
     Target, None for a build the cache holds (its name is enough then)."""
 
-    spec_path: str
-    defines: tuple[str, ...]
-    target: str
-    force: bool
-    asm_only: bool
-    out_dir: str
-    assembler: str
-    cache_key: str | None = None
-    target_obj: Target | None = None
+    __slots__ = ("spec_path", "defines", "target", "force", "asm_only", "out_dir", "assembler", "cache_key",
+                 "target_obj")
+
+    def __init__(self, spec_path: str, defines: tuple[str, ...], target: str, force: bool, asm_only: bool,
+                 out_dir: str, assembler: str, cache_key: str | None = None, target_obj: Target | None = None):
+        self.spec_path = spec_path
+        self.defines = defines
+        self.target = target
+        self.force = force
+        self.asm_only = asm_only
+        self.out_dir = out_dir
+        self.assembler = assembler
+        self.cache_key = cache_key
+        self.target_obj = target_obj
 
 
-@dataclass(frozen=True)
 class _GenKey:
     """What, besides the spec file and isagen itself, decides the outputs of an ``isagen gen``."""
 
-    defines: tuple[str, ...]
-    target: str
-    force: bool
-    asm_only: bool
+    __slots__ = ("defines", "target", "force", "asm_only")
+
+    def __init__(self, defines: tuple[str, ...], target: str, force: bool, asm_only: bool):
+        self.defines = defines
+        self.target = target
+        self.force = force
+        self.asm_only = asm_only
 
 
 def _spec_files(paths) -> list[Path] | None:
@@ -405,15 +413,19 @@ def _all_cached(paths, gk: _GenKey) -> list[tuple[str, str, str, str]] | None:
     return out
 
 
-@dataclass
 class _GenResult:
-    cached: bool = False
-    written: int = 0
-    seconds: float = 0.0
-    resources: str = ""
-    rejected: str | None = None
-    error: str | None = None
-    warnings: tuple[str, ...] = ()
+    """What one build did, filled in as it goes (sent back from a pool's worker)."""
+
+    __slots__ = ("cached", "written", "seconds", "resources", "rejected", "error", "warnings")
+
+    def __init__(self) -> None:
+        self.cached = False
+        self.written = 0
+        self.seconds = 0.0
+        self.resources = ""
+        self.rejected: str | None = None
+        self.error: str | None = None
+        self.warnings: tuple[str, ...] = ()
 
 
 def _gen_one(task: _GenTask) -> _GenResult:
