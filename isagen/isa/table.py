@@ -84,6 +84,8 @@ _ALLOWED_FILES = {"v": "v", "a": "a", "av": "va", "s": "s", "sgpr": "s", "vsrc":
 
 @dataclass(frozen=True)
 class OperandSpec:
+    """One operand of an instruction definition: its name, kind, width and whether it is written/read."""
+
     name: str
     kind: str       # v a av s vsrc ssrc avc imm simm16 uimm16 lit label soff soffu saddr gaddr mvaddr
     width: int      # dwords (for imm: bits)
