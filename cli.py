@@ -290,13 +290,17 @@ def _imports_frozen():
     speak of: everything they make is freed by reference counting when the build's files are
     written), and what is loaded already (modules, ISA tables, specs) is left out of its scans
     (``gc.freeze``; forked workers inherit both).  ``_gen_one`` collects when many objects have
-    stayed alive since the last collection."""
+    stayed alive since the last collection.  At the end, what the builds left alive (ISA definitions
+    made on first use, memos) joins the oldest generation with the rest (``gc.freeze`` then
+    ``gc.unfreeze``) rather than staying in the youngest, whose next collection, at the first
+    allocations after, would walk it all (~11 ms after a GEMM build, issue 17)."""
     was_enabled = gc.isenabled()
     gc.disable()
     gc.freeze()
     try:
         yield
     finally:
+        gc.freeze()
         gc.unfreeze()
         if was_enabled:
             gc.enable()
