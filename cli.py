@@ -519,7 +519,8 @@ def _gen_results(tasks: list[_GenTask], workers: int):
     import concurrent.futures
     import multiprocessing
     fork = "fork" in multiprocessing.get_all_start_methods()
-    if fork:            # what every build loads, loaded once here for the forked workers to share
+    if fork:            # what every build loads (the ISA tables as parsed; each worker makes the
+                        # definitions it uses), loaded once here for the forked workers to share
         from isagen.isa.table import isa_table
         for name in sorted({t.target for t in tasks}):
             isa_table(name)
