@@ -34,6 +34,8 @@ _INT_RANGE = {"i16": (-(1 << 15), (1 << 15) - 1), "u16": (0, (1 << 16) - 1), "i3
 
 @dataclass(frozen=True)
 class KernArg:
+    """One explicit kernel argument: a pointer or a value, at ``offset`` in the kernarg segment."""
+
     name: str
     kind: str          # "pointer" | "value"
     dtype: str         # pointee type for pointers, value type for values

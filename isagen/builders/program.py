@@ -77,6 +77,8 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class LdsRegion:
+    """A named range of LDS bytes the kernel allocated."""
+
     name: str
     offset: int
     size: int

@@ -247,6 +247,8 @@ class Launch:
 
 @dataclass
 class Generator:
+    """A registered kernel generator: its function, declared parameters, targets and launch contract."""
+
     name: str
     fn: Callable
     params: dict[str, Param]

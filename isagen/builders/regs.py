@@ -32,6 +32,8 @@ _CLASS_NAME = {"v": "VGPR", "a": "AGPR", "s": "SGPR"}
 
 @dataclass
 class Allocation:
+    """One check-out of registers from a pool: where, when and until when."""
+
     name: str
     reg: Reg
     kernel: bool          # lives to the end of the kernel (exempt from the leak check)

@@ -51,6 +51,8 @@ def bundled_specs_dir() -> Path:
 
 @dataclass
 class Override:
+    """One ``-D name=value`` given on the command line (or to ``load_spec``)."""
+
     name: str
     text: str          # the value as written after '='
 
@@ -90,6 +92,8 @@ def parse_overrides(items) -> list[Override]:
 
 @dataclass
 class Spec:
+    """A loaded spec file: its generator, resolved parameters and targets."""
+
     path: str                         # as given (for messages; the .s header writes only the file name)
     name: str
     kernel: str

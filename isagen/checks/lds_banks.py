@@ -37,6 +37,8 @@ _READ_B128_PAIRS_942 = [(0, 20), (4, 16), (8, 28), (12, 24), (32, 52), (36, 48),
 
 @dataclass(frozen=True)
 class BankReport:
+    """The LDS bank conflicts of one access: the lanes of each phase and the cycles it takes."""
+
     width: int                 # bytes per lane
     phases: tuple[tuple[int, ...], ...]
     cycles: tuple[int, ...]    # per phase: the worst bank's distinct dwords

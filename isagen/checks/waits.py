@@ -34,8 +34,6 @@ CFG, so a load issued at the bottom of a loop and used at the top is caught.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from isagen.checks.cfg import CFG, Violation, format_keys
 from isagen.checks.hazards import _keys as _mask_keys
 from isagen.checks.hazards import _regs
@@ -43,16 +41,19 @@ from isagen.isa.instruction import Instruction
 from isagen.targets import get_target
 
 
-@dataclass(frozen=True)
 class _Op:
-    """One memory instruction that may still be outstanding."""
+    """One memory instruction that may still be outstanding.  (A plain class: a dataclass costs
+    ~0.7 ms of every process that imports it, issue 17.)"""
 
-    pos: int
-    kind: str                       # vmem | ds | smem | flat
-    dest: int                       # registers it writes when it finishes (hazards' bit numbering)
-    lds: tuple | None               # LDS byte range it writes (LDS DMA); None = unknown
-    is_dma: bool
-    is_vmem_load: bool
+    __slots__ = ("pos", "kind", "dest", "lds", "is_dma", "is_vmem_load")
+
+    def __init__(self, pos: int, kind: str, dest: int, lds: tuple | None, is_dma: bool, is_vmem_load: bool):
+        self.pos = pos
+        self.kind = kind                # vmem | ds | smem | flat
+        self.dest = dest                # registers it writes when it finishes (hazards' bit numbering)
+        self.lds = lds                  # LDS byte range it writes (LDS DMA); None = unknown
+        self.is_dma = is_dma
+        self.is_vmem_load = is_vmem_load
 
 
 def lds_range(inst: Instruction) -> tuple[int, int] | None:

@@ -17,12 +17,16 @@ its ``isa/`` folder.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+try:    # CPython's own SHA-256, the same digest as hashlib's without loading OpenSSL (~3 ms of a process)
+    from _sha256 import sha256  # type: ignore[import-not-found]
+except ImportError:     # another Python, or 3.12+ (_sha2)
+    from hashlib import sha256
 
 #: part of every copy's name: a copy made by another Python (another marshal format) is not read
 _FORMAT = f"m{marshal.version}-py{sys.version_info[0]}{sys.version_info[1]}"
@@ -57,7 +61,7 @@ def load_yaml_file(path: Path) -> dict[str, Any]:
 
 
 def _copy_path(stem: str, source: bytes) -> Path:
-    key = hashlib.sha256(source + b"\0" + _yaml_fingerprint().encode()).hexdigest()[:40]
+    key = sha256(source + b"\0" + _yaml_fingerprint().encode()).hexdigest()[:40]
     return cache_root() / "isa" / f"{stem}-{key}-{_FORMAT}.marshal"
 
 

@@ -26,6 +26,8 @@ REG_CLASSES = ("v", "a", "s")
 
 @dataclass(frozen=True)
 class Reg:
+    """A register or a range of registers (``count`` from ``index``) of one file: VGPR, AGPR or SGPR."""
+
     cls: str                 # "v" | "a" | "s"
     index: int               # first physical register
     count: int = 1

@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +84,8 @@ _ALLOWED_FILES = {"v": "v", "a": "a", "av": "va", "s": "s", "sgpr": "s", "vsrc":
 
 @dataclass(frozen=True)
 class OperandSpec:
+    """One operand of an instruction definition: its name, kind, width and whether it is written/read."""
+
     name: str
     kind: str       # v a av s vsrc ssrc avc imm simm16 uimm16 lit label soff soffu saddr gaddr mvaddr
     width: int      # dwords (for imm: bits)
@@ -692,7 +694,7 @@ def _alignment(cls: str, width: int) -> int:
 class ISATable:
     """All instruction definitions of one target, by name."""
 
-    def __init__(self, target: Target, defs: dict[str, InstrDef], missing: dict[str, str] | None = None):
+    def __init__(self, target: Target, defs: Mapping[str, InstrDef], missing: dict[str, str] | None = None):
         self.target = target
         self.defs = defs
         self._missing = missing           # instructions of the other targets, for a helpful error
@@ -792,7 +794,7 @@ def isa_table(target: str | Target) -> ISATable:
     return ISATable(target, _build_defs(target))
 
 
-def _other_targets_instructions(target: Target, defs: dict[str, InstrDef]) -> dict[str, str]:
+def _other_targets_instructions(target: Target, defs: Mapping[str, InstrDef]) -> dict[str, str]:
     """Instruction name -> the other target that has it, for those ``target`` lacks."""
     missing: dict[str, str] = {}
     for other in TARGETS.values():
@@ -803,8 +805,44 @@ def _other_targets_instructions(target: Target, defs: dict[str, InstrDef]) -> di
     return missing
 
 
+class _Defs(Mapping[str, InstrDef]):
+    """A target's definitions by name, each made on first use: a kernel uses a few dozen of the
+    ~450 opcodes, and making a definition (operands, modifiers) costs more than looking it up.
+    Iteration is in the table's order; a definition is made once, so it stays the same object."""
+
+    def __init__(self, sources: dict[str, tuple[str, Any]], formats: dict[str, Any], target: Target):
+        self._sources = sources         # name -> ("entry", the YAML entry) or ("mfma", MfmaInfo)
+        self._formats = formats
+        self._target = target
+        self._made: dict[str, InstrDef] = {}
+
+    def __getitem__(self, name: str) -> InstrDef:
+        made = self._made.get(name)
+        if made is not None:
+            return made
+        kind, src = self._sources[name]
+        if kind == "mfma":
+            made = _make_mfma_def(src, self._formats, self._target)
+        else:
+            try:
+                made = _make_def(name, src, self._formats, self._target)
+            except (KeyError, ValueError, AssertionError) as e:
+                raise ValueError(f"isa/defs: bad entry {name}: {e}") from e
+        self._made[name] = made
+        return made
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._sources
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+
 @functools.cache
-def _build_defs(target: Target) -> dict[str, InstrDef]:
+def _build_defs(target: Target) -> _Defs:
     common = _load_yaml("common.yaml")
     arch = _load_yaml(f"{target.name}.yaml")
     formats = dict(common.get("formats", {}))
@@ -813,16 +851,11 @@ def _build_defs(target: Target) -> dict[str, InstrDef]:
     for name in arch.get("remove", []) or []:
         entries.pop(name, None)
     entries.update(_entries(arch))
-    defs: dict[str, InstrDef] = {}
-    for name, entry in entries.items():
-        try:
-            defs[name] = _make_def(name, entry, formats, target)
-        except (KeyError, ValueError, AssertionError) as e:
-            raise ValueError(f"isa/defs: bad entry {name}: {e}") from e
+    sources: dict[str, tuple[str, Any]] = {name: ("entry", entry) for name, entry in entries.items()}
     for info in target.mfmas:
         if info.in_isa_table:
-            defs[info.mnemonic] = _make_mfma_def(info, formats, target)
-    return defs
+            sources[info.mnemonic] = ("mfma", info)
+    return _Defs(sources, formats, target)
 
 
 def _mod_specs(spec: dict[str, Any] | None) -> dict[str, ModSpec]:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 @dataclass(eq=False)
 class Op:
+    """One schedulable step of a loop body: what it emits and what it must come after."""
+
     kind: str                      # mfma | ds_read | dma | m0 | salu | valu
     emit: Callable[[], object]
     what: str = ""
