@@ -127,7 +127,13 @@ class Program:
 
     @property
     def uses_vcc(self) -> bool:
-        return any(k[0] in ("vcc_lo", "vcc_hi") for i in self.instructions() for k in i.defs() + i.uses())
+        seen: set[int] = set()  # equal instructions share their register keys: look at each once
+        for i in self.items:
+            if isinstance(i, Instruction) and id(i.shared) not in seen:
+                seen.add(id(i.shared))
+                if any(k[0] in ("vcc_lo", "vcc_hi") for k in i.def_keys() + i.use_keys()):
+                    return True
+        return False
 
     @property
     def sgpr_count(self) -> int:

@@ -56,14 +56,21 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     out.append(".p2align 8")
     out.append(f".type {program.name},@function")
     out.append("")
-    code = []
+    # one line per item, as ``Instruction.render()`` writes it (the text without its comment is
+    # worked out once per distinct instruction, on the facts equal instructions share)
+    code: list[str] = []
+    add = code.append
     for item in program.items:
         if isinstance(item, Instruction):
-            code.append("  " + item.render())
+            text = item.shared.text
+            if text is None:
+                text = item.render(False)
+            comment = item.comment
+            add(f"  {text:<48} // {comment}" if comment else "  " + text)
         elif isinstance(item, Label):
-            code.append(f"{item}:")
+            add(f"{item}:")
         elif isinstance(item, Comment):
-            code.append(f"  // {item}" if item else "")
+            add(f"  // {item}" if item else "")
     lds = _lds_symbols(program)
     # the register block's length does not depend on the line numbers it prints: item i of the
     # program is on line first + i, where first follows the register block, the LDS block and the label
