@@ -39,6 +39,7 @@ from isagen.errors import AllocationError, CheckError, ISAError, SpecError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Reg
 from isagen.isa.table import isa_table
+from isagen.records import value_methods
 from isagen.targets import Target, get_target
 
 
@@ -75,7 +76,8 @@ def cyclic_gc_paused() -> Iterator[None]:
                 gc.unfreeze()
             gc.enable()
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class LdsRegion:
     """A named range of LDS bytes the kernel allocated."""
 
@@ -84,7 +86,8 @@ class LdsRegion:
     size: int
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Program:
     """A finished kernel: everything the assembler, the checkers, the runtime and reports need.
 
