@@ -129,11 +129,15 @@ def _register_symbols(program: Program, line_of, allocations=None) -> list[str]:
             groups.setdefault(a.name, []).append(a)
         w_name = max(len(n) for n in groups)
         for name, allocs in groups.items():
+            by_cls: dict[str, list] = {}
+            for a in allocs:
+                by_cls.setdefault(a.cls, []).append(a.reg)
             per_cls = []
             for cls in "vas":
-                regs = sorted({i for a in allocs if a.cls == cls for i in range(a.reg.index, a.reg.last + 1)})
-                n = sum(1 for a in allocs if a.cls == cls)
-                if n:
+                regs_of = by_cls.get(cls)
+                if regs_of:
+                    n = len(regs_of)
+                    regs = sorted({i for r in regs_of for i in range(r.index, r.index + r.count)})
                     per_cls.append(f"{_ranges(cls, regs)} ({n} allocation{'s' * (n > 1)})")
             out.append(f"//   {name:<{w_name}}  {'; '.join(per_cls)}")
     return out + [""]
