@@ -18,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isagen.errors import TargetError
+from isagen.records import value_methods
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class MfmaInfo:
     """One matrix instruction: shape, operand types, register counts, issue passes and modifiers.
 
@@ -72,7 +74,8 @@ class MfmaInfo:
         return 2 * self.m * self.n * self.k * self.blocks
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class GemmDefaults:
     """What the GEMM generator uses on a target when a spec leaves a tuning parameter at 0."""
 
@@ -81,7 +84,8 @@ class GemmDefaults:
     chunk: int      # consecutive tiles each XCD takes in the chiplet-aware order
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Product:
     """A shipping accelerator of a target, for roofline numbers in reports."""
 
@@ -105,7 +109,8 @@ class Product:
         return self.cus * self.fp8_flop_per_cu_clk * self.clock_mhz * 1e6 / 1e12
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Target:
     """Per-architecture facts.  See the module docstring for sources."""
 

@@ -42,6 +42,7 @@ from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
 from isagen.prims.convert import Converter
+from isagen.records import value_methods
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
@@ -105,7 +106,8 @@ PARAMS = {
 
 
 # ================================================================================== the plan
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Plan:
     """Everything about the kernel that does not depend on run-time sizes (pure; also used by the
     bench model and the tests).  Names follow HipKittens' (``BLOCK_SIZE``, ``K_STEP``, ``WARPS_M``,

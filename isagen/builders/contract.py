@@ -19,6 +19,7 @@ import operator
 from dataclasses import asdict, dataclass, field
 
 from isagen.errors import LaunchError, SpecError
+from isagen.records import value_methods
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -101,7 +102,8 @@ def names_in(text) -> set[str]:
     return {n.id for n in ast.walk(_parse(str(text), "expression")) if isinstance(n, ast.Name)} - set(_FUNCS)
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class TensorParam:
     """A tensor the kernel takes: element type, shape (size symbols or fixed ints), and whether the
     kernel reads it (``in``), writes it (``out``) or both (``inout``)."""
@@ -121,7 +123,8 @@ class TensorParam:
         return self.role in ("out", "inout")
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class ScalarParam:
     """A scalar the caller passes (by name) at launch."""
 
@@ -142,7 +145,8 @@ class ScalarParam:
         return None if inside else f"must be in [{low}, {high}], got {value!r}"
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class LaunchInfo:
     """Everything a launch needs besides the code object (resolved: no spec parameters left)."""
 

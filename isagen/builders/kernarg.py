@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 
 from isagen.errors import LaunchError, SpecError
+from isagen.records import value_methods
 
 # value dtypes: name -> (struct code, size, metadata .value_type)
 VALUE_TYPES = {
@@ -32,7 +33,8 @@ _INT_RANGE = {"i16": (-(1 << 15), (1 << 15) - 1), "u16": (0, (1 << 16) - 1), "i3
               "u32": (0, (1 << 32) - 1), "i64": (-(1 << 63), (1 << 63) - 1), "u64": (0, (1 << 64) - 1)}
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class KernArg:
     """One explicit kernel argument: a pointer or a value, at ``offset`` in the kernarg segment."""
 

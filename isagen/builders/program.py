@@ -39,6 +39,7 @@ from isagen.errors import AllocationError, CheckError, ISAError, SpecError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Reg
 from isagen.isa.table import isa_table
+from isagen.records import value_methods
 from isagen.targets import Target, get_target
 
 
@@ -75,7 +76,8 @@ def cyclic_gc_paused() -> Iterator[None]:
                 gc.unfreeze()
             gc.enable()
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class LdsRegion:
     """A named range of LDS bytes the kernel allocated."""
 
@@ -84,7 +86,8 @@ class LdsRegion:
     size: int
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Program:
     """A finished kernel: everything the assembler, the checkers, the runtime and reports need.
 
@@ -127,7 +130,13 @@ class Program:
 
     @property
     def uses_vcc(self) -> bool:
-        return any(k[0] in ("vcc_lo", "vcc_hi") for i in self.instructions() for k in i.defs() + i.uses())
+        seen: set[int] = set()  # equal instructions share their register keys: look at each once
+        for i in self.items:
+            if isinstance(i, Instruction) and id(i.shared) not in seen:
+                seen.add(id(i.shared))
+                if any(k[0] in ("vcc_lo", "vcc_hi") for k in i.def_keys() + i.use_keys()):
+                    return True
+        return False
 
     @property
     def sgpr_count(self) -> int:

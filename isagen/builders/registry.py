@@ -42,6 +42,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from isagen.errors import LaunchError, SpecError
+from isagen.records import value_methods
 from isagen.targets import TARGETS
 
 PARAM_TYPES = ("int", "float", "bool", "str")
@@ -49,7 +50,8 @@ _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Param:
     """One generator parameter: its type, default, allowed values and what it means."""
 
@@ -207,7 +209,8 @@ _FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str"
 def make_params_type(class_name: str, params: dict[str, Param]) -> type[Params]:
     """The frozen dataclass (a ``Params``) for a generator declaring ``params``."""
     fields = [("name", str)] + [(k, _FIELD_TYPES[p.type], field(default=p.default)) for k, p in params.items()]
-    cls = cast("type[Params]", make_dataclass(class_name, fields, bases=(Params,), frozen=True))
+    cls = cast("type[Params]", value_methods(make_dataclass(class_name, fields, bases=(Params,), frozen=True,
+                                                            repr=False, eq=False)))
     cls.param_names = tuple(params)
     return cls
 
@@ -221,7 +224,8 @@ def params_from(values: dict[str, Any], name: str) -> Any:
     """A ``Params`` for values that no generator declared (tests, a plan rebuilt from a cache key):
     field types are the values' own.  Typed ``Any``: no type checker can know its fields."""
     fields = [("name", str)] + [(k, type(v)) for k, v in values.items()]
-    cls = cast("type[Params]", make_dataclass("Params_" + name, fields, bases=(Params,), frozen=True))
+    cls = cast("type[Params]", value_methods(make_dataclass("Params_" + name, fields, bases=(Params,), frozen=True,
+                                                            repr=False, eq=False)))
     cls.param_names = tuple(values)
     return cls(name, **values)
 
@@ -232,7 +236,8 @@ def _plain(value) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Launch:
     """How to launch a kernel for given shapes: grid in workgroups (HIP convention), workgroup size."""
 
@@ -245,7 +250,8 @@ class Launch:
         return self.grid[0] * self.grid[1] * self.grid[2]
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Generator:
     """A registered kernel generator: its function, declared parameters, targets and launch contract."""
 

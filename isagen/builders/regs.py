@@ -25,12 +25,14 @@ from dataclasses import dataclass
 
 from isagen.errors import AllocationError
 from isagen.isa.operands import Reg
+from isagen.records import value_methods
 
 _SYM_PREFIX = {"v": "vgpr_", "a": "agpr_", "s": "sgpr_"}
 _CLASS_NAME = {"v": "VGPR", "a": "AGPR", "s": "SGPR"}
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Allocation:
     """One check-out of registers from a pool: where, when and until when."""
 

@@ -32,6 +32,7 @@ from isagen.builders.program import KernelBuilder, Program, cyclic_gc_paused
 from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
 from isagen.isa.defs_cache import load_copy, store_copy
+from isagen.records import value_methods
 from isagen.targets import TARGETS, Target, build_target, get_target
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ def bundled_specs_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "specs"
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Override:
     """One ``-D name=value`` given on the command line (or to ``load_spec``)."""
 
@@ -90,7 +92,8 @@ def parse_overrides(items) -> list[Override]:
     return out
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Spec:
     """A loaded spec file: its generator, resolved parameters and targets."""
 

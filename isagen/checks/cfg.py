@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, cast
 from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label
+from isagen.records import value_methods
 
 if TYPE_CHECKING:
     from isagen.isa.table import InstrDef
@@ -58,7 +59,8 @@ def branch_target(inst: Instruction) -> str:
     raise CheckError(f"{inst.render(False)}: branch without a label operand")
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Block:
     """Items ``start .. end-1`` of the program; ``instrs`` are the positions of its instructions."""
 
@@ -284,7 +286,8 @@ def build_cfg(items: Sequence[object]) -> CFG:
 
 
 # --------------------------------------------------------------------------- reporting
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Violation:
     """A rule a finished program breaks at one position.
 

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from isagen.errors import ISAError
+from isagen.records import value_methods
 from isagen.targets import DEFAULT_TARGET, get_target
 
 _READ_B128_PAIRS_942 = [(0, 20), (4, 16), (8, 28), (12, 24), (32, 52), (36, 48), (40, 60), (44, 56)]
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class BankReport:
     """The LDS bank conflicts of one access: the lanes of each phase and the cycles it takes."""
 
@@ -195,7 +197,8 @@ def access_kind(inst) -> tuple[int, str]:
     return width, ("read" if "lds_read" in inst.desc.flags else "write")
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class BankRow:
     """The bank analysis of one instruction over its wave variants."""
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from isagen.records import value_methods
+
 #: SGPRs LLVM reserves on top of the allocated ones on gfx940+: VCC, FLAT_SCRATCH and XNACK_MASK
 #: (getNumExtraSGPRs with architected flat scratch), whether or not the kernel touches them and
 #: whatever the xnack setting.  clang-19 (gfx942) and clang-22 (gfx950) both report ``.sgpr_count`` =
@@ -92,7 +94,8 @@ def waves_for_workgroup(target, waves_per_group: int) -> int:
     return groups * waves_per_group // target.simds_per_cu
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class Occupancy:
     """The result of :func:`occupancy`.  ``limits`` maps each factor to the waves per SIMD it allows
     (``hardware``, ``vgprs``, ``sgprs``, then ``lds`` when the kernel uses LDS and ``workgroup`` for

@@ -158,8 +158,9 @@ class Instruction:
     def render_operands(self) -> str:
         ftype = self.desc.ftype
         wide = "f32" if self.desc.fmt == "VOP3P" else "f64"       # packed f32 pairs are two f32s
-        return ", ".join(_render_value(x, spec.kind, wide if spec.width == 2 else ftype)
-                         for spec, x in zip(self.desc.operands, self.ops))
+        return ", ".join([str(x) if x.__class__ is Reg          # the common case, without the checks
+                          else _render_value(x, spec.kind, wide if spec.width == 2 else ftype)
+                          for spec, x in zip(self.desc.operands, self.ops)])
 
     def render_modifiers(self) -> str:
         return self.desc.render_modifiers(self.mods)

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from isagen.errors import ISAError
+from isagen.records import value_methods
 
 REG_CLASSES = ("v", "a", "s")
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Reg:
     """A register or a range of registers (``count`` from ``index``) of one file: VGPR, AGPR or SGPR."""
 
@@ -120,7 +122,8 @@ class _RegFactory:
 V, A, S = _RegFactory("v"), _RegFactory("a"), _RegFactory("s")
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Special:
     """A named hardware register: vcc, exec, m0, scc and their halves."""
 
@@ -151,7 +154,8 @@ VCC, EXEC, M0, SCC = Special("vcc"), Special("exec"), Special("m0"), Special("sc
 VCC_LO, VCC_HI, EXEC_LO, EXEC_HI = Special("vcc_lo"), Special("vcc_hi"), Special("exec_lo"), Special("exec_hi")
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Label:
     """A branch target.  Local labels (``.L`` prefix) keep the symbol table clean."""
 
@@ -161,7 +165,8 @@ class Label:
         return self.name
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Mod:
     """Source modifiers for VOP3 operands: ``neg(v1)`` renders ``-v1``, ``abs_(v1)`` ``|v1|``."""
 

@@ -56,14 +56,21 @@ def render_assembly(program: Program, target_id: str | None = None) -> str:
     out.append(".p2align 8")
     out.append(f".type {program.name},@function")
     out.append("")
-    code = []
+    # one line per item, as ``Instruction.render()`` writes it (the text without its comment is
+    # worked out once per distinct instruction, on the facts equal instructions share)
+    code: list[str] = []
+    add = code.append
     for item in program.items:
         if isinstance(item, Instruction):
-            code.append("  " + item.render())
+            text = item.shared.text
+            if text is None:
+                text = item.render(False)
+            comment = item.comment
+            add(f"  {text:<48} // {comment}" if comment else "  " + text)
         elif isinstance(item, Label):
-            code.append(f"{item}:")
+            add(f"{item}:")
         elif isinstance(item, Comment):
-            code.append(f"  // {item}" if item else "")
+            add(f"  // {item}" if item else "")
     lds = _lds_symbols(program)
     # the register block's length does not depend on the line numbers it prints: item i of the
     # program is on line first + i, where first follows the register block, the LDS block and the label
@@ -122,11 +129,15 @@ def _register_symbols(program: Program, line_of, allocations=None) -> list[str]:
             groups.setdefault(a.name, []).append(a)
         w_name = max(len(n) for n in groups)
         for name, allocs in groups.items():
+            by_cls: dict[str, list] = {}
+            for a in allocs:
+                by_cls.setdefault(a.cls, []).append(a.reg)
             per_cls = []
             for cls in "vas":
-                regs = sorted({i for a in allocs if a.cls == cls for i in range(a.reg.index, a.reg.last + 1)})
-                n = sum(1 for a in allocs if a.cls == cls)
-                if n:
+                regs_of = by_cls.get(cls)
+                if regs_of:
+                    n = len(regs_of)
+                    regs = sorted({i for r in regs_of for i in range(r.index, r.index + r.count)})
                     per_cls.append(f"{_ranges(cls, regs)} ({n} allocation{'s' * (n > 1)})")
             out.append(f"//   {name:<{w_name}}  {'; '.join(per_cls)}")
     return out + [""]

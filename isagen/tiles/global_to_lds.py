@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from isagen.builders.program import KernelBuilder
 from isagen.errors import SpecError
 from isagen.isa.operands import M0, Reg
+from isagen.records import value_methods
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import OOB_OFFSET, BufferResource
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
@@ -34,7 +35,8 @@ DMA_INSTRUCTION = {1: "buffer_load_ubyte_lds", 2: "buffer_load_ushort_lds", 4: "
                    12: "buffer_load_dwordx3_lds", 16: "buffer_load_dwordx4_lds"}
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class GlobalToLds:
     """A named global->LDS tile copy (``load(lds_tile, global_tile)`` in HipKittens' words).
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from isagen.checks import lds_banks
 from isagen.errors import SpecError
+from isagen.records import value_methods
 from isagen.targets import get_target
 from isagen.tiles import lanexpr as lx
 
@@ -41,7 +42,8 @@ def _log2(n: int) -> int:
     return n.bit_length() - 1
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Swizzle:
     """``key(row) = XOR of ((row >> shift) & (2**bits - 1)) << to`` over the terms."""
 
@@ -75,7 +77,8 @@ class Swizzle:
 NO_SWIZZLE = Swizzle()
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class LdsLayout:
     """Where element ``(row, col)`` of a tile lives in LDS (byte offset from the tile's start)."""
 
@@ -134,7 +137,8 @@ class LdsLayout:
 
 
 # ----------------------------------------------------------------------------------- accesses
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class LdsAccess:
     """One DS (or LDS-DMA) instruction's lane addresses, for the bank analysis."""
 
@@ -229,7 +233,8 @@ def conflict_free(addrs: np.ndarray, width: int, op: str, target: str) -> np.nda
     return ok
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Coords:
     """Logical coordinates of one access's 64 lanes (independent of the swizzle): ``rows`` and
     ``bytes`` are 64 ints each (tuples, as ``lanexpr.lane_values`` gives them, or int arrays)."""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from isagen.errors import SpecError
 from isagen.isa.operands import Reg
+from isagen.records import value_methods
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
 from isagen.tiles.schedule import Op
@@ -40,7 +41,8 @@ READ_BYTES = {"ds_read_b128": 16, "ds_read_b64": 8, "ds_read_b64_tr_b16": 8, "ds
 MAX_DS_OFFSET = 0xFFFF
 
 
-@dataclass(frozen=True)
+@value_methods
+@dataclass(frozen=True, repr=False, eq=False)
 class Fragment:
     """Geometry of one MFMA operand fragment as the reads fill it."""
 
@@ -102,7 +104,8 @@ class Fragment:
         return (s * self.parts + part) * self.lane_groups * run + (lanes // self.rows) * run
 
 
-@dataclass
+@value_methods
+@dataclass(repr=False, eq=False)
 class ReadInst:
     """One read instruction of a fragment set: lane ``L`` reads logical ``(row, byte)`` of the tile in
     ``layout`` that starts at LDS byte ``base``."""

@@ -1,0 +1,201 @@
+"""``isagen.records.value_methods`` against the methods ``dataclasses.dataclass`` generates.
+
+Two kinds of check: small classes written twice (once under ``@dataclass``, once under
+``@value_methods``) must behave alike, the edge cases included (a method the body defines, a field left
+out of repr/compare/hash, mutable classes, recursion, other types); and every class of isagen
+that uses ``value_methods`` must give what ``dataclass`` would generate for its fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from isagen.records import DECORATED, value_methods
+
+
+def _bodies():
+    """Pairs of class bodies (as functions of a decorator): (name, make(decorate))."""
+
+    def plain(dec):
+        @dec
+        class P:
+            a: int
+            b: str = "x"
+            c: tuple = ()
+        return P
+
+    def flags(dec):
+        @dec
+        class F:
+            a: int
+            hidden: int = field(default=0, repr=False)
+            loose: int = field(default=0, compare=False)
+            unhashed: int = field(default=0, hash=False)
+            hashed_only: int = field(default=0, compare=False, hash=True)
+        return F
+
+    def one(dec):
+        @dec
+        class O:
+            x: float
+        return O
+
+    def empty(dec):
+        @dec
+        class E:
+            pass
+        return E
+
+    def own_methods(dec):
+        @dec
+        class M:
+            a: int
+
+            def __repr__(self):
+                return f"M<{self.a}>"
+
+            def __eq__(self, other):
+                return isinstance(other, M) and self.a % 10 == other.a % 10
+        return M
+
+    def own_hash(dec):
+        @dec
+        class H:
+            a: int
+
+            def __hash__(self):
+                return 7
+        return H
+
+    def child(dec):
+        @dec
+        class Base:
+            a: int
+
+        @dec
+        class Child(Base):
+            b: int = 1
+        return Child
+
+    return [plain, flags, one, empty, own_methods, own_hash, child]
+
+
+NAN = float("nan")      # one object: a NaN's hash is its identity's
+NAN2 = float("nan")     # another NaN object (equal to no NaN, itself included)
+
+
+def _values(cls, seed):
+    names = [f.name for f in dataclasses.fields(cls)]
+    return {n: (seed, i) if seed != "nan" else NAN for i, n in enumerate(names)}
+
+
+def _make(cls, values):
+    obj = object.__new__(cls)
+    for k, v in values.items():
+        object.__setattr__(obj, k, v)
+    return obj
+
+
+def _same(x, y):
+    if isinstance(x, BaseException) or isinstance(y, BaseException):
+        return type(x) is type(y)
+    return x == y or (x is NotImplemented and y is NotImplemented)
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:       # noqa: BLE001 -- the same exception type is what is compared
+        return e
+
+
+def _behaviour(cls):
+    """What one class does: reprs, equalities and hashes over a fixed set of instances."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+    base = _values(cls, 1)
+    objs = [_make(cls, base), _make(cls, dict(base)), _make(cls, _values(cls, 2)), _make(cls, _values(cls, "nan"))]
+    for name in fields:                      # one field changed at a time
+        objs.append(_make(cls, {**base, name: (9, name)}))
+    same_nan = _make(cls, {n: NAN for n in fields})
+    objs += [same_nan, _make(cls, {n: NAN2 for n in fields})]
+    if fields:                               # recursion: an instance inside itself
+        rec = _make(cls, dict(base))
+        object.__setattr__(rec, fields[0], [rec])
+        objs.append(rec)
+    out = [repr(o) for o in objs]
+    for x in objs + [same_nan]:
+        for y in objs + [object(), (1, 0)]:
+            out.append(_call(lambda a, b: a == b, x, y))
+            out.append(_call(lambda a, b: a != b, x, y))
+    out.append(cls.__hash__ is None)
+    if cls.__hash__ is not None:
+        out += [_call(hash, o) for o in objs[:-1]]
+    return out
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+@pytest.mark.parametrize("body", _bodies(), ids=lambda b: b.__name__)
+def test_same_as_dataclass(body, frozen):
+    ref = body(dataclass(frozen=frozen))
+    ours = body(lambda c: value_methods(dataclass(frozen=frozen, repr=False, eq=False)(c)))
+    got, want = _behaviour(ours), _behaviour(ref)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert _same(g, w), (i, g, w)
+    assert ours.__dataclass_params__.frozen == frozen
+    if frozen:
+        obj = ours(*[1] * len([f for f in dataclasses.fields(ours) if f.init and f.default is dataclasses.MISSING]))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.a = 2
+
+
+def test_refuses_generated_methods():
+    with pytest.raises(TypeError, match="repr=False, eq=False"):
+        @value_methods
+        @dataclass(frozen=True)
+        class C:
+            a: int
+
+
+def test_isagen_classes_as_dataclass_makes_them():
+    """Every isagen class on the command line's path that uses value_methods (and the parameter
+    classes it makes at run time) against the methods dataclass generates for the same fields."""
+    import isagen.cli  # noqa: F401
+    import isagen.kernels.gemm  # noqa: F401
+    from isagen.builders.registry import params_from
+    from isagen.builders.spec import load_spec
+    from isagen.objects.emit import render_assembly
+    spec = load_spec(str(Path(isagen.cli.__file__).parents[1] / "specs" / "gemm_bf16.yaml"), {})
+    render_assembly(spec.build("gfx942"))
+    params_from({"a": 1, "b": "x"}, "t")
+    classes = list(DECORATED)
+    assert len(classes) >= 30
+    for cls in classes:
+        params = cls.__dataclass_params__
+        fields = dataclasses.fields(cls)
+        ref = dataclasses.make_dataclass(
+            cls.__name__, [(f.name, object, field(repr=f.repr, compare=f.compare, hash=f.hash)) for f in fields],
+            frozen=params.frozen)
+        for name in ("__repr__", "__eq__", "__hash__"):
+            fn = cls.__dict__.get(name)
+            ours = fn is not None and getattr(fn, "__module__", None) == "isagen.records"
+            if not ours:        # the class body's own method (or an inherited/None hash): not replaced
+                if fn is not None:
+                    assert fn.__qualname__.startswith(cls.__qualname__ + "."), (cls, name)
+                continue
+            a = _make(cls, _values(cls, 1))
+            b = _make(cls, _values(cls, 1))
+            c = _make(cls, _values(cls, 2))
+            if name == "__repr__":
+                assert repr(a) == ref.__repr__(a)
+            elif name == "__eq__":
+                for x, y in ((a, b), (a, c), (a, 1)):
+                    assert cls.__eq__(x, y) is ref.__eq__(x, y) or cls.__eq__(x, y) == ref.__eq__(x, y)
+            else:
+                assert hash(a) == ref.__hash__(a) and hash(c) == ref.__hash__(c)
+        if not params.frozen and "__hash__" not in cls.__dict__:
+            pytest.fail(f"{cls}: a mutable dataclass with eq gets __hash__ = None")
