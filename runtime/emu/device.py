@@ -273,29 +273,28 @@ class Device:
     def from_device(self, buf, shape, dtype) -> np.ndarray:
         """Copy ``prod(shape)`` elements of ``dtype`` from the device, starting at ``buf`` (a
         DeviceBuffer or an address inside one)."""
-        dtype = np.dtype(dtype)
-        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)   # a count or a shape
-        n = int(np.prod(shape)) * dtype.itemsize
-        addr = int(buf)
-        owner = self.memory.owner(addr)
-        if owner is None or addr + n > owner.addr + owner.size:
-            raise LaunchError(f"from_device: {n} bytes at {addr:#x} are not inside one allocation "
-                              f"({self.memory.nearest(addr)})")
+        addr, n, shape, dtype = self._span("from_device", buf, shape, dtype)
         return np.frombuffer(self.memory.read_bytes(addr, n), dtype).reshape(shape).copy()
 
-    def to_array(self, buf, shape, dtype):
-        """Like :meth:`from_device`, as an array of the engine's device: numpy on cpu, a CuPy array on
-        cuda (no host copy; ``torch.from_dlpack(arr)`` makes it a CUDA tensor without another)."""
-        if self.engine == "cpu":
-            return self.from_device(buf, shape, dtype)
+    def _span(self, who: str, buf, shape, dtype) -> tuple[int, int, tuple[int, ...], np.dtype]:
+        """(address, bytes, shape, dtype) of ``prod(shape)`` elements at ``buf`` (``shape``: a count or a
+        shape); a LaunchError naming ``who`` unless they lie inside one allocation."""
         dtype = np.dtype(dtype)
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
         n = int(np.prod(shape)) * dtype.itemsize
         addr = int(buf)
         owner = self.memory.owner(addr)
         if owner is None or addr + n > owner.addr + owner.size:
-            raise LaunchError(f"to_array: {n} bytes at {addr:#x} are not inside one allocation "
+            raise LaunchError(f"{who}: {n} bytes at {addr:#x} are not inside one allocation "
                               f"({self.memory.nearest(addr)})")
+        return addr, n, shape, dtype
+
+    def to_array(self, buf, shape, dtype):
+        """Like :meth:`from_device`, as an array of the engine's device: numpy on cpu, a CuPy array on
+        cuda (no host copy; ``torch.from_dlpack(arr)`` makes it a CUDA tensor without another)."""
+        if self.engine == "cpu":
+            return self.from_device(buf, shape, dtype)
+        addr, n, shape, dtype = self._span("to_array", buf, shape, dtype)
         off = addr - ARENA_BASE
         return self.memory.arena[off: off + n].copy().view(dtype).reshape(shape)
 
