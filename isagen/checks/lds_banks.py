@@ -121,6 +121,12 @@ def analyse(addresses, width: int, target_name: str = DEFAULT_TARGET, op: str = 
     return BankReport(width, groups, _cycles(addr, groups, width, banks, mask))
 
 
+def conflict_free_lanes(addr: list[int], groups: tuple[tuple[int, ...], ...], width: int, banks: int) -> bool:
+    """Whether an access of all 64 lanes (``addr``: their byte addresses) takes one cycle in every
+    phase (``groups``: ``phases()``), i.e. ``analyse(...).conflict_free`` without building the report."""
+    return all(c <= 1 for c in _cycles(addr, groups, width, banks, None))
+
+
 def _getter(group: tuple[int, ...]) -> Callable[[list[int]], tuple[int, ...]]:
     """The addresses of ``group``'s lanes, as a tuple (one C call)."""
     if len(group) == 1:

@@ -252,19 +252,6 @@ def _lane_ints(v) -> tuple[int, ...]:
     return tuple(map(int, v.tolist() if hasattr(v, "tolist") else v))
 
 
-def _conflict_free_lanes(addrs, nw: int, groups, banks: int) -> bool:
-    """``lds_banks.analyse(...).conflict_free`` of one access (64 lane byte addresses, ``nw`` dwords a
-    lane): in no phase (lane ``groups``) do two distinct dwords share a bank."""
-    for group in groups:
-        if nw == 1:
-            dwords = {addrs[lane] >> 2 for lane in group}
-        else:
-            dwords = {(addrs[lane] >> 2) + i for lane in group for i in range(nw)}
-        if len({d % banks for d in dwords}) != len(dwords):
-            return False
-    return True
-
-
 def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int) -> tuple[LdsLayout, list]:
     """The first candidate swizzle under which every access (``Coords``) is conflict-free.
 
@@ -278,7 +265,7 @@ def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int
     lanes = [(_lane_ints(c.rows), _lane_ints(c.bytes), int(c.base)) for c in coords]
     banks = get_target(target).lds_banks
     all_rows = sorted({r for rows, _, _ in lanes for r in rows})
-    checks = [((width + 3) // 4, lds_banks.phases(target, width, op), idx) for (width, op), idx in kinds.items()]
+    checks = [(width, tuple(lds_banks.phases(target, width, op)), idx) for (width, op), idx in kinds.items()]
     lu, lr = _log2(layout.unit), _log2(layout.row_bytes)
     um = layout.unit - 1
 
@@ -287,11 +274,11 @@ def choose_swizzle(layout: LdsLayout, coords: list, target: str, bank_bytes: int
         with ``first_only``)."""
         key = {r: cand.key(r) for r in all_rows}
         bad = []
-        for nw, groups, idx in checks:
+        for width, groups, idx in checks:
             for j in idx:
                 rows, byts, base = lanes[j]
                 addrs = [(r << lr) + ((((b >> lu) ^ key[r]) << lu) + (b & um)) + base for r, b in zip(rows, byts)]
-                if not _conflict_free_lanes(addrs, nw, groups, banks):
+                if not lds_banks.conflict_free_lanes(addrs, groups, width, banks):
                     bad.append(j)
                     if first_only:
                         return bad
