@@ -441,6 +441,14 @@ def test_gen_parses_the_usual_conventions(argv, expected):
     (["demo", "-n", "many"], ["'-n'", "'many' is not a valid integer"]),
     (["report", "x.co", "--dynamic-lds", "-8"], ["'--dynamic-lds'", "-8 is negative"]),
     (["report", "x.co", "--format", "pdf"], ["'--format'", "'pdf'"]),
+    (["gne", "x"], ["no such command 'gne'", "Did you mean 'gen'?", "(see 'isagen --help')"]),
+    (["gen", "x", "--for"], ["gen: no such option '--for'", "Did you mean '--force'?"]),
+    (["gen", "x", "--force=yes"], ["gen: option '--force' does not take a value"]),
+    (["gen", "x", "-j"], ["gen: option '-j' requires an argument"]),
+    (["targets", "extra"], ["targets: got unexpected extra argument (extra)"]),
+    (["model", "no/such.co"], ["model: invalid value for 'FILE'", "'no/such.co' does not exist"]),
+    (["model", "specs"], ["'specs' is a directory"]),
+    (["--bogus"], ["no such option '--bogus'", "(see 'isagen --help')"]),
 ])
 def test_usage_errors_are_one_line_exit_2(capsys, argv, words):
     assert main(argv) == 2
