@@ -2,7 +2,7 @@
 
 import gc
 
-# importing the command line (click, the target table) makes ~20 collections of the youngest
+# importing the command line (the target table, the assembler's modules) makes ~20 collections of the youngest
 # generation, which find nothing: modules, classes and functions live to the end (issue 17)
 gc.disable()
 from isagen.cli import run  # noqa: E402

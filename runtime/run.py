@@ -58,10 +58,10 @@ import random
 import statistics
 from dataclasses import dataclass, field
 
-import click
-
+from isagen import cmdline
 from isagen.api import Kernel, build, resolve_spec, torch_dtype
 from isagen.builders.spec import load_spec, printable
+from isagen.cmdline import Choice, IntRange, argument, option
 from isagen.errors import LaunchError, SpecError
 from isagen.progress import SLOW_WORK_S, Progress
 from isagen.runtime import gpu
@@ -527,19 +527,20 @@ def format_report(r: RunReport) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the CLI subcommand
-@click.command("run", short_help="run a spec's kernel on random inputs and check it against its torch reference")
-@click.argument("spec")
-@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
-@click.option("--shape", multiple=True, metavar="NAME=SIZE",
+# its one-line help is in cli.LAZY, listed without importing this module
+@cmdline.command("run")
+@argument("spec")
+@option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
+@option("--shape", multiple=True, metavar="NAME=SIZE",
               help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:, on the emulator its "
                    "emulator_shapes: where it has them)")
-@click.option("--scalar", multiple=True, metavar="NAME=VALUE", help="a scalar argument (default: random)")
-@click.option("--backend", type=click.Choice(tuple(BACKENDS)), default=None,
+@option("--scalar", multiple=True, metavar="NAME=VALUE", help="a scalar argument (default: random)")
+@option("--backend", type=Choice(tuple(BACKENDS)), default=None,
               help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
-@click.option("--target", default=None, metavar="TARGET",
+@option("--target", default=None, metavar="TARGET",
               help=f"{' or '.join(gpu.SUPPORTED_ARCHS)} (default: the GPU's, else {gpu.DEFAULT_TARGET})")
-@click.option("--iters", type=click.IntRange(min=0), default=10, help="timed launches on hip (default 10)")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, help="seed of the random inputs (0 to 2**64-1)")
+@option("--iters", type=IntRange(min=0), default=10, help="timed launches on hip (default 10)")
+@option("--seed", type=IntRange(0, MAX_SEED), default=0, help="seed of the random inputs (0 to 2**64-1)")
 def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
     """Build SPEC (a spec file or the name of a bundled spec; cached), run it on random inputs of its
     shapes (hip on an AMD GPU, else the emulator, with the spec's emulator_shapes where it has them),
