@@ -52,10 +52,13 @@ wrong kernel (a K-tile skipped, a tile stored in the wrong place) still fails.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import random
 import statistics
+import sys
+import types
 from dataclasses import dataclass, field
 
 from isagen import cmdline
@@ -220,16 +223,41 @@ def error_bounds(kernel, expression: str, inputs: dict, scalars: dict, sizes: di
     return _per_output(kernel, "tolerance.bound", expression, inputs, dict(inputs), scalars, sizes)
 
 
+class _Package:
+    """A package as a spec's expression sees it: ``isagen.prims.fp8_model.f`` resolves whether or not
+    anything imported ``isagen.prims.fp8_model`` before (a module's attribute first, else its
+    submodule of that name, imported on first use), so a reference does not depend on what the
+    process happened to import earlier."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: types.ModuleType):
+        self._module = module
+
+    def __getattr__(self, name: str):
+        try:
+            value = getattr(self._module, name)
+        except AttributeError:
+            if not hasattr(self._module, "__path__") or name.startswith("_"):
+                raise
+            try:
+                value = importlib.import_module(f"{self._module.__name__}.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"{self._module.__name__}.{name}":
+                    raise              # the submodule exists but imports something missing: say that
+                raise AttributeError(f"module '{self._module.__name__}' has no attribute '{name}'") from None
+        return _Package(value) if isinstance(value, types.ModuleType) else value
+
+
 def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, scalars: dict, sizes: dict) -> dict:
     """``expression`` evaluated over ``env`` (the input tensors), the scalars, the sizes and the kernel's
     parameters (``causal``), with ``torch``, ``F``, ``math`` and ``isagen`` in scope: one float64 tensor
     per written tensor, broadcast to its shape."""
     import torch
 
-    import isagen.runtime.attention  # noqa: F401 -- so that isagen.runtime.attention.* resolves in the scope
-    import isagen.runtime.attention_parts  # noqa: F401 -- the backward kernels' references, likewise
     env = {**env, **scalars, **sizes}
-    scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
+    scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math,
+             "isagen": _Package(sys.modules["isagen"]),
              "target": kernel.target, "__builtins__": {}}
     try:
         value = eval(compile(expression, f"<{what}>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression

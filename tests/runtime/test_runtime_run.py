@@ -209,3 +209,23 @@ def test_cpu_emulator_states_its_eta_up_front(monkeypatch, capsys):
     events.clear()
     assert cli_main(["run", "layer_norm_bf16", "--backend", "emu"]) == 0        # 64 waves: quick, no estimate
     assert "note" not in events and "emulator (cpu)" not in capsys.readouterr().out
+
+
+def test_reference_names_resolve_without_earlier_imports():
+    """A spec's ``isagen.prims.fp8_model.f(...)`` must not depend on what the process imported before
+    (it failed with AttributeError when nothing had imported fp8_model): checked in a fresh process."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from isagen.runtime.run import _Package\n"
+            "assert 'isagen.prims.fp8_model' not in sys.modules\n"
+            "pkg = _Package(sys.modules['isagen'])\n"
+            "print(pkg.prims.fp8_model.torch_mxfp4_quant.__module__)\n"
+            "try:\n"
+            "    pkg.prims.no_such_module\n"
+            "except AttributeError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "isagen.prims.fp8_model"
+    assert out[1] == "module 'isagen.prims' has no attribute 'no_such_module'"
