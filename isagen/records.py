@@ -18,6 +18,19 @@ before), with the same behaviour: the repr (``Name(field=value!r, ...)`` over th
 ``compare=True``, else ``NotImplemented``), and hash (the hash of the tuple of the fields
 ``dataclass`` hashes).  A method the class body defines is kept, as ``dataclass`` keeps it.
 tests/test_records.py checks each decorated class against the methods ``dataclass`` generates.
+
+``record`` is ``dataclass`` without the other three: ``@record(frozen=True, repr=False, eq=False)``
+makes the same class as ``@dataclass(...)`` (its fields, ``__dataclass_fields__`` and
+``__dataclass_params__``, ``__match_args__``, the docstring it writes), but its ``__init__`` is not
+compiled from source for each class: the ``__init__`` of the class's shape (frozen or not, how many
+fields and which have a ``default_factory`` or ``init=False``, whether ``__post_init__`` is called) is
+compiled once with placeholder names and copied with the field names put in (``CodeType.replace``): the
+same statements ``dataclass`` writes, as fast to call; a frozen class's ``__setattr__``/``__delattr__``
+are closures that do what ``dataclass``'s do.  A class this does not cover (``InitVar``, ``kw_only``,
+``slots``, a dataclass base, a frozen class with ``eq=True``, ...: see ``_simple``) is made by
+``dataclass`` itself.  ``make_record`` is ``make_dataclass`` with ``record``.  Type checkers see
+``dataclasses.dataclass``; tests/test_records.py checks that ``record`` and ``dataclass`` make classes
+that behave alike, isagen's own included.
 """
 
 from __future__ import annotations
@@ -26,12 +39,15 @@ import _thread
 import dataclasses
 import weakref
 from operator import attrgetter
-from typing import Any, TypeVar
+from types import CellType, CodeType, FunctionType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 T = TypeVar("T")
 
 #: every class decorated (the test compares each with what ``dataclass`` would make)
 DECORATED: weakref.WeakSet[type] = weakref.WeakSet()
+#: every class whose ``__init__`` ``record`` made (the same check)
+RECORDS: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _tuple_getter(names: list[str]):
@@ -95,3 +111,200 @@ def value_methods(cls: type[T]) -> type[T]:
 def _set(cls: type, fn: Any) -> None:
     fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
     setattr(cls, fn.__name__, fn)
+
+
+# ---- record: dataclass with __init__ (and a frozen class's __setattr__/__delattr__) made without exec
+
+#: the globals of every ``__init__`` made here (what the template's code reads)
+#: the sentinel default of a parameter with a ``default_factory`` (shown as ``<factory>``)
+_HAS_DEFAULT_FACTORY = dataclasses._HAS_DEFAULT_FACTORY         # type: ignore[attr-defined]
+_INIT_GLOBALS: dict[str, Any] = {"__name__": __name__, "__builtins__": __builtins__, "_set": object.__setattr__,
+                                 "_SENT": _HAS_DEFAULT_FACTORY}
+#: (frozen, the fields' kinds, calls __post_init__) -> the template's code (see ``_kind``)
+_TEMPLATES: dict[tuple[bool, str, bool], CodeType] = {}
+
+
+def _kind(f: dataclasses.Field) -> str:
+    """How ``dataclass``'s ``__init__`` treats a field: "v" a parameter it stores, "f" a parameter whose
+    default is ``default_factory()``, "x" not a parameter, stored from ``default_factory()``, "-" not a
+    parameter and not stored (``init=False`` without a factory: the class attribute is the default)."""
+    factory = f.default_factory is not dataclasses.MISSING
+    if f.init:
+        return "f" if factory else "v"
+    return "x" if factory else "-"
+
+
+def _template(frozen: bool, kinds: str, post: bool) -> CodeType:
+    """``def __init__(_self, _a0, ...)`` storing the fields ``_n0, ...`` as ``dataclass``'s does
+    (``object.__setattr__`` for a frozen class, else ``self.x = x``; ``_F<i>()`` for a default factory,
+    from a closure), compiled once per shape."""
+    key = (frozen, kinds, post)
+    code = _TEMPLATES.get(key)
+    if code is None:
+        lines, args, factories = [], [], []
+        for i, k in enumerate(kinds):
+            if k in "vf":
+                args.append(f"_a{i}")
+            if k in "fx":
+                factories.append(f"_F{i}")
+            value = {"v": f"_a{i}", "f": f"_F{i}() if _a{i} is _SENT else _a{i}", "x": f"_F{i}()"}.get(k)
+            if value is not None:
+                lines.append(f"  _set(_self, '_n{i}', {value})" if frozen else f"  _self._n{i} = {value}")
+        if post:
+            lines.append("  _self.__post_init__()")
+        source = (f"def _outer({', '.join(factories)}):\n def __init__({', '.join(['_self'] + args)}):\n"
+                  + "\n".join(" " + line for line in lines or ["  pass"]) + "\n return __init__\n")
+        outer = next(c for c in compile(source, "<isagen.records>", "exec").co_consts if isinstance(c, CodeType))
+        code = next(c for c in outer.co_consts if isinstance(c, CodeType))
+        _TEMPLATES[key] = code
+    return code
+
+
+def _make_init(cls: type, fields: list[dataclasses.Field], frozen: bool, post: bool) -> FunctionType:
+    kinds = "".join(_kind(f) for f in fields)
+    code = _template(frozen, kinds, post)
+    names = {f"_n{i}": f.name for i, f in enumerate(fields)}
+    params = {f"_a{i}": f.name for i, f in enumerate(fields)}
+    params["_self"] = "self"
+    if frozen:      # the attribute names are the constants passed to object.__setattr__
+        code = code.replace(co_consts=tuple(names.get(c, c) if isinstance(c, str) else c for c in code.co_consts))
+    else:           # ... or the names of STORE_ATTR
+        code = code.replace(co_names=tuple(names.get(c, c) for c in code.co_names))
+    code = code.replace(co_varnames=tuple(params.get(v, v) for v in code.co_varnames),
+                        co_name="__init__", **_qualname(f"{cls.__qualname__}.__init__"))
+    cells = {f"_F{i}": f.default_factory for i, f in enumerate(fields)}
+    closure = tuple(CellType(cells[name]) for name in code.co_freevars) or None
+    fn = FunctionType(code, _INIT_GLOBALS, "__init__", None, closure)
+    defaults = tuple(_HAS_DEFAULT_FACTORY if k == "f" else f.default
+                     for f, k in zip(fields, kinds) if k == "f" or (k == "v" and f.default is not dataclasses.MISSING))
+    fn.__defaults__ = defaults or None
+    fn.__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
+    fn.__qualname__ = f"{cls.__qualname__}.__init__"
+    return fn
+
+
+def _qualname(name: str) -> dict[str, Any]:
+    return {"co_qualname": name} if hasattr(CodeType, "co_qualname") else {}
+
+
+def _frozen_methods(cls: Any, names: frozenset[str]) -> tuple[Any, Any]:
+    """``dataclass``'s frozen ``__setattr__`` and ``__delattr__``, as closures."""
+    error = dataclasses.FrozenInstanceError
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise error(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise error(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+    return __setattr__, __delattr__
+
+
+_PLAIN = {"init": True, "repr": True, "eq": True, "order": False, "unsafe_hash": False, "frozen": False}
+
+
+def _simple(cls: type, opts: dict[str, Any]) -> bool:
+    """Whether ``record`` makes ``cls``'s ``__init__`` (else ``dataclass`` makes the whole class): no
+    ``kw_only`` or ``InitVar`` field, defaults after non-defaults among the parameters, no dataclass
+    base, no method of the body that ``dataclass`` would keep or refuse to overwrite, no option but
+    ``dataclass``'s first six, and a frozen class without ``eq``/``order``/``unsafe_hash``."""
+    frozen = bool(opts["frozen"])
+    body = cls.__dict__
+    if (not opts["init"] or set(opts) - set(_PLAIN) or "__init__" in body
+            or (frozen and (opts["eq"] or opts["order"] or opts["unsafe_hash"]
+                            or "__setattr__" in body or "__delattr__" in body))
+            or any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:])):
+        return False
+    seen_default = False
+    for name, kind in body.get("__annotations__", {}).items():
+        text = kind if isinstance(kind, str) else repr(kind)
+        if "ClassVar" in text:
+            continue
+        if "InitVar" in text or "KW_ONLY" in text or name == "self":
+            return False
+        value = body.get(name, dataclasses.MISSING)
+        if isinstance(value, dataclasses.Field):
+            if value.kw_only is True:
+                return False
+            if not value.init:
+                continue
+            value = value.default if value.default_factory is dataclasses.MISSING else None
+        if value is dataclasses.MISSING and seen_default:      # dataclass's own error, from dataclass
+            return False
+        seen_default = seen_default or value is not dataclasses.MISSING
+    return True
+
+
+def _record(cls: type, options: dict[str, Any]) -> type:
+    opts = {**_PLAIN, **options}
+    if not _simple(cls, opts):
+        return dataclasses.dataclass(cls, **options)      # type: ignore[call-overload, no-any-return]
+    frozen = bool(opts["frozen"])
+    had_doc = bool(cls.__doc__)
+    cls = dataclasses.dataclass(cls, **{**opts, "init": False, "frozen": False})   # type: ignore[call-overload]
+    std = [f for f in cls.__dataclass_fields__.values()                             # type: ignore[attr-defined]
+           if f._field_type is dataclasses._FIELD]                                  # type: ignore[attr-defined]
+    cls.__init__ = _make_init(cls, std, frozen, hasattr(cls, "__post_init__"))       # type: ignore[misc]
+    if frozen:
+        for fn in _frozen_methods(cls, frozenset(f.name for f in std)):
+            fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
+            setattr(cls, fn.__name__, fn)
+    old = cls.__dataclass_params__          # type: ignore[attr-defined]
+    params = object.__new__(type(old))
+    for slot in type(old).__slots__:
+        setattr(params, slot, getattr(old, slot))
+    params.init, params.frozen = True, frozen
+    cls.__dataclass_params__ = params       # type: ignore[attr-defined]
+    if not had_doc:      # dataclass wrote "Name(...)" from the signature it saw (object's): again
+        import inspect
+        try:
+            text_sig = str(inspect.signature(cls)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            text_sig = ""
+        cls.__doc__ = cls.__name__ + text_sig
+    RECORDS.add(cls)
+    return cls
+
+
+def make_record(cls_name: str, fields: list, *, bases: tuple[type, ...] = (), **options: Any) -> type:
+    """``dataclasses.make_dataclass`` (Python 3.11's: the class made by ``types.new_class`` from the
+    fields' annotations and defaults) with ``record`` in place of ``dataclass``."""
+    import keyword
+    import types
+    annotations: dict[str, Any] = {}
+    defaults: dict[str, Any] = {}
+    for item in fields:
+        if isinstance(item, str):
+            name, kind = item, "typing.Any"
+        elif len(item) == 2:
+            name, kind = item
+        elif len(item) == 3:
+            name, kind, defaults[item[0]] = item
+        else:
+            raise TypeError(f"Invalid field: {item!r}")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TypeError(f"Field names must be valid identifiers: {name!r}")
+        if keyword.iskeyword(name):
+            raise TypeError(f"Field names must not be keywords: {name!r}")
+        if name in annotations:
+            raise TypeError(f"Field name duplicated: {name!r}")
+        annotations[name] = kind
+
+    def body(ns: dict[str, Any]) -> None:
+        ns.update(defaults)
+        ns["__annotations__"] = annotations
+    return _record(types.new_class(cls_name, bases, {}, body), options)
+
+
+if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+else:
+    def record(cls=None, /, **options):
+        """``dataclasses.dataclass`` (the same arguments, the same class), ``__init__`` made without
+        compiling source for each class where it can be (see the module's docstring)."""
+        def wrap(c):
+            return _record(c, options)
+        return wrap if cls is None else wrap(cls)

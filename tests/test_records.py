@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from isagen.records import DECORATED, value_methods
+from isagen.records import DECORATED, RECORDS, make_record, record, value_methods
 
 
 def _bodies():
@@ -199,3 +199,199 @@ def test_isagen_classes_as_dataclass_makes_them():
                 assert hash(a) == ref.__hash__(a) and hash(c) == ref.__hash__(c)
         if not params.frozen and "__hash__" not in cls.__dict__:
             pytest.fail(f"{cls}: a mutable dataclass with eq gets __hash__ = None")
+
+
+# ---- record / make_record against dataclass / make_dataclass
+
+def _record_bodies():
+    """Class bodies (functions of a decorator) covering what ``record`` makes itself and what it
+    leaves to ``dataclass``."""
+
+    def plain(dec):
+        @dec
+        class P:
+            a: int
+            b: str = "x"
+            c: tuple = ()
+        return P
+
+    def factories(dec):
+        @dec
+        class F:
+            a: int
+            items: list = field(default_factory=list)
+            made: dict = field(default_factory=dict, init=False)
+            fixed: int = field(default=5, init=False)
+            later: int = field(init=False)
+            d: int = 4
+        return F
+
+    def posted(dec):
+        @dec
+        class Post:
+            a: int
+            b: int = 2
+
+            def __post_init__(self):
+                if self.a < 0:
+                    raise ValueError("a < 0")
+                object.__setattr__(self, "seen", self.a + self.b)
+        return Post
+
+    def empty(dec):
+        @dec
+        class E:
+            """Nothing in it."""
+        return E
+
+    def classvar(dec):
+        from typing import ClassVar
+
+        @dec
+        class C:
+            shared: ClassVar[int] = 3
+            a: int = 1
+        return C
+
+    def kw(dec):               # left to dataclass
+        @dec
+        class K:
+            a: int
+            b: int = field(default=0, kw_only=True)
+        return K
+
+    def child(dec):            # a dataclass base: left to dataclass
+        @dec
+        class Base:
+            a: int
+
+        @dec
+        class Child(Base):
+            b: int = 1
+        return Child
+
+    return [plain, factories, posted, empty, classvar, kw, child]
+
+
+def _init_behaviour(cls, frozen):
+    """What constructing (and, frozen, changing) instances of ``cls`` does."""
+    import inspect
+    params = inspect.signature(cls).parameters
+    out: list = [str(inspect.signature(cls)), cls.__doc__, getattr(cls, "__match_args__", None),
+                 [(f.name, f.init, f.default is dataclasses.MISSING) for f in dataclasses.fields(cls)]]
+    params_obj = cls.__dataclass_params__
+    out.append([getattr(params_obj, s) for s in type(params_obj).__slots__])
+    required = [n for n, p in params.items() if p.default is p.empty]
+    calls = [(), tuple(range(len(required))), tuple(range(len(params))), tuple(range(len(params) + 1)),
+             tuple(-1 for _ in required)]
+    for args in calls:
+        obj = _call(cls, *args)
+        out.append(type(obj).__name__ if isinstance(obj, BaseException) else list(vars(obj).items()))
+        out.append(str(obj) if isinstance(obj, BaseException) else None)
+    kwargs = {n: 7 for n in params}
+    obj = _call(lambda: cls(**kwargs))
+    out.append(list(vars(obj).items()) if not isinstance(obj, BaseException) else type(obj).__name__)
+    if not isinstance(obj, BaseException):
+        for action in (lambda o: setattr(o, "a", 9), lambda o: setattr(o, "other", 1),
+                       lambda o: delattr(o, "a")):
+            r = _call(action, obj)
+            out.append((type(r).__name__, str(r)) if isinstance(r, BaseException) else None)
+        if params:
+            first = next(iter(params))
+            new = _call(lambda: dataclasses.replace(obj, **{first: 8}))
+            out.append(type(new).__name__ if isinstance(new, BaseException) else list(vars(new).items()))
+    return out
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+@pytest.mark.parametrize("body", _record_bodies(), ids=lambda b: b.__name__)
+def test_record_same_as_dataclass(body, frozen):
+    ref = body(dataclass(frozen=frozen, repr=False, eq=False))
+    ours = body(record(frozen=frozen, repr=False, eq=False))
+    assert _init_behaviour(ours, frozen) == _init_behaviour(ref, frozen)
+    # and with value_methods on top, the whole value behaviour
+    ref_v = body(lambda c: value_methods(dataclass(frozen=frozen, repr=False, eq=False)(c)))
+    ours_v = body(lambda c: value_methods(record(frozen=frozen, repr=False, eq=False)(c)))
+    got, want = _behaviour(ours_v), _behaviour(ref_v)
+    assert all(_same(g, w) for g, w in zip(got, want)) and len(got) == len(want)
+
+
+def test_record_makes_init_without_dataclass_exec(monkeypatch):
+    """The classes it covers get their __init__ (and frozen __setattr__/__delattr__) from record: the
+    point of it (issue 17).  ``dataclass``'s generator of source is never called for them."""
+    made = []
+    real = dataclasses._create_fn
+    monkeypatch.setattr(dataclasses, "_create_fn", lambda name, *a, **k: made.append(name) or real(name, *a, **k))
+    for body in _record_bodies()[:5]:
+        for frozen in (True, False):
+            cls = body(record(frozen=frozen, repr=False, eq=False))
+            assert cls in RECORDS
+    assert made == []
+    assert body(record(frozen=True)).__hash__ is not None     # eq=True frozen: left to dataclass, hashable
+
+
+def test_record_errors_as_dataclass():
+    for dec in (dataclass, record):
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+            @dec
+            class Bad:
+                a: int = 1
+                b: int
+        with pytest.raises(ValueError, match="mutable default"):
+            @dec
+            class Mutable:
+                a: list = []       # noqa: RUF012
+
+
+def test_make_record_as_make_dataclass():
+    fields = [("name", str), ("a", int, field(default=3)), ("b", tuple, field(default=()))]
+    ref = dataclasses.make_dataclass("Made", fields, frozen=True, repr=False, eq=False)
+    ours = make_record("Made", fields, frozen=True, repr=False, eq=False)
+    assert ours in RECORDS
+    assert ours.__module__ == ref.__module__ and ours.__qualname__ == ref.__qualname__
+    assert _init_behaviour(ours, True) == _init_behaviour(ref, True)
+    for bad in ([("a", int), ("a", int)], [("class", int)], [("a b", int)], [("a", int, 1, 2)]):
+        with pytest.raises(TypeError) as want:
+            dataclasses.make_dataclass("M", bad)
+        with pytest.raises(TypeError) as got:
+            make_record("M", bad)
+        assert str(got.value) == str(want.value)
+
+
+def test_isagen_records_as_dataclass_makes_them():
+    """Every isagen class whose __init__ record made (on the command line's path, and the parameter
+    classes made at run time) against the same fields under dataclass: the signature, what an
+    instance holds, frozen or not."""
+    import inspect
+
+    import isagen.cli  # noqa: F401
+    import isagen.kernels.gemm  # noqa: F401
+    from isagen.builders.registry import params_from
+    from isagen.builders.spec import load_spec
+    spec = load_spec(str(Path(isagen.cli.__file__).parents[1] / "specs" / "gemm_bf16.yaml"), {})
+    spec.build("gfx942")
+    params_from({"a": 1, "b": "x"}, "t")
+    classes = list(RECORDS)
+    assert len(classes) >= 30
+    for cls in classes:
+        params = cls.__dataclass_params__
+        fields = dataclasses.fields(cls)
+        specs = []
+        for f in fields:
+            kw = {"init": f.init, "repr": f.repr, "compare": f.compare, "hash": f.hash}
+            if f.default is not dataclasses.MISSING:
+                kw["default"] = f.default
+            if f.default_factory is not dataclasses.MISSING:
+                kw["default_factory"] = f.default_factory
+            specs.append((f.name, f.type, field(**kw)))
+        ref = dataclasses.make_dataclass(cls.__name__, specs, frozen=params.frozen, repr=False, eq=False)
+        assert str(inspect.signature(cls)) == str(inspect.signature(ref)), cls
+        args = [object() for p in inspect.signature(cls).parameters.values() if p.default is p.empty]
+        if "__post_init__" not in vars(cls):
+            a, b = cls(*args), ref(*args)
+            assert list(vars(a)) == list(vars(b)), cls
+            assert all(x is y or (x == y and type(x) is type(y)) for x, y in zip(vars(a).values(), vars(b).values()))
+            if params.frozen:
+                with pytest.raises(dataclasses.FrozenInstanceError):
+                    a.__setattr__(fields[0].name, 1)
+        assert cls.__init__.__code__.co_varnames[:len(args) + 1] == ref.__init__.__code__.co_varnames[:len(args) + 1]
