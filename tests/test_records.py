@@ -395,3 +395,46 @@ def test_isagen_records_as_dataclass_makes_them():
                 with pytest.raises(dataclasses.FrozenInstanceError):
                     a.__setattr__(fields[0].name, 1)
         assert cls.__init__.__code__.co_varnames[:len(args) + 1] == ref.__init__.__code__.co_varnames[:len(args) + 1]
+
+
+def _file_shapes():
+    import isagen.record_inits as inits
+    shapes = []
+    for name in vars(inits):
+        if name.startswith(("frozen_", "plain_")):
+            kind, _, rest = name.partition("_")
+            kinds, _, post = rest.partition("_")
+            shapes.append((kind == "frozen", kinds.replace("n", "-"), post == "post"))
+    return shapes
+
+
+def test_record_inits_file_is_generated():
+    """isagen/record_inits.py is what ``python -m isagen.records`` writes for the shapes it holds, and
+    each template's code is the code ``record`` would compile for its shape."""
+    import isagen.record_inits as inits
+    from isagen import records
+    shapes = _file_shapes()
+    assert shapes
+    assert Path(inits.__file__).read_text() == records.render_inits(shapes)
+    for s in shapes:
+        compiled = compile(records._template_source(*s), "<test>", "exec")
+        outer = next(c for c in compiled.co_consts if isinstance(c, type(compiled)))
+        want = next(c for c in outer.co_consts if isinstance(c, type(compiled)))
+        got = records._template(*s)
+        for attr in ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars", "co_argcount"):
+            assert getattr(got, attr) == getattr(want, attr), (s, attr)
+
+
+def test_record_inits_has_the_gen_paths_shapes():
+    """Every class ``record`` makes on the way of ``isagen gen`` finds its template in
+    isagen/record_inits.py, byte-compiled (none compiled at start-up: issue 17).  After adding a
+    record class of a new shape, run ``python -m isagen.records``."""
+    import isagen.cli  # noqa: F401
+    import isagen.kernels.gemm  # noqa: F401
+    from isagen import records
+    from isagen.builders.registry import Params, load_generators
+    load_generators()
+    ours = [c for c in list(RECORDS) if c.__module__.startswith("isagen.") or issubclass(c, Params)]
+    assert len(ours) >= 30
+    missing = {records.shape(c) for c in ours} - set(_file_shapes())
+    assert not missing, f"shapes without a template (run python -m isagen.records): {missing}"
