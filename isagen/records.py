@@ -36,11 +36,13 @@ that behave alike, isagen's own included.
 from __future__ import annotations
 
 import _thread
+import abc
 import dataclasses
+import sys
 import weakref
 from operator import attrgetter
-from types import CellType, CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, TypeVar
+from types import CellType, CodeType, FunctionType, MemberDescriptorType
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 T = TypeVar("T")
 
@@ -275,40 +277,120 @@ def _simple(cls: type, opts: dict[str, Any]) -> bool:
     return True
 
 
+_MODULE_IDENTIFIER = None       # dataclass's pattern for the type named by a string annotation (made on first use)
+
+
+def _special(annotation: Any, cls: type) -> bool:
+    """Whether ``dataclass`` could read ``annotation`` as ``ClassVar``, ``InitVar`` or ``KW_ONLY``: for a
+    string, the name it starts with (``ClassVar[...]``, ``dataclasses.InitVar``) looked up in the
+    class's module, as ``dataclass`` looks it up (here more widely: any such object means yes)."""
+    global _MODULE_IDENTIFIER
+    if isinstance(annotation, str):
+        if _MODULE_IDENTIFIER is None:
+            import re
+            _MODULE_IDENTIFIER = re.compile(r"^(?:\s*(\w+)\s*\.)?\s*(\w+)")
+        match = _MODULE_IDENTIFIER.match(annotation)
+        if not match:
+            return False
+        module = sys.modules.get(cls.__module__)
+        ns = vars(module) if module is not None else {}
+        annotation = (ns.get(match.group(2)) if not match.group(1)
+                      else getattr(ns.get(match.group(1)), match.group(2), None))
+    return (annotation is ClassVar or annotation is dataclasses.InitVar or annotation is dataclasses.KW_ONLY
+            or isinstance(annotation, dataclasses.InitVar) or getattr(annotation, "__origin__", None) is ClassVar)
+
+
+def _lean_fields(cls: type, opts: dict[str, Any]) -> dict[str, dataclasses.Field] | None:
+    """What ``dataclass`` puts in ``__dataclass_fields__`` for a ``_simple`` class with ``repr``, ``eq``
+    and ``order`` off, worked out here (without ``dataclass``'s checks of every annotation for
+    ``ClassVar``/``InitVar``/``KW_ONLY``, three per field); the defaults that were ``field()``s become
+    the class attributes, as ``dataclass`` leaves them.  None where ``dataclass`` must do it: an
+    annotation that may be one of those three, a ``field()`` without an annotation, a mutable default
+    (``dataclass``'s error), or a Python whose ``Field`` has not the attributes set here."""
+    if opts["repr"] or opts["eq"] or opts["order"] or not hasattr(dataclasses.Field, "kw_only"):
+        return None
+    body = cls.__dict__
+    annotations = body.get("__annotations__", {})
+    for name, value in body.items():
+        if isinstance(value, dataclasses.Field) and name not in annotations:
+            return None
+    fields: dict[str, dataclasses.Field] = {}
+    for name, kind in annotations.items():
+        if _special(kind, cls):
+            return None
+        default = getattr(cls, name, dataclasses.MISSING)
+        if isinstance(default, dataclasses.Field):
+            f = default
+        else:
+            if isinstance(default, MemberDescriptorType):       # a __slots__ member: no default
+                default = dataclasses.MISSING
+            f = dataclasses.field(default=default)       # type: ignore[arg-type]
+        if f.default.__class__.__hash__ is None:                # dataclass's "mutable default" error
+            return None
+        fields[name] = f
+    for name, f in fields.items():
+        f.name, f.type = name, annotations[name]
+        f._field_type = dataclasses._FIELD                      # type: ignore[attr-defined]
+        if f.kw_only is dataclasses.MISSING:
+            f.kw_only = False
+        if isinstance(body.get(name), dataclasses.Field):
+            if f.default is dataclasses.MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+    return fields
+
+
 def _record(cls: type, options: dict[str, Any]) -> type:
     opts = {**_PLAIN, **options}
     if not _simple(cls, opts):
         return dataclasses.dataclass(cls, **options)      # type: ignore[call-overload, no-any-return]
     frozen = bool(opts["frozen"])
     had_doc = bool(cls.__doc__)
-    cls = dataclasses.dataclass(cls, **{**opts, "init": False, "frozen": False})   # type: ignore[call-overload]
-    std = [f for f in cls.__dataclass_fields__.values()                             # type: ignore[attr-defined]
-           if f._field_type is dataclasses._FIELD]                                  # type: ignore[attr-defined]
+    fields = _lean_fields(cls, opts)
+    if fields is None:
+        if not had_doc:     # (a stand-in: dataclass would work out the signature of object's __init__ for it)
+            cls.__doc__ = "-"
+        cls = dataclasses.dataclass(cls, **{**opts, "init": False, "frozen": False})   # type: ignore[call-overload]
+        fields = cls.__dataclass_fields__                   # type: ignore[attr-defined]
+    else:
+        cls.__dataclass_fields__ = fields                   # type: ignore[attr-defined]
+        if "__match_args__" not in cls.__dict__:
+            cls.__match_args__ = tuple(name for name, f in fields.items() if f.init)    # type: ignore[attr-defined,misc]
+    std = [f for f in fields.values() if f._field_type is dataclasses._FIELD]      # type: ignore[attr-defined,union-attr]
     cls.__init__ = _make_init(cls, std, frozen, hasattr(cls, "__post_init__"))       # type: ignore[misc]
     if frozen:
         for fn in _frozen_methods(cls, frozenset(f.name for f in std)):
             fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"
             setattr(cls, fn.__name__, fn)
-    old = cls.__dataclass_params__          # type: ignore[attr-defined]
-    params = object.__new__(type(old))
-    for slot in type(old).__slots__:
-        setattr(params, slot, getattr(old, slot))
-    params.init, params.frozen = True, frozen
-    cls.__dataclass_params__ = params       # type: ignore[attr-defined]
-    if not had_doc:      # dataclass wrote "Name(...)" from the signature it saw (object's): again
+    cls.__dataclass_params__ = _params({**opts, "init": True})        # type: ignore[attr-defined]
+    if not had_doc:      # the docstring dataclass writes: "Name(<the signature of __init__>)"
         import inspect
         try:
             text_sig = str(inspect.signature(cls)).replace(" -> None", "")
         except (TypeError, ValueError):
             text_sig = ""
         cls.__doc__ = cls.__name__ + text_sig
+    abc.update_abstractmethods(cls)
     RECORDS.add(cls)
     return cls
 
 
+#: dataclass's options and their defaults, for ``__dataclass_params__`` (Python 3.10-3.13's)
+_PARAM_DEFAULTS = {**_PLAIN, "match_args": True, "kw_only": False, "slots": False, "weakref_slot": False}
+
+
+def _params(opts: dict[str, Any]) -> Any:
+    """The ``__dataclass_params__`` ``dataclass`` gives a class made with these options."""
+    kind = dataclasses._DataclassParams                 # type: ignore[attr-defined]
+    values = {**_PARAM_DEFAULTS, **opts}
+    return kind(**{name: values[name] for name in kind.__slots__})
+
+
 def make_record(cls_name: str, fields: list, *, bases: tuple[type, ...] = (), **options: Any) -> type:
-    """``dataclasses.make_dataclass`` (Python 3.11's: the class made by ``types.new_class`` from the
-    fields' annotations and defaults) with ``record`` in place of ``dataclass``."""
+    """``dataclasses.make_dataclass`` (the class made by ``types.new_class`` from the fields'
+    annotations and defaults, in its caller's module from Python 3.12) with ``record`` in place of
+    ``dataclass``."""
     import keyword
     import types
     annotations: dict[str, Any] = {}
@@ -333,7 +415,10 @@ def make_record(cls_name: str, fields: list, *, bases: tuple[type, ...] = (), **
     def body(ns: dict[str, Any]) -> None:
         ns.update(defaults)
         ns["__annotations__"] = annotations
-    return _record(types.new_class(cls_name, bases, {}, body), options)
+    cls = types.new_class(cls_name, bases, {}, body)
+    if sys.version_info >= (3, 12):     # make_dataclass gives the class its caller's module there
+        cls.__module__ = sys._getframemodulename(1) or "__main__"       # type: ignore[attr-defined]
+    return _record(cls, options)
 
 
 if TYPE_CHECKING:
