@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -335,6 +334,7 @@ def load_generators() -> dict[str, Generator]:
     """Import every generator module of ``isagen.kernels`` (once) and return the registry."""
     global _LOADED
     if not _LOADED:
+        import pkgutil          # (here: a build imports the one generator module it needs)
         package = importlib.import_module("isagen.kernels")
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             if info.name != "registry" and not info.name.startswith("_"):
