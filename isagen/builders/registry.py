@@ -334,7 +334,8 @@ def load_generators() -> dict[str, Generator]:
     """Import every generator module of ``isagen.kernels`` (once) and return the registry."""
     global _LOADED
     if not _LOADED:
-        import pkgutil          # (here: a build imports the one generator module it needs)
+        # (imported here: a build imports just the generator module it needs, without pkgutil)
+        import pkgutil
         package = importlib.import_module("isagen.kernels")
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             if info.name != "registry" and not info.name.startswith("_"):

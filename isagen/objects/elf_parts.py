@@ -120,6 +120,19 @@ def _head(out: bytearray, n: int, fix: int, fix_limit: int, codes: bytes) -> Non
 
 
 def _pack(v: Any, out: bytearray) -> None:
+    t = type(v)
+    if t is str:                                   # the document's common cases first
+        data = v.encode("utf-8")
+        n = len(data)
+        if n < 32:
+            out.append(0xA0 | n)
+        else:
+            _head(out, n, 0xA0, 32, b"\xd9\xda\xdb")
+        out += data
+        return
+    if t is int and -0x20 <= v < 0x80:
+        out += v.to_bytes(1, "big", signed=True)
+        return
     if v is None:
         out.append(0xC0)
     elif v is True or v is False:
