@@ -117,9 +117,9 @@ def _set(cls: type, fn: Any) -> None:
 
 # ---- record: dataclass with __init__ (and a frozen class's __setattr__/__delattr__) made without exec
 
-#: the globals of every ``__init__`` made here (what the template's code reads)
 #: the sentinel default of a parameter with a ``default_factory`` (shown as ``<factory>``)
 _HAS_DEFAULT_FACTORY = dataclasses._HAS_DEFAULT_FACTORY         # type: ignore[attr-defined]
+#: the globals of every ``__init__`` made here (what the template's code reads)
 _INIT_GLOBALS: dict[str, Any] = {"__name__": __name__, "__builtins__": __builtins__, "_set": object.__setattr__,
                                  "_SENT": _HAS_DEFAULT_FACTORY}
 #: (frozen, the fields' kinds, calls __post_init__) -> the template's code (see ``_kind``)
@@ -301,13 +301,15 @@ def _special(annotation: Any, cls: type) -> bool:
 
 
 def _lean_fields(cls: type, opts: dict[str, Any]) -> dict[str, dataclasses.Field] | None:
-    """What ``dataclass`` puts in ``__dataclass_fields__`` for a ``_simple`` class with ``repr``, ``eq``
-    and ``order`` off, worked out here (without ``dataclass``'s checks of every annotation for
-    ``ClassVar``/``InitVar``/``KW_ONLY``, three per field); the defaults that were ``field()``s become
+    """What ``dataclass`` puts in ``__dataclass_fields__`` for a ``_simple`` class with ``repr``, ``eq``,
+    ``order`` and ``unsafe_hash`` off (nothing else for ``dataclass`` to write), worked out here
+    (without ``dataclass``'s checks of every annotation for ``ClassVar``/``InitVar``/``KW_ONLY``,
+    three per field); the defaults that were ``field()``s become
     the class attributes, as ``dataclass`` leaves them.  None where ``dataclass`` must do it: an
     annotation that may be one of those three, a ``field()`` without an annotation, a mutable default
     (``dataclass``'s error), or a Python whose ``Field`` has not the attributes set here."""
-    if opts["repr"] or opts["eq"] or opts["order"] or not hasattr(dataclasses.Field, "kw_only"):
+    if (opts["repr"] or opts["eq"] or opts["order"] or opts["unsafe_hash"]
+            or not hasattr(dataclasses.Field, "kw_only")):
         return None
     body = cls.__dict__
     annotations = body.get("__annotations__", {})

@@ -352,6 +352,30 @@ def test_record_makes_init_without_dataclass_exec(monkeypatch):
     assert body(record(frozen=True)).__hash__ is not None     # eq=True frozen: left to dataclass, hashable
 
 
+@pytest.mark.parametrize("options", [{"unsafe_hash": True}, {"order": True, "eq": True}, {"repr": True},
+                                     {"eq": True}, {}], ids=str)
+def test_record_options_as_dataclass(options):
+    """Options that leave methods for dataclass to write: the same methods, the same behaviour."""
+    def body(dec):
+        @dec
+        class O:
+            a: int
+            b: int = 2
+        return O
+    for frozen in (False, True):
+        opts = {"repr": False, "eq": False, **options, "frozen": frozen}
+        ref, ours = body(dataclass(**opts)), body(record(**opts))
+        assert _init_behaviour(ours, frozen) == _init_behaviour(ref, frozen)
+        x, y = ours(1), ours(1)
+        rx, ry = ref(1), ref(1)
+        assert (ours.__hash__ is None) == (ref.__hash__ is None)
+        if ours.__hash__ is not None and ref.__hash__ is not object.__hash__:
+            assert hash(x) == hash(rx)
+        assert (x == y) == (rx == ry) and repr(x).split("(")[1:] == repr(rx).split("(")[1:]
+        if opts.get("order"):
+            assert (x < ours(2)) == (rx < ref(2))
+
+
 def test_record_errors_as_dataclass():
     for dec in (dataclass, record):
         with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
