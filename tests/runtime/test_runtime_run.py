@@ -209,3 +209,17 @@ def test_cpu_emulator_states_its_eta_up_front(monkeypatch, capsys):
     events.clear()
     assert cli_main(["run", "layer_norm_bf16", "--backend", "emu"]) == 0        # 64 waves: quick, no estimate
     assert "note" not in events and "emulator (cpu)" not in capsys.readouterr().out
+
+
+def test_fp8_reference_resolves_in_a_fresh_process():
+    """A spec whose reference names ``isagen.prims.fp8_model`` runs in a process where nothing else imported
+    that module (it is no longer a side effect of building a kernel): ``isagen run`` checks it and passes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "ISAGEN_EMU_DEVICE": "cpu"}
+    r = subprocess.run([sys.executable, "-m", "isagen", "run", str(root / "specs" / "static_quant_fp8_bf16.yaml"),
+                        "--backend", "emu"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
