@@ -226,9 +226,9 @@ def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, sca
     per written tensor, broadcast to its shape."""
     import torch
 
+    import isagen.prims.fp8_model  # noqa: F401 -- the FP8/MX specs' references (nothing else imports it now)
     import isagen.runtime.attention  # noqa: F401 -- so that isagen.runtime.attention.* resolves in the scope
     import isagen.runtime.attention_parts  # noqa: F401 -- the backward kernels' references, likewise
-    import isagen.prims.fp8_model  # noqa: F401 -- the FP8/MX specs' references (nothing else imports it now)
     env = {**env, **scalars, **sizes}
     scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
              "target": kernel.target, "__builtins__": {}}
