@@ -221,8 +221,7 @@ def _capture_and_run(st, block, ws) -> list:
         STATS["graph_pool_bytes"] += pool.total_bytes()
         STATS["launched"] += 1
         STATS["handlers_in_graphs"] += j - i
-        g.launch()
-        _apply(st.run, delta)
+        g.launch()          # the statistics of this first execution were counted as the capture ran them
         segs.append(("g", g, delta, pool))
         i = j
     return segs
