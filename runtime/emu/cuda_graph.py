@@ -52,9 +52,10 @@ _UNSAFE = frozenset({"s_memtime", "s_memrealtime", "s_getreg_b32", "s_setreg_b32
                      "s_sethalt", "s_trap", "s_rfe_b64", "s_icache_inv", "s_dcache_inv", "s_dcache_wb"})
 _SAFE_CATS = frozenset({"salu", "valu", "trans", "mfma", "ds", "vmem", "flat", "lds_dma", "nop", "waitcnt", "smem"})
 MIN_RUN = 2        # fewer handlers than this in a captured run: not worth a graph launch
-# process-wide counts (tests, benchmarks): graphs captured, graph launches, handlers run plainly in planned blocks
 WHY: dict = {}          # instruction name -> the first reason a capture failed at it
 FAILED: dict = {}       # instruction name -> captures it made fail (what to make capturable next)
+# process-wide counts (tests, benchmarks): graphs captured and launched, handlers inside graphs, handler calls
+# run plainly in planned blocks, failed captures, bytes of the graphs' own memory pools
 STATS = {"captured": 0, "launched": 0, "handlers_in_graphs": 0, "plain": 0, "capture_failures": 0,
          "graph_pool_bytes": 0}
 
