@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from isagen.errors import IsagenError
-from isagen.runtime.emu import cgen
+from isagen.runtime.emu import cgen, cuda_graph
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, Ctx
@@ -353,6 +353,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     block = None
     status, pcs = st.status, st.pc
     trace = rc.trace
+    graphs = X.active() == "cuda" and cuda_graph.enabled()     # cuda engine: blocks replayed as CUDA graphs
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
     errstate.__enter__()
     # no cyclic garbage collection while the batch runs (cycles made meanwhile are collected after it):
@@ -390,8 +391,11 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
             block.execs += nw
             if trace is not None:
                 trace(st, ws, block)
-            for fn in block.fns:
-                fn(st, ws)
+            if graphs and ws is ALL:
+                cuda_graph.run_block(st, block, ws)
+            else:
+                for fn in block.fns:
+                    fn(st, ws)
             if not block.steps[-1].term:
                 pcs[ws] = block.end
             st.icount[ws] += len(block.steps)

@@ -229,3 +229,17 @@ def test_reference_names_resolve_without_earlier_imports():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "isagen.prims.fp8_model"
     assert out[1] == "module 'isagen.prims' has no attribute 'no_such_module'"
+
+
+def test_fp8_reference_resolves_in_a_fresh_process():
+    """A spec whose reference names ``isagen.prims.fp8_model`` runs in a process where nothing else imported
+    that module (it is no longer a side effect of building a kernel): ``isagen run`` checks it and passes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "ISAGEN_EMU_DEVICE": "cpu"}
+    r = subprocess.run([sys.executable, "-m", "isagen", "run", str(root / "specs" / "static_quant_fp8_bf16.yaml"),
+                        "--backend", "emu"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
