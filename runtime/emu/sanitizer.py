@@ -275,6 +275,14 @@ def _spans_overlap(lo, hi) -> bool:
     return bool((lo[o[1:]] <= hi[o[:-1]]).any())
 
 
+def _native_shadow(san, st):
+    from isagen.runtime.emu import san_native
+    from isagen.runtime.emu import xp as X
+    if X.active() != "cpu" or san_native.library() is None:
+        return None
+    return san_native.LdsShadow(san, st)
+
+
 class Sanitizer:
     """Scoreboard, initialisation map, hazard history and LDS race shadow of one batch."""
 
@@ -339,6 +347,8 @@ class Sanitizer:
         # LDS reads whose lgkmcnt may not have retired: (waves[u], seq per wave[u], flat words, stamps,
         # waves[m] or None) as in pending_lds; the barrier carries the live ones into the next generation
         self.inflight_reads: list[tuple] = []
+        # the common access in C (san_native.py); None: the numpy path for every access
+        self.native = _native_shadow(self, st)
 
     # ------------------------------------------------------------------ initial state
     def init_vgprs(self, keys, lanes=None):
@@ -684,10 +694,13 @@ class Sanitizer:
         if atomic or not (full or act.any()):
             return
         LW = self.LW
+        idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
+        if full and not dma and self.wr_dma is None and nbytes % 4 == 0 and self.native is not None:
+            if self._native_access(st, ws, addr, nbytes, write, idx):
+                return
         waves = np.arange(st.W)[ws]
         a = np.asarray(addr, np.int64)
         g = st.wg[waves]
-        idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
         me_w = (self.gen[g].astype(np.int64) << 32) | (idx << 10) | st.wave_in_wg[waves]   # per wave
         if full and nbytes % 4 == 0 and not (a & 3).any():
             # the common case: [waves, words] arrays, the wave's stamp broadcast along the words
@@ -805,6 +818,25 @@ class Sanitizer:
         elif self.wr_dma is not None:
             self.wr_dma[fl] = 0
         self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+
+    def _native_access(self, st, ws, addr, nbytes, write, idx) -> bool:
+        """The common access (every lane active, whole aligned words, no LDS DMA) in one C call
+        (san_native.py), doing what the code below does when it finds nothing to check: True when
+        it is done, False when the code below must look (the shadow is then as it was)."""
+        nat = self.native
+        waves = nat.all_waves if isinstance(ws, slice) and ws == ALL else np.arange(st.W)[ws]
+        code, g, lo, hi, me, w0 = nat.access(waves, addr, nbytes, idx, write)
+        if code != 0:
+            return False
+        nw = nbytes // 4
+        words: np.ndarray | _Words = w0 if nw == 1 else _Words(w0, nw)
+        me2 = me[:, None]
+        if write:
+            self.pending_lds.append(("lds", waves, self.issued["lds"][waves] + 1, words, None))
+        else:
+            self.unstamped_reads.append((words, me2, waves.size > 1, g))
+            self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me2, None))
+        return True
 
     def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a, act,
                        nbytes, data, dma, per_element):
@@ -998,6 +1030,7 @@ class Sanitizer:
                 live_u = seq_u > self.done[kind][wu]
                 if not live_u.any():
                     continue
+                fl = _words(fl)
                 if waves is None:             # fl is [len(wu), words]
                     waves = np.broadcast_to(wu[:, None], fl.shape)
                 live_w = np.zeros(st.W, bool)
