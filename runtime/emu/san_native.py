@@ -124,24 +124,33 @@ int64_t san_lds_read(int64_t R, const int64_t *a, const int64_t *waves, const in
     return 0;
 }
 
-/* A write.  0: no other wave's write or read of this generation can lie in its words and no two waves
-   of the access write one word: the words stamped, the write-box and block map updated; 1: look closer
-   (nothing changed); 2: two waves write one word (only the scratch ``tmp`` changed); -1: not the
-   common case. */
+/* A write.  0: no other wave wrote (Sanitizer._checked_write's other_w) or may have read (the read-box)
+   its words in this generation and no two waves of the access write one word: the words stamped, the
+   write-box and block map updated; 1: a read of this generation may lie there, 2: another wave wrote
+   one of its words in this generation, or two of its waves write one word: look closer (nothing
+   changed but the scratch ``tmp``); -1: not the common case. */
 int64_t san_lds_write(int64_t R, const int64_t *a, const int64_t *waves, const int64_t *wg, const int64_t *wiw,
                       const int32_t *gen, int64_t LW, int64_t NB, int64_t nw, int64_t nbytes, int64_t idx,
                       int64_t *wbgen, int64_t *wblo, int64_t *wbhi, int64_t *wblk,
                       const int64_t *rbgen, const int64_t *rblo, const int64_t *rbhi,
-                      int64_t *wr_stamp, int64_t *tmp,
+                      int64_t *restrict wr_stamp, int64_t *restrict tmp,
                       int64_t *g_out, int64_t *lo, int64_t *hi, int64_t *me_out, int64_t *w0)
 {
     if (prep(R, a, waves, wg, wiw, gen, LW, nw, idx, g_out, lo, hi, me_out, w0))
         return -1;
-    if (may_hit(R, g_out, lo, hi, gen, wbgen, wblo, wbhi) && block_hit(R, a, g_out, gen, wblk, NB, nbytes))
-        return 1;
     if (may_hit(R, g_out, lo, hi, gen, rbgen, rblo, rbhi))
         return 1;
     const int64_t n = R * 64;
+    if (may_hit(R, g_out, lo, hi, gen, wbgen, wblo, wbhi) && block_hit(R, a, g_out, gen, wblk, NB, nbytes)) {
+        /* another wave's write of this generation may lie here: look (same generation, other wave) */
+        const int64_t keep_gen_wave = (int64_t)~0xFFFFFFE0LL;
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t me = me_out[i >> 6];
+            for (int64_t k = 0; k < nw; k++)
+                if ((uint64_t)(((wr_stamp[w0[i] + k] ^ me) & keep_gen_wave) - 1) < 31)
+                    return 2;
+        }
+    }
     if (R > 1) {
         for (int64_t i = 0; i < n; i++) {
             const int64_t me = me_out[i >> 6];
@@ -190,7 +199,7 @@ def _build():
     if cc is None:
         _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
         return None
-    flags = ["-O2", "-march=native", "-fPIC", "-shared", "-std=gnu99"]
+    flags = ["-O3", "-march=native", "-fPIC", "-shared", "-std=gnu99"]
     key = hashlib.sha256((_SRC + cc + " ".join(flags) + native._cpu_id()).encode()).hexdigest()[:16]
     out_dir = cache_dir() / "emu-native"
     so = out_dir / f"sanlds_{key}.so"
