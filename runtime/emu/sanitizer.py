@@ -194,10 +194,12 @@ def instrument(step, ctx) -> None:
         if haz_record and san.haz:
             san.record(st, ws, step, hz, wv, wsc)
         san.slot[ws] += nop_slots
-    if is_mfma:
-        # the checks alone: a fused run of MFMAs (executor._mfma_run) makes each MFMA's checks in program
-        # order, then runs the MFMAs' arithmetic in one native call (the checks never read register values)
-        checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
+    # the checks alone, and the instruction alone: a fused run of MFMAs (executor._mfma_run) or a native
+    # run of VALU/SALU instructions that write no EXEC (san_cgen.py) makes each instruction's checks in
+    # program order, then runs the run's arithmetic in one native call (the checks read no register
+    # value but EXEC)
+    checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
+    checked.san_base = base                                         # type: ignore[attr-defined]
     step.fn = checked
 
 
