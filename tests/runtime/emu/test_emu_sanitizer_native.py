@@ -127,3 +127,64 @@ def test_race_inside_native_accesses_is_reported(monkeypatch):
     r = reports[0]
     assert r.pc == address_of(co, "ds_read_b32") and "no s_barrier" in r.message
     assert f"that wave {r.wave ^ 1} wrote" in r.message
+
+
+# ---------------------------------------------------------------- the native block engine (san_cgen.py)
+
+_PRE = "  s_load_dwordx2 s[4:5], s[0:1], 0x0\n  v_lshlrev_b32 v1, 2, v0\n"
+_POST = "  s_waitcnt vmcnt(0) lgkmcnt(0)\n  global_store_dword v1, v5, s[4:5]\n"
+CGEN_KERNELS = {
+    # (body, the category reported and the instruction it names, or None for a clean kernel)
+    "uninit": ("  v_add_u32 v2, v1, v0\n  v_xor_b32 v3, v2, v7\n  v_and_b32 v5, v3, v1\n",
+               ("uninitialized", "v_xor_b32", "v7")),
+    "sgpr_hazard": ("  v_cmp_gt_u32_e64 s[10:11], 32, v0\n  v_cndmask_b32_e64 v5, 0, 1, s[10:11]\n"
+                    "  v_add_u32 v5, v5, v0\n", ("hazard", "v_cndmask_b32_e64", "needs 2")),
+    "sgpr_ok": ("  v_cmp_gt_u32_e64 s[10:11], 32, v0\n  v_add_u32 v2, v1, v0\n  v_xor_b32 v3, v2, v1\n"
+                "  v_cndmask_b32_e64 v5, 0, 1, s[10:11]\n  v_add_u32 v5, v5, v3\n", None),
+    "missing_wait": ("  s_waitcnt lgkmcnt(0)\n  global_load_dword v2, v1, s[4:5]\n  v_add_u32 v3, v1, v0\n"
+                     "  v_xor_b32 v4, v2, v3\n  v_and_b32 v5, v4, v1\n", ("missing-wait", "v_xor_b32", "vmcnt(0)")),
+    "partial_lanes": ("  s_mov_b64 exec, 0xffffffff\n  v_mov_b32 v6, 1\n  v_add_u32 v2, v1, v0\n  s_mov_b64 exec, -1\n"
+                      "  v_add_u32 v3, v1, v0\n  v_xor_b32 v5, v6, v3\n",
+                      ("uninitialized", "v_xor_b32", "v6")),
+}
+
+
+def _launch_cgen(co, mode, monkeypatch):
+    from isagen.runtime.emu import san_cgen
+    monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
+    calls = [0]
+    orig = san_cgen.SanPlan.run_handler
+
+    def counting(self, run):
+        fn = orig(self, run)
+
+        def counted(st, ws):
+            calls[0] += 1
+            fn(st, ws)
+        return counted
+    monkeypatch.setattr(san_cgen.SanPlan, "run_handler", counting)
+    dev = Device("gfx942")
+    buf = dev.to_device(np.arange(128, dtype=np.uint32) * 3)
+    reports = dev.load_module(co).launch("cg", grid=(1,), block=(128,), args=[buf], on_error="collect")
+    return [(str(r), r.extra) for r in reports], reports, dev.from_device(buf, 128, np.uint32), calls[0]
+
+
+@pytest.mark.parametrize("name", list(CGEN_KERNELS))
+def test_checks_fire_inside_native_runs(name, monkeypatch):
+    from isagen.runtime.emu import cgen
+    body, want = CGEN_KERNELS[name]
+    co = build("cg", _PRE + body + _POST, args=(("ptr", "buf"),), vgprs=8)
+    ref, _, out_ref, _ = _launch_cgen(co, "0", monkeypatch)
+    got, reports, out, calls = _launch_cgen(co, "force", monkeypatch)
+    if calls == 0:
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    assert got == ref
+    np.testing.assert_array_equal(out, out_ref)
+    if want is None:
+        assert reports == []
+        t = np.arange(128, dtype=np.uint32)
+        np.testing.assert_array_equal(out, (t < 32) + ((4 * t + t) ^ (4 * t)))
+    else:
+        cat, inst, text = want
+        assert {r.category for r in reports} == {cat}, got
+        assert reports[0].pc == address_of(co, inst) and text in reports[0].message
