@@ -3,11 +3,11 @@
 ``Sanitizer.lds_access`` spends most of a sanitized GEMM's time on bookkeeping that finds nothing: for
 every ``ds_read``/``ds_write`` of every wave it works out each wave's span of words, asks the
 per-workgroup boxes and 64-word block map whether a stamp of this barrier generation can lie there,
-grows the boxes, and for writes stamps every word (and, where the waves' spans meet, checks that no two
-waves of the instruction write one word).  This module does exactly that for the common access (every
+grows the boxes, and for writes stamps every word (and checks that no two waves of the instruction
+write one word).  This module does exactly that for the common access (every
 lane active, whole aligned words, no LDS DMA anywhere in the batch, not an atomic) in one C call, and
 answers "nothing to report" or "look closer": in the second case nothing of the shadow has been
-changed (the duplicate-check scratch aside, which the Python path rewrites before it reads it) and
+changed (a write that found two waves writing one word puts back the stamps it replaced) and
 the Python path runs as before, so every report is made by the same code, with the same text.
 
 The library is built once per machine with the host C compiler (the one native.py finds) and cached
@@ -128,12 +128,12 @@ int64_t san_lds_read(int64_t R, const int64_t *a, const int64_t *waves, const in
    its words in this generation and no two waves of the access write one word: the words stamped, the
    write-box and block map updated; 1: a read of this generation may lie there, 2: another wave wrote
    one of its words in this generation, or two of its waves write one word: look closer (nothing
-   changed but the scratch ``tmp``); -1: not the common case. */
+   changed); -1: not the common case.  ``saved``: room for the n * nw stamps the write replaces. */
 int64_t san_lds_write(int64_t R, const int64_t *a, const int64_t *waves, const int64_t *wg, const int64_t *wiw,
                       const int32_t *gen, int64_t LW, int64_t NB, int64_t nw, int64_t nbytes, int64_t idx,
                       int64_t *wbgen, int64_t *wblo, int64_t *wbhi, int64_t *wblk,
                       const int64_t *rbgen, const int64_t *rblo, const int64_t *rbhi,
-                      int64_t *restrict wr_stamp, int64_t *restrict tmp,
+                      int64_t *restrict wr_stamp, int64_t *restrict saved,
                       int64_t *g_out, int64_t *lo, int64_t *hi, int64_t *me_out, int64_t *w0)
 {
     if (prep(R, a, waves, wg, wiw, gen, LW, nw, idx, g_out, lo, hi, me_out, w0))
@@ -141,33 +141,44 @@ int64_t san_lds_write(int64_t R, const int64_t *a, const int64_t *waves, const i
     if (may_hit(R, g_out, lo, hi, gen, rbgen, rblo, rbhi))
         return 1;
     const int64_t n = R * 64;
-    if (may_hit(R, g_out, lo, hi, gen, wbgen, wblo, wbhi) && block_hit(R, a, g_out, gen, wblk, NB, nbytes)) {
-        /* another wave's write of this generation may lie here: look (same generation, other wave) */
-        const int64_t keep_gen_wave = (int64_t)~0xFFFFFFE0LL;
+    /* another wave's write of this generation may lie here: look (same generation, other wave) */
+    const int chk_w = may_hit(R, g_out, lo, hi, gen, wbgen, wblo, wbhi)
+                      && block_hit(R, a, g_out, gen, wblk, NB, nbytes);
+    const int64_t keep_gen_wave = (int64_t)~0xFFFFFFE0LL;
+    if (chk_w) {
         for (int64_t i = 0; i < n; i++) {
             const int64_t me = me_out[i >> 6];
-            for (int64_t k = 0; k < nw; k++)
-                if ((uint64_t)(((wr_stamp[w0[i] + k] ^ me) & keep_gen_wave) - 1) < 31)
+            for (int64_t k = 0; k < nw; k++) {
+                const int64_t old = wr_stamp[w0[i] + k];
+                if ((uint64_t)(((old ^ me) & keep_gen_wave) - 1) < 31)
                     return 2;
+                saved[i * nw + k] = old;
+            }
         }
-    }
-    if (R > 1) {
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t me = me_out[i >> 6];
+    } else if (R > 1) {
+        for (int64_t i = 0; i < n; i++)
             for (int64_t k = 0; k < nw; k++)
-                tmp[w0[i] + k] = me;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t me = me_out[i >> 6];
-            for (int64_t k = 0; k < nw; k++)
-                if (tmp[w0[i] + k] != me)
-                    return 2;
-        }
+                saved[i * nw + k] = wr_stamp[w0[i] + k];
     }
     for (int64_t i = 0; i < n; i++) {
         const int64_t me = me_out[i >> 6];
         for (int64_t k = 0; k < nw; k++)
             wr_stamp[w0[i] + k] = me;
+    }
+    if (R > 1) {
+        /* two waves of the access wrote one word: its stamp is not every writer's; put the shadow back
+           (in reverse order, so a word written twice ends with the value it had) */
+        int dup = 0;
+        for (int64_t i = 0; i < n && !dup; i++) {
+            const int64_t me = me_out[i >> 6];
+            for (int64_t k = 0; k < nw; k++)
+                dup |= wr_stamp[w0[i] + k] != me;
+        }
+        if (dup) {
+            for (int64_t j = n * nw - 1; j >= 0; j--)
+                wr_stamp[w0[j / nw] + j % nw] = saved[j];
+            return 2;
+        }
     }
     box_add(R, g_out, lo, hi, gen, wbgen, wblo, wbhi);
     for (int64_t r = 0; r < R; r++) {
@@ -263,12 +274,15 @@ class LdsShadow:
         self._rbox = tuple(_p(x) for x in rb)
         self._wblk = _p(san.wblk)
         self._wr = _p(san.wr_stamp)
-        self._tmp = _p(san._tmp)
+        self._saved_arr = np.empty(W * 64 * 4, np.int64)    # the stamps a write replaces (16 bytes a lane at most)
+        self._saved = _p(self._saved_arr)
         self.LW, self.NB = san.LW, san.NB
 
     def access(self, waves: np.ndarray, a: np.ndarray, nbytes: int, idx: int, write: bool):
         """(code, g, lo, hi, me, w0) for the common access (see the C source); ``a`` int64 [R, 64]."""
         R = waves.shape[0]
+        if nbytes > 16:
+            return -1, None, None, None, None, None
         a = np.ascontiguousarray(a, np.int64)
         g = np.empty(R, np.int64)
         lo = np.empty(R, np.int64)
@@ -278,7 +292,7 @@ class LdsShadow:
         wg, wiw, gen = self._st
         if write:
             code = self.lib.san_lds_write(R, _p(a), _p(waves), wg, wiw, gen, self.LW, self.NB, nbytes // 4, nbytes,
-                                          idx, *self._wbox, self._wblk, *self._rbox, self._wr, self._tmp,
+                                          idx, *self._wbox, self._wblk, *self._rbox, self._wr, self._saved,
                                           _p(g), _p(lo), _p(hi), _p(me), _p(w0))
         else:
             code = self.lib.san_lds_read(R, _p(a), _p(waves), wg, wiw, gen, self.LW, self.NB, nbytes // 4, nbytes,
