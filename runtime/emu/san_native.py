@@ -108,6 +108,23 @@ static void box_add(int64_t R, const int64_t *g, const int64_t *lo, const int64_
     }
 }
 
+/* Whether no two rows can write one word: the rows of a workgroup are consecutive and their spans of
+   words [lo, hi] pairwise apart (rows of different workgroups never share a word) */
+static int spans_apart(int64_t R, const int64_t *g, const int64_t *lo, const int64_t *hi)
+{
+    for (int64_t r0 = 0, r1; r0 < R; r0 = r1) {
+        for (r1 = r0 + 1; r1 < R && g[r1] == g[r0]; r1++)
+            ;
+        if (r1 < R && g[r1] < g[r0])
+            return 0;
+        for (int64_t x = r0; x < r1; x++)
+            for (int64_t y = x + 1; y < r1; y++)
+                if (lo[x] <= hi[y] && lo[y] <= hi[x])
+                    return 0;
+    }
+    return 1;
+}
+
 /* A read.  0: nothing written in this generation can lie in its words: the read-box grown and the
    outputs filled for its record; 1: look closer (nothing changed); -1: not the common case. */
 int64_t san_lds_read(int64_t R, const int64_t *a, const int64_t *waves, const int64_t *wg, const int64_t *wiw,
@@ -145,29 +162,24 @@ int64_t san_lds_write(int64_t R, const int64_t *a, const int64_t *waves, const i
     const int chk_w = may_hit(R, g_out, lo, hi, gen, wbgen, wblo, wbhi)
                       && block_hit(R, a, g_out, gen, wblk, NB, nbytes);
     const int64_t keep_gen_wave = (int64_t)~0xFFFFFFE0LL;
-    if (chk_w) {
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t me = me_out[i >> 6];
-            for (int64_t k = 0; k < nw; k++) {
-                const int64_t old = wr_stamp[w0[i] + k];
-                if ((uint64_t)(((old ^ me) & keep_gen_wave) - 1) < 31)
-                    return 2;
-                saved[i * nw + k] = old;
-            }
-        }
-    } else if (R > 1) {
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t k = 0; k < nw; k++)
-                saved[i * nw + k] = wr_stamp[w0[i] + k];
-    }
+    /* one pass: each word's stamp saved and replaced (so that the shadow can be put back: in reverse
+       order, a word written twice ends with the value it had) */
     for (int64_t i = 0; i < n; i++) {
         const int64_t me = me_out[i >> 6];
-        for (int64_t k = 0; k < nw; k++)
-            wr_stamp[w0[i] + k] = me;
+        for (int64_t k = 0; k < nw; k++) {
+            int64_t *p = wr_stamp + w0[i] + k;
+            const int64_t old = *p;
+            if (chk_w && (uint64_t)(((old ^ me) & keep_gen_wave) - 1) < 31) {
+                for (int64_t j = i * nw + k - 1; j >= 0; j--)
+                    wr_stamp[w0[j / nw] + j % nw] = saved[j];
+                return 2;
+            }
+            saved[i * nw + k] = old;
+            *p = me;
+        }
     }
-    if (R > 1) {
-        /* two waves of the access wrote one word: its stamp is not every writer's; put the shadow back
-           (in reverse order, so a word written twice ends with the value it had) */
+    if (R > 1 && !spans_apart(R, g_out, lo, hi)) {
+        /* two waves of the access wrote one word: its stamp is not every writer's; put the shadow back */
         int dup = 0;
         for (int64_t i = 0; i < n && !dup; i++) {
             const int64_t me = me_out[i >> 6];
