@@ -131,13 +131,25 @@ int64_t san_lds_read(int64_t R, const int64_t *a, const int64_t *waves, const in
                      const int32_t *gen, int64_t LW, int64_t NB, int64_t nw, int64_t nbytes, int64_t idx,
                      const int64_t *wbgen, const int64_t *wblo, const int64_t *wbhi, const int64_t *wblk,
                      int64_t *rbgen, int64_t *rblo, int64_t *rbhi,
-                     int64_t *g_out, int64_t *lo, int64_t *hi, int64_t *me_out, int64_t *w0)
+                     int64_t *g_out, int64_t *lo, int64_t *hi, int64_t *me_out, int64_t *w0,
+                     uint32_t *V, int64_t W, int64_t vreg, const uint32_t *lds)
 {
     if (prep(R, a, waves, wg, wiw, gen, LW, nw, idx, g_out, lo, hi, me_out, w0))
         return -1;
     if (may_hit(R, g_out, lo, hi, gen, wbgen, wblo, wbhi) && block_hit(R, a, g_out, gen, wblk, NB, nbytes))
         return 1;
     box_add(R, g_out, lo, hi, gen, rbgen, rblo, rbhi);
+    if (vreg >= 0) {
+        /* and the read itself (every lane active, whole words): V[vreg + k][wave][lane] = LDS word
+           w0 + k (w0 already counts the workgroup's base) */
+        for (int64_t k = 0; k < nw; k++)
+            for (int64_t r = 0; r < R; r++) {
+                uint32_t *dst = V + ((vreg + k) * W + waves[r]) * 64;
+                const int64_t *src = w0 + r * 64;
+                for (int l = 0; l < 64; l++)
+                    dst[l] = lds[src[l] + k];
+            }
+    }
     return 0;
 }
 
@@ -247,9 +259,10 @@ def _build():
     except OSError as e:
         _why = f"loading {so} failed: {e}"
         return None
-    for fn, n in ((lib.san_lds_read, 23), (lib.san_lds_write, 25)):
-        fn.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 5 + [ctypes.c_void_p] * (n - 11)
-        fn.restype = ctypes.c_int64
+    P, L = ctypes.c_void_p, ctypes.c_int64
+    lib.san_lds_write.argtypes = [L] + [P] * 5 + [L] * 5 + [P] * 14
+    lib.san_lds_read.argtypes = [L] + [P] * 5 + [L] * 5 + [P] * 12 + [P, L, L, P]
+    lib.san_lds_write.restype = lib.san_lds_read.restype = L
     return lib
 
 
@@ -290,8 +303,11 @@ class LdsShadow:
         self._saved = _p(self._saved_arr)
         self.LW, self.NB = san.LW, san.NB
 
-    def access(self, waves: np.ndarray, a: np.ndarray, nbytes: int, idx: int, write: bool):
-        """(code, g, lo, hi, me, w0) for the common access (see the C source); ``a`` int64 [R, 64]."""
+    def access(self, waves: np.ndarray, a: np.ndarray, nbytes: int, idx: int, write: bool, st=None,
+               dest: int = -1):
+        """(code, g, lo, hi, me, w0) for the common access (see the C source); ``a`` int64 [R, 64].  A read
+        with ``dest`` >= 0 also moves its words into the VGPRs ``dest``... of the batch ``st`` when the
+        code is 0."""
         R = waves.shape[0]
         if nbytes > 16:
             return -1, None, None, None, None, None
@@ -309,7 +325,8 @@ class LdsShadow:
         else:
             code = self.lib.san_lds_read(R, _p(a), _p(waves), wg, wiw, gen, self.LW, self.NB, nbytes // 4, nbytes,
                                          idx, *self._wbox, self._wblk, *self._rbox,
-                                         _p(g), _p(lo), _p(hi), _p(me), _p(w0))
+                                         _p(g), _p(lo), _p(hi), _p(me), _p(w0),
+                                         *((_p(st.V), st.W, dest, _p(st.lds)) if dest >= 0 else (None, 0, -1, None)))
         return code, g, lo, hi, me, w0
 
 

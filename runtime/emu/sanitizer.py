@@ -682,24 +682,28 @@ class Sanitizer:
             self.m0_w[ws] = slot[ws]
 
     # ------------------------------------------------------------------ LDS races
-    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None):
+    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None,
+                   dest: int = -1) -> bool:
         """Check one LDS access of the waves ``ws`` against the race shadow and record it.  ``data``:
         the bytes a write stores (uint8 [waves, 64, nbytes]): a write that leaves the memory as it was
         (a wave storing the value another wave already stored, as compilers do for replicated data) is
-        not a race."""
+        not a race.  ``dest``: for a read of whole words by every lane, its first destination VGPR: True
+        when the C path (san_native.py) has also made the read (moved the words into the VGPRs), which
+        the caller then skips."""
         observer = st.run.device.lds_observer
         if observer is not None:
             observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
         if self.single_wave and not dma and self.wr_dma is None:
-            return                      # one wave per workgroup: no other wave to race with
+            return False                # one wave per workgroup: no other wave to race with
         full = bool(act.all())
         if atomic or not (full or act.any()):
-            return
+            return False
         LW = self.LW
         idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
         if full and not dma and self.wr_dma is None and nbytes % 4 == 0 and self.native is not None:
-            if self._native_access(st, ws, addr, nbytes, write, idx):
-                return
+            done = self._native_access(st, ws, addr, nbytes, write, idx, dest)
+            if done:
+                return done == 2
         waves = np.arange(st.W)[ws]
         a = np.asarray(addr, np.int64)
         g = st.wg[waves]
@@ -726,7 +730,7 @@ class Sanitizer:
                 self._box_add(self.rbox, g, lo, hi, self.gen[g])
                 self.unstamped_reads.append((words, me, waves.size > 1, g))
                 self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me, None))
-                return
+                return False
             if blk is None:
                 blk = self._lane_blocks(a, g, nbytes)
             fl = _expand((a >> 2) + base_w[:, None], nw)
@@ -788,7 +792,7 @@ class Sanitizer:
             # ... and kept until their lgkmcnt retires: one still outstanding at a barrier is carried
             # past it (see barrier()).  The sequence number is the one issue() gives this instruction.
             self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, fl, me, wv_glob))
-            return
+            return False
         # ------------------------------------------------------------ writes
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
@@ -820,16 +824,18 @@ class Sanitizer:
         elif self.wr_dma is not None:
             self.wr_dma[fl] = 0
         self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+        return False
 
-    def _native_access(self, st, ws, addr, nbytes, write, idx) -> bool:
+    def _native_access(self, st, ws, addr, nbytes, write, idx, dest) -> int:
         """The common access (every lane active, whole aligned words, no LDS DMA) in one C call
-        (san_native.py), doing what the code below does when it finds nothing to check: True when
-        it is done, False when the code below must look (the shadow is then as it was)."""
+        (san_native.py), doing what lds_access does when it finds nothing to check: 1 when it is done
+        (2: and the read made, see lds_access), 0 when lds_access must look (the shadow is then as it
+        was)."""
         nat = self.native
         waves = nat.all_waves if isinstance(ws, slice) and ws == ALL else np.arange(st.W)[ws]
-        code, g, lo, hi, me, w0 = nat.access(waves, addr, nbytes, idx, write)
+        code, g, lo, hi, me, w0 = nat.access(waves, addr, nbytes, idx, write, st, -1 if write else dest)
         if code != 0:
-            return False
+            return 0
         nw = nbytes // 4
         words: np.ndarray | _Words = w0 if nw == 1 else _Words(w0, nw)
         me2 = me[:, None]
@@ -838,7 +844,8 @@ class Sanitizer:
         else:
             self.unstamped_reads.append((words, me2, waves.size > 1, g))
             self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me2, None))
-        return True
+            return 2 if dest >= 0 else 1
+        return 1
 
     def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a, act,
                        nbytes, data, dma, per_element):

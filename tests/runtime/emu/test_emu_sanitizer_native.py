@@ -1,8 +1,8 @@
 """The sanitizer's LDS race shadow in C (san_native.py) against its numpy path: random multi-wave kernels of
 LDS reads and writes (shared, own and other waves' words, replicated and differing data, misaligned
 offsets, partial EXEC, barriers with and without waits) must give the same reports (text, place,
-counts) and leave the same shadow state with the C path on and off, and the C path must have taken
-accesses (and a race it cannot decide must still be reported through it)."""
+counts), the same values read and leave the same shadow state with the C path on and off, and the C
+path must have taken accesses (and a race it cannot decide must still be reported through it)."""
 
 import random
 
@@ -26,6 +26,7 @@ def _kernel(seed: int) -> str:
              "  v_xor_b32 v2, 64, v0",                  # the neighbour wave's thread
              "  v_mov_b32 v10, v0", "  v_mov_b32 v11, v1", "  v_mov_b32 v12, v0", "  v_mov_b32 v13, v1",
              "  v_mov_b32 v14, v1", "  v_mov_b32 v15, v1", "  v_mov_b32 v16, v1", "  v_mov_b32 v17, v1",
+             "  v_mov_b32 v40, 7", "  v_mov_b32 v41, 7", "  v_mov_b32 v42, 7", "  v_mov_b32 v43, 7",
              "  s_waitcnt lgkmcnt(0)"]
     for sh in (2, 3, 4):                                # addresses for each access size
         lines += [f"  v_lshlrev_b32 v{20 + sh}, {sh}, v1",      # lane's words: every wave the same
@@ -56,8 +57,8 @@ def _kernel(seed: int) -> str:
         else:
             dst = "v40" if n == 4 else f"v[40:{40 + n // 4 - 1}]"
             lines.append(f"  ds_read_{size} {dst}, {addr} offset:{off}")
-    lines += ["  s_mov_b64 exec, -1", "  s_waitcnt lgkmcnt(0)", "  v_lshlrev_b32 v3, 2, v0",
-              "  global_store_dword v3, v0, s[4:5]"]
+    lines += ["  s_mov_b64 exec, -1", "  s_waitcnt lgkmcnt(0)", "  v_lshlrev_b32 v3, 4, v0",
+              "  global_store_dwordx4 v3, v[40:43], s[4:5]"]
     return "\n".join(lines) + "\n"
 
 
@@ -80,9 +81,9 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
         return nat
     monkeypatch.setattr(S, "_native_shadow", shadow)
     dev = Device("gfx942")
-    out = dev.to_device(np.zeros(512, np.uint32))
+    out = dev.to_device(np.zeros(1024, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
-    return reports, made, taken[0]
+    return reports, made, taken[0], dev.from_device(out, 1024, np.uint32)
 
 
 def _state(san):
@@ -97,9 +98,10 @@ def test_native_lds_shadow_matches_numpy(monkeypatch):
     taken = n_reports = 0
     for seed in range(16):
         co = build("rnd", _kernel(seed), args=(("ptr", "out"),), lds=8192, vgprs=48)
-        rep0, san0, _ = _run(co, False, monkeypatch)
-        rep1, san1, t = _run(co, True, monkeypatch)
+        rep0, san0, _, out0 = _run(co, False, monkeypatch)
+        rep1, san1, t, out1 = _run(co, True, monkeypatch)
         assert [(str(r), r.extra) for r in rep1] == [(str(r), r.extra) for r in rep0], seed
+        np.testing.assert_array_equal(out1, out0)       # the reads the C path made
         assert len(san0) == len(san1) == 1
         assert _state(san1[0]) == _state(san0[0]), seed
         taken += t
@@ -121,7 +123,7 @@ def test_race_inside_native_accesses_is_reported(monkeypatch):
   global_store_dword v1, v3, s[4:5]
 """
     co = build("rnd", body, args=(("ptr", "out"),), lds=2048, vgprs=8)
-    reports, _, taken = _run(co, True, monkeypatch)
+    reports, _, taken, _ = _run(co, True, monkeypatch)
     assert taken >= 1                  # the write went through the C path
     assert {r.category for r in reports} == {"lds-race"}
     r = reports[0]
