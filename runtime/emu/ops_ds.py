@@ -232,8 +232,8 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
             a0, a1, m0, m1 = _pair_addresses(st, inst, ws, ai, o0, o1, e, size)
             done0 = done1 = False
             if st.san is not None:      # (it may make the reads too: see Sanitizer.lds_access)
-                done0 = st.san.lds_access(st, ws, inst, a0, m0, size, write=False, dest=di)
-                done1 = st.san.lds_access(st, ws, inst, a1, m1, size, write=False, dest=di + ndw)
+                done0 = st.san.lds_access(st, ws, inst, a0, m0, size, write=False, vgpr=di)
+                done1 = st.san.lds_access(st, ws, inst, a1, m1, size, write=False, vgpr=di + ndw)
             if not done0:
                 d0 = _gather(st, ws, a0, m0, size)
             if not done1:
@@ -283,7 +283,7 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
         m = _lds_check(st, inst, ws, a, e, size)
         whole = size >= 4 and d16 is None
         if st.san is not None and st.san.lds_access(st, ws, inst, a, m, size, write=False,
-                                                    dest=di if whole else -1):
+                                                    vgpr=di if whole else -1):
             st.run.lds_bytes_read += size * int(m.sum())      # (the sanitizer's C path made the read)
             return
         d = _gather(st, ws, a, m, size)
@@ -410,10 +410,11 @@ def _compile_write(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
             v = st.V[d0i, ws]
             if hi:
                 v = v >> U32(16)
-        if st.san is not None:
-            st.san.lds_access(st, ws, inst, a, m, size, write=True, data=_bytes(v, size))
-        _scatter(st, ws, a, m, size, v)
         st.run.lds_bytes_written += size * int(m.sum())
+        if st.san is not None and st.san.lds_access(st, ws, inst, a, m, size, write=True, data=_bytes(v, size),
+                                                    vgpr=d0i if size >= 4 else -1):
+            return                  # (the sanitizer's C path made the write)
+        _scatter(st, ws, a, m, size, v)
     return CompiledStep(inst, idx, h, "ds", counter="lgkm")
 
 

@@ -163,7 +163,8 @@ int64_t san_lds_write(int64_t R, const int64_t *a, const int64_t *waves, const i
                       int64_t *wbgen, int64_t *wblo, int64_t *wbhi, int64_t *wblk,
                       const int64_t *rbgen, const int64_t *rblo, const int64_t *rbhi,
                       int64_t *restrict wr_stamp, int64_t *restrict saved,
-                      int64_t *g_out, int64_t *lo, int64_t *hi, int64_t *me_out, int64_t *w0)
+                      int64_t *g_out, int64_t *lo, int64_t *hi, int64_t *me_out, int64_t *w0,
+                      const uint32_t *V, int64_t W, int64_t vreg, uint32_t *lds)
 {
     if (prep(R, a, waves, wg, wiw, gen, LW, nw, idx, g_out, lo, hi, me_out, w0))
         return -1;
@@ -214,6 +215,16 @@ int64_t san_lds_write(int64_t R, const int64_t *a, const int64_t *waves, const i
                 wblk[base + ((x + nbytes - 1) >> 8)] = gv;
         }
     }
+    if (vreg >= 0) {
+        /* and the write itself (every lane active, whole words), in the numpy path's order (wave, lane,
+           word: where two lanes write one word, the later one's value stays) */
+        for (int64_t r = 0; r < R; r++)
+            for (int l = 0; l < 64; l++) {
+                const int64_t f = w0[r * 64 + l];
+                for (int64_t k = 0; k < nw; k++)
+                    lds[f + k] = V[((vreg + k) * W + waves[r]) * 64 + l];
+            }
+    }
     return 0;
 }
 """
@@ -260,7 +271,7 @@ def _build():
         _why = f"loading {so} failed: {e}"
         return None
     P, L = ctypes.c_void_p, ctypes.c_int64
-    lib.san_lds_write.argtypes = [L] + [P] * 5 + [L] * 5 + [P] * 14
+    lib.san_lds_write.argtypes = [L] + [P] * 5 + [L] * 5 + [P] * 14 + [P, L, L, P]
     lib.san_lds_read.argtypes = [L] + [P] * 5 + [L] * 5 + [P] * 12 + [P, L, L, P]
     lib.san_lds_write.restype = lib.san_lds_read.restype = L
     return lib
@@ -304,10 +315,10 @@ class LdsShadow:
         self.LW, self.NB = san.LW, san.NB
 
     def access(self, waves: np.ndarray, a: np.ndarray, nbytes: int, idx: int, write: bool, st=None,
-               dest: int = -1):
-        """(code, g, lo, hi, me, w0) for the common access (see the C source); ``a`` int64 [R, 64].  A read
-        with ``dest`` >= 0 also moves its words into the VGPRs ``dest``... of the batch ``st`` when the
-        code is 0."""
+               vgpr: int = -1):
+        """(code, g, lo, hi, me, w0) for the common access (see the C source); ``a`` int64 [R, 64].  With
+        ``vgpr`` >= 0 the access is also made when the code is 0: a read's words moved into the VGPRs
+        ``vgpr``... of the batch ``st``, a write's from them into its LDS."""
         R = waves.shape[0]
         if nbytes > 16:
             return -1, None, None, None, None, None
@@ -318,15 +329,15 @@ class LdsShadow:
         me = np.empty(R, np.int64)
         w0 = np.empty((R, 64), np.int64)
         wg, wiw, gen = self._st
+        move = (_p(st.V), st.W, vgpr, _p(st.lds)) if vgpr >= 0 else (None, 0, -1, None)
         if write:
             code = self.lib.san_lds_write(R, _p(a), _p(waves), wg, wiw, gen, self.LW, self.NB, nbytes // 4, nbytes,
                                           idx, *self._wbox, self._wblk, *self._rbox, self._wr, self._saved,
-                                          _p(g), _p(lo), _p(hi), _p(me), _p(w0))
+                                          _p(g), _p(lo), _p(hi), _p(me), _p(w0), *move)
         else:
             code = self.lib.san_lds_read(R, _p(a), _p(waves), wg, wiw, gen, self.LW, self.NB, nbytes // 4, nbytes,
                                          idx, *self._wbox, self._wblk, *self._rbox,
-                                         _p(g), _p(lo), _p(hi), _p(me), _p(w0),
-                                         *((_p(st.V), st.W, dest, _p(st.lds)) if dest >= 0 else (None, 0, -1, None)))
+                                         _p(g), _p(lo), _p(hi), _p(me), _p(w0), *move)
         return code, g, lo, hi, me, w0
 
 

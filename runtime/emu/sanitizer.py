@@ -683,13 +683,13 @@ class Sanitizer:
 
     # ------------------------------------------------------------------ LDS races
     def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None,
-                   dest: int = -1) -> bool:
+                   vgpr: int = -1) -> bool:
         """Check one LDS access of the waves ``ws`` against the race shadow and record it.  ``data``:
         the bytes a write stores (uint8 [waves, 64, nbytes]): a write that leaves the memory as it was
         (a wave storing the value another wave already stored, as compilers do for replicated data) is
-        not a race.  ``dest``: for a read of whole words by every lane, its first destination VGPR: True
-        when the C path (san_native.py) has also made the read (moved the words into the VGPRs), which
-        the caller then skips."""
+        not a race.  ``vgpr``: for an access of whole words (and a write's data all in VGPRs), its first
+        data VGPR (a read's destination, a write's source): True when the C path (san_native.py) has
+        also made the access (moved the words into the VGPRs or into LDS), which the caller then skips."""
         observer = st.run.device.lds_observer
         if observer is not None:
             observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
@@ -701,7 +701,7 @@ class Sanitizer:
         LW = self.LW
         idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
         if full and not dma and self.wr_dma is None and nbytes % 4 == 0 and self.native is not None:
-            done = self._native_access(st, ws, addr, nbytes, write, idx, dest)
+            done = self._native_access(st, ws, addr, nbytes, write, idx, vgpr)
             if done:
                 return done == 2
         waves = np.arange(st.W)[ws]
@@ -826,14 +826,14 @@ class Sanitizer:
         self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
         return False
 
-    def _native_access(self, st, ws, addr, nbytes, write, idx, dest) -> int:
+    def _native_access(self, st, ws, addr, nbytes, write, idx, vgpr) -> int:
         """The common access (every lane active, whole aligned words, no LDS DMA) in one C call
         (san_native.py), doing what lds_access does when it finds nothing to check: 1 when it is done
-        (2: and the read made, see lds_access), 0 when lds_access must look (the shadow is then as it
+        (2: and the access made, see lds_access), 0 when lds_access must look (the shadow is then as it
         was)."""
         nat = self.native
         waves = nat.all_waves if isinstance(ws, slice) and ws == ALL else np.arange(st.W)[ws]
-        code, g, lo, hi, me, w0 = nat.access(waves, addr, nbytes, idx, write, st, -1 if write else dest)
+        code, g, lo, hi, me, w0 = nat.access(waves, addr, nbytes, idx, write, st, vgpr)
         if code != 0:
             return 0
         nw = nbytes // 4
@@ -844,8 +844,7 @@ class Sanitizer:
         else:
             self.unstamped_reads.append((words, me2, waves.size > 1, g))
             self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me2, None))
-            return 2 if dest >= 0 else 1
-        return 1
+        return 2 if vgpr >= 0 else 1
 
     def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a, act,
                        nbytes, data, dma, per_element):

@@ -57,8 +57,12 @@ def _kernel(seed: int) -> str:
         else:
             dst = "v40" if n == 4 else f"v[40:{40 + n // 4 - 1}]"
             lines.append(f"  ds_read_{size} {dst}, {addr} offset:{off}")
+    # the last value read, then all of LDS (after a barrier), out
     lines += ["  s_mov_b64 exec, -1", "  s_waitcnt lgkmcnt(0)", "  v_lshlrev_b32 v3, 4, v0",
-              "  global_store_dwordx4 v3, v[40:43], s[4:5]"]
+              "  global_store_dwordx4 v3, v[40:43], s[4:5]", "  s_barrier",
+              "  ds_read_b128 v[40:43], v3", "  ds_read_b128 v[44:47], v3 offset:4096", "  s_waitcnt lgkmcnt(0)",
+              "  v_add_u32 v4, 0x1000, v3", "  v_add_u32 v5, 0x2000, v3",
+              "  global_store_dwordx4 v4, v[40:43], s[4:5]", "  global_store_dwordx4 v5, v[44:47], s[4:5]"]
     return "\n".join(lines) + "\n"
 
 
@@ -81,9 +85,9 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
         return nat
     monkeypatch.setattr(S, "_native_shadow", shadow)
     dev = Device("gfx942")
-    out = dev.to_device(np.zeros(1024, np.uint32))
+    out = dev.to_device(np.zeros(3072, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
-    return reports, made, taken[0], dev.from_device(out, 1024, np.uint32)
+    return reports, made, taken[0], dev.from_device(out, 3072, np.uint32)
 
 
 def _state(san):
@@ -101,7 +105,7 @@ def test_native_lds_shadow_matches_numpy(monkeypatch):
         rep0, san0, _, out0 = _run(co, False, monkeypatch)
         rep1, san1, t, out1 = _run(co, True, monkeypatch)
         assert [(str(r), r.extra) for r in rep1] == [(str(r), r.extra) for r in rep0], seed
-        np.testing.assert_array_equal(out1, out0)       # the reads the C path made
+        np.testing.assert_array_equal(out1, out0)       # the reads and writes the C path made
         assert len(san0) == len(san1) == 1
         assert _state(san1[0]) == _state(san0[0]), seed
         taken += t
