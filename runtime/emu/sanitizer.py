@@ -723,9 +723,9 @@ class Sanitizer:
                                                               == gen_w).any()):
                 # no word of this read's spans was written in this generation: nothing to check, the
                 # read is only recorded (as below)
-                words: np.ndarray | _Words = (a >> 2) + base_w[:, None]
-                if nw > 1:
-                    words = _Words(words, nw)       # made only if the read is ever stamped or carried
+                w0 = (a >> 2) + base_w[:, None]
+                # (the words of nw > 1 made only if the read is ever stamped or carried)
+                words: np.ndarray | _Words = w0 if nw == 1 else _Words(w0, nw)
                 me = (me_w | (0xF << 6))[:, None]
                 self._box_add(self.rbox, g, lo, hi, self.gen[g])
                 self.unstamped_reads.append((words, me, waves.size > 1, g))
