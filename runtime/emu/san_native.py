@@ -313,6 +313,10 @@ class LdsShadow:
         self._saved_arr = np.empty(W * 64 * 4, np.int64)    # the stamps a write replaces (16 bytes a lane at most)
         self._saved = _p(self._saved_arr)
         self.LW, self.NB = san.LW, san.NB
+        # the batch's registers and LDS (allocated once per batch: wave.Batch), for accesses made here
+        assert st.V.dtype == np.uint32 and st.V.flags.c_contiguous and st.lds.flags.c_contiguous
+        self._vl = (_p(st.V), W, _p(st.lds))
+        self._lohi = np.empty((2, W), np.int64)         # scratch: each wave's span (not kept)
 
     def access(self, waves: np.ndarray, a: np.ndarray, nbytes: int, idx: int, write: bool, st=None,
                vgpr: int = -1):
@@ -324,12 +328,11 @@ class LdsShadow:
             return -1, None, None, None, None, None
         a = np.ascontiguousarray(a, np.int64)
         g = np.empty(R, np.int64)
-        lo = np.empty(R, np.int64)
-        hi = np.empty(R, np.int64)
+        lo, hi = self._lohi[0, :R], self._lohi[1, :R]
         me = np.empty(R, np.int64)
         w0 = np.empty((R, 64), np.int64)
         wg, wiw, gen = self._st
-        move = (_p(st.V), st.W, vgpr, _p(st.lds)) if vgpr >= 0 else (None, 0, -1, None)
+        move = (self._vl[0], self._vl[1], vgpr, self._vl[2]) if vgpr >= 0 else (None, 0, -1, None)
         if write:
             code = self.lib.san_lds_write(R, _p(a), _p(waves), wg, wiw, gen, self.LW, self.NB, nbytes // 4, nbytes,
                                           idx, *self._wbox, self._wblk, *self._rbox, self._wr, self._saved,
