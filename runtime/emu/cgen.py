@@ -728,7 +728,7 @@ class Plan:
         global _why
         prog = self.prog
         from isagen.runtime.emu import xp as X
-        if prog.ctx.sanitize or X.active() != "cpu":
+        if X.active() != "cpu":
             self.pending = False
             return
         try:
@@ -821,10 +821,14 @@ class Plan:
                 out.append(s)
                 i += 1
                 continue
-            ps = CompiledStep(s.inst, s.idx, _handler(self.cfns[hit.fname], hit), "cgen")
+            ps = CompiledStep(s.inst, s.idx, self.run_handler(hit), "cgen")
             out.append(ps)
             i += len(hit.steps)
         return self.fuse_mfma_runs(out)
+
+    def run_handler(self, run: _Run):
+        """The handler of a built run (san_cgen.SanPlan adds the sanitizer's checks)."""
+        return _handler(self.cfns[run.fname], run)
 
 
 def _handler(cfn, run: _Run):

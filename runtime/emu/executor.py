@@ -26,6 +26,7 @@ from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, Ctx
 from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
+from isagen.runtime.emu.san_cgen import SanPlan
 from isagen.runtime.emu.sanitizer import instrument
 from isagen.runtime.emu.steps import CompiledBlock, CompiledStep
 from isagen.runtime.emu.wave import ALL, BARRIER, DONE, M0, RUN, Batch
@@ -67,8 +68,10 @@ class CompiledCode:
         self.leaders = leaders
         self.has_mfma = any(inst.mai for inst in insts)
         self._ftz_warned = False
-        # the native block engine (cgen.py): straight-line runs as generated C, sanitizer off only
-        self.cgen = cgen.Plan(self, _fuse_mfma_runs) if not ctx.sanitize and cgen.mode() != "off" else None
+        # the native block engine (cgen.py): straight-line runs as generated C (with the sanitizer on,
+        # runs of VALU/SALU instructions that write no EXEC, each instruction's checks first: san_cgen.py)
+        self.cgen = ((SanPlan if ctx.sanitize else cgen.Plan)(self, _fuse_mfma_runs) if cgen.mode() != "off"
+                     else None)
 
     def step(self, i: int) -> CompiledStep:
         s = self.steps[i]
@@ -119,9 +122,7 @@ class CompiledCode:
                 steps[-1] = _error_step(last.inst, last.idx, "VGPR index mode (s_set_gpr_idx_on) still on at the "
                                         "end of a basic block is not modelled", R.UNSUPPORTED)
             b = self._blocks[i] = CompiledBlock(i, steps)
-            if fuse and self.ctx.sanitize:
-                b.fns = _fuse_mfma_runs(steps)        # each MFMA's checks still made in order (_mfma_run)
-            elif fuse:
+            if fuse:
                 cg = self.cgen
                 if cg is not None and cg.pending and cg.mode == "force":
                     cg.build()            # every block, this one included
