@@ -200,7 +200,22 @@ def instrument(step, ctx) -> None:
     # value but EXEC)
     checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
     checked.san_base = base                                         # type: ignore[attr-defined]
+    # what a native run's fused checks (san_cgen.py) need of this instruction
+    checked.san_info = _StepChecks(step, inst, hz, uninit_v, uninit_s, wv, wsc, haz_check,  # type: ignore[attr-defined]
+                                   haz_record, nop_slots, waitcnt or counter is not None)
     step.fn = checked
+
+
+class _StepChecks:
+    """One instruction's sanitizer checks and records, as data (see san_cgen.SanPlan.run_handler)."""
+    __slots__ = ("step", "inst", "hz", "uninit_v", "uninit_s", "wv", "wsc", "haz_check", "haz_record",
+                 "nop_slots", "counts")
+
+    def __init__(self, step, inst, hz, uninit_v, uninit_s, wv, wsc, haz_check, haz_record, nop_slots, counts):
+        self.step, self.inst, self.hz = step, inst, hz
+        self.uninit_v, self.uninit_s, self.wv, self.wsc = uninit_v, uninit_s, wv, wsc
+        self.haz_check, self.haz_record, self.nop_slots = haz_check, haz_record, nop_slots
+        self.counts = counts          # s_waitcnt, or an instruction a counter follows (issue())
 
 
 class _HazInfo:
