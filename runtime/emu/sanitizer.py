@@ -144,6 +144,7 @@ def instrument(step, ctx) -> None:
     is_div_fmas = name in ("v_div_fmas_f32", "v_div_fmas_f64")
     hz = _HazInfo()
     hz.cls, hz.rules, hz.src_c, hz.src_ab, hz.dpp_src = cls, rules, src_c, src_ab, dpp_src
+    hz.src_c_sorted, hz.wv_sorted = tuple(sorted(src_c)), tuple(sorted(wv))
     hz.vmem_sreads, hz.is_trans, hz.reads_m0_dma, hz.is_div_fmas = vmem_sreads, is_trans, reads_m0_dma, is_div_fmas
     hz.writes_exec, hz.writes_m0, hz.is_dpp = writes_exec and is_valu, writes_m0, is_dpp
     # SGPR operands of a VALU: the explicit ones, and VCC however it is read (LLVM checkVALUHazards:
@@ -222,7 +223,7 @@ class _HazInfo:
     """What the hazard checks need to know about one instruction (computed once)."""
     __slots__ = ("cls", "rules", "src_c", "src_ab", "dpp_src", "vmem_sreads", "is_trans", "reads_m0_dma",
                  "is_div_fmas", "writes_exec", "writes_m0", "is_dpp", "valu_sreads", "rwlane", "readlane_src",
-                 "lane_sel")
+                 "lane_sel", "src_c_sorted", "wv_sorted")
 
     cls: str                         # 'mfma' | 'valu' | 'mem' | 'salu' | 'smem'
     rules: dict[str, HZ.WaitRule]    # the target's wait-state table
@@ -240,6 +241,8 @@ class _HazInfo:
     rwlane: bool
     readlane_src: tuple[int, ...]
     lane_sel: tuple[int, ...]
+    src_c_sorted: tuple[int, ...]    # src_c in order (an MFMA's accumulator range)
+    wv_sorted: tuple[int, ...]       # the VGPRs it writes, in order (an MFMA's result range)
 
 
 # ============================================================================ per-batch state
@@ -556,7 +559,7 @@ class Sanitizer:
                 p = pstep.mfma
                 if cls == "mfma":
                     if k in src_c:
-                        exact = prange == tuple(sorted(src_c)) and pstep.inst.name == inst.name
+                        exact = prange == hz.src_c_sorted and pstep.inst.name == inst.name
                         if exact:
                             need = HZ.wait_states(t, "mfma_write->mfma_srcc_exact", p.passes)
                         elif p.xdl:
@@ -666,7 +669,7 @@ class Sanitizer:
             self.exec_w_any = True
             self.exec_w_inst = step.inst
         if cls == "mfma":
-            rng = tuple(sorted(wv))
+            rng = hz.wv_sorted
             mfma_w, valu_w, mfma_c = self.mfma_w, self.valu_w, self.mfma_c
             for k in wv:
                 mfma_w[k] = (stamped(mfma_w.get(k)), step, rng)
