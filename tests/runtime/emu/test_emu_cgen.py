@@ -386,6 +386,7 @@ def test_run_with_mfmas_on_threads_and_lds_out_of_range(monkeypatch):
         pytest.skip(native.why_not())
     monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
     monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
+    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
     monkeypatch.setattr(cgen, "CHUNKS", 4)
     waves, groups = 24, 8
     dev, prog, steps = _program(MFMA_RUN)
@@ -456,6 +457,7 @@ def test_global_loads_match_numpy(monkeypatch):
     the same reports as the numpy handlers; with threads over chunks of workgroups."""
     monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
     monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
+    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
     monkeypatch.setattr(cgen, "CHUNKS", 4)
     waves, groups = 24, 8
     dev, prog, steps = _program(GLOBAL)
