@@ -57,6 +57,7 @@ v_alignbit_b32 v1, v2, v3, v4
 v_alignbyte_b32 v1, v2, v3, v4
 v_perm_b32 v1, v2, v3, v4
 v_perm_b32 v1, v2, v3, s9
+v_perm_b32 v1, v2, v3, s11
 v_lshl_add_u32 v1, v2, v3, v4
 v_add_lshl_u32 v1, v2, v3, v4
 v_add3_u32 v1, v2, v3, v4
@@ -237,6 +238,9 @@ def _batch(rng, prog, *, lds_addr_reg: int | None = None, write: bool = False, u
     st.S[:] = rng.integers(0, 2**32, st.S.shape, dtype=np.uint64).astype(np.uint32)
     st.S[1:4, ::2] = rng.integers(0, 40, (3, (W + 1) // 2))
     st.SCC[:] = rng.integers(0, 2, W)
+    # s11: v_perm_b32 selectors, most of them byte shuffles (every selector byte < 8: the C fast path)
+    sels = np.array([0x05040100, 0x07060302, 0x03070006, 0x01000504], np.uint32)
+    st.S[11] = np.where(rng.random(W) < 0.8, sels[rng.integers(0, 4, W)], st.S[11] & np.uint32(0x0F0F0F0F))
     ex = rng.random((W, 64)) < 0.6
     ex[0] = True          # a full wave, an empty one and partial ones
     ex[1] = False
