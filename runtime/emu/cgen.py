@@ -405,15 +405,15 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
         pc, ec = g.src32(vi.srcs[2], "u32")
         # every selector byte < 8 (a byte shuffle of {a, b}, how compilers pack 16-bit halves): four
         # shifts by counts the wave shares, a lane loop the compiler vectorizes; else the general table
-        pro = pa + pb + pc + g.vdst(vi.vdst) + [f"const U32 sel_ = {ec};", "if ((sel_ & 0xF8F8F8F8u) == 0) {",
-                                                "const unsigned " + ", ".join(f"s{i}_ = 8 * ((sel_ >> {8 * i}) & 7)"
-                                                                              for i in range(4)) + ";"]
+        shifts = ", ".join(f"s{i}_ = 8 * ((sel_ >> {8 * i}) & 7)" for i in range(4))
+        head = pa + pb + pc + g.vdst(vi.vdst) + [f"const U32 sel_ = {ec};", "if ((sel_ & 0xF8F8F8F8u) == 0) {",
+                                                 f"const unsigned {shifts};"]
         fast = [f"const U64 d = ((U64)({ea}) << 32) | ({eb});",
                 "const U32 r = ((U32)(d >> s0_) & 0xFFu) | (((U32)(d >> s1_) & 0xFFu) << 8)"
                 " | (((U32)(d >> s2_) & 0xFFu) << 16) | (((U32)(d >> s3_) & 0xFFu) << 24);",
                 "d0[l] = ex[l] ? r : d0[l];"]
         slow = [f"const U32 r = perm_u(((U64)({ea}) << 32) | ({eb}), &pp);", "d0[l] = ex[l] ? r : d0[l];"]
-        return (_lane_loop(pro, fast) + ["} else {"] + _lane_loop(["const perm_t pp = perm_prep(sel_);"], slow)
+        return (_lane_loop(head, fast) + ["} else {"] + _lane_loop(["const perm_t pp = perm_prep(sel_);"], slow)
                 + ["}"]), False
     if name in _V32 or name in _V64:
         ins, expr = _V32[name] if name in _V32 else _V64[name]
