@@ -1,4 +1,5 @@
-"""The ``isagen`` command line (installed as ``isagen.cli``; ``python -m isagen`` runs it), on click.
+"""The ``isagen`` command line (installed as ``isagen.cli``; ``python -m isagen`` runs it), on
+``isagen.cmdline`` (a small parser of the standard library's parts; no click, no argparse).
 
     isagen gen SPEC.yaml [SPEC2.yaml ...] [--target TARGET|all] [-o DIR] [-D name=value ...]
                [--force] [--asm-only] [--assembler isagen|llvm] [-j N]
@@ -18,12 +19,12 @@
                                        a measurement; isagen/model/command.py, docs/model.md)
 
 Every user mistake is one line on stderr, ``isagen: error: ...``, with exit code 2: an
-``IsagenError`` from the work, and click's own usage errors (unknown option or command, a bad or
+``IsagenError`` from the work, and the parser's usage errors (unknown option or command, a bad or
 missing value) alike; there is no traceback for one.  See docs/cli.md.
 
 Only what every command needs is imported at the top; the builders (and numpy with them), the
 runtime and emulator, the report, the decoder and torch are imported where they are used, and ``run``,
-``report`` and ``model`` are loaded on first use (``IsagenGroup._LAZY``): an ``isagen gen`` whose builds are all
+``report`` and ``model`` are loaded on first use (``LAZY``): an ``isagen gen`` whose builds are all
 in the cache imports no builder at all (issue 17: whole-process speed; bench/gen_speed.py measures it).
 """
 
@@ -39,9 +40,8 @@ import warnings
 from pathlib import Path
 from typing import NoReturn
 
-import click
-
 from isagen import __version__
+from isagen.cmdline import Choice, Group, IntRange, UsageError, argument, complete, option
 from isagen.errors import IsagenError, SpecError
 from isagen.objects.assembler import (
     ASSEMBLERS,
@@ -56,19 +56,41 @@ from isagen.targets import DEFAULT_TARGET, TARGETS, Target, get_target
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 TARGET_NAMES = ", ".join(TARGETS)
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+#: the environment variable of a shell completion request (docs/cli.md, "Shell completion")
+COMPLETE_VAR = "_ISAGEN_COMPLETE"
+#: commands defined with the code they drive, imported when used: name -> (module, one-line help)
+LAZY = {
+    "run": ("isagen.runtime.run", "run a spec's kernel on random inputs and check it against its torch reference"),
+    "report": ("isagen.report.command",
+               "register pressure, liveness and occupancy of a spec's kernel or any code object"),
+    "model": ("isagen.model.command",
+              "predict a kernel's run time on an AMD Instinct GPU (a model, never a measurement)"),
+}
+
+cli = Group("isagen", help=f"Generate raw AMD CDNA ({TARGET_NAMES}) assembly for AI kernels from YAML specs.",
+            version=__version__, lazy=LAZY)
 
 
 def main(argv=None) -> int:
-    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code.  Errors of
+    the work become exit codes here, the same for every command."""
+    instruction = os.environ.get(COMPLETE_VAR)
+    if instruction:                            # the shell asks for completions (or for its script)
+        return complete(cli, instruction, "isagen", COMPLETE_VAR)
     try:
-        rv = cli.main(args=argv, prog_name="isagen", standalone_mode=False)
-    except click.ClickException as e:          # usage: an unknown option or command, a bad or missing value
-        print(_usage_error_line(e), file=sys.stderr, flush=True)
+        rv = cli.run(sys.argv[1:] if argv is None else argv)
+    except UsageError as e:                    # an unknown option or command, a bad or missing value
+        print(_error_line(e.line("isagen")), file=sys.stderr, flush=True)
         return EXIT_USER_ERROR
-    except click.Abort:                        # click's form of ^C while it parses
+    except IsagenError as e:
+        _error(e)
+        return e.exit_code
+    except KeyboardInterrupt:
         print("isagen: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:                    # `isagen list | head`
+        sys.stderr.close()
+        return 0
     return rv if isinstance(rv, int) else 0    # --help and --version give 0; every command an int
 
 
@@ -105,58 +127,6 @@ def _error_line(e) -> str:
     return f"isagen: error: {text}"
 
 
-def _usage_error_line(e: click.ClickException) -> str:
-    """click's message as one line, naming the subcommand it is about and where its options are listed."""
-    message = " ".join(e.format_message().split()).rstrip(".")
-    if message[:1].isupper() and message[1:2].islower():       # "No such option" -> "no such option"
-        message = message[0].lower() + message[1:]
-    ctx = getattr(e, "ctx", None)
-    path = ctx.command_path if ctx is not None else "isagen"
-    command = path.partition(" ")[2]
-    return _error_line(f"{command + ': ' if command else ''}{message} (see '{path} --help')")
-
-
-class IsagenGroup(click.Group):
-    """The subcommands, listed in the order they are added rather than alphabetically.  Errors of the
-    work become exit codes here, so that every command gets the same treatment."""
-
-    #: commands defined with the code they drive, imported when asked for (name -> module)
-    _LAZY = {"run": "isagen.runtime.run", "report": "isagen.report.command", "model": "isagen.model.command"}
-
-    def list_commands(self, ctx) -> list[str]:
-        return list(self.commands) + [name for name in self._LAZY if name not in self.commands]
-
-    def get_command(self, ctx, cmd_name):
-        if cmd_name in self._LAZY and cmd_name not in self.commands:
-            import importlib
-            self.add_command(importlib.import_module(self._LAZY[cmd_name]).command, cmd_name)
-        return super().get_command(ctx, cmd_name)
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except IsagenError as e:
-            _error(e)
-            return e.exit_code
-        except KeyboardInterrupt:
-            print("isagen: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except BrokenPipeError:                    # `isagen list | head`
-            sys.stderr.close()
-            return 0
-
-
-@click.group(cls=IsagenGroup, invoke_without_command=True, context_settings=CONTEXT_SETTINGS,
-             help=f"Generate raw AMD CDNA ({TARGET_NAMES}) assembly for AI kernels from YAML specs.")
-@click.version_option(__version__, "--version", prog_name="isagen", message="%(prog)s %(version)s")
-@click.pass_context
-def cli(ctx) -> int | None:
-    if ctx.invoked_subcommand is None:            # a bare `isagen`: the help, as a usage mistake
-        click.echo(ctx.get_help())
-        return EXIT_USER_ERROR
-    return None
-
-
 # --------------------------------------------------------------------------- gen
 def resources_line(program) -> str:
     """One line: register use, LDS and occupancy of a built program."""
@@ -167,20 +137,20 @@ def resources_line(program) -> str:
 
 
 @cli.command("gen", short_help="generate .s and .co files from specs")
-@click.argument("specs", nargs=-1, required=True, metavar="SPEC...")
-@click.option("--target", "-t", default="all", metavar="TARGET",
+@argument("specs", nargs=-1, required=True, metavar="SPEC...")
+@option("--target", "-t", default="all", metavar="TARGET",
               help=f"{TARGET_NAMES} or all (default: every target the spec lists)")
-@click.option("-o", "--out-dir", default="out", metavar="DIR", help="output directory (default: out/)")
-@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE",
+@option("-o", "--out-dir", default="out", metavar="DIR", help="output directory (default: out/)")
+@option("-D", "defines", multiple=True, metavar="NAME=VALUE",
               help="override a spec parameter (parsed per its declared type); repeatable")
-@click.option("--force", is_flag=True, help="emit kernels the generator rejects (the reason goes in the .s header)")
-@click.option("--asm-only", is_flag=True, help="write the .s only (no assembler needed)")
-@click.option("--assembler", type=click.Choice(ASSEMBLERS), default=None,
+@option("--force", is_flag=True, help="emit kernels the generator rejects (the reason goes in the .s header)")
+@option("--asm-only", is_flag=True, help="write the .s only (no assembler needed)")
+@option("--assembler", type=Choice(ASSEMBLERS), default=None,
               help="isagen: encode and write the .co in process (default; no LLVM needed); llvm: assemble the "
                    ".s with LLVM (see `isagen toolchain`); default $ISAGEN_ASSEMBLER, else isagen")
-@click.option("-j", "--jobs", "jobs_n", type=click.IntRange(min=1), default=None, metavar="N",
+@option("-j", "--jobs", "jobs_n", type=IntRange(min=1), default=None, metavar="N",
               help="build in N processes (default: one per CPU core)")
-@click.option("--cache/--no-cache", "use_cache", default=True,
+@option("--cache/--no-cache", "use_cache", default=True,
               help="reuse the .s/.co of an unchanged build from isagen's cache (default; see docs/cli.md): the "
                    "key is the spec file, -D, the target and flags, isagen's version and source, and the packages "
                    "that shape the bytes")
@@ -570,7 +540,7 @@ def _output_dir(path: str) -> Path:
 
 # --------------------------------------------------------------------------- list
 @cli.command("list", short_help="list specs and the generators' parameters")
-@click.argument("paths", nargs=-1, metavar="[SPEC_OR_DIR]...")
+@argument("paths", nargs=-1, metavar="[SPEC_OR_DIR]...")
 def list_specs(paths) -> int:
     """Each spec (files or directories of them; default: the bundled specs) with its generator,
     targets, parameters, sizes and reference; then each generator's parameter table."""
@@ -685,9 +655,9 @@ def toolchain() -> int:
 
 
 @cli.command("disasm", short_help="disassemble a code object with isagen's decoder")
-@click.argument("file", metavar="FILE.co")
-@click.option("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
-@click.option("--target", "-t", default=None, metavar="TARGET",
+@argument("file", metavar="FILE.co")
+@option("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
+@option("--target", "-t", default=None, metavar="TARGET",
               help=f"the entry of an offload bundle holding several ({TARGET_NAMES})")
 def disasm(file, kernel, target) -> int:
     """Disassemble an AMDGPU code object (.co / .hsaco; a clang offload bundle is read through its
@@ -703,11 +673,11 @@ DEMO_SPEC = "axpy_f32.yaml"
 
 
 @cli.command("demo", short_help="generate, assemble, inspect and run the fp32 axpy kernel")
-@click.option("-o", "--out-dir", default=os.path.join("out", "demo"), metavar="DIR",
+@option("-o", "--out-dir", default=os.path.join("out", "demo"), metavar="DIR",
               help="where the .s/.co go (default: out/demo)")
-@click.option("--target", "-t", default=DEFAULT_TARGET, metavar="TARGET",
+@option("--target", "-t", default=DEFAULT_TARGET, metavar="TARGET",
               help=f"{TARGET_NAMES} (default: {DEFAULT_TARGET})")
-@click.option("-n", "n", type=click.IntRange(min=0), default=10_007,
+@option("-n", "n", type=IntRange(min=0), default=10_007,
               help="elements (default 10007: five workgroups and a tail)")
 def demo(out_dir, target, n) -> int:
     """Generate the fp32 axpy kernel, assemble it, show its first instructions, then run it (hip on a

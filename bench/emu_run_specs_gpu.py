@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def run(names: list[str], limit: int, build_only: bool) -> dict:
+def run(names: list[str], limit: int, build_only: bool, save=None) -> dict:
     from isagen.runtime.run import execute, load_spec, plan_run, resolve_spec
 
     def alarm(*_):
@@ -35,6 +35,7 @@ def run(names: list[str], limit: int, build_only: bool) -> dict:
         if names and p.stem not in names:
             continue
         t = time.perf_counter()
+        row: dict = {}
         try:
             shapes = {k: int(v) for k, v in load_spec(resolve_spec(str(p))).shapes.items()}
             plan = plan_run(str(p), backend="emu", shapes=shapes)
@@ -48,8 +49,11 @@ def run(names: list[str], limit: int, build_only: bool) -> dict:
                 row.update(ok=bool(rep.ok), s=time.perf_counter() - t, emu_ms=rep.time_ms)
             res[p.stem] = row
         except BaseException as e:     # noqa: BLE001 -- recorded per spec (a timeout included)
-            res[p.stem] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}", "s": time.perf_counter() - t}
+            res[p.stem] = {**{k: row[k] for k in ("sizes", "grid", "target") if k in row}, "ok": False,
+                           "error": f"{type(e).__name__}: {str(e)[:300]}", "s": time.perf_counter() - t}
         print(p.stem, json.dumps(res[p.stem], default=str)[:300], flush=True)
+        if save is not None:
+            save(res)              # after every spec: a run cut short keeps what it measured
     return res
 
 
@@ -84,13 +88,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.markdown_only:
         res = json.loads(args.markdown_only.read_text())
-    else:
-        res = run(args.specs, args.limit, args.build)
+    def save(res):
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "emu_run_specs_gpu.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+        (args.out / "emu_run_specs_gpu.md").write_text(markdown(res, args.meta))
+
+    if not args.markdown_only:
+        res = run(args.specs, args.limit, args.build, None if args.build else save)
         if args.build:
             return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "emu_run_specs_gpu.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
-    (args.out / "emu_run_specs_gpu.md").write_text(markdown(res, args.meta))
+    save(res)
     return 0
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -68,13 +69,27 @@ def triton_row(kernel, n: int, reps: int, bitwise: bool) -> dict:
         mod.launch(kernel.name, **kw)
         warm.append(time.perf_counter() - t)
     pool = _pool_mib()
-    raw = torch.from_dlpack(dev.to_array(c, (n, n), np.int16))
+    raw = torch.from_dlpack(dev.to_array(c, (n, n), np.int16)).clone()     # C of the last launch with graphs
+    from isagen.runtime.emu import cuda_graph
+    graph_bytes = cuda_graph.STATS["graph_pool_bytes"]
+    plain = []               # the same launches with CUDA graphs off (every handler plain), same process
+    os.environ[cuda_graph.ENV] = "0"
+    try:
+        for _ in range(reps):
+            t = time.perf_counter()
+            mod.launch(kernel.name, **kw)
+            plain.append(time.perf_counter() - t)
+    finally:
+        del os.environ[cuda_graph.ENV]
+    same_plain = bool(torch.equal(raw, torch.from_dlpack(dev.to_array(c, (n, n), np.int16)))) if plain else None
     out = raw.view(torch.bfloat16).double()
     ref = Ad.view(torch.bfloat16).double() @ Bd.view(torch.bfloat16).double()
     absref = Ad.view(torch.bfloat16).double().abs() @ Bd.view(torch.bfloat16).double().abs()
     row = {"kernel": "triton_matmul_gfx942", "M": n, "N": n, "K": n, "waves": mod.last_stats["waves"],
            "wave_instructions": mod.last_stats["wave_instructions"], "cold_s": cold, "warm_s": warm,
            "warm_median_s": statistics.median(warm) if warm else None,
+           "warm_no_graphs_s": plain, "warm_no_graphs_median_s": statistics.median(plain) if plain else None,
+           "graph_pool_mib_all_captures_so_far": graph_bytes / 2**20, "graphs_same_bits_as_plain": same_plain,
            "correct_vs_torch": _check(out, ref, absref), "gpu_pool_mib": pool}
     if bitwise:
         host = Device("gfx942", sanitize=False)
@@ -123,15 +138,21 @@ def write_markdown(path: Path, res: dict) -> None:
     lines = ["# Emulator, cuda engine (CuPy): GEMMs on one NVIDIA GPU", "",
              f"{res['date']}, {res['gpu']}, CuPy {res['cupy']}, torch {res['torch']}; sanitizer off; inputs "
              f"are CUDA torch tensors (DLPack).  `bench/emu_speed_gpu.py`; every sample in `emu_speed_gpu.json`.",
-             "", "| kernel | size | waves | wave-instr | cold s | warm s (median) | C vs torch "
+             "Warm: CUDA graphs on (the default, runtime/emu/cuda_graph.py); graphs off: the same launches in the "
+             "same process with `ISAGEN_EMU_CUDA_GRAPHS=0`.  GPU pool: CuPy's default pool after the run (graphs "
+             "keep their temporaries in pools of their own, not counted there).",
+             "", "| kernel | size | waves | wave-instr | cold s | warm s (median) | warm s, graphs off | C vs torch "
              "| same bits as CPU engine "
-             "(CPU engine s) | GPU pool MiB |", "|---|---|---|---|---|---|---|---|---|"]
+             "(CPU engine s) | GPU pool MiB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         warm = f"{r['warm_median_s']:.2f}" if r.get("warm_median_s") is not None else "-"
+        plain = f"{r['warm_no_graphs_median_s']:.2f}" if r.get("warm_no_graphs_median_s") is not None else "-"
+        if r.get("graphs_same_bits_as_plain") is not None:
+            plain += " (same C)" if r["graphs_same_bits_as_plain"] else " (C DIFFERS)"
         same = (f"{r['same_bits_as_cpu_engine']} ({r['cpu_engine_s']:.1f})" if "same_bits_as_cpu_engine" in r
                 else "not run")
         lines.append(f"| {r['kernel']} | {r['M']}^3 | {r['waves']} | {r['wave_instructions']:,} | {r['cold_s']:.2f} | "
-                     f"{warm} | {r['correct_vs_torch']} | {same} | {r['gpu_pool_mib']:.0f} |")
+                     f"{warm} | {plain} | {r['correct_vs_torch']} | {same} | {r['gpu_pool_mib']:.0f} |")
     for e in res.get("errors", []):
         lines.append(f"\nNot run: {e}")
     path.write_text("\n".join(lines) + "\n")
@@ -177,7 +198,8 @@ def main(argv=None) -> int:
         print(json.dumps(r), flush=True)
         save()
     print(f"wrote {args.out / 'emu_speed_gpu.json'} and .md")
-    return 0 if all(r["correct_vs_torch"] for r in res["rows"]) and not res["errors"] else 1
+    return 0 if all(r["correct_vs_torch"] and r.get("graphs_same_bits_as_plain") is not False
+                    for r in res["rows"]) and not res["errors"] else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Progress bars for long work, drawn with click's bar on stderr.
+"""Progress bars for long work, drawn on stderr.
 
 A bar is drawn only when stderr is a terminal: piped or captured output (files, CI logs, the tests)
 gets nothing extra, so what a script reads is the same with or without one.  The Python API's
@@ -27,12 +27,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-import click
-
-if TYPE_CHECKING:
-    from click._termui_impl import ProgressBar  # what click.progressbar returns; click exports no name for it
 
 # work that is often quick (an emulator run) shows its bar only once it has taken this long: a bar
 # that appears and fills at once tells nothing
@@ -138,7 +132,7 @@ class Progress:
         self.lines = lines
         self._stream = stream
         self._tty = False                      # set on entering: a bar (terminal) or lines
-        self._bar: ProgressBar[int] | None = None
+        self._bar: Bar | None = None
         self._bars = contextlib.ExitStack()
         self._done: float = 0                  # reported, or estimated since the last report
         self._reported: float = 0              # the last report's count (a smaller one starts new work)
@@ -248,7 +242,7 @@ class Progress:
             self._stream.write("\r" + " " * (self._bar.max_width or 0) + "\r")     # erase the bar's line
             self._stream.flush()
             print(text, file=file, flush=True)
-            self._bar._last_line = None     # click redraws only a line that changed; this one was erased
+            self._bar.last_line = None      # the bar redraws only a line that changed; this one was erased
             self._bar.render_progress()
 
     # ------------------------------------------------------------------ what is shown
@@ -303,14 +297,14 @@ class Progress:
             parts.append(f"{format_duration(self._elapsed())} so far")
         return "  ".join(parts) or None
 
-    def _draw(self, bar: ProgressBar[int]) -> None:
+    def _draw(self, bar: Bar) -> None:
         assert self.total is not None, "a progress bar drawn without a total"
         bar.length = self.total
         steps = int(self._done) - bar.pos
         if steps > 0:
             bar.update(steps)
         else:
-            bar.render_progress()     # click redraws on steps only; a new status or rate is worth one too
+            bar.render_progress()     # a new status or rate is worth a redraw too
 
     def _print_line(self, final: bool = False) -> None:
         """One progress line (lines mode): ``emulating: 37/256 workgroups (14%), 9.8/s, ETA 22 s``."""
@@ -340,15 +334,61 @@ class Progress:
                 elif self._bar is not None:
                     self._draw(self._bar)
 
-    def _open(self) -> ProgressBar[int]:
+    def _open(self) -> Bar:
         # every caller opens a bar only for work with a total: ``_due`` is False without one
         assert self.total is not None, "a progress bar opened before its work has a total"
-        self._bar = bar = self._bars.enter_context(click.progressbar(
-            length=self.total, label=self.label, file=self._stream, show_pos=True, show_percent=True,
-            show_eta=False, width=24, item_show_func=self._info))
+        self._bar = bar = self._bars.enter_context(Bar(self.total, self.label, self._stream, info=self._info))
         bar.update(int(self._done))
         return bar
 
     def _close(self) -> None:
-        self._bars.close()          # click ends the line and shows the cursor again
+        self._bars.close()          # the bar ends its line and shows the cursor again
         self._bar = None
+
+
+class Bar:
+    """One line on a terminal, redrawn in place: ``label  [#####-------]  5/12   41%  info``
+    (``info()``: what follows, or None).  The cursor is hidden while it is drawn; leaving ends the line."""
+
+    HIDE_CURSOR, SHOW_CURSOR = "\033[?25l", "\033[?25h"
+
+    def __init__(self, length: int, label: str, stream, width: int = 24, info: Callable[[], str | None] | None = None):
+        self.length = length
+        self.label = label
+        self.stream = stream
+        self.width = width
+        self.info = info
+        self.pos = 0
+        self.max_width: int | None = None        # the longest line drawn: a shorter one is padded over it
+        self.last_line: str | None = None       # what was drawn last (not drawn again)
+
+    def __enter__(self) -> Bar:
+        self.render_progress()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stream.write(self.SHOW_CURSOR + "\n")
+        self.stream.flush()
+
+    def update(self, steps: int) -> None:
+        self.pos += steps
+        self.render_progress()
+
+    def line(self) -> str:
+        fraction = min(self.pos / (self.length or 1), 1.0)
+        filled = int(fraction * self.width)
+        bits = [f"{self.pos}/{self.length}", f"{int(fraction * 100):3}%"]
+        info = self.info() if self.info is not None else None
+        if info:
+            bits.append(info)
+        return f"{self.label}  [{'#' * filled}{'-' * (self.width - filled)}]  {'  '.join(bits)}".rstrip()
+
+    def render_progress(self) -> None:
+        line = self.line()
+        clear = self.width if self.max_width is None else self.max_width
+        self.max_width = max(self.max_width or 0, len(line))
+        text = "\r" + self.HIDE_CURSOR + line + " " * (clear - len(line))
+        if text != self.last_line:
+            self.last_line = text
+            self.stream.write(text)
+            self.stream.flush()

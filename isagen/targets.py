@@ -15,14 +15,14 @@ This is the only code file that spells processor names: everything else takes th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from isagen.errors import TargetError
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class MfmaInfo:
     """One matrix instruction: shape, operand types, register counts, issue passes and modifiers.
 
@@ -75,7 +75,7 @@ class MfmaInfo:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class GemmDefaults:
     """What the GEMM generator uses on a target when a spec leaves a tuning parameter at 0."""
 
@@ -85,7 +85,7 @@ class GemmDefaults:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Product:
     """A shipping accelerator of a target, for roofline numbers in reports."""
 
@@ -110,7 +110,7 @@ class Product:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Target:
     """Per-architecture facts.  See the module docstring for sources."""
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 from isagen.builders.contract import LaunchInfo, TensorParam
@@ -42,7 +41,7 @@ from isagen.builders.program import KernelBuilder, LdsRegion
 from isagen.builders.registry import Param, generator, params_from
 from isagen.errors import SpecError
 from isagen.prims.convert import Converter
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import MAX_RECORDS, OOB_OFFSET, BufferResource
@@ -107,7 +106,7 @@ PARAMS = {
 
 # ================================================================================== the plan
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Plan:
     """Everything about the kernel that does not depend on run-time sizes (pure; also used by the
     bench model and the tests).  Names follow HipKittens' (``BLOCK_SIZE``, ``K_STEP``, ``WARPS_M``,

@@ -52,16 +52,19 @@ wrong kernel (a K-tile skipped, a tile stored in the wrong place) still fails.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import random
 import statistics
+import sys
+import types
 from dataclasses import dataclass, field
 
-import click
-
+from isagen import cmdline
 from isagen.api import Kernel, build, resolve_spec, torch_dtype
 from isagen.builders.spec import load_spec, printable
+from isagen.cmdline import Choice, IntRange, argument, option
 from isagen.errors import LaunchError, SpecError
 from isagen.progress import SLOW_WORK_S, Progress
 from isagen.runtime import gpu
@@ -220,16 +223,41 @@ def error_bounds(kernel, expression: str, inputs: dict, scalars: dict, sizes: di
     return _per_output(kernel, "tolerance.bound", expression, inputs, dict(inputs), scalars, sizes)
 
 
+class _Package:
+    """A package as a spec's expression sees it: ``isagen.prims.fp8_model.f`` resolves whether or not
+    anything imported ``isagen.prims.fp8_model`` before (a module's attribute first, else its
+    submodule of that name, imported on first use), so a reference does not depend on what the
+    process happened to import earlier."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: types.ModuleType):
+        self._module = module
+
+    def __getattr__(self, name: str):
+        try:
+            value = getattr(self._module, name)
+        except AttributeError:
+            if not hasattr(self._module, "__path__") or name.startswith("_"):
+                raise
+            try:
+                value = importlib.import_module(f"{self._module.__name__}.{name}")
+            except ModuleNotFoundError as e:
+                if e.name != f"{self._module.__name__}.{name}":
+                    raise              # the submodule exists but imports something missing: say that
+                raise AttributeError(f"module '{self._module.__name__}' has no attribute '{name}'") from None
+        return _Package(value) if isinstance(value, types.ModuleType) else value
+
+
 def _per_output(kernel, what: str, expression: str, inputs: dict, env: dict, scalars: dict, sizes: dict) -> dict:
     """``expression`` evaluated over ``env`` (the input tensors), the scalars, the sizes and the kernel's
     parameters (``causal``), with ``torch``, ``F``, ``math`` and ``isagen`` in scope: one float64 tensor
     per written tensor, broadcast to its shape."""
     import torch
 
-    import isagen.runtime.attention  # noqa: F401 -- so that isagen.runtime.attention.* resolves in the scope
-    import isagen.runtime.attention_parts  # noqa: F401 -- the backward kernels' references, likewise
     env = {**env, **scalars, **sizes}
-    scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math, "isagen": isagen,
+    scope = {**kernel.params, "torch": torch, "F": torch.nn.functional, "math": math,
+             "isagen": _Package(sys.modules["isagen"]),
              "target": kernel.target, "__builtins__": {}}
     try:
         value = eval(compile(expression, f"<{what}>", "eval"), scope, env)  # noqa: S307 -- the spec's own expression
@@ -527,19 +555,20 @@ def format_report(r: RunReport) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the CLI subcommand
-@click.command("run", short_help="run a spec's kernel on random inputs and check it against its torch reference")
-@click.argument("spec")
-@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
-@click.option("--shape", multiple=True, metavar="NAME=SIZE",
+# its one-line help is in cli.LAZY, listed without importing this module
+@cmdline.command("run")
+@argument("spec")
+@option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
+@option("--shape", multiple=True, metavar="NAME=SIZE",
               help="a run-time size, e.g. --shape n=4096 (default: the spec's shapes:, on the emulator its "
                    "emulator_shapes: where it has them)")
-@click.option("--scalar", multiple=True, metavar="NAME=VALUE", help="a scalar argument (default: random)")
-@click.option("--backend", type=click.Choice(tuple(BACKENDS)), default=None,
+@option("--scalar", multiple=True, metavar="NAME=VALUE", help="a scalar argument (default: random)")
+@option("--backend", type=Choice(tuple(BACKENDS)), default=None,
               help="default: $ISAGEN_BACKEND, else hip on a supported AMD GPU, else emu")
-@click.option("--target", default=None, metavar="TARGET",
+@option("--target", default=None, metavar="TARGET",
               help=f"{' or '.join(gpu.SUPPORTED_ARCHS)} (default: the GPU's, else {gpu.DEFAULT_TARGET})")
-@click.option("--iters", type=click.IntRange(min=0), default=10, help="timed launches on hip (default 10)")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, help="seed of the random inputs (0 to 2**64-1)")
+@option("--iters", type=IntRange(min=0), default=10, help="timed launches on hip (default 10)")
+@option("--seed", type=IntRange(0, MAX_SEED), default=0, help="seed of the random inputs (0 to 2**64-1)")
 def command(spec, defines, shape, scalar, backend, target, iters, seed) -> int:
     """Build SPEC (a spec file or the name of a bundled spec; cached), run it on random inputs of its
     shapes (hip on an AMD GPU, else the emulator, with the spec's emulator_shapes where it has them),

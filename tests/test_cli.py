@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import isagen
 from isagen.builders import registry
 from isagen.builders.program import KernelBuilder
 from isagen.builders.registry import Param, generator, load_generators
@@ -369,19 +370,67 @@ def test_demo_generates_assembles_runs_and_checks(tmp_path, capsys, monkeypatch)
     assert "grid 2 workgroups x 256 lanes" in stdout      # 3001 elements / (256 lanes x 4 x 2 per lane)
 
 
-# ---------------------------------------------------------------------------- click: help, usage errors, signals
-def test_every_command_has_click_help(capsys):
+# ---------------------------------------------------------------------------- help, usage errors, signals
+def test_every_command_has_help(capsys):
     from isagen.cli import cli
 
     assert main(["--help"]) == 0
     top = capsys.readouterr().out
     assert top.startswith("Usage: isagen [OPTIONS] COMMAND")
-    names = cli.list_commands(None)
-    assert names[:2] == ["gen", "list"] and {"run", "report", "disasm", "demo"} <= set(names)
+    names = cli.list_commands()
+    assert names[:2] == ["gen", "list"] and {"run", "report", "model", "disasm", "demo"} <= set(names)
     for name in names:
         assert re.search(rf"^  {name}\s+\S", top, re.M), name           # listed with its one-line help
         assert main([name, "-h"]) == 0
-        assert capsys.readouterr().out.startswith(f"Usage: isagen {name} [OPTIONS]"), name
+        shown = capsys.readouterr().out
+        assert shown.startswith(f"Usage: isagen {name} [OPTIONS]"), name
+        # every option listed, by every name, at the start of a row: "-t, --target TARGET", "--cache / --no-cache"
+        listed = [set(re.split(r",? |/", line.strip().split("  ")[0])) for line in shown.splitlines()
+                  if line.startswith("  -")]
+        for opt in cli.get_command(name).options:
+            assert any(set(opt.names) <= names for names in listed), (name, opt.names, shown)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"isagen {isagen.__version__}\n"
+    assert main([]) == 2 and capsys.readouterr().out.startswith("Usage: isagen")     # bare: the help, as a mistake
+
+
+def test_help_lists_lazy_commands_without_importing_them():
+    # run/report/model live with their logic (torch, the report model, the timing model); `isagen --help`
+    # lists them from cli.LAZY, and `isagen gen --help` does not touch them either
+    for argv in (["--help"], ["gen", "--help"]):
+        code = ("import sys; from isagen.cli import main; rc = main(sys.argv[1:]); "
+                "print(sorted(m for m in sys.modules if m.startswith(('isagen.runtime', 'isagen.report', "
+                "'isagen.model', 'torch'))))")
+        r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[-1] == "[]", (argv, r.stdout)
+
+
+def test_lazy_commands_one_line_help_matches_their_module():
+    # the one-line help of a lazy command is written in cli.LAZY; each is the command it lists
+    from isagen.cli import LAZY, cli
+
+    for name, (module, short) in LAZY.items():
+        command = __import__(module, fromlist=["command"]).command
+        assert cli.get_command(name) is command and command.short() == short
+        assert command.help and command.params
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["a.yaml", "-j2", "-Dblock=128", "--out-dir=o", "-D", "vec=4", "--no-cache"],
+     {"specs": ("a.yaml",), "jobs_n": 2, "defines": ("block=128", "vec=4"), "out_dir": "o", "use_cache": False}),
+    (["--target", "gfx950", "-t", "gfx942", "a.yaml", "b.yaml", "--force", "--asm-only"],   # the last value wins
+     {"specs": ("a.yaml", "b.yaml"), "target": "gfx942", "force": True, "asm_only": True, "use_cache": True}),
+    (["-o", "-x", "--", "-weird.yaml", "--force"],            # a value may start with '-'; '--' ends the options
+     {"out_dir": "-x", "specs": ("-weird.yaml", "--force"), "force": False}),
+    (["a.yaml"], {"target": "all", "out_dir": "out", "defines": (), "jobs_n": None, "assembler": None}),
+])
+def test_gen_parses_the_usual_conventions(argv, expected):
+    from isagen.cli import cli
+
+    values = cli.get_command("gen").parse(argv)
+    assert {k: values[k] for k in expected} == expected
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -392,6 +441,14 @@ def test_every_command_has_click_help(capsys):
     (["demo", "-n", "many"], ["'-n'", "'many' is not a valid integer"]),
     (["report", "x.co", "--dynamic-lds", "-8"], ["'--dynamic-lds'", "-8 is negative"]),
     (["report", "x.co", "--format", "pdf"], ["'--format'", "'pdf'"]),
+    (["gne", "x"], ["no such command 'gne'", "Did you mean 'gen'?", "(see 'isagen --help')"]),
+    (["gen", "x", "--for"], ["gen: no such option '--for'", "Did you mean '--force'?"]),
+    (["gen", "x", "--force=yes"], ["gen: option '--force' does not take a value"]),
+    (["gen", "x", "-j"], ["gen: option '-j' requires an argument"]),
+    (["targets", "extra"], ["targets: got unexpected extra argument (extra)"]),
+    (["model", "no/such.co"], ["model: invalid value for 'FILE'", "'no/such.co' does not exist"]),
+    (["model", "specs"], ["'specs' is a directory"]),
+    (["--bogus"], ["no such option '--bogus'", "(see 'isagen --help')"]),
 ])
 def test_usage_errors_are_one_line_exit_2(capsys, argv, words):
     assert main(argv) == 2
@@ -472,6 +529,54 @@ def test_shell_completion_offers_commands_and_choices():
     assert r.stdout.split() == ["plain,hip", "plain,emu"], r
 
 
+@pytest.mark.parametrize("words, cword, expected", [
+    ("isagen gen --no", 2, ["plain,--no-cache"]),
+    ("isagen gen --force --fo", 3, []),                     # given once already: not offered again
+    ("isagen gen -D x=1 -", 4, None),                       # -D repeats: offered again (checked below)
+    ("isagen report x.co -f j", 4, ["plain,json"]),
+    ("isagen report x.co --format=h", 3, ["plain,html"]),
+    ("isagen model ", 2, ["file,"]),                       # a file name: the shell completes it
+    ("isagen --ver", 1, ["plain,--version"]),
+    ("isagen nosuch ", 2, []),
+])
+def test_shell_completion_of_options_values_and_files(words, cword, expected):
+    r = run_module(env={"_ISAGEN_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+    assert r.returncode == 0 and r.stderr == "", r
+    if expected is None:
+        assert "plain,-D" in r.stdout.split() and "plain,--target" in r.stdout.split(), r.stdout
+    else:
+        assert r.stdout.split() == expected, r.stdout
+
+
+def test_shell_completion_scripts(tmp_path):
+    # zsh and fish get each command's one-line help beside it
+    r = run_module(env={"_ISAGEN_COMPLETE": "zsh_complete", "COMP_WORDS": "isagen mo", "COMP_CWORD": "1"})
+    from isagen.cli import LAZY
+    assert r.stdout.splitlines() == ["plain", "model", LAZY["model"][1]], r
+    r = run_module(env={"_ISAGEN_COMPLETE": "fish_complete", "COMP_WORDS": "isagen gen --as", "COMP_CWORD": "--as"})
+    assert r.stdout.splitlines()[:2] == ["plain", "--asm-only"], r
+    for shell in ("zsh", "fish"):
+        r = run_module(env={"_ISAGEN_COMPLETE": f"{shell}_source"})
+        assert r.returncode == 0 and f"_ISAGEN_COMPLETE={shell}_complete" in r.stdout, r
+    # bash: source the script and complete as bash would, with `isagen` on the PATH
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    script = run_module(env={"_ISAGEN_COMPLETE": "bash_source"}).stdout
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "isagen").write_text(f"#!/bin/sh\nexec {sys.executable} -m isagen \"$@\"\n")
+    (bindir / "isagen").chmod(0o755)
+    (tmp_path / "complete.bash").write_text(script)
+    probe = ('. ./complete.bash; COMP_WORDS=(isagen run x --backend ""); COMP_CWORD=4; '
+             '_isagen_completion isagen; printf "%s\\n" "${COMPREPLY[@]}"')
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}",
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([bash, "--norc", "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["hip", "emu"], r
+
+
 GEN_IMPORTS_SCRIPT = """
 import contextlib, io, sys
 before = set(sys.modules)
@@ -493,7 +598,7 @@ def test_gen_start_up_imports_only_what_it_uses(tmp_path):
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     spec = str(bundled_specs_dir() / "gemm_bf16.yaml")
     never = {"isagen.isa.decoder", "isagen.objects.toolchain", "isagen.objects.cache", "subprocess",
-             "multiprocessing", "concurrent.futures", "isagen.runtime", "torch", "numpy"}
+             "multiprocessing", "concurrent.futures", "isagen.runtime", "torch", "numpy", *NOT_ON_THE_GEN_PATH}
     for run in (1, 2):
         out = subprocess.run([sys.executable, "-c", GEN_IMPORTS_SCRIPT, spec, str(tmp_path / "out")], env=env,
                              capture_output=True, text=True, timeout=300)
@@ -503,6 +608,28 @@ def test_gen_start_up_imports_only_what_it_uses(tmp_path):
         assert not never & set(imported), sorted(never & set(imported))
         if run == 2:
             assert not {"yaml", "json"} & set(imported), sorted({"yaml", "json"} & set(imported))
+    assert (tmp_path / "out" / "gemm_bf16.gfx942.co").stat().st_size > 0
+
+
+# the command line's parser costs nothing to import: no click (its import took ~18 ms, with uuid, platform,
+# datetime, inspect and gettext), no argparse (gettext); help, suggestions and completion import textwrap,
+# difflib and shlex only when asked for
+NOT_ON_THE_GEN_PATH = {"click", "argparse", "gettext", "uuid", "platform", "textwrap", "difflib", "shlex"}
+
+
+def test_gen_command_imports_no_cli_framework(tmp_path):
+    # the whole process as a user runs it (python -m isagen: __main__, the console script's path), every
+    # module it imports listed by -X importtime
+    env = dict(os.environ, ISAGEN_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "isagen", "gen",
+                        str(bundled_specs_dir() / "gemm_bf16.yaml"), "--target", "gfx942", "--no-cache", "-o",
+                        str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    assert "isagen.cli" in imported and "isagen.cmdline" in imported
+    top = {name.split(".")[0] for name in imported}
+    assert not NOT_ON_THE_GEN_PATH & top, sorted(NOT_ON_THE_GEN_PATH & top)
     assert (tmp_path / "out" / "gemm_bf16.gfx942.co").stat().st_size > 0
 
 

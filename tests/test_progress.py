@@ -16,7 +16,7 @@ from isagen.progress import Progress, bar_wanted, report_progress
 
 
 class Terminal(io.StringIO):
-    """A captured stream that says it is a terminal, so that click draws its bar into it."""
+    """A captured stream that says it is a terminal, so that the bar is drawn into it."""
 
     def isatty(self):
         return True

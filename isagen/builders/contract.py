@@ -16,10 +16,10 @@ from __future__ import annotations
 import ast
 import functools
 import operator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 
 from isagen.errors import LaunchError, SpecError
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -103,7 +103,7 @@ def names_in(text) -> set[str]:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class TensorParam:
     """A tensor the kernel takes: element type, shape (size symbols or fixed ints), and whether the
     kernel reads it (``in``), writes it (``out``) or both (``inout``)."""
@@ -124,7 +124,7 @@ class TensorParam:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class ScalarParam:
     """A scalar the caller passes (by name) at launch."""
 
@@ -146,7 +146,7 @@ class ScalarParam:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class LaunchInfo:
     """Everything a launch needs besides the code object (resolved: no spec parameters left)."""
 

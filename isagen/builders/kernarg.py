@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import struct
 import sys
-from dataclasses import dataclass
 
 from isagen.errors import LaunchError, SpecError
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 # value dtypes: name -> (struct code, size, metadata .value_type)
 VALUE_TYPES = {
@@ -34,7 +33,7 @@ _INT_RANGE = {"i16": (-(1 << 15), (1 << 15) - 1), "u16": (0, (1 << 16) - 1), "i3
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class KernArg:
     """One explicit kernel argument: a pointer or a value, at ``offset`` in the kernarg segment."""
 

@@ -24,7 +24,7 @@ import contextlib
 import gc
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MethodType
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ from isagen.errors import AllocationError, CheckError, ISAError, SpecError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label, Reg
 from isagen.isa.table import isa_table
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.targets import Target, get_target
 
 
@@ -77,7 +77,7 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class LdsRegion:
     """A named range of LDS bytes the kernel allocated."""
 
@@ -87,7 +87,7 @@ class LdsRegion:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Program:
     """A finished kernel: everything the assembler, the checkers, the runtime and reports need.
 

@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from isagen.errors import LaunchError, SpecError
-from isagen.records import value_methods
+from isagen.records import make_record, record, value_methods
 from isagen.targets import TARGETS
 
 PARAM_TYPES = ("int", "float", "bool", "str")
@@ -51,7 +50,7 @@ _FALSE = ("false", "no", "off", "0")
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Param:
     """One generator parameter: its type, default, allowed values and what it means."""
 
@@ -209,7 +208,7 @@ _FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str"
 def make_params_type(class_name: str, params: dict[str, Param]) -> type[Params]:
     """The frozen dataclass (a ``Params``) for a generator declaring ``params``."""
     fields = [("name", str)] + [(k, _FIELD_TYPES[p.type], field(default=p.default)) for k, p in params.items()]
-    cls = cast("type[Params]", value_methods(make_dataclass(class_name, fields, bases=(Params,), frozen=True,
+    cls = cast("type[Params]", value_methods(make_record(class_name, fields, bases=(Params,), frozen=True,
                                                             repr=False, eq=False)))
     cls.param_names = tuple(params)
     return cls
@@ -224,7 +223,7 @@ def params_from(values: dict[str, Any], name: str) -> Any:
     """A ``Params`` for values that no generator declared (tests, a plan rebuilt from a cache key):
     field types are the values' own.  Typed ``Any``: no type checker can know its fields."""
     fields = [("name", str)] + [(k, type(v)) for k, v in values.items()]
-    cls = cast("type[Params]", value_methods(make_dataclass("Params_" + name, fields, bases=(Params,), frozen=True,
+    cls = cast("type[Params]", value_methods(make_record("Params_" + name, fields, bases=(Params,), frozen=True,
                                                             repr=False, eq=False)))
     cls.param_names = tuple(values)
     return cls(name, **values)
@@ -237,7 +236,7 @@ def _plain(value) -> str:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Launch:
     """How to launch a kernel for given shapes: grid in workgroups (HIP convention), workgroup size."""
 
@@ -251,7 +250,7 @@ class Launch:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Generator:
     """A registered kernel generator: its function, declared parameters, targets and launch contract."""
 
@@ -335,6 +334,8 @@ def load_generators() -> dict[str, Generator]:
     """Import every generator module of ``isagen.kernels`` (once) and return the registry."""
     global _LOADED
     if not _LOADED:
+        # (imported here: a build imports just the generator module it needs, without pkgutil)
+        import pkgutil
         package = importlib.import_module("isagen.kernels")
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             if info.name != "registry" and not info.name.startswith("_"):

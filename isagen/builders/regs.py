@@ -21,18 +21,17 @@ import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from isagen.errors import AllocationError
 from isagen.isa.operands import Reg
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 _SYM_PREFIX = {"v": "vgpr_", "a": "agpr_", "s": "sgpr_"}
 _CLASS_NAME = {"v": "VGPR", "a": "AGPR", "s": "SGPR"}
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Allocation:
     """One check-out of registers from a pool: where, when and until when."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +32,7 @@ from isagen.builders.program import KernelBuilder, Program, cyclic_gc_paused
 from isagen.builders.registry import Generator, Params, get_generator
 from isagen.errors import IsagenError, SpecError
 from isagen.isa.defs_cache import load_copy, store_copy
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.targets import TARGETS, Target, build_target, get_target
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def bundled_specs_dir() -> Path:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Override:
     """One ``-D name=value`` given on the command line (or to ``load_spec``)."""
 
@@ -93,7 +93,7 @@ def parse_overrides(items) -> list[Override]:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Spec:
     """A loaded spec file: its generator, resolved parameters and targets."""
 

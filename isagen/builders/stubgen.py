@@ -29,9 +29,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import click
-
 from isagen.builders.registry import load_generators
+from isagen.cmdline import UsageError, command, option
 from isagen.isa.table import InstrDef, ModSpec, OperandSpec, isa_table
 from isagen.targets import TARGETS
 
@@ -179,8 +178,8 @@ def render_params_stub() -> str:
     return "\n".join(lines) + "\n"
 
 
-@click.command(help=(__doc__ or "").split("\n\n")[0])
-@click.option("--check", is_flag=True, help="exit 1 if a committed stub is stale")
+@command(REGENERATE, help=(__doc__ or "").split("\n\n")[0])
+@option("--check", is_flag=True, help="exit 1 if a committed stub is stale")
 def write_stubs(check: bool) -> int:
     stale = False
     for path, text in ((STUB_PATH, render_stub()), (PARAMS_STUB_PATH, render_params_stub())):
@@ -198,7 +197,11 @@ def write_stubs(check: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m isagen.builders.stubgen [--check]``: returns the exit code."""
-    return int(write_stubs.main(args=argv, prog_name="python -m isagen.builders.stubgen", standalone_mode=False))
+    try:
+        return int(write_stubs.run(sys.argv[1:] if argv is None else argv))
+    except UsageError as e:
+        print(f"stubgen: error: {e.line(REGENERATE)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

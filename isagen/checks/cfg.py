@@ -16,13 +16,13 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, cast
 
 from isagen.errors import CheckError
 from isagen.isa.instruction import Instruction
 from isagen.isa.operands import Label
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 if TYPE_CHECKING:
     from isagen.isa.table import InstrDef
@@ -60,7 +60,7 @@ def branch_target(inst: Instruction) -> str:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Block:
     """Items ``start .. end-1`` of the program; ``instrs`` are the positions of its instructions."""
 
@@ -287,7 +287,7 @@ def build_cfg(items: Sequence[object]) -> CFG:
 
 # --------------------------------------------------------------------------- reporting
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Violation:
     """A rule a finished program breaks at one position.
 

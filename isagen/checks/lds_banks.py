@@ -26,18 +26,17 @@ instruction; the .s header summarises them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from operator import itemgetter
 
 from isagen.errors import ISAError
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.targets import DEFAULT_TARGET, get_target
 
 _READ_B128_PAIRS_942 = [(0, 20), (4, 16), (8, 28), (12, 24), (32, 52), (36, 48), (40, 60), (44, 56)]
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class BankReport:
     """The LDS bank conflicts of one access: the lanes of each phase and the cycles it takes."""
 
@@ -204,7 +203,7 @@ def access_kind(inst) -> tuple[int, str]:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class BankRow:
     """The bank analysis of one instruction over its wave variants."""
 

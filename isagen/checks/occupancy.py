@@ -25,9 +25,9 @@ its SIMDs uses the average (``waves per CU // SIMDs``), as LLVM's per-factor est
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 #: SGPRs LLVM reserves on top of the allocated ones on gfx940+: VCC, FLAT_SCRATCH and XNACK_MASK
 #: (getNumExtraSGPRs with architected flat scratch), whether or not the kernel touches them and
@@ -95,7 +95,7 @@ def waves_for_workgroup(target, waves_per_group: int) -> int:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class Occupancy:
     """The result of :func:`occupancy`.  ``limits`` maps each factor to the waves per SIMD it allows
     (``hardware``, ``vgprs``, ``sgprs``, then ``lds`` when the kernel uses LDS and ``workgroup`` for

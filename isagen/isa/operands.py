@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from isagen.errors import ISAError
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 
 REG_CLASSES = ("v", "a", "s")
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Reg:
     """A register or a range of registers (``count`` from ``index``) of one file: VGPR, AGPR or SGPR."""
 
@@ -123,7 +122,7 @@ V, A, S = _RegFactory("v"), _RegFactory("a"), _RegFactory("s")
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Special:
     """A named hardware register: vcc, exec, m0, scc and their halves."""
 
@@ -155,7 +154,7 @@ VCC_LO, VCC_HI, EXEC_LO, EXEC_HI = Special("vcc_lo"), Special("vcc_hi"), Special
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Label:
     """A branch target.  Local labels (``.L`` prefix) keep the symbol table clean."""
 
@@ -166,7 +165,7 @@ class Label:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Mod:
     """Source modifiers for VOP3 operands: ``neg(v1)`` renders ``-v1``, ``abs_(v1)`` ``|v1|``."""
 

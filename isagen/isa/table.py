@@ -37,7 +37,7 @@ import functools
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from isagen.isa.operands import (
     is_inline_constant,
     swizzle_text,
 )
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.targets import TARGETS, MfmaInfo, Target, get_target
 
 DEFS_DIR = Path(__file__).with_name("defs")
@@ -84,7 +84,7 @@ _ALLOWED_FILES = {"v": "v", "a": "a", "av": "va", "s": "s", "sgpr": "s", "vsrc":
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class OperandSpec:
     """One operand of an instruction definition: its name, kind, width and whether it is written/read."""
 
@@ -152,7 +152,7 @@ _DPP_MODS = {"quad_perm": "quad", "row_shl": "u4nz", "row_shr": "u4nz", "row_ror
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class ModSpec:
     """A modifier.  Types: ``flag``; ``uN``/``iN`` integer ranges (``offset:16``); ``hexN`` (``bitop3:0x12``);
     ``countN`` (``vmcnt(0)``); ``bitsN`` lists of 0/1 of length N, default all 0 (``bitsN_1``: all 1),
@@ -259,7 +259,7 @@ _DPP_SPECS = {name: ModSpec(name, t) for name, t in _DPP_MODS.items()}
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class InstrDef:
     """One instruction of one architecture, as the table defines it."""
 

@@ -15,9 +15,10 @@ measurement.
 from __future__ import annotations
 
 import json
+import sys
 
-import click
-
+from isagen import cmdline
+from isagen.cmdline import Choice, File, argument, option
 from isagen.model import ModelError
 from isagen.model.cu import STALLS
 from isagen.model.machines import DEFAULT_MACHINE, MACHINES, get_machine
@@ -71,20 +72,21 @@ def as_dict(p: Prediction) -> dict:
                        "stalls": s.stalls} for s in d.simds], "cu_cycles": d.cycles}
 
 
-@click.command(help="Predict a kernel's run time on an AMD Instinct GPU (a model, never a measurement).")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--shape", help="M,N,K of an AITER bf16 GEMM code object or an isagen GEMM spec")
-@click.option("--machine", help=f"one of {', '.join(MACHINES)} (default: " +
+# its one-line help is in cli.LAZY, listed without importing this module
+@cmdline.command("model", help="Predict a kernel's run time on an AMD Instinct GPU (a model, never a measurement).")
+@argument("file", type=File(exists=True))
+@option("--shape", help="M,N,K of an AITER bf16 GEMM code object or an isagen GEMM spec")
+@option("--machine", help=f"one of {', '.join(MACHINES)} (default: " +
               ", ".join(f"{m} for {t}" for t, m in DEFAULT_MACHINE.items()) + ")")
-@click.option("--splitk", type=int, default=None, help="split-K (default: AITER's heuristic)")
-@click.option("--out-dtype", default="float32", type=click.Choice(["float32", "bfloat16"]))
-@click.option("--grid", "grid_", help="X,Y,Z workgroups to emulate (any kernel)")
-@click.option("--block", help="work-items per workgroup (any kernel)")
-@click.option("--kernel", "kernel_name", help="kernel name (default: the only one)")
-@click.option("--arg", "args", multiple=True, help="an argument: buf:BYTES (zeroed buffer) or a number")
-@click.option("--total-workgroups", type=int, default=None, help="the launch's workgroups (default: the grid)")
-@click.option("--timeline", type=click.Path(dir_okay=False), help="write one CU's wave timeline (.png or .html)")
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@option("--splitk", type=int, default=None, help="split-K (default: AITER's heuristic)")
+@option("--out-dtype", default="float32", type=Choice(["float32", "bfloat16"]))
+@option("--grid", "grid_", help="X,Y,Z workgroups to emulate (any kernel)")
+@option("--block", help="work-items per workgroup (any kernel)")
+@option("--kernel", "kernel_name", help="kernel name (default: the only one)")
+@option("--arg", "args", multiple=True, help="an argument: buf:BYTES (zeroed buffer) or a number")
+@option("--total-workgroups", type=int, default=None, help="the launch's workgroups (default: the grid)")
+@option("--timeline", type=File(), help="write one CU's wave timeline (.png or .html)")
+@option("--json", "as_json", is_flag=True, help="print JSON")
 def command(file, shape, machine, splitk, out_dtype, grid_, block, kernel_name, args, total_workgroups, timeline,
             as_json) -> int:
     from isagen.objects.codeobject import read_code_object
@@ -94,7 +96,7 @@ def command(file, shape, machine, splitk, out_dtype, grid_, block, kernel_name, 
             raise ModelError("a GEMM spec needs --shape M,N,K")
         M, N, K = _ints(shape, "--shape", 3)
         p = isagen_gemm(file, M, N, K, get_machine(machine or "mi355x"))
-        click.echo(json.dumps(as_dict(p), indent=1) if as_json else render(p))
+        print(json.dumps(as_dict(p), indent=1) if as_json else render(p))
         return 0
     co = read_code_object(file)
     m = get_machine(machine or DEFAULT_MACHINE.get(co.mach, "mi300x"))
@@ -108,12 +110,12 @@ def command(file, shape, machine, splitk, out_dtype, grid_, block, kernel_name, 
                      total_workgroups)
     else:
         raise ModelError("give --shape M,N,K (AITER bf16 GEMM) or --grid X,Y,Z --block N (any kernel)")
-    click.echo(json.dumps(as_dict(p), indent=1) if as_json else render(p))
+    print(json.dumps(as_dict(p), indent=1) if as_json else render(p))
     if timeline and p.replay is not None:
         until = min(p.detail.cycles, 6000.0)
         write_timeline(p.replay(until), timeline, f"{p.kernel} on {p.machine}: one CU, first {until:.0f} cycles "
                                                   f"(model prediction)")
-        click.echo(f"timeline   {timeline}", err=True)
+        print(f"timeline   {timeline}", file=sys.stderr)
     return 0
 
 

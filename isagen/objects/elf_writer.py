@@ -33,12 +33,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-import msgpack
-
 from isagen import __version__
 from isagen.builders.program import Program
 from isagen.isa.encoder import encode_items
-from isagen.objects.elf_parts import KD_SIZE, NOTE_NAME, NT_AMDGPU_METADATA, _key_order, kernel_descriptor
+from isagen.objects.elf_parts import KD_SIZE, NOTE_NAME, NT_AMDGPU_METADATA, _key_order, kernel_descriptor, packb
 from isagen.objects.emit import CODE_OBJECT_VERSION, metadata_document
 
 PAGE = 0x1000
@@ -151,7 +149,7 @@ def metadata_note_for(programs: Sequence[Program], target_id: str) -> bytes:
     program it is ``elf_parts.metadata_note``'s record)."""
     doc = metadata_document(programs[0], target_id)
     doc["amdhsa.kernels"] = [k for p in programs for k in metadata_document(p, target_id)["amdhsa.kernels"]]
-    desc = msgpack.packb(_key_order(doc))
+    desc = packb(_key_order(doc))
     pad = lambda b: b + b"\0" * (-len(b) % 4)         # noqa: E731
     return struct.pack("<III", len(NOTE_NAME), len(desc), NT_AMDGPU_METADATA) + pad(NOTE_NAME) + pad(desc)
 

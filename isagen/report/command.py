@@ -1,6 +1,6 @@
 """``isagen report SPEC.yaml|FILE.co|FILE.s``: the register-pressure report on the command line.
 
-:data:`command` is the click command; cli.py adds it to the ``isagen`` group.  Every user mistake (no
+:data:`command` is the command; cli.py adds it to the ``isagen`` group.  Every user mistake (no
 such file, not an ELF, not AMDGPU, unknown kernel, bad spec) is an ``IsagenError`` -- one line, exit
 code 2.
 """
@@ -11,10 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-import click
-
+from isagen import cmdline
 from isagen.api import resolve_spec
 from isagen.builders.spec import load_spec
+from isagen.cmdline import BadValue, Choice, argument, option
 from isagen.errors import CodeObjectError, IsagenError, SpecError
 from isagen.objects.toolchain import assemble, source_target_id
 from isagen.progress import Progress
@@ -28,21 +28,15 @@ FORMATS = ("text", "json", "html", "png")
 _EXT = {".txt": "text", ".json": "json", ".html": "html", ".htm": "html", ".png": "png"}
 
 
-class ByteCount(click.ParamType):
+def byte_count(text: str) -> int:
     """A non-negative byte count (``0x`` and ``0o`` prefixes work)."""
-
-    name = "bytes"
-
-    def convert(self, value, param, ctx) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            v = int(value, 0)
-        except ValueError:
-            self.fail(f"'{value}' is not a byte count", param, ctx)
-        if v < 0:
-            self.fail(f"{v} is negative", param, ctx)
-        return v
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise BadValue(f"'{text}' is not a byte count") from None
+    if v < 0:
+        raise BadValue(f"{v} is negative")
+    return v
 
 
 def load_reports(path, *, target: str | None = None, kernel: str | None = None, overrides=(),
@@ -99,21 +93,22 @@ def _assemble(path: Path, target: str | None) -> bytes:
     return assemble(text, target, name=path.stem)
 
 
-@click.command("report", short_help="register pressure, liveness and occupancy of a spec's kernel or any code object")
-@click.argument("input", metavar="SPEC.yaml|FILE.co")
-@click.option("--target", "-t", default=None, metavar="TARGET",
+# its one-line help is in cli.LAZY, listed without importing this module
+@cmdline.command("report")
+@argument("input", metavar="SPEC.yaml|FILE.co")
+@option("--target", "-t", default=None, metavar="TARGET",
               help=f"specs: {', '.join(TARGETS)} or all (default: every target the spec lists); code objects: "
                    "must name the code object's own target")
-@click.option("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
-@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), default=None,
+@option("--kernel", "-k", default=None, metavar="NAME", help="only this kernel")
+@option("--format", "-f", "fmt", type=Choice(FORMATS), default=None,
               help="text (default), json, html or png (default: from -o's extension)")
-@click.option("-o", "--output", default=None, metavar="FILE", help="write here (default: stdout; png needs it)")
-@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
-@click.option("--force", is_flag=True,
+@option("-o", "--output", default=None, metavar="FILE", help="write here (default: stdout; png needs it)")
+@option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="override a spec parameter (repeatable)")
+@option("--force", is_flag=True,
               help="report a spec's kernel even when the generator rejects it (e.g. below min_occupancy)")
-@click.option("--dynamic-lds", type=ByteCount(), default=0, metavar="BYTES",
+@option("--dynamic-lds", type=byte_count, default=0, metavar="BYTES",
               help="LDS the launch adds as dynamic shared memory (Triton's kernel.metadata.shared), for the occupancy")
-@click.option("--listing", is_flag=True, help="text: add the per-instruction listing with live counts")
+@option("--listing", is_flag=True, help="text: add the per-instruction listing with live counts")
 def command(input, target, kernel, fmt, output, defines, force, dynamic_lds, listing) -> int:  # noqa: A002 -- the argument's name in the help
     """Where the registers go and what limits occupancy: declared vs used VGPR/AGPR/SGPR counts,
     occupancy and what to free for one more wave, live registers at every instruction (loops and

@@ -20,12 +20,11 @@ them (the hazard pass would otherwise insert an ``s_nop 0``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from isagen.builders.program import KernelBuilder
 from isagen.errors import SpecError
 from isagen.isa.operands import M0, Reg
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.buffer import OOB_OFFSET, BufferResource
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
@@ -36,7 +35,7 @@ DMA_INSTRUCTION = {1: "buffer_load_ubyte_lds", 2: "buffer_load_ushort_lds", 4: "
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class GlobalToLds:
     """A named global->LDS tile copy (``load(lds_tile, global_tile)`` in HipKittens' words).
 

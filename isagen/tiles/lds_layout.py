@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from isagen.checks import lds_banks
 from isagen.errors import SpecError
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.targets import get_target
 from isagen.tiles import lanexpr as lx
 
@@ -43,7 +43,7 @@ def _log2(n: int) -> int:
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Swizzle:
     """``key(row) = XOR of ((row >> shift) & (2**bits - 1)) << to`` over the terms."""
 
@@ -78,7 +78,7 @@ NO_SWIZZLE = Swizzle()
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class LdsLayout:
     """Where element ``(row, col)`` of a tile lives in LDS (byte offset from the tile's start)."""
 
@@ -138,7 +138,7 @@ class LdsLayout:
 
 # ----------------------------------------------------------------------------------- accesses
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class LdsAccess:
     """One DS (or LDS-DMA) instruction's lane addresses, for the bank analysis."""
 
@@ -234,7 +234,7 @@ def conflict_free(addrs: np.ndarray, width: int, op: str, target: str) -> np.nda
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Coords:
     """Logical coordinates of one access's 64 lanes (independent of the swizzle): ``rows`` and
     ``bytes`` are 64 ints each (tuples, as ``lanexpr.lane_values`` gives them, or int arrays)."""

@@ -24,12 +24,11 @@ address VGPR and use the instruction's 16-bit offset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from isagen.errors import SpecError
 from isagen.isa.operands import Reg
-from isagen.records import value_methods
+from isagen.records import record, value_methods
 from isagen.tiles import lanexpr as lx
 from isagen.tiles.lds_layout import LdsAccess, LdsLayout, access
 from isagen.tiles.schedule import Op
@@ -42,7 +41,7 @@ MAX_DS_OFFSET = 0xFFFF
 
 
 @value_methods
-@dataclass(frozen=True, repr=False, eq=False)
+@record(frozen=True, repr=False, eq=False)
 class Fragment:
     """Geometry of one MFMA operand fragment as the reads fill it."""
 
@@ -105,7 +104,7 @@ class Fragment:
 
 
 @value_methods
-@dataclass(repr=False, eq=False)
+@record(repr=False, eq=False)
 class ReadInst:
     """One read instruction of a fragment set: lane ``L`` reads logical ``(row, byte)`` of the tile in
     ``layout`` that starts at LDS byte ``base``."""

@@ -19,10 +19,12 @@ fills such gaps with independent work so the hazard pass has no ``s_nop`` to ins
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from isagen.records import record
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Op:
     """One schedulable step of a loop body: what it emits and what it must come after."""
 

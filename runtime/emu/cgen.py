@@ -936,7 +936,7 @@ class Plan:
         global _why
         prog = self.prog
         from isagen.runtime.emu import xp as X
-        if prog.ctx.sanitize or X.active() != "cpu":
+        if X.active() != "cpu":
             self.pending = False
             return
         try:
@@ -1026,10 +1026,14 @@ class Plan:
                 out.append(s)
                 i += 1
                 continue
-            ps = CompiledStep(s.inst, s.idx, _handler(self.cfns[hit.fname], hit, self.par), "cgen")
+            ps = CompiledStep(s.inst, s.idx, self.run_handler(hit), "cgen")
             out.append(ps)
             i += len(hit.steps)
         return self.fuse_mfma_runs(out)
+
+    def run_handler(self, run: _Run):
+        """The handler of a built run (san_cgen.SanPlan adds the sanitizer's checks)."""
+        return _handler(self.cfns[run.fname], run, self.par)
 
 
 def _load(lib, runs: list[_Run]) -> tuple[dict, object]:

@@ -20,12 +20,13 @@ import warnings
 import numpy as np
 
 from isagen.errors import IsagenError
-from isagen.runtime.emu import cgen
+from isagen.runtime.emu import cgen, cuda_graph
 from isagen.runtime.emu import report as R
 from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import CompileError, Ctx
 from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
+from isagen.runtime.emu.san_cgen import SanPlan
 from isagen.runtime.emu.sanitizer import instrument
 from isagen.runtime.emu.steps import CompiledBlock, CompiledStep
 from isagen.runtime.emu.wave import ALL, BARRIER, DONE, M0, RUN, Batch
@@ -67,8 +68,10 @@ class CompiledCode:
         self.leaders = leaders
         self.has_mfma = any(inst.mai for inst in insts)
         self._ftz_warned = False
-        # the native block engine (cgen.py): straight-line runs as generated C, sanitizer off only
-        self.cgen = cgen.Plan(self, _fuse_mfma_runs) if not ctx.sanitize and cgen.mode() != "off" else None
+        # the native block engine (cgen.py): straight-line runs as generated C (with the sanitizer on,
+        # runs of VALU/SALU instructions that write no EXEC, each instruction's checks first: san_cgen.py)
+        self.cgen = ((SanPlan if ctx.sanitize else cgen.Plan)(self, _fuse_mfma_runs) if cgen.mode() != "off"
+                     else None)
 
     def step(self, i: int) -> CompiledStep:
         s = self.steps[i]
@@ -119,9 +122,7 @@ class CompiledCode:
                 steps[-1] = _error_step(last.inst, last.idx, "VGPR index mode (s_set_gpr_idx_on) still on at the "
                                         "end of a basic block is not modelled", R.UNSUPPORTED)
             b = self._blocks[i] = CompiledBlock(i, steps)
-            if fuse and self.ctx.sanitize:
-                b.fns = _fuse_mfma_runs(steps)        # each MFMA's checks still made in order (_mfma_run)
-            elif fuse:
+            if fuse:
                 cg = self.cgen
                 if cg is not None and cg.pending and cg.mode == "force":
                     cg.build()            # every block, this one included
@@ -353,6 +354,7 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     block = None
     status, pcs = st.status, st.pc
     trace = rc.trace
+    graphs = X.active() == "cuda" and cuda_graph.enabled()     # cuda engine: blocks replayed as CUDA graphs
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
     errstate.__enter__()
     # no cyclic garbage collection while the batch runs (cycles made meanwhile are collected after it):
@@ -390,8 +392,11 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
             block.execs += nw
             if trace is not None:
                 trace(st, ws, block)
-            for fn in block.fns:
-                fn(st, ws)
+            if graphs and ws is ALL:
+                cuda_graph.run_block(st, block, ws)
+            else:
+                for fn in block.fns:
+                    fn(st, ws)
             if not block.steps[-1].term:
                 pcs[ws] = block.end
             st.icount[ws] += len(block.steps)

@@ -230,14 +230,19 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
                 return
             e = st.EXEC[ws]
             a0, a1, m0, m1 = _pair_addresses(st, inst, ws, ai, o0, o1, e, size)
-            if st.san is not None:
-                st.san.lds_access(st, ws, inst, a0, m0, size, write=False)
-                st.san.lds_access(st, ws, inst, a1, m1, size, write=False)
-            d0 = _gather(st, ws, a0, m0, size)
-            d1 = _gather(st, ws, a1, m1, size)
+            done0 = done1 = False
+            if st.san is not None:      # (it may make the reads too: see Sanitizer.lds_access)
+                done0 = st.san.lds_access(st, ws, inst, a0, m0, size, write=False, vgpr=di)
+                done1 = st.san.lds_access(st, ws, inst, a1, m1, size, write=False, vgpr=di + ndw)
+            if not done0:
+                d0 = _gather(st, ws, a0, m0, size)
+            if not done1:
+                d1 = _gather(st, ws, a1, m1, size)
             for k in range(ndw):
-                vwrite_masked(st, ws, di + k, d0[..., k], e)
-                vwrite_masked(st, ws, di + ndw + k, d1[..., k], e)
+                if not done0:
+                    vwrite_masked(st, ws, di + k, d0[..., k], e)
+                if not done1:
+                    vwrite_masked(st, ws, di + ndw + k, d1[..., k], e)
             st.run.lds_bytes_read += size * int(m0.sum() + m1.sum())
         return CompiledStep(inst, idx, h2, "ds", counter="lgkm", result="lds")
     if name == "ds_read_addtid_b32":
@@ -276,8 +281,11 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
         e = st.EXEC[ws]
         a = st.V[ai, ws].astype(I64) + off
         m = _lds_check(st, inst, ws, a, e, size)
-        if st.san is not None:
-            st.san.lds_access(st, ws, inst, a, m, size, write=False)
+        whole = size >= 4 and d16 is None
+        if st.san is not None and st.san.lds_access(st, ws, inst, a, m, size, write=False,
+                                                    vgpr=di if whole else -1):
+            st.run.lds_bytes_read += size * int(m.sum())      # (the sanitizer's C path made the read)
+            return
         d = _gather(st, ws, a, m, size)
         st.run.lds_bytes_read += size * int(m.sum())
         if size >= 4:
@@ -402,10 +410,11 @@ def _compile_write(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
             v = st.V[d0i, ws]
             if hi:
                 v = v >> U32(16)
-        if st.san is not None:
-            st.san.lds_access(st, ws, inst, a, m, size, write=True, data=_bytes(v, size))
-        _scatter(st, ws, a, m, size, v)
         st.run.lds_bytes_written += size * int(m.sum())
+        if st.san is not None and st.san.lds_access(st, ws, inst, a, m, size, write=True, data=_bytes(v, size),
+                                                    vgpr=d0i if size >= 4 else -1):
+            return                  # (the sanitizer's C path made the write)
+        _scatter(st, ws, a, m, size, v)
     return CompiledStep(inst, idx, h, "ds", counter="lgkm")
 
 

@@ -19,6 +19,7 @@ else:       # numpy, or CuPy while a CUDA launch runs (xp.py)
     from isagen.runtime.emu.xp import np
 
 from isagen.runtime.emu import numerics as nx
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.access import (
     CompileError,
     is_vreg,
@@ -275,6 +276,8 @@ def _perm_runs(sel: int) -> list[tuple[int, int, int, int]] | None:
 def _perm(a, b, sel):
     """v_perm_b32: bytes of {S0, S1} (S1 is the low word) chosen by each selector byte of S2."""
     a, b, sel = np.asarray(a, U32), np.asarray(b, U32), np.asarray(sel, U32)
+    if X.active() == "cuda":        # one kernel: no selector read back to the host (xp.perm_b32)
+        return X.perm_b32(a, b, sel)
     s0 = int(sel.flat[0])
     runs = _perm_runs(s0)
     if runs is not None and (sel.size == 1 or (sel == U32(s0)).all()):

@@ -194,10 +194,12 @@ def instrument(step, ctx) -> None:
         if haz_record and san.haz:
             san.record(st, ws, step, hz, wv, wsc)
         san.slot[ws] += nop_slots
-    if is_mfma:
-        # the checks alone: a fused run of MFMAs (executor._mfma_run) makes each MFMA's checks in program
-        # order, then runs the MFMAs' arithmetic in one native call (the checks never read register values)
-        checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
+    # the checks alone, and the instruction alone: a fused run of MFMAs (executor._mfma_run) or a native
+    # run of VALU/SALU instructions that write no EXEC (san_cgen.py) makes each instruction's checks in
+    # program order, then runs the run's arithmetic in one native call (the checks read no register
+    # value but EXEC)
+    checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
+    checked.san_base = base                                         # type: ignore[attr-defined]
     step.fn = checked
 
 
@@ -275,6 +277,14 @@ def _spans_overlap(lo, hi) -> bool:
     return bool((lo[o[1:]] <= hi[o[:-1]]).any())
 
 
+def _native_shadow(san, st):
+    from isagen.runtime.emu import san_native
+    from isagen.runtime.emu import xp as X
+    if X.active() != "cpu" or san_native.library() is None:
+        return None
+    return san_native.LdsShadow(san, st)
+
+
 class Sanitizer:
     """Scoreboard, initialisation map, hazard history and LDS race shadow of one batch."""
 
@@ -339,6 +349,8 @@ class Sanitizer:
         # LDS reads whose lgkmcnt may not have retired: (waves[u], seq per wave[u], flat words, stamps,
         # waves[m] or None) as in pending_lds; the barrier carries the live ones into the next generation
         self.inflight_reads: list[tuple] = []
+        # the common access in C (san_native.py); None: the numpy path for every access
+        self.native = _native_shadow(self, st)
 
     # ------------------------------------------------------------------ initial state
     def init_vgprs(self, keys, lanes=None):
@@ -670,24 +682,31 @@ class Sanitizer:
             self.m0_w[ws] = slot[ws]
 
     # ------------------------------------------------------------------ LDS races
-    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None):
+    def lds_access(self, st, ws, inst, addr, act, nbytes, write, dma=False, atomic=False, data=None,
+                   vgpr: int = -1) -> bool:
         """Check one LDS access of the waves ``ws`` against the race shadow and record it.  ``data``:
         the bytes a write stores (uint8 [waves, 64, nbytes]): a write that leaves the memory as it was
         (a wave storing the value another wave already stored, as compilers do for replicated data) is
-        not a race."""
+        not a race.  ``vgpr``: for an access of whole words (and a write's data all in VGPRs), its first
+        data VGPR (a read's destination, a write's source): True when the C path (san_native.py) has
+        also made the access (moved the words into the VGPRs or into LDS), which the caller then skips."""
         observer = st.run.device.lds_observer
         if observer is not None:
             observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
         if self.single_wave and not dma and self.wr_dma is None:
-            return                      # one wave per workgroup: no other wave to race with
+            return False                # one wave per workgroup: no other wave to race with
         full = bool(act.all())
         if atomic or not (full or act.any()):
-            return
+            return False
         LW = self.LW
+        idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
+        if full and not dma and self.wr_dma is None and nbytes % 4 == 0 and self.native is not None:
+            done = self._native_access(st, ws, addr, nbytes, write, idx, vgpr)
+            if done:
+                return done == 2
         waves = np.arange(st.W)[ws]
         a = np.asarray(addr, np.int64)
         g = st.wg[waves]
-        idx = st.run.program.ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
         me_w = (self.gen[g].astype(np.int64) << 32) | (idx << 10) | st.wave_in_wg[waves]   # per wave
         if full and nbytes % 4 == 0 and not (a & 3).any():
             # the common case: [waves, words] arrays, the wave's stamp broadcast along the words
@@ -704,14 +723,14 @@ class Sanitizer:
                                                               == gen_w).any()):
                 # no word of this read's spans was written in this generation: nothing to check, the
                 # read is only recorded (as below)
-                words: np.ndarray | _Words = (a >> 2) + base_w[:, None]
-                if nw > 1:
-                    words = _Words(words, nw)       # made only if the read is ever stamped or carried
+                w0 = (a >> 2) + base_w[:, None]
+                # (the words of nw > 1 made only if the read is ever stamped or carried)
+                words: np.ndarray | _Words = w0 if nw == 1 else _Words(w0, nw)
                 me = (me_w | (0xF << 6))[:, None]
                 self._box_add(self.rbox, g, lo, hi, self.gen[g])
                 self.unstamped_reads.append((words, me, waves.size > 1, g))
                 self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me, None))
-                return
+                return False
             if blk is None:
                 blk = self._lane_blocks(a, g, nbytes)
             fl = _expand((a >> 2) + base_w[:, None], nw)
@@ -773,7 +792,7 @@ class Sanitizer:
             # ... and kept until their lgkmcnt retires: one still outstanding at a barrier is carried
             # past it (see barrier()).  The sequence number is the one issue() gives this instruction.
             self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, fl, me, wv_glob))
-            return
+            return False
         # ------------------------------------------------------------ writes
         # Candidates first (cheap): another wave's write or read of these bytes in this generation,
         # another wave writing them in this instruction.  Only when there is one is the data looked
@@ -805,6 +824,27 @@ class Sanitizer:
         elif self.wr_dma is not None:
             self.wr_dma[fl] = 0
         self.pending_lds.append((kind, waves, self.issued[kind][waves] + 1, fl, wv_glob))
+        return False
+
+    def _native_access(self, st, ws, addr, nbytes, write, idx, vgpr) -> int:
+        """The common access (every lane active, whole aligned words, no LDS DMA) in one C call
+        (san_native.py), doing what lds_access does when it finds nothing to check: 1 when it is done
+        (2: and the access made, see lds_access), 0 when lds_access must look (the shadow is then as it
+        was)."""
+        nat = self.native
+        waves = nat.all_waves if isinstance(ws, slice) and ws == ALL else np.arange(st.W)[ws]
+        code, g, lo, hi, me, w0 = nat.access(waves, addr, nbytes, idx, write, st, vgpr)
+        if code != 0:
+            return 0
+        nw = nbytes // 4
+        words: np.ndarray | _Words = w0 if nw == 1 else _Words(w0, nw)
+        me2 = me[:, None]
+        if write:
+            self.pending_lds.append(("lds", waves, self.issued["lds"][waves] + 1, words, None))
+        else:
+            self.unstamped_reads.append((words, me2, waves.size > 1, g))
+            self.inflight_reads.append((waves, self.issued["lds"][waves] + 1, words, me2, None))
+        return 2 if vgpr >= 0 else 1
 
     def _checked_write(self, st, inst, fl, wv_glob, waves, per, me, fullmask, chk_w, chk_r, chk_dup, g, a, act,
                        nbytes, data, dma, per_element):
@@ -998,6 +1038,7 @@ class Sanitizer:
                 live_u = seq_u > self.done[kind][wu]
                 if not live_u.any():
                     continue
+                fl = _words(fl)
                 if waves is None:             # fl is [len(wu), words]
                     waves = np.broadcast_to(wu[:, None], fl.shape)
                 live_w = np.zeros(st.W, bool)

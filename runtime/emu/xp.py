@@ -112,6 +112,14 @@ def _switch(name: str) -> None:
 
 def _cuda_overrides(cp) -> dict:
     """numpy functions the handlers use that CuPy lacks or takes fewer arguments of, on CuPy arrays."""
+    consts: dict = {}      # small device constants, made once (a copy from the host cannot be graph-captured)
+
+    def const(key, make):
+        c = consts.get(key)
+        if c is None:
+            c = consts[key] = cp.asarray(make())
+        return c
+
     def packbits(a, axis=None, bitorder="big"):
         a = cp.asarray(a)
         if axis is None:
@@ -121,8 +129,8 @@ def _cuda_overrides(cp) -> dict:
         n = a.shape[-1]
         if n % 8:
             a = cp.concatenate([a, cp.zeros(a.shape[:-1] + (8 - n % 8,), a.dtype)], axis=-1)
-        w = cp.asarray(numpy.left_shift(1, numpy.arange(8) if bitorder == "little" else numpy.arange(7, -1, -1)),
-                       dtype=cp.uint8)
+        w = const(("pack", bitorder), lambda: numpy.left_shift(
+            1, numpy.arange(8) if bitorder == "little" else numpy.arange(7, -1, -1)).astype(numpy.uint8))
         bits = (a != 0).astype(cp.uint8).reshape(a.shape[:-1] + (a.shape[-1] // 8, 8))
         return (bits * w).sum(axis=-1, dtype=cp.uint8)
 
@@ -132,14 +140,62 @@ def _cuda_overrides(cp) -> dict:
             a, axis = a.ravel(), -1
         if axis not in (-1, a.ndim - 1):
             raise NotImplementedError("unpackbits: only the last axis")
-        sh = cp.asarray(numpy.arange(8) if bitorder == "little" else numpy.arange(7, -1, -1), dtype=cp.uint8)
+        sh = const(("unpack", bitorder), lambda: (numpy.arange(8) if bitorder == "little"
+                                                  else numpy.arange(7, -1, -1)).astype(numpy.uint8))
         return ((a[..., None] >> sh) & 1).astype(cp.uint8).reshape(a.shape[:-1] + (a.shape[-1] * 8,))
 
-    out: dict = {"packbits": packbits, "unpackbits": unpackbits}
+    cp_asarray, cp_array = cp.asarray, cp.array
+
+    def _scalar(a, dtype):
+        """A 0-d device array of a host scalar, filled by a kernel (its value a kernel argument): no copy from
+        host memory (CuPy stages one through pinned memory), so it can be captured in a CUDA graph
+        (cuda_graph.py).  Filled through the unsigned integer view, so no float conversion can flush it."""
+        h = numpy.asarray(a, dtype)
+        if h.dtype.kind not in "biuf" or h.dtype.itemsize not in (1, 2, 4, 8):
+            return None
+        u = numpy.dtype(f"u{h.dtype.itemsize}")
+        return cp.full((), h.view(u)[()], u).view(h.dtype)
+
+    def asarray(a, dtype=None, *args, **kw):
+        if not args and not kw and isinstance(a, (int, float, bool, numpy.generic)):
+            r = _scalar(a, dtype)
+            if r is not None:
+                return r
+        return cp_asarray(a, dtype, *args, **kw)
+
+    def array(a, dtype=None, *args, **kw):
+        if not args and not kw and isinstance(a, (int, float, bool, numpy.generic)):
+            r = _scalar(a, dtype)
+            if r is not None:
+                return r
+        return cp_array(a, dtype, *args, **kw)
+
+    out: dict = {"packbits": packbits, "unpackbits": unpackbits, "asarray": asarray, "array": array}
     if not hasattr(cp, "bitwise_count"):
         popc = cp.ElementwiseKernel("T x", "uint8 y", "y = __popcll((unsigned long long)x)", "isagen_popcount")
         out["bitwise_count"] = lambda x: popc(cp.asarray(x))
     return out
+
+
+@contextlib.contextmanager
+def capture_guard():
+    """While a CUDA graph is captured (cuda_graph.py): ``np.asarray``/``np.array`` of host arrays raise (a
+    copy from host memory would be replayed from a buffer reused since), so the handler doing one is run
+    outside graphs."""
+    d = np.__dict__
+    saved = d["asarray"], d["array"]
+
+    def refuse(f):
+        def g(a, *args, **kw):
+            if isinstance(a, (numpy.ndarray, list, tuple)):
+                raise EngineError("a host array is copied to the device while a CUDA graph is captured")
+            return f(a, *args, **kw)
+        return g
+    d["asarray"], d["array"] = refuse(saved[0]), refuse(saved[1])
+    try:
+        yield
+    finally:
+        d["asarray"], d["array"] = saved
 
 
 @contextlib.contextmanager
@@ -187,6 +243,34 @@ def words_to_mask(lo, hi):
     out = cp.empty((lo.shape[0], 64), cp.bool_)
     _W2M(lo[:, None], hi[:, None], out)
     return out
+
+
+_PERM = None
+
+
+def perm_b32(a, b, sel):
+    """v_perm_b32 on the CUDA device, one kernel whatever the selectors (no value read back to choose a
+    path, so it can be graph-captured): per result byte i, selector byte s = sel[8i+7:8i] picks byte s of
+    {a, b} (b the low word) for s < 8, the sign bit of byte 2(s-8)+1 replicated for s < 12, 0 for s == 12
+    and 0xFF above (cgen.py's perm_b32, the numpy path's table)."""
+    global _PERM
+    cp = cupy_module()
+    if _PERM is None:
+        _PERM = cp.ElementwiseKernel(
+            "uint32 a, uint32 b, uint32 sel", "uint32 out",
+            """const unsigned long long d = ((unsigned long long)a << 32) | b;
+               unsigned int r = 0;
+               for (int i = 0; i < 4; i++) {
+                   const unsigned int s = (sel >> (8 * i)) & 0xFFu;
+                   unsigned int v;
+                   if (s < 8u) v = (unsigned int)(d >> (8 * s)) & 0xFFu;
+                   else if (s < 12u) v = ((d >> (8 * (2 * (s - 8) + 1) + 7)) & 1ull) ? 0xFFu : 0u;
+                   else if (s == 12u) v = 0u;
+                   else v = 0xFFu;
+                   r |= v << (8 * i);
+               }
+               out = r;""", "isagen_perm_b32")
+    return _PERM(a, b, sel)
 
 
 _KORDER = None

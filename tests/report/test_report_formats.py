@@ -345,7 +345,7 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys, code_object):
 
 
 class _Terminal(io.StringIO):
-    """stderr as a terminal would be: click draws its bar into it."""
+    """stderr as a terminal would be: the bar is drawn into it."""
 
     def isatty(self):
         return True

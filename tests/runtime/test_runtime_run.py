@@ -209,3 +209,37 @@ def test_cpu_emulator_states_its_eta_up_front(monkeypatch, capsys):
     events.clear()
     assert cli_main(["run", "layer_norm_bf16", "--backend", "emu"]) == 0        # 64 waves: quick, no estimate
     assert "note" not in events and "emulator (cpu)" not in capsys.readouterr().out
+
+
+def test_reference_names_resolve_without_earlier_imports():
+    """A spec's ``isagen.prims.fp8_model.f(...)`` must not depend on what the process imported before
+    (it failed with AttributeError when nothing had imported fp8_model): checked in a fresh process."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from isagen.runtime.run import _Package\n"
+            "assert 'isagen.prims.fp8_model' not in sys.modules\n"
+            "pkg = _Package(sys.modules['isagen'])\n"
+            "print(pkg.prims.fp8_model.torch_mxfp4_quant.__module__)\n"
+            "try:\n"
+            "    pkg.prims.no_such_module\n"
+            "except AttributeError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "isagen.prims.fp8_model"
+    assert out[1] == "module 'isagen.prims' has no attribute 'no_such_module'"
+
+
+def test_fp8_reference_resolves_in_a_fresh_process():
+    """A spec whose reference names ``isagen.prims.fp8_model`` runs in a process where nothing else imported
+    that module (it is no longer a side effect of building a kernel): ``isagen run`` checks it and passes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "ISAGEN_EMU_DEVICE": "cpu"}
+    r = subprocess.run([sys.executable, "-m", "isagen", "run", str(root / "specs" / "static_quant_fp8_bf16.yaml"),
+                        "--backend", "emu"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

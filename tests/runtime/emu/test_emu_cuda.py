@@ -163,6 +163,71 @@ def test_out_of_bounds_loads_reported_as_on_cpu(kernel):
     assert out["cpu"][2:] == out["cuda"][2:]
 
 
+
+@needs_cuda
+def test_perm_b32_kernel_same_bits_as_numpy():
+    """The cuda engine's v_perm_b32 kernel (xp.perm_b32: one kernel whatever the selectors, so it can be
+    graph-captured) against the numpy path, on random words with every selector byte value (per-lane
+    selectors) and with one selector for all lanes (the numpy path's shift-and-mask branch)."""
+    import cupy as cp  # type: ignore[import-not-found]
+
+    from isagen.runtime.emu import ops_valu as V
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(0, 2 ** 32, (40, 64), dtype=np.uint32) for _ in range(2))
+    every = np.arange(256, dtype=np.uint32)
+    per_lane = (rng.permutation(np.tile(every, 10))[:2560].reshape(40, 64)
+                | (rng.integers(0, 2 ** 24, (40, 64), dtype=np.uint32) << np.uint32(8)))
+    sels = [per_lane] + [np.uint32(v) for v in (0x0C0D0E0F, 0x05040100, 0x07060302, 0x0C0C0C0C, 0x0F0E0D0C,
+                                                   0x08090A0B, 0x03020100, 0x0D0C0102)]
+    for sel in sels:
+        want = V._perm(a, b, sel)
+        with X.engine("cuda"):
+            got = V._perm(cp.asarray(a), cp.asarray(b), cp.asarray(sel)).get()
+        assert np.array_equal(np.broadcast_to(want, a.shape), got), hex(int(np.asarray(sel).flat[0]))
+
+
+def _stats(st):
+    return {k: v for k, v in st.items() if k not in ("seconds", "wall_seconds")}
+
+
+@needs_cuda
+@pytest.mark.parametrize("kernel", ["triton", "gemm_bf16_gfx942", "gemm_bf16_gfx950"])
+def test_cuda_graphs_same_bits_and_stats(kernel, monkeypatch):
+    """Blocks replayed as CUDA graphs (cuda_graph.py; the default) leave the same C, launch statistics and
+    instruction counts as the same launch with every handler run plainly, and as the CPU engine.  The
+    Triton GEMM's loop blocks really go through graphs (captured once, launched again); gemm_bf16's waves
+    run as groups that branched apart (producer and consumer roles), which graphs do not take: its
+    launches must simply be unchanged."""
+    from isagen.runtime.emu import cuda_graph as G
+    from tools import emu_cuda_fixtures as F
+    bt = kernel != "triton"
+    m, n, k = (512, 512, 512) if not bt else (512, 256, 640)
+    A, B = _bf16_pair(m, n, k, 11, bt=bt)
+    a16, b16 = A.view(torch.int16).numpy(), B.view(torch.int16).numpy()
+    out = {}
+    for label, eng, graphs in (("cpu", "cpu", "1"), ("plain", "cuda", "0"), ("graphs", "cuda", "1")):
+        monkeypatch.setenv(G.ENV, graphs)
+        before = dict(G.STATS)
+        dev = Device("gfx942" if not bt else kernel.rsplit("_", 1)[1], sanitize=False, array_module=eng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", X.FtzWarning)
+            if kernel == "triton":
+                mod, c, kw = F.run_triton(dev, _fixture(F.triton_matmul), a16, b16, m, n, k)
+            else:
+                t = kernel.rsplit("_", 1)[1]
+                mod, c, kw = F.run_gemm(dev, t, _fixture(F.gemm_co, t), a16, b16, m, n, k)
+        out[label] = (dev.from_device(c, (m * n,), np.uint16), _stats(mod.last_stats))
+        used = {x: G.STATS[x] - before[x] for x in G.STATS}
+        if label == "graphs" and kernel == "triton":
+            assert used["captured"] > 0 and used["launched"] > used["captured"], used
+        elif label != "graphs":
+            assert used["launched"] == 0, used
+    assert np.array_equal(out["cpu"][0], out["graphs"][0])
+    assert np.array_equal(out["plain"][0], out["graphs"][0])
+    assert out["plain"][1] == out["graphs"][1]
+    assert out["cpu"][1]["wave_instructions"] == out["graphs"][1]["wave_instructions"]
+
+
 @needs_cuda
 def test_torch_cuda_tensors_in_and_out_through_dlpack():
     from tools import emu_cuda_fixtures as F

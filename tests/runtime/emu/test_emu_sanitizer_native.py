@@ -1,0 +1,196 @@
+"""The sanitizer's LDS race shadow in C (san_native.py) against its numpy path: random multi-wave kernels of
+LDS reads and writes (shared, own and other waves' words, replicated and differing data, misaligned
+offsets, partial EXEC, barriers with and without waits) must give the same reports (text, place,
+counts), the same values read and leave the same shadow state with the C path on and off, and the C
+path must have taken accesses (and a race it cannot decide must still be reported through it)."""
+
+import random
+
+import numpy as np
+import pytest
+from emu_support import address_of, build
+
+from isagen.runtime.emu import Device, san_native
+from isagen.runtime.emu import sanitizer as S
+
+pytestmark = pytest.mark.skipif(san_native.library() is None, reason=f"no native library: {san_native.why_not()}")
+
+_SHADOW = S._native_shadow
+SIZES = {"b32": 4, "b64": 8, "b128": 16}
+
+
+def _kernel(seed: int) -> str:
+    rng = random.Random(seed)
+    lines = ["  s_load_dwordx2 s[4:5], s[0:1], 0x0",
+             "  v_and_b32 v1, 63, v0",                  # lane
+             "  v_xor_b32 v2, 64, v0",                  # the neighbour wave's thread
+             "  v_mov_b32 v10, v0", "  v_mov_b32 v11, v1", "  v_mov_b32 v12, v0", "  v_mov_b32 v13, v1",
+             "  v_mov_b32 v14, v1", "  v_mov_b32 v15, v1", "  v_mov_b32 v16, v1", "  v_mov_b32 v17, v1",
+             "  v_mov_b32 v40, 7", "  v_mov_b32 v41, 7", "  v_mov_b32 v42, 7", "  v_mov_b32 v43, 7",
+             "  s_waitcnt lgkmcnt(0)"]
+    for sh in (2, 3, 4):                                # addresses for each access size
+        lines += [f"  v_lshlrev_b32 v{20 + sh}, {sh}, v1",      # lane's words: every wave the same
+                  f"  v_lshlrev_b32 v{24 + sh}, {sh}, v0",      # own words
+                  f"  v_lshlrev_b32 v{28 + sh}, {sh}, v2"]      # the neighbour wave's words
+    for _ in range(rng.randint(6, 14)):
+        r = rng.random()
+        if r < 0.3:
+            lines.append("  s_waitcnt lgkmcnt(0)")
+            if rng.random() < 0.8:
+                lines.append("  s_barrier")
+            continue
+        if r < 0.35:
+            lines.append("  s_barrier")
+            continue
+        if r < 0.4:
+            lines.append("  s_mov_b32 exec_lo, 0xff00ffff" if rng.random() < 0.5 else "  s_mov_b64 exec, -1")
+            continue
+        size = rng.choice(list(SIZES))
+        n = SIZES[size]
+        sh = n.bit_length() - 1
+        addr = f"v{rng.choice((20, 24, 28)) + sh}"
+        off = rng.choice((0, 0, n, 4 * n, 512, 4)) if n > 4 else rng.choice((0, 0, 4, 256, 2))
+        data = rng.choice((10, 14))                      # per-thread data / the same in every wave
+        if rng.random() < 0.5:
+            src = f"v{data}" if n == 4 else f"v[{data}:{data + n // 4 - 1}]"
+            lines.append(f"  ds_write_{size} {addr}, {src} offset:{off}")
+        else:
+            dst = "v40" if n == 4 else f"v[40:{40 + n // 4 - 1}]"
+            lines.append(f"  ds_read_{size} {dst}, {addr} offset:{off}")
+    # the last value read, then all of LDS (after a barrier), out
+    lines += ["  s_mov_b64 exec, -1", "  s_waitcnt lgkmcnt(0)", "  v_lshlrev_b32 v3, 4, v0",
+              "  global_store_dwordx4 v3, v[40:43], s[4:5]", "  s_barrier",
+              "  ds_read_b128 v[40:43], v3", "  ds_read_b128 v[44:47], v3 offset:4096", "  s_waitcnt lgkmcnt(0)",
+              "  v_add_u32 v4, 0x1000, v3", "  v_add_u32 v5, 0x2000, v3",
+              "  global_store_dwordx4 v4, v[40:43], s[4:5]", "  global_store_dwordx4 v5, v[44:47], s[4:5]"]
+    return "\n".join(lines) + "\n"
+
+
+def _run(co, native: bool, monkeypatch, name="rnd"):
+    made: list = []
+    orig = _SHADOW
+    taken = [0]
+
+    def shadow(san, st):
+        made.append(san)
+        nat = orig(san, st) if native else None
+        if nat is not None:
+            access = nat.access
+
+            def counted(*a, **k):
+                out = access(*a, **k)
+                taken[0] += out[0] == 0
+                return out
+            nat.access = counted
+        return nat
+    monkeypatch.setattr(S, "_native_shadow", shadow)
+    dev = Device("gfx942")
+    out = dev.to_device(np.zeros(3072, np.uint32))
+    reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
+    return reports, made, taken[0], dev.from_device(out, 3072, np.uint32)
+
+
+def _state(san):
+    san._settle_reads()
+    pend = [(k, w.tolist(), s.tolist(), S._words(f).tolist(), None if v is None else v.tolist())
+            for k, w, s, f, v in san.pending_lds]
+    return (san.wr_stamp.tolist(), san.rd_stamp.tolist(), san.gen.tolist(), san.wblk.tolist(),
+            [x.tolist() for x in san.wbox], [x.tolist() for x in san.rbox], pend, len(san.inflight_reads))
+
+
+def test_native_lds_shadow_matches_numpy(monkeypatch):
+    taken = n_reports = 0
+    for seed in range(16):
+        co = build("rnd", _kernel(seed), args=(("ptr", "out"),), lds=8192, vgprs=48)
+        rep0, san0, _, out0 = _run(co, False, monkeypatch)
+        rep1, san1, t, out1 = _run(co, True, monkeypatch)
+        assert [(str(r), r.extra) for r in rep1] == [(str(r), r.extra) for r in rep0], seed
+        np.testing.assert_array_equal(out1, out0)       # the reads and writes the C path made
+        assert len(san0) == len(san1) == 1
+        assert _state(san1[0]) == _state(san0[0]), seed
+        taken += t
+        n_reports += len(rep0)
+    assert taken > 20 and n_reports > 20         # both paths were exercised
+
+
+def test_race_inside_native_accesses_is_reported(monkeypatch):
+    # four waves store their own words and read their neighbour's with no barrier between: every
+    # access is the common case the C path takes; the read is a race it hands to the numpy checks
+    body = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  v_xor_b32 v2, 0x100, v1
+  ds_write_b32 v1, v0
+  s_waitcnt lgkmcnt(0)
+  ds_read_b32 v3, v2
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v3, s[4:5]
+"""
+    co = build("rnd", body, args=(("ptr", "out"),), lds=2048, vgprs=8)
+    reports, _, taken, _ = _run(co, True, monkeypatch)
+    assert taken >= 1                  # the write went through the C path
+    assert {r.category for r in reports} == {"lds-race"}
+    r = reports[0]
+    assert r.pc == address_of(co, "ds_read_b32") and "no s_barrier" in r.message
+    assert f"that wave {r.wave ^ 1} wrote" in r.message
+
+
+# ---------------------------------------------------------------- the native block engine (san_cgen.py)
+
+_PRE = "  s_load_dwordx2 s[4:5], s[0:1], 0x0\n  v_lshlrev_b32 v1, 2, v0\n"
+_POST = "  s_waitcnt vmcnt(0) lgkmcnt(0)\n  global_store_dword v1, v5, s[4:5]\n"
+CGEN_KERNELS = {
+    # (body, the category reported and the instruction it names, or None for a clean kernel)
+    "uninit": ("  v_add_u32 v2, v1, v0\n  v_xor_b32 v3, v2, v7\n  v_and_b32 v5, v3, v1\n",
+               ("uninitialized", "v_xor_b32", "v7")),
+    "sgpr_hazard": ("  v_cmp_gt_u32_e64 s[10:11], 32, v0\n  v_cndmask_b32_e64 v5, 0, 1, s[10:11]\n"
+                    "  v_add_u32 v5, v5, v0\n", ("hazard", "v_cndmask_b32_e64", "needs 2")),
+    "sgpr_ok": ("  v_cmp_gt_u32_e64 s[10:11], 32, v0\n  v_add_u32 v2, v1, v0\n  v_xor_b32 v3, v2, v1\n"
+                "  v_cndmask_b32_e64 v5, 0, 1, s[10:11]\n  v_add_u32 v5, v5, v3\n", None),
+    "missing_wait": ("  s_waitcnt lgkmcnt(0)\n  global_load_dword v2, v1, s[4:5]\n  v_add_u32 v3, v1, v0\n"
+                     "  v_xor_b32 v4, v2, v3\n  v_and_b32 v5, v4, v1\n", ("missing-wait", "v_xor_b32", "vmcnt(0)")),
+    "partial_lanes": ("  s_mov_b64 exec, 0xffffffff\n  v_mov_b32 v6, 1\n  v_add_u32 v2, v1, v0\n  s_mov_b64 exec, -1\n"
+                      "  v_add_u32 v3, v1, v0\n  v_xor_b32 v5, v6, v3\n",
+                      ("uninitialized", "v_xor_b32", "v6")),
+}
+
+
+def _launch_cgen(co, mode, monkeypatch):
+    from isagen.runtime.emu import san_cgen
+    monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
+    calls = [0]
+    orig = san_cgen.SanPlan.run_handler
+
+    def counting(self, run):
+        fn = orig(self, run)
+
+        def counted(st, ws):
+            calls[0] += 1
+            fn(st, ws)
+        return counted
+    monkeypatch.setattr(san_cgen.SanPlan, "run_handler", counting)
+    dev = Device("gfx942")
+    buf = dev.to_device(np.arange(128, dtype=np.uint32) * 3)
+    reports = dev.load_module(co).launch("cg", grid=(1,), block=(128,), args=[buf], on_error="collect")
+    return [(str(r), r.extra) for r in reports], reports, dev.from_device(buf, 128, np.uint32), calls[0]
+
+
+@pytest.mark.parametrize("name", list(CGEN_KERNELS))
+def test_checks_fire_inside_native_runs(name, monkeypatch):
+    from isagen.runtime.emu import cgen
+    body, want = CGEN_KERNELS[name]
+    co = build("cg", _PRE + body + _POST, args=(("ptr", "buf"),), vgprs=8)
+    ref, _, out_ref, _ = _launch_cgen(co, "0", monkeypatch)
+    got, reports, out, calls = _launch_cgen(co, "force", monkeypatch)
+    if calls == 0:
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    assert got == ref
+    np.testing.assert_array_equal(out, out_ref)
+    if want is None:
+        assert reports == []
+        t = np.arange(128, dtype=np.uint32)
+        np.testing.assert_array_equal(out, (t < 32) + ((4 * t + t) ^ (4 * t)))
+    else:
+        cat, inst, text = want
+        assert {r.category for r in reports} == {cat}, got
+        assert reports[0].pc == address_of(co, inst) and text in reports[0].message
