@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from isagen.errors import AllocationError
-from isagen.isa.operands import Reg
+from isagen.isa.operands import Reg, checked_reg
 from isagen.records import record, value_methods
 
 _SYM_PREFIX = {"v": "vgpr_", "a": "agpr_", "s": "sgpr_"}
@@ -92,7 +92,10 @@ class RegisterPool:
                     f"live: {self.describe_live()}")
             start = found
         sym = None if scratch else self._symbol(name)
-        reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
+        if start >= 0:          # a free range of this pool's class, count >= 1: a valid Reg as it is
+            reg = checked_reg(self.cls, start, count, sym, start if sym else 0)
+        else:
+            reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
         alloc = Allocation(name, reg, kernel, len(self.history), position, None, scratch)
         if count == 1:
             self.owner[start] = alloc
