@@ -54,7 +54,6 @@ class RegisterPool:
     def __init__(self, cls: str, limit: int):
         self.cls = cls
         self.limit = limit
-        self.owner: list[Allocation | None] = [None] * limit
         self.live: dict[int, Allocation] = {}          # first index -> allocation
         self.history: list[Allocation] = []
         self.peak = 0
@@ -97,10 +96,6 @@ class RegisterPool:
         else:
             reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
         alloc = Allocation(name, reg, kernel, len(self.history), position, None, scratch)
-        if count == 1:
-            self.owner[start] = alloc
-        else:
-            self.owner[start:start + count] = [alloc] * count
         self._used |= ((1 << count) - 1) << start
         self.live[start] = alloc
         self.history.append(alloc)
@@ -112,7 +107,6 @@ class RegisterPool:
         alloc = self.live.get(reg.index)
         if alloc is None or alloc.reg.count != reg.count:
             raise AllocationError(f"freeing {reg.physical()} which is not a live {_CLASS_NAME[self.cls]} allocation")
-        self.owner[reg.index:reg.index + reg.count] = [None] * reg.count
         self._used &= ~(((1 << reg.count) - 1) << reg.index)
         del self.live[reg.index]
         alloc.freed_at = position
@@ -143,7 +137,8 @@ class RegisterPool:
 
     def map(self) -> str:
         """One character per register: '.' free, '#' in use (TensileLite-style picture)."""
-        return "".join("." if o is None else "#" for o in self.owner[: max(self.peak, 1)])
+        used = self._used
+        return "".join("#" if used >> i & 1 else "." for i in range(max(self.peak, 1)))
 
     # ------------------------------------------------------------------ internals
     def _find(self, count: int, align: int) -> int | None:
