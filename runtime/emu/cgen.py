@@ -1104,7 +1104,7 @@ def _handler(cfn: int, run: _Run, par):
             recs = native.address(plan[0])
         whole = isinstance(ws, slice) and ws == ALL
         if isinstance(ws, slice):
-            wsa = b.all_ws if whole else b.all_ws[ws]
+            wsa = b.all_ws if whole else np.ascontiguousarray(b.all_ws[ws])     # a stepped slice too
         else:
             wsa = ws if (ws.dtype == np.int64 and ws.flags.c_contiguous) else np.ascontiguousarray(ws, np.int64)
         threads = b.threads if wsa.size * cost >= THREAD_WORK else 1
