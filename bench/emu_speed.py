@@ -372,7 +372,10 @@ def write_markdown(path: Path, res: dict) -> None:
         f"Triton compile (not included below): {res['triton_compile_s']:.2f} s.",
         "",
         "cold = fresh device, load, decode, compile and first launch; warm = median later launch "
-        "(emulator run time); CPU = the process's CPU time for the same warm launch.",
+        "(emulator run time); CPU = the process's CPU time for the same warm launch.  in mfma() = the share "
+        "of the warm run inside ``mfma.mfma`` and ``mfma.call_run``; the MFMAs the native block engine runs "
+        "inside its generated code (runtime/emu/cgen.py, sanitizer off, once it is built) are not counted "
+        "there, so with the engine in use the share is ~0% (the MFMAs are not gone).",
         "",
         "| size | engine | sanitizer | waves | wave-instr | cold (s) | warm (s) | warm CPU (s) | wave-instr/s (warm) "
         "| in mfma() | peak RSS (MiB) | correct |",

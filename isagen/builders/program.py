@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import field
@@ -183,15 +184,21 @@ def _lds_range(lds: LdsRegion | tuple[int, int]) -> tuple[int, int]:
     return (int(start), int(end))
 
 
+_INTS = {int}
+
+
 def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[tuple[int, ...], ...]:
     """``lanes=`` on a DS or LDS-DMA instruction: the 64 lane byte addresses it accesses, one sequence
     per wave variant (e.g. per wave of the workgroup whose addresses differ), for the LDS bank check."""
     access_kind(inst)                                  # an ISAError for instructions with no bank model
     out = []
     for wave in lanes:
-        # the tile primitives hand integer numpy arrays: tolist() gives the same Python ints, faster
+        # the tile primitives hand tuples of Python ints (lane expressions' values: kept as they are,
+        # no int() per lane) or integer numpy arrays (tolist() gives the same Python ints, faster)
         np = sys.modules.get("numpy")          # (an array is numpy's: not loaded, no array)
-        if np is not None and isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
+        if type(wave) is tuple and set(map(type, wave)) == _INTS:
+            addrs = wave
+        elif np is not None and isinstance(wave, np.ndarray) and wave.ndim == 1 and wave.dtype.kind in ("i", "u"):
             addrs = tuple(wave.tolist())
         else:
             addrs = tuple(map(int, wave))
@@ -202,6 +209,8 @@ def _lane_addresses(inst: Instruction, lanes: Iterable[Iterable[int]]) -> tuple[
         raise ISAError(f"lanes= on {inst.name}: no wave variant given")
     return tuple(out)
 
+
+_ALLOCATED_AT = operator.attrgetter("allocated_at")
 
 #: target name -> the KernelBuilder subclass that kernels of that target are made as (see
 #: KernelBuilder.__new__): it gains each instruction's method on first use
@@ -430,7 +439,7 @@ class KernelBuilder(InstructionMethods):
             workgroup_size=self.workgroup_size, workgroup_ids=self.workgroup_ids,
             workitem_id_dims=self.workitem_id_dims, lds_regions=tuple(self._lds), lds_bytes=self._lds_top,
             vgprs=self.vgprs.peak, agprs=self.agprs.peak, sgprs=self.sgprs.peak,
-            allocations=sorted((a for p in self._pools.values() for a in p.history), key=lambda a: a.allocated_at),
+            allocations=sorted((a for p in self._pools.values() for a in p.history), key=_ALLOCATED_AT),
             header=list(self.header),
             leaks=[f"{a.name} ({a.reg.physical()})" for a in leaks],
         )

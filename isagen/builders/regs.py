@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from isagen.errors import AllocationError
-from isagen.isa.operands import Reg
+from isagen.isa.operands import Reg, checked_reg
 from isagen.records import record, value_methods
 
 _SYM_PREFIX = {"v": "vgpr_", "a": "agpr_", "s": "sgpr_"}
@@ -54,7 +54,6 @@ class RegisterPool:
     def __init__(self, cls: str, limit: int):
         self.cls = cls
         self.limit = limit
-        self.owner: list[Allocation | None] = [None] * limit
         self.live: dict[int, Allocation] = {}          # first index -> allocation
         self.history: list[Allocation] = []
         self.peak = 0
@@ -92,12 +91,11 @@ class RegisterPool:
                     f"live: {self.describe_live()}")
             start = found
         sym = None if scratch else self._symbol(name)
-        reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
-        alloc = Allocation(name, reg, kernel, len(self.history), position, None, scratch)
-        if count == 1:
-            self.owner[start] = alloc
+        if start >= 0:          # a free range of this pool's class, count >= 1: a valid Reg as it is
+            reg = checked_reg(self.cls, start, count, sym, start if sym else 0)
         else:
-            self.owner[start:start + count] = [alloc] * count
+            reg = Reg(self.cls, start, count, sym, start if sym else 0)      # a negative index fails here
+        alloc = Allocation(name, reg, kernel, len(self.history), position, None, scratch)
         self._used |= ((1 << count) - 1) << start
         self.live[start] = alloc
         self.history.append(alloc)
@@ -109,7 +107,6 @@ class RegisterPool:
         alloc = self.live.get(reg.index)
         if alloc is None or alloc.reg.count != reg.count:
             raise AllocationError(f"freeing {reg.physical()} which is not a live {_CLASS_NAME[self.cls]} allocation")
-        self.owner[reg.index:reg.index + reg.count] = [None] * reg.count
         self._used &= ~(((1 << reg.count) - 1) << reg.index)
         del self.live[reg.index]
         alloc.freed_at = position
@@ -140,7 +137,8 @@ class RegisterPool:
 
     def map(self) -> str:
         """One character per register: '.' free, '#' in use (TensileLite-style picture)."""
-        return "".join("." if o is None else "#" for o in self.owner[: max(self.peak, 1)])
+        used = self._used
+        return "".join("#" if used >> i & 1 else "." for i in range(max(self.peak, 1)))
 
     # ------------------------------------------------------------------ internals
     def _find(self, count: int, align: int) -> int | None:

@@ -237,31 +237,40 @@ def check_program(items, target_name: str) -> tuple[list[BankRow], list[str]]:
     rows, problems = [], []
     cache: dict = {}             # (addresses, width, op) -> report
     shifted: dict = {}           # (addresses - base, width, op) -> report
+    # (id(lanes), width, op) -> (lanes, worst report, variants with conflicts, variants): the builder
+    # gives the instructions that repeat a lanes= argument one tuple (an unrolled loop's reads), judged once
+    judged: dict = {}
     for pos, inst in enumerate(items):
         lanes = getattr(inst, "lanes", None)
         if not lanes:
             continue
         width, op = access_kind(inst)
-        unit = 4 * ((width + 3) // 4) if width >= 4 else 4
-        reports = []
-        for addrs in lanes:
-            key = (addrs, width, op)
-            report = cache.get(key)
-            if report is None:
-                base = addrs[0]
-                if type(addrs) is tuple and type(base) is int:
-                    base -= base % unit
-                    rel = (tuple([a - base for a in addrs]), width, op)
-                    report = shifted.get(rel)
-                    if report is None:
-                        report = shifted[rel] = analyse(addrs, width, target_name, op)
-                else:
-                    report = analyse(addrs, width, target_name, op)
-                cache[key] = report
-            reports.append(report)
-        worst = max(reports, key=lambda r: r.extra_cycles)
-        row = BankRow(pos, inst.name, inst.comment or "", width, op, len(reports),
-                      sum(not r.conflict_free for r in reports), worst)
+        got = judged.get((id(lanes), width, op))
+        if got is not None and got[0] is lanes:
+            _, worst, conflicted, variants = got
+        else:
+            unit = 4 * ((width + 3) // 4) if width >= 4 else 4
+            reports = []
+            for addrs in lanes:
+                key = (addrs, width, op)
+                report = cache.get(key)
+                if report is None:
+                    base = addrs[0]
+                    if type(addrs) is tuple and type(base) is int:
+                        base -= base % unit
+                        rel = (tuple([a - base for a in addrs]), width, op)
+                        report = shifted.get(rel)
+                        if report is None:
+                            report = shifted[rel] = analyse(addrs, width, target_name, op)
+                    else:
+                        report = analyse(addrs, width, target_name, op)
+                    cache[key] = report
+                reports.append(report)
+            worst = max(reports, key=lambda r: r.extra_cycles)
+            conflicted = sum(not r.conflict_free for r in reports)
+            variants = len(reports)
+            judged[(id(lanes), width, op)] = (lanes, worst, conflicted, variants)
+        row = BankRow(pos, inst.name, inst.comment or "", width, op, variants, conflicted, worst)
         rows.append(row)
         if not row.conflict_free:
             problems.append(f"LDS bank conflict: {row.line()}")

@@ -63,6 +63,8 @@ def _shift_allocation_positions(program, n_before: int, inserted: list[tuple[int
         prev = pos
     new_pos.extend(range(prev + shift, n_before + shift + 1))
     for a in program.allocations:
-        a.allocated_at = new_pos[min(a.allocated_at, n_before)]
-        if a.freed_at is not None:
-            a.freed_at = new_pos[min(a.freed_at, n_before)]
+        at = a.allocated_at
+        a.allocated_at = new_pos[at if at < n_before else n_before]
+        at = a.freed_at
+        if at is not None:
+            a.freed_at = new_pos[at if at < n_before else n_before]

@@ -293,6 +293,10 @@ def _plan(desc: Any, enc: str) -> _Plan:
     return plan
 
 
+#: packers of n little-endian 32-bit words (an instruction is 1 to 4 words: a scaled MFMA's pair of pairs)
+_WORDS = {n: struct.Struct(f"<{n}I") for n in (1, 2, 3, 4)}
+
+
 def encode(inst: Instruction, pc: int = 0, labels: dict[str, int] | None = None) -> bytes:
     """The machine code of ``inst`` placed at byte address ``pc`` (``labels``: label name -> byte
     address, for branches)."""
@@ -324,7 +328,8 @@ def encode(inst: Instruction, pc: int = 0, labels: dict[str, int] | None = None)
         else:
             f[fld] = value
     words = _pack(family, op, entry, inst, fields, inst.mods, enc, pc, labels)
-    data = struct.pack(f"<{len(words)}I", *words)
+    packer = _WORDS.get(len(words))
+    data = packer.pack(*words) if packer is not None else struct.pack(f"<{len(words)}I", *words)
     if fields.literal is not None:
         data += struct.pack("<I", fields.literal)
     return data

@@ -52,13 +52,13 @@ class Reg:
             lo, hi, _ = key.indices(self.count)
             if hi <= lo:
                 raise ISAError(f"empty register slice [{key.start}:{key.stop}] of {self}")
-            return Reg(self.cls, self.index + lo, hi - lo, self.sym, self.sym_base)
+            return checked_reg(self.cls, self.index + lo, hi - lo, self.sym, self.sym_base)
         if isinstance(key, int):
             if key < 0:
                 key += self.count
             if not 0 <= key < self.count:
                 raise ISAError(f"register index {key} outside {self} ({self.count} registers)")
-            return Reg(self.cls, self.index + key, 1, self.sym, self.sym_base)
+            return checked_reg(self.cls, self.index + key, 1, self.sym, self.sym_base)
         raise ISAError(f"registers are indexed by int or slice, not {type(key).__name__}")
 
     def split(self, width: int) -> list[Reg]:
@@ -92,6 +92,24 @@ class Reg:
 
     def __repr__(self) -> str:
         return f"Reg({self.physical()}{', ' + self.sym if self.sym else ''})"
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def checked_reg(cls: str, index: int, count: int, sym: str | None, sym_base: int) -> Reg:
+    """``Reg(cls, index, count, sym, sym_base)`` for fields already known to be valid (a slice of a
+    valid range, a range an allocator found free): the same value, made without ``__post_init__``'s
+    checks (a kernel slices registers thousands of times).  The fields are set one by one as
+    ``__init__`` sets them (touching ``__dict__`` would make every later attribute read slower)."""
+    r = _new(Reg)
+    _set(r, "cls", cls)
+    _set(r, "index", index)
+    _set(r, "count", count)
+    _set(r, "sym", sym)
+    _set(r, "sym_base", sym_base)
+    return r
 
 
 def v(index: int, count: int = 1) -> Reg:

@@ -359,7 +359,8 @@ class InstrDef:
             except TypeError:           # an unhashable operand
                 key = None
         if made is not None and made[2] is self:    # these operands and modifiers passed the checks before
-            return Instruction(self, made[0], dict(made[1]), comment, made[3])
+            m = made[1]
+            return Instruction(self, made[0], m.copy() if m else {}, comment, made[3])
         if len(ops) != len(self.operands):
             raise ISAError(f"{self.name} takes {len(self.operands)} operands ({self.signature()}), got {len(ops)}")
         waitcnt, var_widths, _, _ = self._facts

@@ -51,7 +51,7 @@ from isagen.runtime.emu.wave import ALL
 
 ENV = "ISAGEN_EMU_CGEN"
 THRESHOLD = 200_000        # wave-instructions of one batch before a program goes native
-FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fno-fast-math", "-std=gnu99", "-w"]
+FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-pthread", "-fno-fast-math", "-std=gnu99", "-w"]
 
 _why = ""
 
@@ -79,6 +79,9 @@ class NotCovered(Exception):
 _HDR = r"""
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <sched.h>
 #define U32 uint32_t
 #define U64 uint64_t
 typedef int64_t I64;
@@ -137,6 +140,95 @@ static inline U32 bfe_i32(U32 a, U32 o, U32 w) {
 }
 
 static inline I64 sx(U32 x) { return (I64)(int32_t)x; }
+
+#define NCOUNT 8
+
+/* global memory (gm: allocations, starts[gm[0]] and ends at gm[3], gm[4]; the arena at gm[1] holds
+   address gm[2] at its byte 0): whether [a, a + n) lies inside one allocation (device.Memory.check:
+   the allocation with the largest start <= a; *last caches the one found before, exact because
+   allocations do not overlap) */
+static inline int in_alloc(const I64 *gm, U64 a, U64 n, I64 *last)
+{
+    const U64 *st = (const U64 *)(intptr_t)gm[3], *en = (const U64 *)(intptr_t)gm[4];
+    I64 i = *last;
+    if (i >= 0 && a >= st[i] && a + n <= en[i]) return 1;
+    I64 lo = 0, hi = gm[0] - 1;
+    i = 0;
+    while (lo <= hi) { const I64 m = (lo + hi) >> 1; if (st[m] <= a) { i = m; lo = m + 1; } else hi = m - 1; }
+    if (a >= st[i] && a + n <= en[i]) { *last = i; return 1; }
+    return 0;
+}
+
+/* native.py's mfma_wave: one MFMA (its record) for one wave */
+typedef void (*mfn_t)(const I64 *rec, I64 w);
+typedef I64 (*runfn_t)(I64 W, const I64 *ws, I64 nws, U32 *V, U32 *S, U32 *SCC, uint8_t *EX, uint8_t *lds, I64 L,
+                       I64 lds_bytes, const I64 *wg, I64 *counts, const I64 *recs, mfn_t mf, const I64 *gm);
+
+/* One run over chunks of workgroups (bounds[c] .. bounds[c+1] in ws, each a whole number of
+   workgroups) on up to `threads` threads: workgroups share nothing, so any order of chunks gives the
+   same registers and LDS.  Per chunk res[2c] = the step the run stopped before (-1: finished) and
+   res[2c+1] = where in ws the stopped workgroup starts; counts[0..1] += the LDS bytes read/written,
+   counts[4 + d] += the global bytes loaded by loads of d + 1 dwords. */
+typedef struct {
+    runfn_t f; I64 W; const I64 *ws; U32 *V, *S, *SCC; uint8_t *EX, *lds; I64 L, lds_bytes; const I64 *wg;
+    const I64 *recs; mfn_t mf; const I64 *gm; const I64 *bounds; I64 nchunks; I64 *res; I64 next, done, refs, by_wg;
+    I64 sums[NCOUNT];
+} pjob_t;
+
+static void pwork(pjob_t *j)
+{
+    for (;;) {
+        const I64 c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (c >= j->nchunks) break;
+        I64 cnt[NCOUNT] = {0};
+        cnt[3] = j->by_wg;
+        const I64 k0 = j->bounds[c], k1 = j->bounds[c + 1];
+        const I64 r = j->f(j->W, j->ws + k0, k1 - k0, j->V, j->S, j->SCC, j->EX, j->lds, j->L, j->lds_bytes, j->wg,
+                           cnt, j->recs, j->mf, j->gm);
+        j->res[2 * c] = r;
+        j->res[2 * c + 1] = k0 + cnt[2];
+        for (int q = 0; q < NCOUNT; q++)
+            if (q != 2 && q != 3 && cnt[q]) __atomic_fetch_add(&j->sums[q], cnt[q], __ATOMIC_RELAXED);
+        __atomic_fetch_add(&j->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void prelease(pjob_t *j) { if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL) == 0) free(j); }
+static void *phelper(void *a) { pwork((pjob_t *)a); prelease((pjob_t *)a); return NULL; }
+
+/* returns how many chunks stopped early */
+I64 cgen_par(runfn_t f, I64 threads, I64 W, const I64 *ws, U32 *V, U32 *S, U32 *SCC, uint8_t *EX, uint8_t *lds,
+             I64 L, I64 lds_bytes, const I64 *wg, I64 *counts, const I64 *recs, mfn_t mf, const I64 *gm,
+             const I64 *bounds, I64 nchunks, I64 *res)
+{
+    pjob_t local = {f, W, ws, V, S, SCC, EX, lds, L, lds_bytes, wg, recs, mf, gm, bounds, nchunks, res, 0, 0, 1,
+                    counts[3], {0}};
+    pjob_t *j = &local;
+    if (threads > nchunks) threads = nchunks;
+    if (threads > 64) threads = 64;
+    if (threads > 1) j = malloc(sizeof *j);
+    if (j == NULL) { j = &local; threads = 1; }
+    if (j != &local) {
+        *j = local;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        for (I64 t = 1; t < threads; t++) {
+            pthread_t tid;
+            __atomic_add_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+            if (pthread_create(&tid, &attr, phelper, j) != 0) __atomic_sub_fetch(&j->refs, 1, __ATOMIC_RELAXED);
+        }
+        pthread_attr_destroy(&attr);
+    }
+    pwork(j);
+    while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < nchunks) sched_yield();   /* a helper's last chunk */
+    for (int q = 0; q < NCOUNT; q++)
+        if (q != 2 && q != 3) counts[q] += __atomic_load_n(&j->sums[q], __ATOMIC_RELAXED);
+    I64 stopped = 0;
+    for (I64 c = 0; c < nchunks; c++) stopped += res[2 * c] >= 0;
+    if (j != &local) prelease(j);
+    return stopped;
+}
 static inline float u2f(U32 x) { float f; memcpy(&f, &x, 4); return f; }
 static inline int isnan_(float x) { return x != x; }
 """
@@ -305,6 +397,24 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
     vi = VInst(inst)
     _check_plain_valu(vi)
     name = vi.name
+    if name == "v_perm_b32" and len(vi.srcs) == 3 and not (vi.srcs[2].kind == "reg"
+                                                            and vi.srcs[2].reg.file in ("v", "a")):
+        # one selector for the whole wave (an SGPR or a constant, as compilers use it)
+        pa, ea = g.src32(vi.srcs[0], "u32")
+        pb, eb = g.src32(vi.srcs[1], "u32")
+        pc, ec = g.src32(vi.srcs[2], "u32")
+        # every selector byte < 8 (a byte shuffle of {a, b}, how compilers pack 16-bit halves): four
+        # shifts by counts the wave shares, a lane loop the compiler vectorizes; else the general table
+        shifts = ", ".join(f"s{i}_ = 8 * ((sel_ >> {8 * i}) & 7)" for i in range(4))
+        head = pa + pb + pc + g.vdst(vi.vdst) + [f"const U32 sel_ = {ec};", "if ((sel_ & 0xF8F8F8F8u) == 0) {",
+                                                 f"const unsigned {shifts};"]
+        fast = [f"const U64 d = ((U64)({ea}) << 32) | ({eb});",
+                "const U32 r = ((U32)(d >> s0_) & 0xFFu) | (((U32)(d >> s1_) & 0xFFu) << 8)"
+                " | (((U32)(d >> s2_) & 0xFFu) << 16) | (((U32)(d >> s3_) & 0xFFu) << 24);",
+                "d0[l] = ex[l] ? r : d0[l];"]
+        slow = [f"const U32 r = perm_u(((U64)({ea}) << 32) | ({eb}), &pp);", "d0[l] = ex[l] ? r : d0[l];"]
+        return (_lane_loop(head, fast) + ["} else {"] + _lane_loop(["const perm_t pp = perm_prep(sel_);"], slow)
+                + ["}"]), False
     if name in _V32 or name in _V64:
         ins, expr = _V32[name] if name in _V32 else _V64[name]
         if len(vi.srcs) != len(ins):
@@ -323,15 +433,6 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
         else:
             pro += g.vdst(vi.vdst, 1)
             body = decl + [f"const U32 r = {expr};", "d0[l] = ex[l] ? r : d0[l];"]
-        return _lane_loop(pro, body), False
-    if name == "v_perm_b32" and len(vi.srcs) == 3 and not (vi.srcs[2].kind == "reg"
-                                                            and vi.srcs[2].reg.file in ("v", "a")):
-        # one selector for the whole wave (an SGPR or a constant, as compilers use it)
-        pa, ea = g.src32(vi.srcs[0], "u32")
-        pb, eb = g.src32(vi.srcs[1], "u32")
-        pc, ec = g.src32(vi.srcs[2], "u32")
-        pro = pa + pb + pc + [f"const perm_t pp = perm_prep({ec});"] + g.vdst(vi.vdst)
-        body = [f"const U32 r = perm_u(((U64)({ea}) << 32) | ({eb}), &pp);", "d0[l] = ex[l] ? r : d0[l];"]
         return _lane_loop(pro, body), False
     if name == "v_cndmask_b32":
         if inst.family == "VOP3" and (any(vi.neg[:2]) or any(vi.abs[:2])):
@@ -615,6 +716,59 @@ def _ds(inst, ctx, k: int) -> tuple[list[str], int, int] | None:
     return lines, (size * len(elems) if read else 0), (0 if read else size * len(elems))
 
 
+# ============================================================================ global loads
+
+def _gload(inst, ctx, k: int) -> list[str]:
+    """A global load of 1-4 dwords (``global_load_dword[xN]``, a 64-bit VGPR address or an SGPR base
+    plus a 32-bit VGPR offset) as a segment over all waves of the workgroup: first every active lane's
+    bounds (a lane outside every allocation stops the run before it: the numpy handler reports it),
+    then lane by lane the address, the data, the writes (the destination may be the address)."""
+    from isagen.runtime.emu.ops_mem import VMem
+    if inst.family != "GLOBAL":
+        raise NotCovered(inst.family)
+    vm = VMem(inst, ctx)
+    if vm.kind != "load" or vm.lds or vm.d16 or vm.atomic or vm.size not in (4, 8, 12, 16):
+        raise NotCovered(inst.name)
+    size, ndw = vm.size, vm.size // 4
+    off = vm.offset & 0xFFFFFFFFFFFFFFFF
+    a, saddr = vm.ops.get("addr"), vm.ops.get("saddr")
+    if a is None or a.kind != "reg" or a.reg.file not in ("v", "a"):
+        raise NotCovered("address")
+    if saddr is not None and saddr.kind == "reg":
+        if saddr.reg.code >= 127:
+            raise NotCovered("saddr")
+        vi = ctx.vindex(a.reg, 1)
+        pro = [f"const U64 base = ((U64)S[{saddr.reg.code} * W + w] | ((U64)S[{saddr.reg.code + 1} * W + w] << 32))"
+               f" + {off:#x}ull;", f"const U32 *av = V + ((I64){vi} * W + w) * 64;"]
+        addr = "base + (U64)av[l]"
+    else:
+        vi = ctx.vindex(a.reg, 2)
+        pro = [f"const U32 *av = V + ((I64){vi} * W + w) * 64;", f"const U32 *aw = V + ((I64){vi + 1} * W + w) * 64;"]
+        addr = f"((U64)av[l] | ((U64)aw[l] << 32)) + {off:#x}ull"
+    di = ctx.vindex(vm.ops["vdst"].reg if "vdst" in vm.ops else _data_dst_reg(vm), ndw)
+    head = ["for (I64 k = k0; k < k1; k++) {", "    const I64 w = ws[k];", "    const uint8_t *ex = EX + w * 64;"]
+    head += ["    " + x for x in pro]
+    lines = ["{", "I64 last = -1;"] + head + [
+        "    int bad = 0;",
+        "    for (int l = 0; l < 64; l++)",
+        f"        if (ex[l]) bad |= !in_alloc(gm, {addr}, {size}, &last);",
+        f"    if (bad) {{ counts[2] = k0; return {k}; }}", "}"]
+    lines += head + [f"    U32 *d{j} = V + ((I64){di + j} * W + w) * 64;" for j in range(ndw)]
+    lines += ["    const uint8_t *ar = (const uint8_t *)(intptr_t)gm[1];", "    const U64 a0 = (U64)gm[2];",
+              "    I64 n = 0;", "    for (int l = 0; l < 64; l++) if (ex[l]) {",
+              f"        const U64 a = {addr};", f"        U32 v[{ndw}];", f"        memcpy(v, ar + (a - a0), {size});"]
+    lines += [f"        d{j}[l] = v[{j}];" for j in range(ndw)]
+    lines += ["        n++;", "    }", f"    counts[{4 + ndw - 1}] += n * {size};", "}", "}"]
+    return lines
+
+
+def _data_dst_reg(vm):
+    o = vm.ops.get("vdata")
+    if o is None or o.kind != "reg":
+        raise NotCovered("destination")
+    return o.reg
+
+
 # ============================================================================ runs
 
 def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
@@ -625,6 +779,12 @@ def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
     inst = s.inst
     if s.fn is _noop and s.cat in ("nop", "waitcnt"):
         return "nop", [], False
+    if s.cat == "mfma":
+        # the native MFMA kernel for the wave (native.py's mfma_wave on the step's record, which the
+        # handler makes per batch); the same bits as the numpy path (test_emu_native.py)
+        if getattr(s, "native_call", None) is not None and native.available():
+            return "mfma", [], False
+        return None
     try:
         if s.cat == "valu" and inst.family in ("VOP1", "VOP2", "VOP3", "VOPC") and not inst.mai:
             g = _Gen(ctx)
@@ -634,6 +794,9 @@ def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
             g = _Gen(ctx)
             lines, wexec = _salu(inst, g)
             return "wave", lines, wexec
+        if s.cat == "vmem" and inst.family == "GLOBAL":
+            _gload(inst, ctx, 0)
+            return "gmem", [], False
         if s.cat == "ds" and inst.family == "DS":
             r = _ds(inst, ctx, 0)
             if r is not None:
@@ -644,7 +807,7 @@ def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
 
 
 class _Run:
-    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds")
+    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds", "mfmas", "gmem", "cost")
 
     def __init__(self, first: int, steps: list):
         self.first, self.steps = first, steps
@@ -652,24 +815,52 @@ class _Run:
         self.fname = ""
         self.wexec = False
         self.lds = False
+        self.gmem = False            # global loads: their bytes are counted (RunContext.global_access)
+        self.cost = 0                # the work of one wave, in units of a VALU instruction (COST_*)
+        self.mfmas: list[CompiledStep] = []     # the run's MFMAs, in order (their records: recs[j])
+
+
+def _vgprs(inst, ctx) -> set[int]:
+    """The unified-file indices of the vector registers an instruction names."""
+    out: set[int] = set()
+    for o in inst.operands:
+        if o.kind == "reg" and o.reg is not None and o.reg.file in ("v", "a"):
+            i = ctx.vindex(o.reg)
+            out.update(range(i, i + o.reg.count))
+    return out
 
 
 def _run_source(run: _Run, ctx) -> str:
     """The C function of a run: segments of per-wave code and LDS instructions."""
+    run.mfmas = []
+    run.cost = 0
     out = [f"I64 {run.fname}(I64 W, const I64 *ws, I64 nws, U32 *V, U32 *S, U32 *SCC, uint8_t *EX,"
-           " uint8_t *lds, I64 L, I64 lds_bytes, const I64 *wg, I64 *counts) {",
+           " uint8_t *lds, I64 L, I64 lds_bytes, const I64 *wg, I64 *counts, const I64 *recs, mfn_t mf,"
+           " const I64 *gm) {",
            # workgroup by workgroup (waves of one are consecutive in ws when counts[3] is set): they
            # share nothing, and one workgroup's registers and LDS stay in the caches for the whole run
            "for (I64 k0 = 0, k1; k0 < nws; k0 = k1) {",
            "k1 = k0 + 1;",
            "if (counts[3]) { while (k1 < nws && wg[ws[k1]] == wg[ws[k0]]) k1++; } else k1 = nws;"]
     seg: list[str] = []
+    regs: set[int] = set()        # the VGPRs (unified file) of the segment's instructions
 
     def flush():
         if seg:
+            # the next wave's registers of the segment asked for (into L2) while this wave runs: a wave's
+            # registers lie W * 256 bytes apart, which no hardware prefetcher follows
+            pf = sorted(regs)
+            pre = [f"static const short pf[{len(pf)}] = {{{', '.join(map(str, pf))}}};",
+                   "if (k + 1 < nws) {", "    const I64 wn = ws[k + 1];",
+                   f"    for (int q = 0; q < {len(pf)}; q++) {{",
+                   "        const char *p = (const char *)(V + ((I64)pf[q] * W + wn) * 64);",
+                   "        __builtin_prefetch(p, 1, 2); __builtin_prefetch(p + 64, 1, 2);",
+                   "        __builtin_prefetch(p + 128, 1, 2); __builtin_prefetch(p + 192, 1, 2);", "    }", "}"] \
+                if pf and len(seg) > 4 * 4 else []
             out.extend(["for (I64 k = k0; k < k1; k++) {", "const I64 w = ws[k];", "const uint8_t *ex = EX + w * 64;"]
-                       + seg + ["}"])
+                       + pre + seg + ["}"])
             seg.clear()
+            regs.clear()
 
     for k, s in enumerate(run.steps):
         c = _covered(s, ctx)
@@ -678,17 +869,33 @@ def _run_source(run: _Run, ctx) -> str:
         run.wexec |= wexec
         if kind == "nop":
             continue
+        if kind in ("mfma", "wave"):
+            regs.update(_vgprs(s.inst, ctx))
+        if kind == "mfma":
+            seg.append(f"/* {s.inst.text} */")
+            seg.append(f"mf(recs + {len(run.mfmas) * native.REC}, w);")
+            run.mfmas.append(s)
+            run.cost += COST_MFMA
+            continue
+        if kind == "gmem":
+            flush()
+            out.extend([f"/* {s.inst.text} */"] + _gload(s.inst, ctx, k))
+            run.gmem = True
+            run.cost += COST_MEM
+            continue
         if kind == "lds":
             flush()
             r = _ds(s.inst, ctx, k)
             assert r is not None
             out.extend([f"/* {s.inst.text} */"] + r[0])
             run.lds = True
+            run.cost += COST_MEM
         else:
             seg.append(f"/* {s.inst.text} */")
             seg.append("{")
             seg.extend(lines)
             seg.append("}")
+            run.cost += 1
     flush()
     out += ["}", "return -1;", "}"]
     return "\n".join(out)
@@ -706,7 +913,8 @@ class Plan:
         self.pending = self.mode != "off"
         self.lib = None
         self.runs: dict[tuple[int, int], _Run] = {}    # (first, last) instruction index -> run
-        self.cfns: dict[str, object] = {}
+        self.cfns: dict[str, int] = {}
+        self.par = None
         self.by_first: dict[int, list[_Run]] = {}
         self._job: _Build | None = None      # the compiler run in progress
         self._runs: list[_Run] = []
@@ -768,12 +976,9 @@ class Plan:
         lib = job.result() if job is not None else None
         if lib is None:
             return
-        P, L = ctypes.c_void_p, ctypes.c_int64
+        fns, self.par = _load(lib, runs)
         for r in runs:
-            f = getattr(lib, r.fname)
-            f.argtypes = [L, P, L, P, P, P, P, P, L, L, P, P]
-            f.restype = L
-            self.cfns[r.fname] = f
+            self.cfns[r.fname] = fns[r.fname]
             self.runs[(r.first, r.first + len(r.steps) - 1)] = r
             self.by_first.setdefault(r.first, []).append(r)
         self.lib = lib
@@ -828,14 +1033,49 @@ class Plan:
 
     def run_handler(self, run: _Run):
         """The handler of a built run (san_cgen.SanPlan adds the sanitizer's checks)."""
-        return _handler(self.cfns[run.fname], run)
+        return _handler(self.cfns[run.fname], run, self.par)
 
 
-def _handler(cfn, run: _Run):
+def _load(lib, runs: list[_Run]) -> tuple[dict, object]:
+    """The run functions of a loaded library by name (as raw addresses for ``cgen_par``) and the
+    library's ``cgen_par`` driver."""
+    P, L = ctypes.c_void_p, ctypes.c_int64
+    par = lib.cgen_par
+    par.argtypes = [P, L, L, P, P, P, P, P, P, L, L, P, P, P, P, P, P, L, P]
+    par.restype = L
+    return {r.fname: ctypes.cast(getattr(lib, r.fname), ctypes.c_void_p).value for r in runs}, par
+
+
+NCOUNT = 8       # the counters of a run's call (the C source's NCOUNT; see cgen_par)
+
+# workgroups per chunk of a run's threaded call: each thread takes chunks until none is left (a thread
+# the OS holds back on a shared machine then does less of the work); at least this many chunks per call
+CHUNKS = 16
+# a run's work per wave in units of one VALU instruction over a wave (~20-40 ns): an MFMA (32x32x8:
+# ~0.5 us), an LDS or global access; a call spreads over threads from THREAD_WORK units (~0.5 ms:
+# starting a thread costs ~20-50 us) and MIN_THREAD_WAVES waves
+COST_MFMA, COST_MEM = 20, 4
+THREAD_WORK = 16384
+MIN_THREAD_WAVES = 64
+
+
+def _chunks(wg_of_ws: np.ndarray, by_wg: bool, threads: int) -> np.ndarray:
+    """int64 chunk bounds in ws (whole workgroups each) for ``cgen_par``."""
+    n = wg_of_ws.size
+    if not by_wg or threads < 2 or n < MIN_THREAD_WAVES:
+        return np.array([0, n], np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], wg_of_ws[1:] != wg_of_ws[:-1])))
+    step = max(1, -(-starts.size // CHUNKS))
+    return np.concatenate((starts[::step], [n])).astype(np.int64)
+
+
+def _handler(cfn: int, run: _Run, par):
     steps = run.steps
-    wexec, lds = run.wexec, run.lds
+    wexec, lds, gmem = run.wexec, run.lds, run.gmem
     fallback = [s.fn for s in steps]
     key = "cgen"
+    mfmas = run.mfmas
+    cost = run.cost
 
     def fn(st, ws):
         V = st.V
@@ -846,39 +1086,87 @@ def _handler(cfn, run: _Run):
         b = st.native_calls.get(key)
         if b is None:
             b = st.native_calls[key] = _Args(st)
+        if gmem and not b.gma:                  # global memory not in one host arena: the numpy handlers
+            for h in fallback:
+                h(st, ws)
+            return
+        recs = 0
+        if mfmas:
+            plan = st.native_calls.get(id(fn))      # per batch: the MFMA records point into its registers
+            if plan is None:
+                calls = [s.native_call(st) for s in mfmas]
+                plan = st.native_calls[id(fn)] = (np.ascontiguousarray(np.stack([c[0] for c in calls]), np.int64)
+                                                  if all(c is not None for c in calls) else None, calls)
+            if plan[0] is None:
+                for h in fallback:
+                    h(st, ws)
+                return
+            recs = native.address(plan[0])
+        whole = isinstance(ws, slice) and ws == ALL
         if isinstance(ws, slice):
-            wsa = b.all_ws if ws == ALL else b.all_ws[ws]
+            wsa = b.all_ws if whole else np.ascontiguousarray(b.all_ws[ws])     # a stepped slice too
         else:
             wsa = ws if (ws.dtype == np.int64 and ws.flags.c_contiguous) else np.ascontiguousarray(ws, np.int64)
-        r = cfn(st.W, native.address(wsa), wsa.size, b.V, b.S, b.SCC, b.EX, b.lds, b.L, b.lds_bytes,
-                b.wga, b.counts)
+        threads = b.threads if wsa.size * cost >= THREAD_WORK else 1
+        if threads == 1:
+            bounds = b.one_chunk if whole else np.array([0, wsa.size], np.int64)
+        else:
+            bounds = b.all_bounds if whole else _chunks(b.wg[wsa], bool(b.cnt[3]), threads)
+        nch = bounds.size - 1
+        res = b.res if nch <= b.res.size // 2 else np.zeros(2 * nch, np.int64)
+        c = b.cnt
+        stopped = par(cfn, threads, st.W, native.address(wsa), b.V, b.S, b.SCC, b.EX, b.lds, b.L, b.lds_bytes,
+                      b.wga, b.counts, recs, b.mf, b.gma if gmem else 0, native.address(bounds), nch,
+                      native.address(res))
         if wexec:
             st.exec_all = bool(st.EXEC.all())
-        c = b.cnt
         if lds:
             rc = st.run
             rc.lds_bytes_read += int(c[0])
             rc.lds_bytes_written += int(c[1])
             c[:2] = 0
-        if r >= 0:
-            # stopped before step r in the workgroup starting at wsa[p]: the workgroups before it are done;
-            # the ones after it have not started: they catch up to step r, then all run the rest (what
-            # the numpy handlers would have done, in their order: workgroups share no state)
-            p = int(c[2])
-            c[2] = 0
-            wgs = b.wg[wsa]
-            q = p + int(np.count_nonzero(wgs[p:] == wgs[p])) if b.cnt[3] else wsa.size
-            rest, tail = wsa[q:], (wsa[p:] if p or q < wsa.size else ws)
-            if rest.size:
-                for h in fallback[:r]:
-                    h(st, rest)
-            for h in fallback[r:]:
-                h(st, tail)
+        if gmem:
+            rc = st.run
+            for d in range(4):
+                if c[4 + d]:
+                    rc.global_access(4 * (d + 1), int(c[4 + d]), write=False)
+            c[4:] = 0
+        if stopped:
+            _finish_stopped(st, wsa, b.wg if b.cnt[3] else None, bounds, res[:2 * nch].reshape(nch, 2), fallback)
     return fn
 
 
+def _finish_stopped(st, wsa: np.ndarray, wg: np.ndarray | None, bounds: np.ndarray, res: np.ndarray,
+                    fallback: list) -> None:
+    """After chunks stopped at an LDS or global access out of range (``res[c] = (step, where its workgroup
+    starts)``):
+    the numpy handlers run the rest, in their order.  The stopped workgroup of a chunk has executed
+    the steps before its stop, the chunk's later workgroups none, every other workgroup the whole run;
+    step j then runs over every unfinished wave that has not executed it yet, in ws order.  That is
+    what the numpy path's one-step-over-all-waves order gives, reports included: a workgroup that
+    finished in C had no access out of range (it would have stopped), so leaving it out of a step
+    changes no register, no LDS byte and no report; and workgroups share nothing.  ``wg``: the
+    workgroup of each wave of the batch, or None where the run took ws as one group (its waves not
+    ordered by workgroup: one chunk, stopped as a whole)."""
+    n = wsa.size
+    done = len(fallback)
+    pos = np.full(n, done, np.int64)         # the next step of each wave of ws
+    wgs = wg[wsa] if wg is not None else None
+    for c in np.flatnonzero(res[:, 0] >= 0):
+        r, p = int(res[c, 0]), int(res[c, 1])
+        k1 = int(bounds[c + 1])
+        q = p + int(np.count_nonzero(wgs[p:k1] == wgs[p])) if wgs is not None else k1
+        pos[p:q] = r
+        pos[q:k1] = 0
+    for j in range(int(pos.min()), done):
+        sel = wsa[pos <= j]
+        if sel.size:
+            fallback[j](st, sel)
+
+
 class _Args:
-    __slots__ = ("V", "S", "SCC", "EX", "lds", "L", "lds_bytes", "wg", "wga", "all_ws", "cnt", "counts")
+    __slots__ = ("V", "S", "SCC", "EX", "lds", "L", "lds_bytes", "wg", "wga", "all_ws", "cnt", "counts", "threads",
+                 "all_bounds", "one_chunk", "res", "mf", "gm", "gma")
 
     def __init__(self, st):
         a = native.address
@@ -891,9 +1179,24 @@ class _Args:
         self.wga = a(self.wg)
         self.all_ws = np.arange(st.W, dtype=np.int64)
         # [LDS bytes read, written, where in ws the workgroup that stopped starts, by workgroup?]
-        self.cnt = np.zeros(4, np.int64)
+        self.cnt = np.zeros(NCOUNT, np.int64)
         self.cnt[3] = int(bool(np.all(np.diff(self.wg) >= 0)))     # a workgroup's waves consecutive
         self.counts = a(self.cnt)
+        # chunks of whole workgroups over the usable cores (native.threads, ISAGEN_EMU_THREADS)
+        self.threads = native.threads()
+        self.all_bounds = _chunks(self.wg, bool(self.cnt[3]), self.threads)
+        self.one_chunk = np.array([0, st.W], np.int64)
+        self.res = np.zeros(2 * (CHUNKS + 1), np.int64)
+        self.mf = native.wave_function()
+        # global memory for the loads: [allocations, arena address, its device address, starts, ends]
+        rc = getattr(st, "run", None)
+        mem = rc.memory if rc is not None else None
+        if mem is not None and isinstance(mem.arena, np.ndarray) and mem.arena.flags.c_contiguous:
+            from isagen.runtime.emu.arena import ARENA_BASE
+            self.gm = np.array([mem._starts.size, a(mem.arena), ARENA_BASE, a(mem._starts), a(mem._ends)], np.int64)
+            self.gma = a(self.gm)
+        else:
+            self.gm, self.gma = None, 0
 
 
 def covers(step: CompiledStep, ctx) -> bool:
@@ -913,14 +1216,8 @@ def compile_runs(ctx, runs: list[list[CompiledStep]]) -> list | None:
     lib = _Build("\n\n".join([_HDR] + [r.src for r in rs]) + "\n").result()
     if lib is None:
         return None
-    P, L = ctypes.c_void_p, ctypes.c_int64
-    out = []
-    for r in rs:
-        f = getattr(lib, r.fname)
-        f.argtypes = [L, P, L, P, P, P, P, P, L, L, P, P]
-        f.restype = L
-        out.append(_handler(f, r))
-    return out
+    fns, par = _load(lib, rs)
+    return [_handler(fns[r.fname], r, par) for r in rs]
 
 
 # ============================================================================ building

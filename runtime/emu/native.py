@@ -318,6 +318,10 @@ int mfma_run(int nm, const int64_t *R, int64_t W, int64_t chunk, int threads, in
     return (int)nt;
 }
 
+/* one MFMA (record R) for wave w alone: the native block engine (cgen.py) calls it from its generated
+   runs, wave by wave in program order among the wave's other instructions */
+void mfma_wave(const int64_t *R, int64_t w) { wave_mfma((const Rec *)R, w); }
+
 /* int64 fields of a record (Rec): checked against native.REC when the library is loaded */
 int mfma_rec_fields(void) { return (int)(sizeof(Rec) / sizeof(int64_t)); }
 """
@@ -408,6 +412,13 @@ def library() -> ctypes.CDLL | None:
 
 def available() -> bool:
     return library() is not None
+
+
+def wave_function() -> int:
+    """The address of the C function ``mfma_wave(const int64_t *record, int64_t wave)`` (one MFMA of
+    :func:`run`'s records for one wave), for generated code that calls it; 0 without the library."""
+    lib = library()
+    return 0 if lib is None else ctypes.cast(lib.mfma_wave, ctypes.c_void_p).value or 0
 
 
 def why_not() -> str:

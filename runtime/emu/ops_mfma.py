@@ -97,5 +97,7 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
         return M.native_call(name, target, st.V[ai:ai + na], st.V[bi:bi + nb], read_c(st, ALL), st.V[di:di + nc],
                              cbsz=cbsz, abid=abid, blgp=blgp)
     step = CompiledStep(inst, idx, h, "mfma")
-    step.native_call = native_call
+    # only where the native kernel can take it (known when compiling: fused runs and the block engine
+    # leave the others to ``h``)
+    step.native_call = native_call if cuda_fast else None
     return step

@@ -48,6 +48,7 @@ class SanPlan(cgen.Plan):
         # the C handler around the uninstrumented handlers (its fallback when a run cannot go on)
         plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base, s.cat) for s in run.steps])
         plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
+        plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
         native = super().run_handler(plain)
         checks = [s.fn.san_checks for s in run.steps]
 

@@ -57,6 +57,7 @@ v_alignbit_b32 v1, v2, v3, v4
 v_alignbyte_b32 v1, v2, v3, v4
 v_perm_b32 v1, v2, v3, v4
 v_perm_b32 v1, v2, v3, s9
+v_perm_b32 v1, v2, v3, s11
 v_lshl_add_u32 v1, v2, v3, v4
 v_add_lshl_u32 v1, v2, v3, v4
 v_add3_u32 v1, v2, v3, v4
@@ -225,7 +226,9 @@ def _program(body: str):
     return dev, prog, steps
 
 
-def _batch(rng, prog, *, lds_addr_reg: int | None = None, write: bool = False, unaligned: bool = False) -> Batch:
+def _batch(rng, prog, *, lds_addr_reg: int | None = None, write: bool = False, unaligned: bool = False,
+           waves: int = W, groups: int = G) -> Batch:
+    W, G = waves, groups
     st = Batch(prog.ctx.nregs, W, G, LDS)
     st.V[:] = rng.integers(0, 2**32, st.V.shape, dtype=np.uint64).astype(np.uint32)
     # some small values (shift counts, offsets, widths stay interesting) and some equal pairs
@@ -235,6 +238,9 @@ def _batch(rng, prog, *, lds_addr_reg: int | None = None, write: bool = False, u
     st.S[:] = rng.integers(0, 2**32, st.S.shape, dtype=np.uint64).astype(np.uint32)
     st.S[1:4, ::2] = rng.integers(0, 40, (3, (W + 1) // 2))
     st.SCC[:] = rng.integers(0, 2, W)
+    # s11: v_perm_b32 selectors, most of them byte shuffles (every selector byte < 8: the C fast path)
+    sels = np.array([0x05040100, 0x07060302, 0x03070006, 0x01000504], np.uint32)
+    st.S[11] = np.where(rng.random(W) < 0.8, sels[rng.integers(0, 4, W)], st.S[11] & np.uint32(0x0F0F0F0F))
     ex = rng.random((W, 64)) < 0.6
     ex[0] = True          # a full wave, an empty one and partial ones
     ex[1] = False
@@ -356,6 +362,158 @@ s_nop 0
             assert want[2:] == got[2:]
             for a, b in zip(want[0], got[0]):
                 assert np.array_equal(a, b)
+
+
+MFMA_RUN = """
+v_add_u32_e32 v3, v2, v3
+v_mfma_f32_32x32x8_bf16 v[40:55], v[20:21], v[22:23], v[40:55]
+ds_write_b64 v2, v[4:5] offset:8
+v_mfma_f32_32x32x8_bf16 v[40:55], v[22:23], v[20:21], v[40:55]
+v_mov_b32_e32 v20, v23
+v_mfma_f32_32x32x8_bf16 v[24:39], v[20:21], v[22:23], 0
+s_and_saveexec_b64 s[24:25], s[4:5]
+ds_read2_b32 v[8:9], v6 offset0:2 offset1:3
+v_mfma_f32_32x32x8_bf16 v[40:55], v[8:9], v[22:23], v[40:55]
+s_or_b64 exec, exec, s[24:25]
+v_cndmask_b32_e64 v10, v8, v9, s[6:7]
+s_nop 0
+"""
+
+
+def test_run_with_mfmas_on_threads_and_lds_out_of_range(monkeypatch):
+    """A run with MFMAs among VALU, SALU and LDS instructions (the native MFMA kernel called wave by wave
+    from the generated code), its workgroups spread over threads in chunks (two workgroups a chunk
+    here): the same bits as the numpy handlers one step at a time over all waves; with LDS accesses out
+    of range in several chunks, at different steps, the same reports, LDS byte counts and state."""
+    from isagen.runtime.emu import mfma as M
+    if not native.available():
+        pytest.skip(native.why_not())
+    monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
+    monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
+    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
+    monkeypatch.setattr(cgen, "CHUNKS", 4)
+    waves, groups = 24, 8
+    dev, prog, steps = _program(MFMA_RUN)
+    assert all(cgen.covers(s, prog.ctx) for s in steps)
+    (h,) = cgen.compile_runs(prog.ctx, [steps])
+
+    def seq(st, ws):
+        for s in steps:
+            s.fn(st, ws)
+
+    def batch(rng):
+        st = _batch(rng, prog, lds_addr_reg=2, waves=waves, groups=groups)
+        st.V[6] = st.V[2]
+        # finite bf16 pairs for the MFMAs' A and B, finite f32 for C (NaN payloads are not compared)
+        for r in (20, 21, 22, 23, 4, 5):
+            st.V[r] = rng.standard_normal((waves, 64)).astype(np.float32).view(np.uint32) & 0xFFFF0000 | (
+                rng.standard_normal((waves, 64)).astype(np.float32).view(np.uint32) >> 16)
+        st.V[40:56] = rng.standard_normal((16, waves, 64)).astype(np.float32).view(np.uint32)
+        return st
+
+    def copy(st, rng):
+        st2 = batch(rng)
+        st2.V[:], st2.S[:], st2.SCC[:], st2.EXEC[:], st2.lds[:] = st.V, st.S, st.SCC, st.EXEC, st.lds
+        st2.exec_all = st.exec_all
+        return st2
+
+    rng = np.random.default_rng(4)
+    calls = []
+    real = M.mfma
+    monkeypatch.setattr(M, "mfma", lambda *a, **k: calls.append(1) or real(*a, **k))
+    # waves -> (address register, lane) past the allocation: the ds_write (v2) or the ds_read2 (v6)
+    cases = [[], [(1, 2, 7)], [(20, 6, 3)], [(4, 6, 60), (13, 2, 1), (22, 2, 9)], [(0, 2, 0), (23, 6, 63)]]
+    for bad in cases:
+        for ws in (ALL, np.array([0, 1, 2, 4, 5, 9, 10, 11, 13, 20, 21, 22, 23])):
+            st = batch(rng)
+            for w, reg, lane in bad:
+                st.V[reg, w, lane] = LDS - 6
+                st.EXEC[w, lane] = True
+                if reg == 6:
+                    st.S[4 + lane // 32, w] |= np.uint32(1 << (lane % 32))
+            st.set_exec(ALL, st.EXEC.copy())
+            st2 = copy(st, rng)
+            want = _run(dev, prog, st, seq, ws)
+            calls.clear()
+            got = _run(dev, prog, st2, h, ws)
+            assert bad or not calls       # no stop: every MFMA ran in the generated code
+            assert bool(want[1]) == bool(bad) and want[1:] == got[1:], bad
+            for nm, a, b in zip(("V", "S", "SCC", "EXEC", "LDS"), want[0], got[0]):
+                assert np.array_equal(a, b), f"{nm} differs (bad={bad}, ws={ws})"
+
+
+GLOBAL = """
+global_load_dword v10, v[2:3], off
+global_load_dwordx2 v[10:11], v[2:3], off offset:8
+global_load_dwordx3 v[10:12], v[2:3], off offset:-4
+global_load_dwordx4 v[10:13], v[2:3], off offset:16
+v_add_u32_e32 v4, 4, v4
+global_load_dword v14, v4, s[6:7] offset:4
+global_load_dwordx4 v[16:19], v4, s[6:7]
+global_load_dwordx4 v[2:5], v[2:3], off
+"""
+
+
+def test_global_loads_match_numpy(monkeypatch):
+    """Global loads in the generated code (64-bit VGPR address; SGPR base + 32-bit VGPR offset; 1-4
+    dwords; signed offsets; the destination over the address): the same registers, bytes counted and,
+    for lanes outside every allocation (in some workgroups; the run stops before the access there),
+    the same reports as the numpy handlers; with threads over chunks of workgroups."""
+    monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
+    monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
+    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
+    monkeypatch.setattr(cgen, "CHUNKS", 4)
+    waves, groups = 24, 8
+    dev, prog, steps = _program(GLOBAL)
+    assert all(cgen.covers(s, prog.ctx) for s in steps)
+    (h,) = cgen.compile_runs(prog.ctx, [steps])
+    size = 4096
+    bufs = [dev.alloc(size, name=f"g{i}") for i in range(3)]
+    rng = np.random.default_rng(5)
+    for b in bufs:
+        dev.memory.write_bytes(int(b), rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+
+    def seq(st, ws):
+        for s in steps:
+            s.fn(st, ws)
+
+    def run(st, fn, ws):
+        rc = RunContext("cg", prog, dev, "collect", 10**9)
+        rc.batch = st
+        st.run = rc
+        with np.errstate(all="ignore"):
+            try:
+                fn(st, ws)
+            except Exception as e:
+                if type(e).__name__ != "_Abort":
+                    raise
+        return _state(st), [str(r) for r in rc.reports], rc.bytes_read, dict(rc.global_bytes_by_width)
+
+    # waves -> (register, lane, address) outside every allocation: v[2:3] (the 64-bit address), v4 (the offset)
+    end = int(bufs[0]) + size
+    cases = [[], [(1, 2, 3, end - 2)], [(20, 4, 63, size - 4)], [(5, 2, 0, end + 4096), (14, 4, 7, 10**6)]]
+    for bad in cases:
+        for ws in (ALL, np.array([0, 1, 3, 4, 5, 9, 10, 11, 14, 20, 21, 23])):
+            st = _batch(rng, prog, waves=waves, groups=groups)
+            b0 = int(bufs[rng.integers(0, 3)])
+            addr = b0 + rng.integers(8, size - 40, (waves, 64)) & ~rng.integers(0, 2, (waves, 64)) * 3
+            st.V[2], st.V[3] = addr & 0xFFFFFFFF, addr >> 32
+            st.V[4] = rng.integers(0, size - 40, (waves, 64))
+            st.S[6], st.S[7] = int(bufs[1]) & 0xFFFFFFFF, int(bufs[1]) >> 32
+            for w, reg, lane, a in bad:
+                if reg == 2:
+                    st.V[2, w, lane], st.V[3, w, lane] = a & 0xFFFFFFFF, a >> 32
+                else:
+                    st.V[4, w, lane] = a
+                st.EXEC[w, lane] = True
+            st.set_exec(ALL, st.EXEC.copy())
+            st2 = _batch(rng, prog, waves=waves, groups=groups)
+            st2.V[:], st2.S[:], st2.SCC[:], st2.EXEC[:], st2.lds[:] = st.V, st.S, st.SCC, st.EXEC, st.lds
+            st2.exec_all = st.exec_all
+            want, got = run(st, seq, ws), run(st2, h, ws)
+            assert bool(want[1]) == bool(bad) and want[1:] == got[1:], bad
+            for nm, x, y in zip(("V", "S", "SCC", "EXEC", "LDS"), want[0], got[0]):
+                assert np.array_equal(x, y), f"{nm} differs (bad={bad}, ws={ws})"
 
 
 @pytest.mark.parametrize("n", [256, pytest.param(384, marks=pytest.mark.slow)])
