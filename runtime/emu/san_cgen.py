@@ -8,7 +8,10 @@ own state and EXEC, never a register value, and an instruction of such a run cha
 run's handler makes every instruction's checks and records first, in program order, then runs the
 run's C function.  LDS instructions (whose race checks read the addresses) and EXEC writers (which
 change what the checks of the instructions after them see) end a run here; they and everything else
-not covered run through their instrumented numpy handlers as before.
+not covered run through their instrumented numpy handlers as before.  Where it is exact the checks are
+made once per run instead (:func:`fused_checks`): the pending-result and initialisation checks from the
+run's static register sets, the marks once per register, only the hazard checks and records per
+instruction.
 """
 
 from __future__ import annotations
@@ -53,7 +56,97 @@ class SanPlan(cgen.Plan):
             for c in checks:
                 c(st, ws)
             native(st, ws)
-        return fn
+        fused = fused_checks(run.steps)
+        if fused is None:
+            return fn
+
+        def fn_fused(st, ws):
+            if not fused(st, ws):
+                for c in checks:
+                    c(st, ws)
+            native(st, ws)
+        return fn_fused
 
 
-__all__ = ["SanPlan", "sanitized_run_ok"]
+def fused_checks(steps: list[CompiledStep]):
+    """The sanitizer checks and records of a run's instructions made once per run where that is exact, or
+    None where the run holds an instruction this does not take (s_waitcnt, or one a counter follows).
+
+    The returned ``f(st, ws)`` answers False, having changed nothing, when a pending-result or
+    initialisation check could find something (the caller then makes each instruction's checks as
+    before); otherwise it makes what the per-instruction checks would and answers True:
+
+    * pending results: ``check_pending`` looks only at registers in the scoreboard's ``maybe`` sets,
+      which nothing in such a run changes (no ``issue``, no ``s_waitcnt``), so when no register the run
+      reads or writes is in them no instruction's check can find anything;
+    * initialisation: a register the run reads after an earlier instruction of the run wrote it is
+      initialised in every executing lane (``mark_v``/``mark_s``; EXEC does not change in the run), so
+      only the registers read before the run writes them can be reported, and none is where each is
+      fully initialised (``vfull``/``sfull``, which only grow); the marks themselves are made once per
+      register at the end (nothing else reads them in between);
+    * hazards: ``check_hazards`` and ``record`` per instruction in program order as before (they read
+      the issue-slot counters, whose increments are made just before each such call and at the end).
+    """
+    infos = [s.fn.san_info for s in steps]
+    if any(i.counts for i in infos):
+        return None
+    keys: set[int] = set()
+    written_v: set[int] = set()
+    written_s: set[int] = set()
+    first_v: dict[int, None] = {}
+    first_s: dict[int, None] = {}
+    for i in infos:
+        keys.update(i.step.reads)
+        keys.update(i.step.writes)
+        first_v.update((k, None) for k in i.uninit_v if k not in written_v)
+        first_s.update((k, None) for k in i.uninit_s if k not in written_s)
+        written_v.update(i.wv)
+        written_s.update(i.wsc)
+    run_keys = frozenset(keys)
+    need_v, need_s = frozenset(first_v), frozenset(first_s)
+    marks_v, marks_s = tuple(dict.fromkeys(k for i in infos for k in i.wv)), \
+        tuple(dict.fromkeys(k for i in infos for k in i.wsc))
+    # the hazard work: (slots to add first, info) for each instruction that checks or records, then the rest
+    haz: list = []
+    pend = 0
+    for i in infos:
+        if i.haz_check or i.haz_record:
+            haz.append((pend, i))
+            pend = 0
+        else:
+            pend += i.nop_slots
+    tail = pend
+    total = sum(i.nop_slots for i in infos)
+
+    def f(st, ws) -> bool:
+        san = st.san
+        if san.any_pending:
+            m = san.maybe
+            if not (run_keys.isdisjoint(m["vm"]) and run_keys.isdisjoint(m["lds"])
+                    and run_keys.isdisjoint(m["smem"])):
+                return False
+        if not (need_v <= san.vfull and need_s <= san.sfull):
+            return False
+        slot = san.slot
+        if san.haz:
+            for add, i in haz:
+                if add:
+                    slot[ws] += add
+                if i.haz_check:
+                    san.check_hazards(st, ws, i.inst, i.step, i.hz)
+                if i.haz_record:
+                    san.record(st, ws, i.step, i.hz, i.wv, i.wsc)
+                slot[ws] += i.nop_slots
+            if tail:
+                slot[ws] += tail
+        else:
+            slot[ws] += total
+        if marks_v:
+            san.mark_v(st, ws, marks_v, False)
+        if marks_s:
+            san.mark_s(st, ws, marks_s)
+        return True
+    return f
+
+
+__all__ = ["SanPlan", "fused_checks", "sanitized_run_ok"]

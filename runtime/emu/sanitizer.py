@@ -144,6 +144,7 @@ def instrument(step, ctx) -> None:
     is_div_fmas = name in ("v_div_fmas_f32", "v_div_fmas_f64")
     hz = _HazInfo()
     hz.cls, hz.rules, hz.src_c, hz.src_ab, hz.dpp_src = cls, rules, src_c, src_ab, dpp_src
+    hz.src_c_sorted, hz.wv_sorted = tuple(sorted(src_c)), tuple(sorted(wv))
     hz.vmem_sreads, hz.is_trans, hz.reads_m0_dma, hz.is_div_fmas = vmem_sreads, is_trans, reads_m0_dma, is_div_fmas
     hz.writes_exec, hz.writes_m0, hz.is_dpp = writes_exec and is_valu, writes_m0, is_dpp
     # SGPR operands of a VALU: the explicit ones, and VCC however it is read (LLVM checkVALUHazards:
@@ -200,14 +201,29 @@ def instrument(step, ctx) -> None:
     # value but EXEC)
     checked.san_checks = lambda st, ws: checked(st, ws, False)      # type: ignore[attr-defined]
     checked.san_base = base                                         # type: ignore[attr-defined]
+    # what a native run's fused checks (san_cgen.py) need of this instruction
+    checked.san_info = _StepChecks(step, inst, hz, uninit_v, uninit_s, wv, wsc, haz_check,  # type: ignore[attr-defined]
+                                   haz_record, nop_slots, waitcnt or counter is not None)
     step.fn = checked
+
+
+class _StepChecks:
+    """One instruction's sanitizer checks and records, as data (see san_cgen.SanPlan.run_handler)."""
+    __slots__ = ("step", "inst", "hz", "uninit_v", "uninit_s", "wv", "wsc", "haz_check", "haz_record",
+                 "nop_slots", "counts")
+
+    def __init__(self, step, inst, hz, uninit_v, uninit_s, wv, wsc, haz_check, haz_record, nop_slots, counts):
+        self.step, self.inst, self.hz = step, inst, hz
+        self.uninit_v, self.uninit_s, self.wv, self.wsc = uninit_v, uninit_s, wv, wsc
+        self.haz_check, self.haz_record, self.nop_slots = haz_check, haz_record, nop_slots
+        self.counts = counts          # s_waitcnt, or an instruction a counter follows (issue())
 
 
 class _HazInfo:
     """What the hazard checks need to know about one instruction (computed once)."""
     __slots__ = ("cls", "rules", "src_c", "src_ab", "dpp_src", "vmem_sreads", "is_trans", "reads_m0_dma",
                  "is_div_fmas", "writes_exec", "writes_m0", "is_dpp", "valu_sreads", "rwlane", "readlane_src",
-                 "lane_sel")
+                 "lane_sel", "src_c_sorted", "wv_sorted")
 
     cls: str                         # 'mfma' | 'valu' | 'mem' | 'salu' | 'smem'
     rules: dict[str, HZ.WaitRule]    # the target's wait-state table
@@ -225,6 +241,8 @@ class _HazInfo:
     rwlane: bool
     readlane_src: tuple[int, ...]
     lane_sel: tuple[int, ...]
+    src_c_sorted: tuple[int, ...]    # src_c in order (an MFMA's accumulator range)
+    wv_sorted: tuple[int, ...]       # the VGPRs it writes, in order (an MFMA's result range)
 
 
 # ============================================================================ per-batch state
@@ -541,7 +559,7 @@ class Sanitizer:
                 p = pstep.mfma
                 if cls == "mfma":
                     if k in src_c:
-                        exact = prange == tuple(sorted(src_c)) and pstep.inst.name == inst.name
+                        exact = prange == hz.src_c_sorted and pstep.inst.name == inst.name
                         if exact:
                             need = HZ.wait_states(t, "mfma_write->mfma_srcc_exact", p.passes)
                         elif p.xdl:
@@ -651,7 +669,7 @@ class Sanitizer:
             self.exec_w_any = True
             self.exec_w_inst = step.inst
         if cls == "mfma":
-            rng = tuple(sorted(wv))
+            rng = hz.wv_sorted
             mfma_w, valu_w, mfma_c = self.mfma_w, self.valu_w, self.mfma_c
             for k in wv:
                 mfma_w[k] = (stamped(mfma_w.get(k)), step, rng)

@@ -194,3 +194,66 @@ def test_checks_fire_inside_native_runs(name, monkeypatch):
         cat, inst, text = want
         assert {r.category for r in reports} == {cat}, got
         assert reports[0].pc == address_of(co, inst) and text in reports[0].message
+
+
+# ---------------------------------------------------------------- a run's checks fused (san_cgen.fused_checks)
+
+FUSED_KERNELS = {
+    # (body, the first report (category, instruction, text) or None, whether the fused checks decide every
+    # execution (False: a pending result or an uninitialised register sends the run to the per-instruction
+    # checks))
+    "sgpr_hazard": (CGEN_KERNELS["sgpr_hazard"][0], CGEN_KERNELS["sgpr_hazard"][1], True),
+    "sgpr_ok": (CGEN_KERNELS["sgpr_ok"][0], None, True),
+    # the wait states of SALU instructions (which neither check nor record hazards) between the pair count
+    "sgpr_salu_gap1": ("  v_cmp_gt_u32_e64 s[10:11], 32, v0\n  s_mov_b32 s20, 0\n"
+                       "  v_cndmask_b32_e64 v5, 0, 1, s[10:11]\n", ("hazard", "v_cndmask_b32_e64", "1 wait state"),
+                       True),
+    "sgpr_salu_gap2": ("  v_cmp_gt_u32_e64 s[10:11], 32, v0\n  s_mov_b32 s20, 0\n  s_mov_b32 s21, s20\n"
+                       "  v_cndmask_b32_e64 v5, 0, 1, s[10:11]\n", None, True),
+    "trans_hazard": ("  v_cvt_f32_u32 v2, v0\n  v_rcp_f32 v3, v2\n  v_cvt_u32_f32 v5, v3\n",
+                     ("hazard", "v_cvt_u32_f32", "needs 1"), True),
+    # an MFMA result read by a VALU of the run that follows it
+    "mfma_hazard": ("  s_nop 4\n  v_mfma_f32_4x4x1_16b_f32 v[8:11], v1, v0, 0\n  v_add_u32 v2, v1, v0\n"
+                    "  v_xor_b32 v5, v8, v2\n",
+                    ("hazard", "v_xor_b32", "needs"), True),
+    "uninit": (CGEN_KERNELS["uninit"][0], CGEN_KERNELS["uninit"][1], False),
+    "missing_wait": (CGEN_KERNELS["missing_wait"][0], CGEN_KERNELS["missing_wait"][1], False),
+    "partial_lanes": (CGEN_KERNELS["partial_lanes"][0], CGEN_KERNELS["partial_lanes"][1], False),
+}
+
+
+@pytest.mark.parametrize("name", list(FUSED_KERNELS))
+def test_fused_run_checks(name, monkeypatch):
+    """Each check made once per run where that is exact (san_cgen.fused_checks): the same reports as the
+    per-instruction checks without the block engine, and the fused path taken (or refused) as expected."""
+    from isagen.runtime.emu import cgen, san_cgen
+    body, want, decides = FUSED_KERNELS[name]
+    co = build("cg", _PRE + body + _POST, args=(("ptr", "buf"),), vgprs=16)
+    ref, _, out_ref, _ = _launch_cgen(co, "0", monkeypatch)
+    answers: list[bool] = []
+    orig = san_cgen.fused_checks
+
+    def counting(steps):
+        f = orig(steps)
+        if f is None:
+            return None
+
+        def g(st, ws):
+            r = f(st, ws)
+            answers.append(r)
+            return r
+        return g
+    monkeypatch.setattr(san_cgen, "fused_checks", counting)
+    got, reports, out, calls = _launch_cgen(co, "force", monkeypatch)
+    if calls == 0:
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    assert got == ref
+    np.testing.assert_array_equal(out, out_ref)
+    assert answers, "no run went through the fused checks"
+    assert all(answers) if decides else not all(answers)
+    if want is None:
+        assert reports == []
+    else:
+        cat, inst, text = want
+        assert reports[0].category == cat and reports[0].pc == address_of(co, inst), got
+        assert text in reports[0].message, got
