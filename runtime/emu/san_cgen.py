@@ -1,19 +1,17 @@
 """The native block engine (cgen.py) with the sanitizer on.
 
 A native run executes several instructions in one C call, while the sanitizer checks each instruction
-before it executes and records what it wrote after.  For a run of VALU, SALU and MFMA instructions
-that writes no EXEC both orders give the same reports and the same sanitizer state: the checks and
-records (pending results, initialisation, hazards, issue slots: ``sanitizer.instrument``; for an MFMA
-also the initialisation of its A/B/C registers and the MFMA hazard rules) read the sanitizer's own
-state and EXEC, never a register value, and an instruction of such a run changes neither (an MFMA
-issues no counter and its handler makes no check).  So the run's handler makes every instruction's
-checks and records first, in program order, then runs the run's C function (MFMAs through the native
-MFMA kernel inside it, as without the sanitizer).  LDS instructions (whose race checks read the
-addresses) and EXEC writers (which change what the checks of the instructions after them see) end a
-run here; they and everything else not covered run through their instrumented numpy handlers as
-before.  Where it is exact the checks are made once per run instead (:func:`fused_checks`): the
-pending-result and initialisation checks from the run's static register sets, the marks once per
-register, only the hazard checks and records per instruction.
+before it executes and records what it wrote after.  For a run of VALU and SALU instructions that
+writes no EXEC both orders give the same reports and the same sanitizer state: the checks and records
+(pending results, initialisation, hazards, issue slots: ``sanitizer.instrument``) read the sanitizer's
+own state and EXEC, never a register value, and an instruction of such a run changes neither.  So the
+run's handler makes every instruction's checks and records first, in program order, then runs the
+run's C function.  LDS instructions (whose race checks read the addresses) and EXEC writers (which
+change what the checks of the instructions after them see) end a run here; they and everything else
+not covered run through their instrumented numpy handlers as before.  Where it is exact the checks are
+made once per run instead (:func:`fused_checks`): the pending-result and initialisation checks from the
+run's static register sets, the marks once per register, only the hazard checks and records per
+instruction.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from isagen.runtime.emu.steps import CompiledStep
 def sanitized_run_ok(step: CompiledStep, ctx) -> bool:
     """Whether a covered step may be part of a native run under the sanitizer."""
     c = cgen._covered(step, ctx)
-    return c is not None and c[0] in ("wave", "mfma") and not c[2] and hasattr(step.fn, "san_checks")
+    return c is not None and c[0] == "wave" and not c[2] and hasattr(step.fn, "san_checks")
 
 
 class SanPlan(cgen.Plan):
@@ -49,8 +47,7 @@ class SanPlan(cgen.Plan):
     def run_handler(self, run):
         # the C handler around the uninstrumented handlers (its fallback when a run cannot go on)
         plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base, s.cat) for s in run.steps])
-        plain.fname, plain.wexec, plain.lds, plain.gmem = run.fname, run.wexec, run.lds, run.gmem
-        plain.mfmas = run.mfmas        # the run's MFMAs (their native_call makes the records the C reads)
+        plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
         native = super().run_handler(plain)
         checks = [s.fn.san_checks for s in run.steps]
@@ -107,11 +104,8 @@ def fused_checks(steps: list[CompiledStep]):
         written_s.update(i.wsc)
     run_keys = frozenset(keys)
     need_v, need_s = frozenset(first_v), frozenset(first_s)
-    # an MFMA marks what it writes in every lane (mark_v's all_lanes), a VALU in the executing ones: the
-    # marks only add lanes, so making each set once, MFMAs' first, leaves what the instructions' would
-    marks_m = tuple(dict.fromkeys(k for i in infos if i.hz.cls == "mfma" for k in i.wv))
-    marks_v = tuple(dict.fromkeys(k for i in infos if i.hz.cls != "mfma" for k in i.wv))
-    marks_s = tuple(dict.fromkeys(k for i in infos for k in i.wsc))
+    marks_v, marks_s = tuple(dict.fromkeys(k for i in infos for k in i.wv)), \
+        tuple(dict.fromkeys(k for i in infos for k in i.wsc))
     # the hazard work: (slots to add first, info) for each instruction that checks or records, then the rest
     haz: list = []
     pend = 0
@@ -147,8 +141,6 @@ def fused_checks(steps: list[CompiledStep]):
                 slot[ws] += tail
         else:
             slot[ws] += total
-        if marks_m:
-            san.mark_v(st, ws, marks_m, True)
         if marks_v:
             san.mark_v(st, ws, marks_v, False)
         if marks_s:

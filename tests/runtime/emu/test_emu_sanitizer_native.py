@@ -155,29 +155,24 @@ CGEN_KERNELS = {
 }
 
 
-def _launch_cgen(co, mode, monkeypatch, sanitize=True, mfma_calls=None):
-    """(report texts, reports, the buffer after, calls of sanitized native runs); ``mfma_calls``: a list
-    that gets the number of those calls whose run holds an MFMA."""
+def _launch_cgen(co, mode, monkeypatch, sanitize=True):
+    """(report texts, reports, the buffer after, calls of sanitized native runs)."""
     from isagen.runtime.emu import san_cgen
     monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
-    calls = [0, 0]
+    calls = [0]
     orig = san_cgen.SanPlan.run_handler
 
     def counting(self, run):
         fn = orig(self, run)
-        mf = any(s.cat == "mfma" for s in run.steps)
 
         def counted(st, ws):
             calls[0] += 1
-            calls[1] += mf
             fn(st, ws)
         return counted
     monkeypatch.setattr(san_cgen.SanPlan, "run_handler", counting)
     dev = Device("gfx942", sanitize=sanitize)
     buf = dev.to_device(np.arange(128, dtype=np.uint32) * 3)
     reports = dev.load_module(co).launch("cg", grid=(1,), block=(128,), args=[buf], on_error="collect")
-    if mfma_calls is not None:
-        mfma_calls.append(calls[1])
     return [(str(r), r.extra) for r in reports], reports, dev.from_device(buf, 128, np.uint32), calls[0]
 
 
@@ -265,10 +260,12 @@ def test_fused_run_checks(name, monkeypatch):
         assert text in reports[0].message, got
 
 
-# ---------------------------------------------------------------- MFMAs inside sanitized native runs
+# ---------------------------------------------------------------- MFMAs between sanitized native runs
 
 # bf16 A/B inputs from the lane (v2..v4: v_cvt/v_lshl of v0), then VALU instructions the MFMA follows
-# directly (no s_nop between: one native run); the 16x16x16 bf16 MFMA is one the native kernel takes
+# directly (no s_nop between); the 16x16x16 bf16 MFMA is one the native kernel takes.  Under the
+# sanitizer an MFMA ends a native run (san_cgen.sanitized_run_ok; taking it into the runs was exact but
+# measured no faster: bench/results/emu_sanitizer_cost.md, round 4), so its checks run between them
 _MF_IN = ("  v_cvt_f32_u32 v2, v0\n  v_lshlrev_b32 v3, 16, v0\n  v_mov_b32 v4, v2\n  v_mov_b32 v6, v3\n"
           "  v_mov_b32 v7, v2\n  v_add_u32 v12, v1, v0\n  v_add_u32 v13, v1, v0\n")
 _MF = "  v_mfma_f32_16x16x16_bf16 v[8:11], v[2:3], v[6:7], {c}\n"
@@ -291,8 +288,8 @@ MFMA_KERNELS = {
                                    ("hazard", "v_mov_b32_e32 v10", "overwrites v10")),
     "mfma_srcab": (_MF_IN + _MF.format(c=0) + "  v_mfma_f32_16x16x16_bf16 v[12:15], v[8:9], v[6:7], 0\n"
                    + _MF_OUT, ("hazard", "v_mfma_f32_16x16x16_bf16 v[12:15]", "SrcA/B")),
-    # half the lanes execute the run: the MFMA's result counts as written in every lane (mark_v's
-    # all_lanes), the VALU results in the executing ones, also when the run's checks are fused
+    # half the lanes execute: the MFMA's result counts as written in every lane (mark_v's all_lanes),
+    # the VALU results in the executing ones, also where the runs' checks are fused
     "partial_exec": (_MF_IN + "  s_mov_b64 exec, 0xffffffff\n  v_add_u32 v13, v1, v0\n" + _MF.format(c=0)
                      + "  v_mov_b32 v14, v1\n"
                      "  s_mov_b64 exec, -1\n" + _MF_OUT + "  v_xor_b32 v5, v5, v14\n",
@@ -306,19 +303,17 @@ MFMA_KERNELS = {
 
 @pytest.mark.parametrize("name", list(MFMA_KERNELS))
 def test_mfma_checks_inside_native_runs(name, monkeypatch):
-    """An MFMA inside a sanitized native run (san_cgen.sanitized_run_ok): every report the same as the
-    per-instruction checks without the block engine make, the registers the same as those and as with
-    the sanitizer off, and the MFMA went through a native run."""
+    """MFMA checks (uninitialised A/B/C, a pending load into an operand, the VALU->MFMA, MFMA->VALU and
+    MFMA->MFMA hazards) with the block engine forced: every report the same as without the block
+    engine, the registers the same as those and as with the sanitizer off."""
     from isagen.runtime.emu import cgen
     body, want = MFMA_KERNELS[name]
     co = build("cg", _PRE + body + _POST, args=(("ptr", "buf"),), vgprs=24)
     ref, _, out_ref, _ = _launch_cgen(co, "0", monkeypatch)
     _, _, out_off, _ = _launch_cgen(co, "force", monkeypatch, sanitize=False)
-    mf: list[int] = []
-    got, reports, out, calls = _launch_cgen(co, "force", monkeypatch, mfma_calls=mf)
+    got, reports, out, calls = _launch_cgen(co, "force", monkeypatch)
     if calls == 0:
         pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
-    assert mf[0] >= 1, "no MFMA ran inside a sanitized native run"
     assert got == ref
     np.testing.assert_array_equal(out, out_ref)
     np.testing.assert_array_equal(out, out_off)
