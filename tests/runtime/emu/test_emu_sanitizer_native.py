@@ -155,7 +155,8 @@ CGEN_KERNELS = {
 }
 
 
-def _launch_cgen(co, mode, monkeypatch):
+def _launch_cgen(co, mode, monkeypatch, sanitize=True):
+    """(report texts, reports, the buffer after, calls of sanitized native runs)."""
     from isagen.runtime.emu import san_cgen
     monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
     calls = [0]
@@ -169,7 +170,7 @@ def _launch_cgen(co, mode, monkeypatch):
             fn(st, ws)
         return counted
     monkeypatch.setattr(san_cgen.SanPlan, "run_handler", counting)
-    dev = Device("gfx942")
+    dev = Device("gfx942", sanitize=sanitize)
     buf = dev.to_device(np.arange(128, dtype=np.uint32) * 3)
     reports = dev.load_module(co).launch("cg", grid=(1,), block=(128,), args=[buf], on_error="collect")
     return [(str(r), r.extra) for r in reports], reports, dev.from_device(buf, 128, np.uint32), calls[0]
@@ -257,3 +258,70 @@ def test_fused_run_checks(name, monkeypatch):
         cat, inst, text = want
         assert reports[0].category == cat and reports[0].pc == address_of(co, inst), got
         assert text in reports[0].message, got
+
+
+# ---------------------------------------------------------------- MFMAs between sanitized native runs
+
+# bf16 A/B inputs from the lane (v2..v4: v_cvt/v_lshl of v0), then VALU instructions the MFMA follows
+# directly (no s_nop between); the 16x16x16 bf16 MFMA is one the native kernel takes.  Under the
+# sanitizer an MFMA ends a native run (san_cgen.sanitized_run_ok; taking it into the runs was exact but
+# measured no faster: bench/results/emu_sanitizer_cost.md, round 4), so its checks run between them
+_MF_IN = ("  v_cvt_f32_u32 v2, v0\n  v_lshlrev_b32 v3, 16, v0\n  v_mov_b32 v4, v2\n  v_mov_b32 v6, v3\n"
+          "  v_mov_b32 v7, v2\n  v_add_u32 v12, v1, v0\n  v_add_u32 v13, v1, v0\n")
+_MF = "  v_mfma_f32_16x16x16_bf16 v[8:11], v[2:3], v[6:7], {c}\n"
+_MF_OUT = "  s_nop 15\n  v_xor_b32 v5, v8, v11\n"
+MFMA_KERNELS = {
+    # (body, the first report (category, instruction, text in its message) or None for a clean kernel)
+    "clean": (_MF_IN + _MF.format(c=0) + "  v_add_u32 v14, v1, v0\n" + _MF_OUT, None),
+    "uninit_a": (_MF_IN.replace("  v_mov_b32 v6, v3\n", "") + _MF.format(c=0) + _MF_OUT,
+                 ("uninitialized", "v_mfma_f32_16x16x16_bf16", "v6")),
+    "uninit_c": (_MF_IN + _MF.format(c="v[8:11]") + _MF_OUT,
+                 ("uninitialized", "v_mfma_f32_16x16x16_bf16", "v8")),
+    "pending_load": ("  s_waitcnt lgkmcnt(0)\n  global_load_dword v7, v1, s[4:5]\n"
+                     + _MF_IN.replace("  v_mov_b32 v7, v2\n", "") + _MF.format(c=0) + _MF_OUT,
+                     ("missing-wait", "v_mfma_f32_16x16x16_bf16", "vmcnt(0)")),
+    "valu_write_mfma_read": (_MF_IN.replace("  v_add_u32 v12, v1, v0\n  v_add_u32 v13, v1, v0\n", "")
+                             + _MF.format(c=0) + _MF_OUT, ("hazard", "v_mfma_f32_16x16x16_bf16", "needs 2")),
+    "result_read_by_valu": (_MF_IN + _MF.format(c=0) + "  v_add_u32 v14, v1, v0\n  v_xor_b32 v5, v9, v14\n"
+                            + _MF_OUT, ("hazard", "v_xor_b32", "v9")),
+    "result_overwritten_by_valu": (_MF_IN + _MF.format(c=0) + "  v_mov_b32 v10, v1\n" + _MF_OUT,
+                                   ("hazard", "v_mov_b32_e32 v10", "overwrites v10")),
+    "mfma_srcab": (_MF_IN + _MF.format(c=0) + "  v_mfma_f32_16x16x16_bf16 v[12:15], v[8:9], v[6:7], 0\n"
+                   + _MF_OUT, ("hazard", "v_mfma_f32_16x16x16_bf16 v[12:15]", "SrcA/B")),
+    # half the lanes execute: the MFMA's result counts as written in every lane (mark_v's all_lanes),
+    # the VALU results in the executing ones, also where the runs' checks are fused
+    "partial_exec": (_MF_IN + "  s_mov_b64 exec, 0xffffffff\n  v_add_u32 v13, v1, v0\n" + _MF.format(c=0)
+                     + "  v_mov_b32 v14, v1\n"
+                     "  s_mov_b64 exec, -1\n" + _MF_OUT + "  v_xor_b32 v5, v5, v14\n",
+                     ("uninitialized", "v_xor_b32_e32 v5, v5, v14", "v14")),
+    "mfma_srcc_exact": (_MF_IN + _MF.format(c=0) + _MF.format(c="v[8:11]") + _MF_OUT, "ref"),
+    "mfma_srcc_overlap": (_MF_IN + _MF.format(c=0)
+                          + "  v_mfma_f32_16x16x16_bf16 v[16:19], v[2:3], v[6:7], v[10:13]\n" + _MF_OUT,
+                          ("hazard", "v_mfma_f32_16x16x16_bf16 v[16:19]", "SrcC")),
+}
+
+
+@pytest.mark.parametrize("name", list(MFMA_KERNELS))
+def test_mfma_checks_inside_native_runs(name, monkeypatch):
+    """MFMA checks (uninitialised A/B/C, a pending load into an operand, the VALU->MFMA, MFMA->VALU and
+    MFMA->MFMA hazards) with the block engine forced: every report the same as without the block
+    engine, the registers the same as those and as with the sanitizer off."""
+    from isagen.runtime.emu import cgen
+    body, want = MFMA_KERNELS[name]
+    co = build("cg", _PRE + body + _POST, args=(("ptr", "buf"),), vgprs=24)
+    ref, _, out_ref, _ = _launch_cgen(co, "0", monkeypatch)
+    _, _, out_off, _ = _launch_cgen(co, "force", monkeypatch, sanitize=False)
+    got, reports, out, calls = _launch_cgen(co, "force", monkeypatch)
+    if calls == 0:
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    assert got == ref
+    np.testing.assert_array_equal(out, out_ref)
+    np.testing.assert_array_equal(out, out_off)
+    if want is None:
+        assert reports == []
+    elif want != "ref":
+        cat, inst, text = want
+        assert reports, "nothing reported"
+        first = reports[0]
+        assert first.category == cat and first.pc == address_of(co, inst), got
+        assert text in first.message, got
