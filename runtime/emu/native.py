@@ -354,44 +354,51 @@ def _cpu_id() -> str:
         return platform.processor() + platform.machine()
 
 
+def build_library(src: str, stem: str, flags: list[str], what: str) -> tuple[ctypes.CDLL | None, str]:
+    """Compile the C source ``src`` into a shared library with the host C compiler and load it:
+    ``(library, "")``, or ``(None, why not)``.  Cached as ``cache_dir() / "emu-native" / STEM_KEY.so``,
+    the key a hash of the source, compiler, flags and host CPU (``-march=native`` builds for it);
+    ``what`` names the library in the reason a build fails."""
+    cc = _compiler()
+    if cc is None:
+        return None, "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
+    from isagen.objects.cache import cache_dir
+    key = hashlib.sha256((src + cc + " ".join(flags) + _cpu_id()).encode()).hexdigest()[:16]
+    out_dir = cache_dir() / "emu-native"
+    so = out_dir / f"{stem}_{key}.so"
+    if not so.exists():
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                c_file = Path(tmp) / f"{stem}.c"
+                c_file.write_text(src)
+                tmp_so = Path(tmp) / so.name
+                r = subprocess.run([cc, *flags, str(c_file), "-o", str(tmp_so)], capture_output=True, text=True,
+                                   timeout=120)
+                if r.returncode != 0:
+                    return None, f"{cc} failed: {r.stderr.strip()[:300]}"
+                os.replace(tmp_so, so)       # atomic: concurrent builders leave one complete file
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"building {what} failed: {e}"
+    try:
+        return ctypes.CDLL(str(so)), ""
+    except OSError as e:
+        return None, f"loading {so} failed: {e}"
+
+
 def _build() -> ctypes.CDLL | None:
     global _why
     if os.environ.get("ISAGEN_EMU_NATIVE", "1") == "0":
         _why = "disabled by ISAGEN_EMU_NATIVE=0"
         return None
-    cc = _compiler()
-    if cc is None:
-        _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
-        return None
-    from isagen.objects.cache import cache_dir
     # -ffp-contract=fast: a product and its add become one fused multiply-add (the same bits: every
     # product is exact); no fast-math, so the order of the sum stays k order
     flags = ["-O3", "-march=native", "-fPIC", "-shared", "-pthread", "-fno-fast-math", "-ffp-contract=fast",
              "-std=gnu99"]
-    key = hashlib.sha256((_SRC + cc + " ".join(flags) + _cpu_id()).encode()).hexdigest()[:16]
-    out_dir = cache_dir() / "emu-native"
-    so = out_dir / f"mfma_{key}.so"
-    if not so.exists():
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory() as tmp:
-                src = Path(tmp) / "mfma.c"
-                src.write_text(_SRC)
-                tmp_so = Path(tmp) / so.name
-                r = subprocess.run([cc, *flags, str(src), "-o", str(tmp_so)], capture_output=True, text=True,
-                                   timeout=120)
-                if r.returncode != 0:
-                    _why = f"{cc} failed: {r.stderr.strip()[:300]}"
-                    return None
-                os.replace(tmp_so, so)       # atomic: concurrent builders leave one complete file
-        except (OSError, subprocess.SubprocessError) as e:
-            _why = f"building the native MFMA kernel failed: {e}"
-            return None
-    try:
-        lib = ctypes.CDLL(str(so))
-    except OSError as e:
-        _why = f"loading {so} failed: {e}"
+    lib, _why = build_library(_SRC, "mfma", flags, "the native MFMA kernel")
+    if lib is None:
         return None
+    so = lib._name
     if lib.mfma_rec_fields() != REC:
         _why = f"{so}: records of {lib.mfma_rec_fields()} fields, native.py writes {REC}"
         return None

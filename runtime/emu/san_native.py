@@ -18,11 +18,7 @@ beside the native MFMA kernel.  ``ISAGEN_EMU_SAN_NATIVE=0`` (or no compiler) kee
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -239,36 +235,10 @@ def _build():
     if os.environ.get("ISAGEN_EMU_SAN_NATIVE", "1") == "0":
         _why = "disabled by ISAGEN_EMU_SAN_NATIVE=0"
         return None
-    from isagen.objects.cache import cache_dir
     from isagen.runtime.emu import native
-    cc = native._compiler()
-    if cc is None:
-        _why = "no C compiler on PATH (cc, gcc, clang, clang-22, clang-19 or $CC)"
-        return None
-    flags = ["-O3", "-march=native", "-fPIC", "-shared", "-std=gnu99"]
-    key = hashlib.sha256((_SRC + cc + " ".join(flags) + native._cpu_id()).encode()).hexdigest()[:16]
-    out_dir = cache_dir() / "emu-native"
-    so = out_dir / f"sanlds_{key}.so"
-    if not so.exists():
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory() as tmp:
-                src = Path(tmp) / "sanlds.c"
-                src.write_text(_SRC)
-                tmp_so = Path(tmp) / so.name
-                r = subprocess.run([cc, *flags, str(src), "-o", str(tmp_so)], capture_output=True, text=True,
-                                   timeout=120)
-                if r.returncode != 0:
-                    _why = f"{cc} failed: {r.stderr.strip()[:300]}"
-                    return None
-                os.replace(tmp_so, so)       # atomic: concurrent builders leave one complete file
-        except (OSError, subprocess.SubprocessError) as e:
-            _why = f"building the sanitizer's LDS library failed: {e}"
-            return None
-    try:
-        lib = ctypes.CDLL(str(so))
-    except OSError as e:
-        _why = f"loading {so} failed: {e}"
+    lib, _why = native.build_library(_SRC, "sanlds", ["-O3", "-march=native", "-fPIC", "-shared", "-std=gnu99"],
+                                     "the sanitizer's LDS library")
+    if lib is None:
         return None
     P, L = ctypes.c_void_p, ctypes.c_int64
     lib.san_lds_write.argtypes = [L] + [P] * 5 + [L] * 5 + [P] * 14 + [P, L, L, P]
