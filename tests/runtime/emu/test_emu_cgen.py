@@ -226,6 +226,27 @@ def _program(body: str):
     return dev, prog, steps
 
 
+def _one_run(body: str):
+    """``body`` as one C run: the device, program, steps, the run's handler, and the same steps run one
+    by one through their numpy handlers (the reference)."""
+    dev, prog, steps = _program(body)
+    assert all(cgen.covers(s, prog.ctx) for s in steps)
+    (h,) = cgen.compile_runs(prog.ctx, [steps])
+
+    def seq(st, ws):
+        for s in steps:
+            s.fn(st, ws)
+    return dev, prog, steps, h, seq
+
+
+def _threads_over_chunks(monkeypatch) -> None:
+    """Every run call spread over two threads in four chunks of workgroups, however small its work."""
+    monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
+    monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
+    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
+    monkeypatch.setattr(cgen, "CHUNKS", 4)
+
+
 def _batch(rng, prog, *, lds_addr_reg: int | None = None, write: bool = False, unaligned: bool = False,
            waves: int = W, groups: int = G) -> Batch:
     W, G = waves, groups
@@ -334,13 +355,7 @@ v_mov_b32_e32 v11, v10
 ds_read_b32 v12, v2 offset:4
 s_nop 0
 """
-    dev, prog, steps = _program(body)
-    assert all(cgen.covers(s, prog.ctx) for s in steps)
-    (h,) = cgen.compile_runs(prog.ctx, [steps])
-
-    def seq(st, ws):
-        for s in steps:
-            s.fn(st, ws)
+    dev, prog, steps, h, seq = _one_run(body)
     rng = np.random.default_rng(3)
     _compare(dev, prog, [seq] * 4, [h] * 4, rng, lds_addr_reg=2)
     # lanes past the allocation (in the first, the second or both workgroups): the C run stops before
@@ -388,18 +403,9 @@ def test_run_with_mfmas_on_threads_and_lds_out_of_range(monkeypatch):
     from isagen.runtime.emu import mfma as M
     if not native.available():
         pytest.skip(native.why_not())
-    monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
-    monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
-    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
-    monkeypatch.setattr(cgen, "CHUNKS", 4)
+    _threads_over_chunks(monkeypatch)
     waves, groups = 24, 8
-    dev, prog, steps = _program(MFMA_RUN)
-    assert all(cgen.covers(s, prog.ctx) for s in steps)
-    (h,) = cgen.compile_runs(prog.ctx, [steps])
-
-    def seq(st, ws):
-        for s in steps:
-            s.fn(st, ws)
+    dev, prog, steps, h, seq = _one_run(MFMA_RUN)
 
     def batch(rng):
         st = _batch(rng, prog, lds_addr_reg=2, waves=waves, groups=groups)
@@ -459,23 +465,14 @@ def test_global_loads_match_numpy(monkeypatch):
     dwords; signed offsets; the destination over the address): the same registers, bytes counted and,
     for lanes outside every allocation (in some workgroups; the run stops before the access there),
     the same reports as the numpy handlers; with threads over chunks of workgroups."""
-    monkeypatch.setenv("ISAGEN_EMU_THREADS", "2")
-    monkeypatch.setattr(cgen, "MIN_THREAD_WAVES", 1)
-    monkeypatch.setattr(cgen, "THREAD_WORK", 1)
-    monkeypatch.setattr(cgen, "CHUNKS", 4)
+    _threads_over_chunks(monkeypatch)
     waves, groups = 24, 8
-    dev, prog, steps = _program(GLOBAL)
-    assert all(cgen.covers(s, prog.ctx) for s in steps)
-    (h,) = cgen.compile_runs(prog.ctx, [steps])
+    dev, prog, steps, h, seq = _one_run(GLOBAL)
     size = 4096
     bufs = [dev.alloc(size, name=f"g{i}") for i in range(3)]
     rng = np.random.default_rng(5)
     for b in bufs:
         dev.memory.write_bytes(int(b), rng.integers(0, 256, size, dtype=np.uint8).tobytes())
-
-    def seq(st, ws):
-        for s in steps:
-            s.fn(st, ws)
 
     def run(st, fn, ws):
         rc = RunContext("cg", prog, dev, "collect", 10**9)
