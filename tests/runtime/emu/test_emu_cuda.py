@@ -243,14 +243,85 @@ def test_torch_cuda_tensors_in_and_out_through_dlpack():
     assert np.array_equal(out.view(torch.int16).cpu().numpy().ravel(), host.from_device(hc, (m * n,), np.int16))
 
 
+def _sanitized_runs(co, name, n_out, block, args_in=()):
+    """(reports, output words) of one collect-mode sanitized launch of ``co`` on each engine."""
+    got = {}
+    for eng in ("cpu", "cuda"):
+        dev = Device("gfx942", array_module=eng)            # sanitize=True by default
+        ins = [dev.to_device(a, f"in{i}") for i, a in enumerate(args_in)]
+        out = dev.to_device(np.zeros(n_out, np.uint32), "out")
+        reports = dev.load_module(co).launch(name, grid=(1,), block=(block,), args=[*ins, out], on_error="collect")
+        got[eng] = ([_report_key(r) for r in reports], dev.from_device(out, n_out, np.uint32))
+    return got
+
+
+# the sanitizer's planted bugs (test_emu_sanitizer.py): LDS exchange between two waves without its waits or
+# barrier, out of range, uninitialised; one LDS word stored by two waves (same value or not: the data of a
+# write is looked at); lanes written under a partial EXEC; MFMA hazards
+_PLANTED = [("exchange", {}), ("exchange", {"wait_load": ""}), ("exchange", {"barrier": ""}),
+            ("exchange", {"wait_lds": ""}), ("exchange", {"store_off": " offset:256"}),
+            ("exchange", {"read_off": " offset:512"}), ("exchange", {"addend": "v9"}),
+            ("shared", ("ds_write_b32", 0, 7, 0, 7, None)), ("shared", ("ds_write_b32", 0, 7, 0, 8, {7, 8})),
+            ("shared", ("ds_write_b16", 0, 7, 1, 8, {0x807, 7})), ("partial", None), ("mfma", 6), ("mfma", 2)]
+
+
 @needs_cuda
-def test_sanitizer_is_refused_on_cuda():
+@pytest.mark.parametrize("kind, planted", _PLANTED, ids=[f"{k}-{i}" for i, (k, _) in enumerate(_PLANTED)])
+def test_sanitizer_reports_as_on_cpu(kind, planted):
+    """The sanitizer on the cuda engine (its bookkeeping host-side, fed from the device): the same reports
+    (category, pc, message, workgroup, wave, lanes, address, count) and the same output as the CPU engine on
+    the planted bugs of test_emu_sanitizer.py, and at least one report where a bug is planted.  Where two
+    waves store different values to one LDS word in one instruction (an LDS race), which store lands last is
+    the engine's: the CPU engine keeps the last wave's, CuPy's scatter an unspecified one, so the word read
+    back is either order's (``racing``)."""
+    from emu_support import build
+    from test_emu_sanitizer import CLEAN, EXCHANGE, MFMA, SHARED_WORD
+    if kind == "exchange":
+        co = _fixture(lambda: build("exchange", EXCHANGE.format(**{**CLEAN, **planted}),
+                                    args=(("ptr", "inp"), ("ptr", "out")), lds=512, vgprs=16))
+        got = _sanitized_runs(co, "exchange", 128, 128, [np.arange(128, dtype=np.float32) * 0.5])
+    elif kind == "shared":
+        store, a0, a1, b0, b1, racing = planted
+        co = _fixture(lambda: build("shared", SHARED_WORD.format(store=store, a0=a0, a1=a1, b0=b0, b1=b1), lds=64))
+        got = _sanitized_runs(co, "shared", 128, 128)
+    elif kind == "partial":
+        body = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_mov_b64 exec, 0xffffffff
+  v_mov_b32 v5, 1.0
+  s_mov_b64 exec, -1
+  v_lshlrev_b32 v1, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v5, s[4:5]
+"""
+        co = _fixture(build, "partial", body)
+        got = _sanitized_runs(co, "partial", 64, 64)
+    else:
+        co = _fixture(lambda: build("mfma", MFMA.format(nops=planted), vgprs=8, agprs=4))
+        got = _sanitized_runs(co, "mfma", 64, 64)
+    assert got["cuda"][0] == got["cpu"][0]
+    if kind == "shared" and planted[-1] is not None:
+        assert set(got["cpu"][1].tolist()) <= planted[-1] and set(got["cuda"][1].tolist()) <= planted[-1]
+    else:
+        assert np.array_equal(got["cuda"][1], got["cpu"][1])
+    clean = (kind == "exchange" and not planted) or planted == ("ds_write_b32", 0, 7, 0, 7, None) or planted == 6
+    assert (got["cpu"][0] == []) == clean
+
+
+@needs_cuda
+def test_sanitized_triton_matmul_as_on_cpu():
+    """A whole Triton GEMM sanitized on both engines: no report (a report raises) and the same C bits."""
     from tools import emu_cuda_fixtures as F
     k = _fixture(F.triton_matmul)
-    dev = Device("gfx942", array_module="cuda")           # sanitize=True by default
-    a = np.zeros((128, 128), np.int16)
-    with pytest.raises(X.EngineError, match="sanitizer does not run on the cuda emulator engine"):
-        F.run_triton(dev, k, a, a, 128, 128, 128)
+    n = 256
+    A, B = _bf16_pair(n, n, n, 11)
+    a16, b16 = A.view(torch.int16).numpy(), B.view(torch.int16).numpy()
+    outs = {}
+    for eng in ("cpu", "cuda"):
+        dev = Device("gfx942", sanitize=True, array_module=eng)
+        _, c, _ = F.run_triton(dev, k, a16, b16, n, n, n)
+        outs[eng] = dev.from_device(c, (n * n,), np.uint16)
+    assert np.array_equal(outs["cuda"], outs["cpu"])
 
 
 @needs_cuda
