@@ -1516,11 +1516,14 @@ def _permlane_swap(vi: VInst, ctx):
         odd = ((lane // 16) & 1) == 1
         partner = lane ^ 16
 
+    lanes: dict = {}        # (odd, partner) on each engine's device
+
     def h(st, ws):
+        o, p = lanes.get(X.active()) or lanes.setdefault(X.active(), (X.from_host(odd), X.from_host(partner)))
         a = st.V[i, ws].copy()
         b = st.V[j, ws].copy()
-        new_a = np.where(odd, b[:, partner], a)
-        new_b = np.where(~odd, a[:, partner], b)
+        new_a = np.where(o, b[:, p], a)
+        new_b = np.where(~o, a[:, p], b)
         vwrite(st, ws, i, new_a)
         vwrite(st, ws, j, new_b)
     return h
@@ -1537,7 +1540,7 @@ def _bitop3(vi: VInst, ctx):
 
     def h(st, ws):
         a, b, c = (np.asarray(g(st, ws), U32) for g in f)
-        out = np.zeros(np.broadcast(a, b, c).shape, U32)
+        out = np.zeros(np.broadcast_arrays(a, b, c)[0].shape, U32)     # (np.broadcast is numpy's class)
         for t in range(8):
             if (ttbl >> t) & 1:
                 x = a if t & 4 else ~a
