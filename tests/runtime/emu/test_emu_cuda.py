@@ -1,4 +1,5 @@
-"""The cuda emulator engine (CuPy on an NVIDIA GPU) against the CPU engine, bit for bit, and against torch.
+"""The cuda emulator engine (CuPy on an NVIDIA GPU) against the CPU engine, bit for bit, and against torch;
+its sanitizer against the CPU engine's reports.
 
 Skipped with the reason where CuPy or a CUDA device is missing (CI).  The code objects come from Triton
 and the AMDGPU toolchain where installed, else from ``$ISAGEN_EMU_CUDA_FIXTURES`` (written on a machine
