@@ -389,10 +389,10 @@ def _div_fixup(q, d, n, dt, inf):
 
 f32 = ("f32", "f32")
 # ---- 32-bit float arithmetic
-op("v_add_f32", "f32", f32, lambda a, b: a + b)
-op("v_sub_f32", "f32", f32, lambda a, b: a - b)
-op("v_subrev_f32", "f32", f32, lambda a, b: b - a)
-op("v_mul_f32", "f32", f32, lambda a, b: a * b)
+op("v_add_f32", "f32", f32, lambda a, b: X.f32_arith("add", a, b) if X.active() == "cuda" else a + b)
+op("v_sub_f32", "f32", f32, lambda a, b: X.f32_arith("sub", a, b) if X.active() == "cuda" else a - b)
+op("v_subrev_f32", "f32", f32, lambda a, b: X.f32_arith("sub", b, a) if X.active() == "cuda" else b - a)
+op("v_mul_f32", "f32", f32, lambda a, b: X.f32_arith("mul", a, b) if X.active() == "cuda" else a * b)
 op("v_mul_legacy_f32", "f32", f32, lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b).astype(F32))
 op("v_min_f32", "f32", f32, _fmin)
 op("v_max_f32", "f32", f32, _fmax)
@@ -983,7 +983,11 @@ def _to_bits(res, ty):
 
 def _float_post(res, ty, vi: VInst, ctx):
     if vi.omod:
-        res = res * {1: 2.0, 2: 4.0, 3: 0.5}[vi.omod]
+        k = {1: 2.0, 2: 4.0, 3: 0.5}[vi.omod]
+        if ty == "f32" and X.active() == "cuda":        # (CuPy's float32 multiply: see xp.f32_arith)
+            res = X.f32_arith("mul", res, k)
+        else:
+            res = res * k
         res = res.astype(DT[ty])
     if vi.clamp:
         res = np.clip(np.nan_to_num(res, nan=0.0), 0, 1).astype(DT[ty])
