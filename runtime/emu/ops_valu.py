@@ -185,6 +185,15 @@ def _frexp_exp(x):
 
 def _ldexp32(x, e):
     e = np.clip(np.asarray(e).astype(I64), -1000, 1000)
+    if X.active() == "cuda":
+        # CuPy's float32 <-> float64 conversions flush subnormals and replace NaNs by CUDA's canonical one:
+        # the exact widening and rounding of xp.py instead (adding -0 keeps every value, -0 included), a
+        # NaN passed through quieted, as numpy's conversions do
+        xb = np.asarray(x, F32).view(U32)
+        r = np.ldexp(X.f32_bits_to_f64(xb), e)
+        out = np.empty(r.shape, U32)
+        X.add_round_f32(r, U32(0x80000000), out)
+        return np.where((xb & U32(0x7FFFFFFF)) > U32(0x7F800000), xb | U32(0x400000), out).view(F32)
     return _round32(np.ldexp(_f64(x), e))
 
 
