@@ -37,7 +37,8 @@ def _bytes_of(tensor) -> np.ndarray:
 
 def sanitize_enabled() -> bool:
     """The emulator's sanitizer is on unless ``ISAGEN_EMU_SANITIZE`` is 0/off/false (it costs ~2x); unset,
-    it is off on the cuda engine (``ISAGEN_EMU_DEVICE=cuda``), which does not run it."""
+    it is off on the cuda engine (``ISAGEN_EMU_DEVICE=cuda``), where its host-side bookkeeping costs far more
+    (docs/emulator.md, "The cuda engine"); ``ISAGEN_EMU_SANITIZE=1`` runs it there too."""
     default = "0" if os.environ.get("ISAGEN_EMU_DEVICE", "cpu").strip().lower() == "cuda" else "1"
     value = os.environ.get("ISAGEN_EMU_SANITIZE", default).strip().lower()
     if value in ("0", "off", "false", "no"):
@@ -56,7 +57,7 @@ class EmuBackend(Backend):
     name = "emu"
 
     def __init__(self) -> None:
-        self._devices: dict[str, object] = {}
+        self._devices: dict[tuple, object] = {}
         # (target, sanitize, SHA-256 of the code object) -> loaded module, least recently used first: a
         # module holds its decoded and compiled code (closures per instruction), so a process that runs
         # many kernels (a test suite, a tuning sweep) keeps the last MAX_MODULES, not all of them
@@ -71,10 +72,12 @@ class EmuBackend(Backend):
     def _module(self, kernel):
         target = kernel.target
         sanitize = sanitize_enabled()
-        dev = self._devices.get((target, sanitize))
+        # the engine as $ISAGEN_EMU_DEVICE names it now (Device validates it): a change of it takes effect
+        engine = os.environ.get("ISAGEN_EMU_DEVICE", "cpu").strip().lower() or "cpu"
+        dev = self._devices.get((target, sanitize, engine))
         if dev is None:
-            dev = self._devices[(target, sanitize)] = Device(target, sanitize=sanitize)
-        key = (target, sanitize, hashlib.sha256(kernel.code_object).hexdigest())
+            dev = self._devices[(target, sanitize, engine)] = Device(target, sanitize=sanitize)
+        key = (target, sanitize, engine, hashlib.sha256(kernel.code_object).hexdigest())
         mod = self._modules.get(key)
         if mod is None:
             mod = self._modules[key] = dev.load_module(kernel.code_object)

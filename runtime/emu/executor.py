@@ -156,7 +156,7 @@ class CompiledCode:
             return s
 
         def fn(st, ws):
-            offs = st.S[M0, ws] & np.uint32(0xFF)
+            offs = X.to_host(st.S[M0, ws]) & np.uint32(0xFF)       # (the host picks the variants)
             if isinstance(ws, slice):
                 ws = np.arange(st.W)[ws]
             for off in np.unique(offs):
@@ -354,7 +354,9 @@ def run_batch(prog: CompiledCode, st, rc: RunContext) -> None:
     block = None
     status, pcs = st.status, st.pc
     trace = rc.trace
-    graphs = X.active() == "cuda" and cuda_graph.enabled()     # cuda engine: blocks replayed as CUDA graphs
+    # cuda engine: blocks replayed as CUDA graphs, not with the sanitizer on (its bookkeeping is host-side work
+    # of every execution, which a replay would skip)
+    graphs = X.active() == "cuda" and cuda_graph.enabled() and st.san is None
     errstate = np.errstate(all="ignore")     # IEEE specials are results here, not warnings
     errstate.__enter__()
     # no cyclic garbage collection while the batch runs (cycles made meanwhile are collected after it):

@@ -185,6 +185,15 @@ def _frexp_exp(x):
 
 def _ldexp32(x, e):
     e = np.clip(np.asarray(e).astype(I64), -1000, 1000)
+    if X.active() == "cuda":
+        # CuPy's float32 <-> float64 conversions flush subnormals and replace NaNs by CUDA's canonical one:
+        # the exact widening and rounding of xp.py instead (adding -0 keeps every value, -0 included), a
+        # NaN passed through quieted, as numpy's conversions do
+        xb = np.asarray(x, F32).view(U32)
+        r = np.ldexp(X.f32_bits_to_f64(xb), e)
+        out = np.empty(r.shape, U32)
+        X.add_round_f32(r, U32(0x80000000), out)
+        return np.where((xb & U32(0x7FFFFFFF)) > U32(0x7F800000), xb | U32(0x400000), out).view(F32)
     return _round32(np.ldexp(_f64(x), e))
 
 
@@ -389,10 +398,10 @@ def _div_fixup(q, d, n, dt, inf):
 
 f32 = ("f32", "f32")
 # ---- 32-bit float arithmetic
-op("v_add_f32", "f32", f32, lambda a, b: a + b)
-op("v_sub_f32", "f32", f32, lambda a, b: a - b)
-op("v_subrev_f32", "f32", f32, lambda a, b: b - a)
-op("v_mul_f32", "f32", f32, lambda a, b: a * b)
+op("v_add_f32", "f32", f32, lambda a, b: X.f32_arith("add", a, b) if X.active() == "cuda" else a + b)
+op("v_sub_f32", "f32", f32, lambda a, b: X.f32_arith("sub", a, b) if X.active() == "cuda" else a - b)
+op("v_subrev_f32", "f32", f32, lambda a, b: X.f32_arith("sub", b, a) if X.active() == "cuda" else b - a)
+op("v_mul_f32", "f32", f32, lambda a, b: X.f32_arith("mul", a, b) if X.active() == "cuda" else a * b)
 op("v_mul_legacy_f32", "f32", f32, lambda a, b: np.where((a == 0) | (b == 0), F32(0), a * b).astype(F32))
 op("v_min_f32", "f32", f32, _fmin)
 op("v_max_f32", "f32", f32, _fmax)
@@ -983,7 +992,11 @@ def _to_bits(res, ty):
 
 def _float_post(res, ty, vi: VInst, ctx):
     if vi.omod:
-        res = res * {1: 2.0, 2: 4.0, 3: 0.5}[vi.omod]
+        k = {1: 2.0, 2: 4.0, 3: 0.5}[vi.omod]
+        if ty == "f32" and X.active() == "cuda":        # (CuPy's float32 multiply: see xp.f32_arith)
+            res = X.f32_arith("mul", res, k)
+        else:
+            res = res * k
         res = res.astype(DT[ty])
     if vi.clamp:
         res = np.clip(np.nan_to_num(res, nan=0.0), 0, 1).astype(DT[ty])
@@ -1516,11 +1529,14 @@ def _permlane_swap(vi: VInst, ctx):
         odd = ((lane // 16) & 1) == 1
         partner = lane ^ 16
 
+    lanes: dict = {}        # (odd, partner) on each engine's device
+
     def h(st, ws):
+        o, p = lanes.get(X.active()) or lanes.setdefault(X.active(), (X.from_host(odd), X.from_host(partner)))
         a = st.V[i, ws].copy()
         b = st.V[j, ws].copy()
-        new_a = np.where(odd, b[:, partner], a)
-        new_b = np.where(~odd, a[:, partner], b)
+        new_a = np.where(o, b[:, p], a)
+        new_b = np.where(~o, a[:, p], b)
         vwrite(st, ws, i, new_a)
         vwrite(st, ws, j, new_b)
     return h
@@ -1537,7 +1553,7 @@ def _bitop3(vi: VInst, ctx):
 
     def h(st, ws):
         a, b, c = (np.asarray(g(st, ws), U32) for g in f)
-        out = np.zeros(np.broadcast(a, b, c).shape, U32)
+        out = np.zeros(np.broadcast_arrays(a, b, c)[0].shape, U32)     # (np.broadcast is numpy's class)
         for t in range(8):
             if (ttbl >> t) & 1:
                 x = a if t & 4 else ~a

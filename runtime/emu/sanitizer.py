@@ -28,6 +28,7 @@ import numpy as np
 
 from isagen.checks import hazards as HZ
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.wave import ALL, EXEC_LO, M0, VCC_LO
 from isagen.targets import get_target
 
@@ -297,7 +298,6 @@ def _spans_overlap(lo, hi) -> bool:
 
 def _native_shadow(san, st):
     from isagen.runtime.emu import san_native
-    from isagen.runtime.emu import xp as X
     if X.active() != "cpu" or san_native.library() is None:
         return None
     return san_native.LdsShadow(san, st)
@@ -477,7 +477,7 @@ class Sanitizer:
         for k in keys:
             if k in vfull:
                 continue
-            e = st.EXEC[ws]
+            e = X.to_host(st.EXEC[ws])          # (on the cuda engine, a device-to-host copy)
             bad = ~self.vinit[k, ws] & e
             if bad.any():
                 st.run.fault(R.UNINIT, inst, f"reads {self._name(k)}, which nothing has written in these lanes",
@@ -505,7 +505,7 @@ class Sanitizer:
             elif all_lanes:
                 self.vinit[k, ws] = True
             else:
-                self.vinit[k, ws] |= st.EXEC[ws]
+                self.vinit[k, ws] |= X.to_host(st.EXEC[ws])
 
     def mark_s(self, st, ws, keys):
         nr = self.nregs
@@ -708,6 +708,10 @@ class Sanitizer:
         not a race.  ``vgpr``: for an access of whole words (and a write's data all in VGPRs), its first
         data VGPR (a read's destination, a write's source): True when the C path (san_native.py) has
         also made the access (moved the words into the VGPRs or into LDS), which the caller then skips."""
+        if X.active() != "cpu":
+            # the cuda engine: the shadow is host-side numpy; the addresses and lanes come from the device
+            # (the data of a write only when it is looked at, _write_effect)
+            addr, act = X.to_host(addr), X.to_host(act)
         observer = st.run.device.lds_observer
         if observer is not None:
             observer(inst, np.asarray(addr, np.int64), np.asarray(act, bool), nbytes, write, dma)
@@ -979,7 +983,12 @@ class Sanitizer:
         L = st.lds.shape[1]
         aa = np.where(act, a, 0)
         idx = ((g * L)[:, None] + aa)[..., None] + np.arange(nbytes)
-        cur = np.take(st.lds.reshape(-1), np.minimum(idx, st.lds.size - 1))
+        idx = np.minimum(idx, st.lds.size - 1)
+        if X.active() == "cpu":
+            cur = np.take(st.lds.reshape(-1), idx)
+        else:                   # the cuda engine: the bytes gathered on the device, then copied to the host
+            cur = X.to_host(X.np.take(st.lds.reshape(-1), X.from_host(idx)))
+            data = X.to_host(data)
         d = np.broadcast_to(np.asarray(data, np.uint8), cur.shape)
         noop = (cur == d).all(-1) & act
         pad = (-nbytes) % 8

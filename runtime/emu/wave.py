@@ -89,8 +89,9 @@ class Batch:
         self._exec_all()
 
     def _exec_all(self) -> None:
-        # the cuda engine keeps the masked writes instead of a device-to-host read per write to exec
-        self.exec_all = False if X.active() == "cuda" else bool(self.EXEC.all())
+        # the cuda engine keeps the masked writes instead of a device-to-host read per write to exec, except
+        # with the sanitizer on, whose initialisation map reads it as on the CPU engine (Sanitizer.mark_v)
+        self.exec_all = False if X.active() == "cuda" and self.san is None else bool(self.EXEC.all())
 
     def set_exec(self, ws, m: np.ndarray) -> None:
         """Write EXEC[ws] from a lane mask (and S[126:128])."""

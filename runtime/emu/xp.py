@@ -338,6 +338,38 @@ __device__ unsigned int isagen_f64_to_f32_bits(double x) {
 """
 
 
+# float32 a + b, a - b, a * b as numpy computes them on x86 (the CPU engine): through float64 (exact for one
+# such operation of float32 operands: 53 >= 2*24 + 2 bits, so rounding the float64 result to float32 is the
+# correctly rounded float32 result), subnormals kept; a NaN operand's NaN comes out quieted (the first
+# operand's when both are), an invalid operation (inf - inf, 0 * inf) gives x86's default NaN 0xffc00000.
+_F32_ARITH = None
+_ARITH_SRC = r"""
+__device__ unsigned int isagen_f32_arith(unsigned int a, unsigned int b, int op) {
+    if ((a & 0x7fffffffu) > 0x7f800000u) return a | 0x400000u;
+    if ((b & 0x7fffffffu) > 0x7f800000u) return b | 0x400000u;
+    double x = isagen_f32_bits_to_f64(a), y = isagen_f32_bits_to_f64(b);
+    double z = op == 0 ? __dadd_rn(x, y) : (op == 1 ? __dsub_rn(x, y) : __dmul_rn(x, y));
+    if (z != z) return 0xffc00000u;
+    return isagen_f64_to_f32_bits(z);
+}
+"""
+_ARITH_OPS = {"add": 0, "sub": 1, "mul": 2}
+
+
+def f32_arith(op: str, a, b):
+    """float32 ``a op b`` (op: add, sub, mul; float32 arrays or scalars) on the CUDA device with the CPU
+    engine's bits (_ARITH_SRC): CuPy's own float32 arithmetic flushes subnormals and returns CUDA's
+    canonical NaN."""
+    global _F32_ARITH
+    cp = cupy_module()
+    if _F32_ARITH is None:
+        _F32_ARITH = cp.ElementwiseKernel("uint32 a, uint32 b, int32 op", "uint32 y", "y = isagen_f32_arith(a, b, op)",
+                                          "isagen_f32_arith", preamble=_CONV_SRC + _ARITH_SRC)
+    ua = np.asarray(a, numpy.float32).view(numpy.uint32)      # (host scalars filled through their bits: xp.py)
+    ub = np.asarray(b, numpy.float32).view(numpy.uint32)
+    return _F32_ARITH(ua, ub, numpy.int32(_ARITH_OPS[op])).view(numpy.float32)
+
+
 def f32_bits_to_f64(bits):
     """float64 values of float32 bit patterns (uint32, on the device), subnormals kept."""
     global _F32_TO_F64

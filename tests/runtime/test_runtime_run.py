@@ -184,6 +184,7 @@ def test_cpu_emulator_states_its_eta_up_front(monkeypatch, capsys):
     import time
 
     from isagen.runtime.emu import dispatch
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cpu")         # (the CPU engine's estimate, whatever the suite runs on)
     events = []
     batch, note = dispatch.run_batch, dispatch.report_note
     monkeypatch.setattr(dispatch, "run_batch", lambda *a: (events.append("batch"), batch(*a)))

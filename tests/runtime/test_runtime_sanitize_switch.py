@@ -20,8 +20,8 @@ def test_default_is_on_and_the_switch_is_validated(monkeypatch):
 
 
 def test_default_is_off_on_the_cuda_engine_and_asked_for_explicitly(monkeypatch):
-    """The cuda engine does not run the sanitizer: unset, the switch is off there; set, it is obeyed (and
-    Device refuses sanitize=True on cuda with its own one-line error)."""
+    """The sanitizer costs far more on the cuda engine (host-side bookkeeping): unset, the switch is off
+    there; set, it is obeyed."""
     monkeypatch.delenv("ISAGEN_EMU_SANITIZE", raising=False)
     monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
     assert not sanitize_enabled()
@@ -58,5 +58,26 @@ def test_the_backend_keeps_the_most_recently_used_modules(monkeypatch):
     backend._module(kernels[2])                               # evicts kernels[1], the least recent
     assert len(backend._modules) == 2
     assert backend._module(kernels[0])[1] is first
-    kept = {key[2] for key in backend._modules}
+    kept = {key[-1] for key in backend._modules}
     assert emu.hashlib.sha256(kernels[1].code_object).hexdigest() not in kept
+
+
+def test_the_backend_follows_the_engine_variable(monkeypatch):
+    # a Device made under ISAGEN_EMU_DEVICE=cpu is not reused once the variable names cuda: the backend keys
+    # its devices (and modules) by the engine; without CuPy the cuda one is refused with the engine's error
+    from isagen.runtime.emu import xp as X
+    monkeypatch.setenv("ISAGEN_EMU_SANITIZE", "0")        # the same switch on both engines
+    kernel = isagen.build("axpy_f32", target="gfx942")
+    backend = EmuBackend()
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cpu")
+    assert backend._module(kernel)[0].engine == "cpu"
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
+    try:
+        X.cupy_module()
+    except X.EngineError:
+        with pytest.raises(X.EngineError, match="cuda emulator engine"):
+            backend._module(kernel)
+    else:
+        assert backend._module(kernel)[0].engine == "cuda"
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cpu")
+    assert backend._module(kernel)[0].engine == "cpu"

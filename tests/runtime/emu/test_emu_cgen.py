@@ -219,7 +219,7 @@ ds_write2st64_b64 v2, v[4:5], v[6:7] offset1:1
 
 def _program(body: str):
     co = build("cg", body, vgprs=64, sgprs=48, lds=LDS)
-    dev = Device("gfx942", sanitize=False)
+    dev = Device("gfx942", sanitize=False, array_module="cpu")   # (the CPU engine's)
     mod = dev.load_module(co)
     prog = mod.kernel("cg").program(False)
     steps = [prog.step(i) for i in range(len(prog.insts)) if prog.insts[i].name != "s_endpgm"]
@@ -525,7 +525,7 @@ def test_triton_gemm_with_engine_forced(n, monkeypatch):
     outs = []
     for m in ("0", "force"):
         monkeypatch.setenv(cgen.ENV, m)
-        dev = Device("gfx942", sanitize=False)
+        dev = Device("gfx942", sanitize=False, array_module="cpu")   # (the CPU engine's)
         mod = dev.load_module(kernel.hsaco)
         A, B = dev.to_device(a.astype(np.uint16)), dev.to_device(b.astype(np.uint16))
         C = dev.alloc(n * n * 2, "C")
@@ -558,7 +558,7 @@ def test_isagen_gemm_with_engine_forced(target, monkeypatch):
     outs = []
     for m in ("0", "force"):
         monkeypatch.setenv(cgen.ENV, m)
-        dev = Device(target, sanitize=False)
+        dev = Device(target, sanitize=False, array_module="cpu")   # (the CPU engine's)
         mod = dev.load_module(co)
         c = dev.to_device(np.zeros(M * N, np.uint16))
         args = [dev.to_device(a), dev.to_device(b), c] + [

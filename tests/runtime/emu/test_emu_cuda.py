@@ -1,4 +1,5 @@
-"""The cuda emulator engine (CuPy on an NVIDIA GPU) against the CPU engine, bit for bit, and against torch.
+"""The cuda emulator engine (CuPy on an NVIDIA GPU) against the CPU engine, bit for bit, and against torch;
+its sanitizer against the CPU engine's reports.
 
 Skipped with the reason where CuPy or a CUDA device is missing (CI).  The code objects come from Triton
 and the AMDGPU toolchain where installed, else from ``$ISAGEN_EMU_CUDA_FIXTURES`` (written on a machine
@@ -114,6 +115,63 @@ def test_gemm_bf16_same_bits_as_cpu(target):
     assert np.array_equal(outs["cpu"], outs["cuda"])
     C, ref = _as_double(outs["cuda"], (m, n)), A.double() @ B.double().T
     assert ((C - ref).abs() <= 2.0 ** -8 * ref.abs() + 1e-5 * np.sqrt(k) * 8).all()
+
+
+def _f32_operands(rng, n):
+    """float32 bit patterns over every class: random bits (NaN payloads, both signs), subnormals, values
+    near the overflow and underflow edges, zeros and infinities."""
+    with np.errstate(all="ignore"):             # (the near-overflow draws may round to inf)
+        parts = [rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
+                 rng.integers(1, 0x800000, n, dtype=np.uint32) | (rng.integers(0, 2, n, dtype=np.uint32) << 31),
+                 (rng.standard_normal(n) * 3e38).astype(np.float32).view(np.uint32),
+                 (rng.standard_normal(n) * 2e-38).astype(np.float32).view(np.uint32),
+                 np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x00800000, 1],
+                          np.uint32)]
+    return np.concatenate(parts)
+
+
+@needs_cuda
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+def test_f32_arith_kernel_gives_numpys_bits(op):
+    """xp.f32_arith (v_add/sub/subrev/mul_f32 and the output modifier on the cuda engine) against numpy's
+    float32 arithmetic on the host, bit for bit, over every pairing of the classes above: subnormal inputs
+    and results kept, a NaN operand's NaN quieted, invalid operations x86's default NaN.  (Pairs of two NaNs
+    left out: which one numpy's loop returns is the compiler's choice.)"""
+    rng = np.random.default_rng(5)
+    a = _f32_operands(rng, 4000)
+    b = _f32_operands(rng, 4000)
+    rng.shuffle(b)
+    nan = lambda u: (u & 0x7FFFFFFF) > 0x7F800000           # noqa: E731
+    keep = ~(nan(a) & nan(b))
+    a, b = a[keep], b[keep]
+    fa, fb = a.view(np.float32), b.view(np.float32)
+    with np.errstate(all="ignore"):
+        ref = {"add": fa + fb, "sub": fa - fb, "mul": fa * fb}[op].view(np.uint32)
+    cp = X.cupy_module()
+    with X.engine("cuda"):
+        got = X.f32_arith(op, cp.asarray(fa), cp.asarray(fb)).view(cp.uint32).get()
+        one = X.f32_arith(op, cp.asarray(fa), np.float32(1.5)).view(cp.uint32).get()     # a host scalar operand
+    with np.errstate(all="ignore"):
+        ref_one = {"add": fa + np.float32(1.5), "sub": fa - np.float32(1.5), "mul": fa * np.float32(1.5)}[op]
+    assert np.array_equal(got, ref)
+    assert np.array_equal(one, ref_one.view(np.uint32))
+
+
+@needs_cuda
+def test_ldexp_f32_gives_numpys_bits():
+    """v_ldexp_f32's arithmetic on the cuda engine (exact widening and rounding, NaNs passed through) against
+    the CPU engine's numpy path, bit for bit, over every class of operand and exponents that move values
+    across the subnormal and overflow edges."""
+    from isagen.runtime.emu import ops_valu as V
+    rng = np.random.default_rng(9)
+    x = _f32_operands(rng, 2000).view(np.float32)
+    e = rng.integers(-300, 300, x.size).astype(np.int32)
+    with X.engine("cpu"), np.errstate(all="ignore"):
+        ref = np.asarray(V._ldexp32(x, e)).view(np.uint32)
+    cp = X.cupy_module()
+    with X.engine("cuda"):
+        got = V._ldexp32(cp.asarray(x), cp.asarray(e)).view(cp.uint32).get()
+    assert np.array_equal(got, ref)
 
 
 def _report_key(r):
@@ -243,14 +301,85 @@ def test_torch_cuda_tensors_in_and_out_through_dlpack():
     assert np.array_equal(out.view(torch.int16).cpu().numpy().ravel(), host.from_device(hc, (m * n,), np.int16))
 
 
+def _sanitized_runs(co, name, n_out, block, args_in=()):
+    """(reports, output words) of one collect-mode sanitized launch of ``co`` on each engine."""
+    got = {}
+    for eng in ("cpu", "cuda"):
+        dev = Device("gfx942", array_module=eng)            # sanitize=True by default
+        ins = [dev.to_device(a, f"in{i}") for i, a in enumerate(args_in)]
+        out = dev.to_device(np.zeros(n_out, np.uint32), "out")
+        reports = dev.load_module(co).launch(name, grid=(1,), block=(block,), args=[*ins, out], on_error="collect")
+        got[eng] = ([_report_key(r) for r in reports], dev.from_device(out, n_out, np.uint32))
+    return got
+
+
+# the sanitizer's planted bugs (test_emu_sanitizer.py): LDS exchange between two waves without its waits or
+# barrier, out of range, uninitialised; one LDS word stored by two waves (same value or not: the data of a
+# write is looked at); lanes written under a partial EXEC; MFMA hazards
+_PLANTED = [("exchange", {}), ("exchange", {"wait_load": ""}), ("exchange", {"barrier": ""}),
+            ("exchange", {"wait_lds": ""}), ("exchange", {"store_off": " offset:256"}),
+            ("exchange", {"read_off": " offset:512"}), ("exchange", {"addend": "v9"}),
+            ("shared", ("ds_write_b32", 0, 7, 0, 7, None)), ("shared", ("ds_write_b32", 0, 7, 0, 8, {7, 8})),
+            ("shared", ("ds_write_b16", 0, 7, 1, 8, {0x807, 7})), ("partial", None), ("mfma", 6), ("mfma", 2)]
+
+
 @needs_cuda
-def test_sanitizer_is_refused_on_cuda():
+@pytest.mark.parametrize("kind, planted", _PLANTED, ids=[f"{k}-{i}" for i, (k, _) in enumerate(_PLANTED)])
+def test_sanitizer_reports_as_on_cpu(kind, planted):
+    """The sanitizer on the cuda engine (its bookkeeping host-side, fed from the device): the same reports
+    (category, pc, message, workgroup, wave, lanes, address, count) and the same output as the CPU engine on
+    the planted bugs of test_emu_sanitizer.py, and at least one report where a bug is planted.  Where two
+    waves store different values to one LDS word in one instruction (an LDS race), which store lands last is
+    the engine's: the CPU engine keeps the last wave's, CuPy's scatter an unspecified one, so the word read
+    back is either order's (``racing``)."""
+    from emu_support import build
+    from test_emu_sanitizer import CLEAN, EXCHANGE, MFMA, SHARED_WORD
+    if kind == "exchange":
+        co = _fixture(lambda: build("exchange", EXCHANGE.format(**{**CLEAN, **planted}),
+                                    args=(("ptr", "inp"), ("ptr", "out")), lds=512, vgprs=16))
+        got = _sanitized_runs(co, "exchange", 128, 128, [np.arange(128, dtype=np.float32) * 0.5])
+    elif kind == "shared":
+        store, a0, a1, b0, b1, racing = planted
+        co = _fixture(lambda: build("shared", SHARED_WORD.format(store=store, a0=a0, a1=a1, b0=b0, b1=b1), lds=64))
+        got = _sanitized_runs(co, "shared", 128, 128)
+    elif kind == "partial":
+        body = """
+  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_mov_b64 exec, 0xffffffff
+  v_mov_b32 v5, 1.0
+  s_mov_b64 exec, -1
+  v_lshlrev_b32 v1, 2, v0
+  s_waitcnt lgkmcnt(0)
+  global_store_dword v1, v5, s[4:5]
+"""
+        co = _fixture(build, "partial", body)
+        got = _sanitized_runs(co, "partial", 64, 64)
+    else:
+        co = _fixture(lambda: build("mfma", MFMA.format(nops=planted), vgprs=8, agprs=4))
+        got = _sanitized_runs(co, "mfma", 64, 64)
+    assert got["cuda"][0] == got["cpu"][0]
+    if kind == "shared" and planted[-1] is not None:
+        assert set(got["cpu"][1].tolist()) <= planted[-1] and set(got["cuda"][1].tolist()) <= planted[-1]
+    else:
+        assert np.array_equal(got["cuda"][1], got["cpu"][1])
+    clean = (kind == "exchange" and not planted) or planted == ("ds_write_b32", 0, 7, 0, 7, None) or planted == 6
+    assert (got["cpu"][0] == []) == clean
+
+
+@needs_cuda
+def test_sanitized_triton_matmul_as_on_cpu():
+    """A whole Triton GEMM sanitized on both engines: no report (a report raises) and the same C bits."""
     from tools import emu_cuda_fixtures as F
     k = _fixture(F.triton_matmul)
-    dev = Device("gfx942", array_module="cuda")           # sanitize=True by default
-    a = np.zeros((128, 128), np.int16)
-    with pytest.raises(X.EngineError, match="sanitizer does not run on the cuda emulator engine"):
-        F.run_triton(dev, k, a, a, 128, 128, 128)
+    n = 256
+    A, B = _bf16_pair(n, n, n, 11)
+    a16, b16 = A.view(torch.int16).numpy(), B.view(torch.int16).numpy()
+    outs = {}
+    for eng in ("cpu", "cuda"):
+        dev = Device("gfx942", sanitize=True, array_module=eng)
+        _, c, _ = F.run_triton(dev, k, a16, b16, n, n, n)
+        outs[eng] = dev.from_device(c, (n * n,), np.uint16)
+    assert np.array_equal(outs["cuda"], outs["cpu"])
 
 
 @needs_cuda

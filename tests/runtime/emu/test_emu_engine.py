@@ -215,9 +215,11 @@ def test_wide_gather_scatter_match_bytes(nbytes):
 
 @pytest.mark.parametrize("nbytes", [1, 2, 4, 8, 12, 16])
 def test_global_read_write_match_bytes(nbytes):
+    from isagen.runtime.emu import xp as X
     from isagen.runtime.emu.device import Device
     rng = np.random.default_rng(100 + nbytes)
-    dev = Device("gfx942")
+    dev = Device("gfx942")                          # either engine ($ISAGEN_EMU_DEVICE)
+    xp = X.module(dev.engine)
     data = rng.integers(0, 256, 8192, dtype=np.uint8)
     buf = dev.to_device(data)
     mem = dev.memory
@@ -227,7 +229,8 @@ def test_global_read_write_match_bytes(nbytes):
         off = rng.integers(0, (8192 - 16) // align, (3, 64)).astype(np.uint64) * np.uint64(align)
         addr = off + np.uint64(int(buf))
         ok = rng.random((3, 64)) < 0.9
-        got = mem.read(addr, nbytes, ok)
+        with X.engine(dev.engine):
+            got = X.to_host(mem.read(xp.asarray(addr), nbytes, xp.asarray(ok)))
         raw = np.stack([data[int(o):int(o) + nbytes] if k else np.zeros(nbytes, np.uint8)
                         for o, k in zip(off.ravel(), ok.ravel())])
         if nbytes >= 4:

@@ -84,7 +84,7 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
             nat.access = counted
         return nat
     monkeypatch.setattr(S, "_native_shadow", shadow)
-    dev = Device("gfx942")
+    dev = Device("gfx942", array_module="cpu")     # the native shadow is the CPU engine's
     out = dev.to_device(np.zeros(3072, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
     return reports, made, taken[0], dev.from_device(out, 3072, np.uint32)
@@ -170,7 +170,7 @@ def _launch_cgen(co, mode, monkeypatch, sanitize=True):
             fn(st, ws)
         return counted
     monkeypatch.setattr(san_cgen.SanPlan, "run_handler", counting)
-    dev = Device("gfx942", sanitize=sanitize)
+    dev = Device("gfx942", sanitize=sanitize, array_module="cpu")   # (the CPU engine's block engine)
     buf = dev.to_device(np.arange(128, dtype=np.uint32) * 3)
     reports = dev.load_module(co).launch("cg", grid=(1,), block=(128,), args=[buf], on_error="collect")
     return [(str(r), r.extra) for r in reports], reports, dev.from_device(buf, 128, np.uint32), calls[0]
