@@ -270,12 +270,14 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     ai, off = la.ai, la.offset
     ndw = max(size // 4, 1)
 
-    # the cuda engine: one kernel (cuda_kernels.py) for whole dwords when the destination leaves the address
-    fast = size >= 4 and d16 is None and ai is not None and not di <= ai < di + ndw
+    # the cuda engine: one kernel (cuda_kernels.py) when the destination leaves the address alone (whole
+    # dwords; bytes and halves, sign-extended or not, into the whole register or one half of it)
+    fast = (size >= 4 and d16 is None or size < 4) and ai is not None and not di <= ai < di + ndw
 
     def h(st, ws):
         if fast and st.san is None and X.active() == "cuda":
-            if cuda_kernels.ds_read2(st, ws, ai, di, off, 0, size, npair=1):     # out of range: report them
+            if cuda_kernels.ds_read2(st, ws, ai, di, off, 0, size, npair=1, sgn=signed, d16=d16):
+                # out of range: report them
                 _lds_check(st, inst, ws, st.V[ai, ws].astype(I64) + off, st.EXEC[ws], size)
             return
         e = st.EXEC[ws]

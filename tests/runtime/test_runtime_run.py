@@ -243,3 +243,20 @@ def test_fp8_reference_resolves_in_a_fresh_process():
     r = subprocess.run([sys.executable, "-m", "isagen", "run", str(root / "specs" / "static_quant_fp8_bf16.yaml"),
                         "--backend", "emu"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_reference_device_is_cuda_only_for_the_cuda_emulator_engine(monkeypatch):
+    """``isagen run``'s reference is evaluated by torch on the GPU exactly when the emulator runs on its cuda
+    engine and torch has CUDA (the same expression; at full sizes the CPU takes minutes), else on the CPU."""
+    import torch
+
+    from isagen.runtime.run import reference_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
+    assert reference_device("emu") == "cuda"
+    assert reference_device("hip") == "cpu"          # the hip backend's inputs are on the GPU already
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cpu")
+    assert reference_device("emu") == "cpu"
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert reference_device("emu") == "cpu"

@@ -186,6 +186,89 @@ def test_perm_b32_kernel_same_bits_as_numpy():
         assert np.array_equal(np.broadcast_to(want, a.shape), got), hex(int(np.asarray(sel).flat[0]))
 
 
+@needs_cuda
+@pytest.mark.parametrize("name,fa,fb", [("v_mfma_scale_f32_16x16x128_f8f6f4", 0, 0),
+                                        ("v_mfma_scale_f32_32x32x64_f8f6f4", 4, 4),
+                                        ("v_mfma_scale_f32_16x16x128_f8f6f4", 2, 1),
+                                        ("v_mfma_scale_f32_32x32x64_f8f6f4", 3, 0),
+                                        ("v_mfma_f32_16x16x128_f8f6f4", 4, 2),
+                                        ("v_mfma_f32_32x32x64_f8f6f4", 1, 3)])
+def test_mx_mfma_random_bits_match_cpu(name, fa, fb):
+    """gfx950's f8f6f4 MFMAs (block-scaled or not; every format for A and B: fp8, bf8, fp6, bf6, fp4) on
+    random register bits and random E8M0 scales (a wide exponent range, so the sum's order shows; NaN
+    scales too) give the CPU engine's bits through the cuda engine's kernel (cuda_kernels.mfma_mx)."""
+    s = M.spec(name, "gfx950")
+    na, nb = M.operand_regs(name, fa, fb)
+    rng = np.random.default_rng(11 + fa + 5 * fb)
+    W = 24
+    a = rng.integers(0, 2**32, (na, W, 64), dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, (nb, W, 64), dtype=np.uint64).astype(np.uint32)
+    c = (rng.standard_normal((s.c_regs, W, 64)) * 1e3).astype(np.float32).view(np.uint32)
+    for x, f in ((a, fa), (b, fb)):
+        if f <= 1:           # fp8 / bf8: their NaN and inf codes made finite (bit 6 cleared), or most sums are NaN
+            table = M._decode_table(M.F8F6F4_FORMATS[f][0], "gfx950")
+            by = x.view(np.uint8)
+            by[~np.isfinite(table[by])] &= np.uint8(0xBF)
+    kw = {}
+    if s.scaled:
+        def scale():          # bytes mostly 2^-20..2^20, some anywhere (255: NaN)
+            e = rng.integers(107, 148, (W, 64, 4)).astype(np.uint8)
+            wild = rng.random((W, 64, 4)) < 0.05
+            e[wild] = rng.integers(0, 256, int(wild.sum()))
+            return e.view(np.uint32).reshape(W, 64)
+        kw = dict(scale_a=scale(), scale_b=scale(), opsel_a=int(rng.integers(4)), opsel_b=int(rng.integers(4)))
+    with X.engine("cpu"):
+        ref = M.mfma(name, "gfx950", a, b, c, cbsz=fa, blgp=fb, **kw)
+    cp = X.cupy_module()
+    dkw = {k: (cp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+    with X.engine("cuda"):
+        got = M.mfma(name, "gfx950", cp.asarray(a), cp.asarray(b), cp.asarray(c), cbsz=fa, blgp=fb, **dkw).get()
+    nan = np.isnan(ref.view(np.float32))
+    assert (nan == np.isnan(got.view(np.float32))).all()
+    assert nan.mean() < 0.5, "too few finite results to compare"
+    assert np.array_equal(ref[~nan], got[~nan])
+
+
+@needs_cuda
+def test_lds_sub_dword_reads_same_as_cpu(monkeypatch):
+    """ds_read_u8/i8/u16/i16, their d16 and d16_hi forms and an unaligned ds_read_b32 at random per-lane
+    addresses (some past the LDS allocation) under a random EXEC, 3 workgroups of 2 waves: the cuda
+    engine's kernel (cuda_kernels.ds_read2, checked to be used for the byte/half reads) leaves the CPU
+    engine's registers, reports and LDS statistics."""
+    from isagen.runtime.emu import cuda_kernels as CK
+    from tools import emu_cuda_fixtures as F
+    co = _fixture(F.lds_sub_reads_co)
+    n = F.LDS_SUB_ROWS
+    rng = np.random.default_rng(5)
+    inp = rng.integers(0, 2**32, (5, n), dtype=np.uint64).astype(np.uint32)
+    inp[2] = rng.integers(0, 1008, n)
+    far = rng.random(n) < 0.05
+    inp[2, far] = rng.integers(1010, 1100, int(far.sum()))
+    inp[3] = rng.random(n) < 0.7
+    sizes = []
+    real = CK.ds_read2
+
+    def spy(st, ws, ai, di, o0, o1, size, *a, **kw):
+        sizes.append(size)
+        return real(st, ws, ai, di, o0, o1, size, *a, **kw)
+    out = {}
+    for eng in ("cpu", "cuda"):
+        if eng == "cuda":
+            monkeypatch.setattr(CK, "ds_read2", spy)
+        dev = Device("gfx942", sanitize=False, array_module=eng)
+        din = dev.to_device(inp)
+        dout = dev.to_device(np.zeros((len(F.LDS_SUB_READS), n), np.uint32))
+        mod = dev.load_module(co)
+        reps = mod.launch("lds_sub_reads", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+        out[eng] = ([_report_key(r) for r in reps], dev.from_device(dout, (len(F.LDS_SUB_READS), n), np.uint32),
+                    mod.last_stats["lds_bytes_read"])
+    assert out["cpu"][0], "the reads past the allocation must be reported"
+    assert out["cpu"][0] == out["cuda"][0]
+    assert np.array_equal(out["cpu"][1], out["cuda"][1])
+    assert out["cpu"][2] == out["cuda"][2]
+    assert {1, 2} <= set(sizes)
+
+
 def _stats(st):
     return {k: v for k, v in st.items() if k not in ("seconds", "wall_seconds")}
 
@@ -277,3 +360,21 @@ def test_cuda_engine_refused_with_one_line_without_cupy():
     with pytest.raises(X.EngineError) as e:
         Device("gfx942", array_module="cuda")
     assert "\n" not in str(e.value) and "cuda emulator engine" in str(e.value)
+
+
+@needs_cuda
+@pytest.mark.parametrize("spec", ["gemm_fp8_blockscale", "gemm_mxfp4", "attention_bf16"])
+def test_reference_on_the_gpu_matches_the_cpu(spec):
+    """``isagen run``'s reference evaluated by torch on the GPU (what it does on the cuda engine,
+    run.reference_device) agrees with the same expression on the CPU to float64 rounding (the sums' order
+    may differ), on the spec's emulator shapes."""
+    from isagen.runtime.run import plan_run, random_inputs, random_scalars, reference, resolve_spec
+    plan = plan_run(resolve_spec(spec), backend="emu")
+    inputs = random_inputs(plan.kernel, plan.sizes)
+    values = random_scalars(plan.kernel, {})
+    cpu = reference(plan.kernel, inputs, values, plan.sizes)
+    gpu = reference(plan.kernel, {n: t.cuda() for n, t in inputs.items()}, values, plan.sizes)
+    for name, want in cpu.items():
+        got = gpu[name]
+        assert got.is_cuda
+        assert torch.allclose(got.cpu(), want, rtol=1e-12, atol=1e-12 * float(want.abs().max())), name
