@@ -400,6 +400,37 @@ extern "C" __global__ void isagen_ds_read2(
     atomicAdd(cnt + 1, good);
 }
 
+/* ds_write_b8/b16/d16_hi (size 1, 2; shift 16 for d16_hi), ds_write_b32..b128 (npair 1) and
+   ds_write2*_b32/b64 (npair 2): per (row, lane) of the waves at the PC in EXEC, element p of `size` bytes
+   (V[d0 ..], V[d1 ..] for p = 1; sizes 1 and 2: the low bytes of V[d0] >> shift) to the lane's
+   workgroup's LDS at V[ai] + o0 (o1), where it lies inside the allocation.  cnt[0] += lane-elements
+   out of range, cnt[1] += in-range elements.  Lanes writing the same bytes: one of them wins (as the
+   array path's scatter on CuPy). */
+extern "C" __global__ void isagen_ds_write(
+    const unsigned int* V, long long rs, const long long* widx, int n,
+    int ai, int d0, int d1, long long o0, long long o1, int size, int npair, int shift,
+    const bool* EXEC, unsigned char* lds, long long L, const long long* wg, long long lds_bytes,
+    unsigned long long* cnt)
+{
+    ISAGEN_ROW_LANE
+    if (!EXEC[wl]) return;
+    long long base = (long long)V[ai * rs + wl];
+    unsigned char* l = lds + wg[w] * L;
+    unsigned long long bad = 0, good = 0;
+    for (int p = 0; p < npair; ++p) {
+        long long a = base + (p ? o1 : o0);
+        if (!(a >= 0 && a + size <= lds_bytes)) { ++bad; continue; }
+        ++good;
+        const unsigned int* src = V + (long long)(p ? d1 : d0) * rs + wl;
+        for (int b = 0; b < size; ++b) {
+            unsigned int v = size < 4 ? src[0] >> shift : src[(long long)(b >> 2) * rs];
+            l[a + b] = (unsigned char)(v >> (8 * (b & 3)));
+        }
+    }
+    if (bad) atomicAdd(cnt, bad);
+    atomicAdd(cnt + 1, good);
+}
+
 /* Vector memory loads of >= 4 bytes per lane (global_load_dword*, buffer_load_dword*): per (row, lane)
    in EXEC, the address addr[row, lane] (bytes).  comp == 0: the access is one piece, read when
    [addr, addr + size) lies in one live allocation.  comp == 1: dword c is read when inr[row, lane, c]
@@ -497,7 +528,7 @@ def _mem_kernels():
     cp = X.cupy_module()
     m = cp.RawModule(code=_MEM_SRC)
     return (m.get_function("isagen_ds_read2"), m.get_function("isagen_vmem_load"), m.get_function("isagen_lds_dma"),
-            m.get_function("isagen_buffer_addr"))
+            m.get_function("isagen_buffer_addr"), m.get_function("isagen_ds_write"))
 
 
 def _rows(st, ws):
@@ -539,6 +570,25 @@ def ds_read2(st, ws, ai: int, di: int, o0: int, o1: int, size: int, npair: int =
                                    numpy.int32({None: 0, "lo": 1, "hi": 2}[d16])))
     bad, good = (int(v) for v in cnt.get())
     st.run.lds_bytes_read += size * good
+    return bad
+
+
+def ds_write(st, ws, ai: int, d0: int, d1: int, o0: int, o1: int, size: int, npair: int = 1, shift: int = 0) -> int:
+    """ds_write2* (``npair`` 2: data V[d0..], V[d1..] at offsets o0, o1) or a ds_write of ``size`` bytes
+    (1, V[d0..] at ``o0``; sizes 1 and 2 the low bytes of V[d0] >> ``shift``) for the waves ``ws`` (see
+    isagen_ds_write): writes the LDS and returns the number of active lane-elements out of the allocation
+    (0: nothing to report); adds the bytes written to the launch's LDS statistics."""
+    cp = X.cupy_module()
+    idx, n = _rows(st, ws)
+    cnt = cp.zeros(2, cp.uint64)
+    V = st.V
+    i64, i32 = numpy.int64, numpy.int32
+    _launch(_mem_kernels()[4], n, (V, i64(V.strides[0] // 4), idx, i32(n), i32(ai), i32(d0), i32(d1), i64(o0),
+                                   i64(o1), i32(size), i32(npair), i32(shift), st.EXEC, st.lds,
+                                   i64(st.lds.shape[1]), cp.ascontiguousarray(st.wg_x, dtype=cp.int64),
+                                   i64(st.lds_bytes), cnt))
+    bad, good = (int(v) for v in cnt.get())
+    st.run.lds_bytes_written += size * good
     return bad
 
 

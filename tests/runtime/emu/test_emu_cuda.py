@@ -269,6 +269,47 @@ def test_lds_sub_dword_reads_same_as_cpu(monkeypatch):
     assert {1, 2} <= set(sizes)
 
 
+@needs_cuda
+def test_lds_writes_same_as_cpu(monkeypatch):
+    """LDS writes of every size (b8, b16 and their d16_hi forms, unaligned b32, b64, b96, b128, write2
+    b32/b64) into per-lane slots (a random permutation, some past the allocation) under a random EXEC,
+    3 workgroups of 2 waves: the cuda engine's kernel (cuda_kernels.ds_write, checked to be used for
+    every size) leaves the CPU engine's LDS, reports and statistics."""
+    from isagen.runtime.emu import cuda_kernels as CK
+    from tools import emu_cuda_fixtures as F
+    co = _fixture(F.lds_writes_co)
+    n = F.LDS_WRITE_ROWS
+    rng = np.random.default_rng(2)
+    inp = rng.integers(0, 2**32, (6, n), dtype=np.uint64).astype(np.uint32)
+    for g in range(3):
+        inp[0, g * 128:(g + 1) * 128] = rng.permutation(128) * 96
+    far = rng.random(n) < 0.05
+    inp[0, far] += F.LDS_WRITE_BYTES
+    inp[1] = rng.random(n) < 0.7
+    sizes = []
+    real = CK.ds_write
+
+    def spy(st, ws, ai, d0, d1, o0, o1, size, *a, **kw):
+        sizes.append(size)
+        return real(st, ws, ai, d0, d1, o0, o1, size, *a, **kw)
+    out = {}
+    for eng in ("cpu", "cuda"):
+        if eng == "cuda":
+            monkeypatch.setattr(CK, "ds_write", spy)
+        dev = Device("gfx942", sanitize=False, array_module=eng)
+        din = dev.to_device(inp)
+        dout = dev.to_device(np.zeros((F.LDS_WRITE_DUMP, n), np.uint32))
+        mod = dev.load_module(co)
+        reps = mod.launch("lds_writes", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+        out[eng] = ([_report_key(r) for r in reps], dev.from_device(dout, (F.LDS_WRITE_DUMP, n), np.uint32),
+                    mod.last_stats["lds_bytes_written"])
+    assert out["cpu"][0], "the writes past the allocation must be reported"
+    assert out["cpu"][0] == out["cuda"][0]
+    assert np.array_equal(out["cpu"][1], out["cuda"][1])
+    assert out["cpu"][2] == out["cuda"][2]
+    assert {1, 2, 4, 8, 12, 16} <= set(sizes)
+
+
 def _stats(st):
     return {k: v for k, v in st.items() if k not in ("seconds", "wall_seconds")}
 
@@ -363,7 +404,7 @@ def test_cuda_engine_refused_with_one_line_without_cupy():
 
 
 @needs_cuda
-@pytest.mark.parametrize("spec", ["gemm_fp8_blockscale", "gemm_mxfp4", "attention_bf16"])
+@pytest.mark.parametrize("spec", ["gemm_fp8_blockscale", "gemm_mxfp4", "gemm_mxfp8", "attention_bf16"])
 def test_reference_on_the_gpu_matches_the_cpu(spec):
     """``isagen run``'s reference evaluated by torch on the GPU (what it does on the cuda engine,
     run.reference_device) agrees with the same expression on the CPU to float64 rounding (the sums' order
