@@ -24,7 +24,9 @@ The reference is the spec's ``reference:`` expression, evaluated by torch in flo
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
 (torch.nn.functional), ``math``, ``isagen`` (for references such as
 ``isagen.prims.random.torch_dropout``) and ``target`` (the kernel's target name: the fp8 formats
-differ) are in scope.  An output matches where
+differ) are in scope.  On the emulator's cuda engine (``ISAGEN_EMU_DEVICE=cuda``) with CUDA torch it is
+evaluated on the GPU (``reference_device``; on CUDA copies of the inputs, the results brought back),
+else, or where the expression fails there, on the CPU.  An output matches where
 ``|out - ref| <= atol + rtol*|ref| + growth`` with the tolerances of its element type
 (``TOLERANCES``) or the spec's ``tolerance: {rtol, atol}``.
 

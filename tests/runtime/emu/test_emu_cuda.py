@@ -419,3 +419,81 @@ def test_reference_on_the_gpu_matches_the_cpu(spec):
         got = gpu[name]
         assert got.is_cuda
         assert torch.allclose(got.cpu(), want, rtol=1e-12, atol=1e-12 * float(want.abs().max())), name
+
+
+def _lds_model_inputs(F, rng):
+    n = F.LDS_WRITE_ROWS
+    inp = rng.integers(0, 2**32, (6, n), dtype=np.uint64).astype(np.uint32)
+    for g in range(3):
+        inp[0, g * 128:(g + 1) * 128] = rng.permutation(128) * 96
+    far = rng.random(n) < 0.05
+    inp[0, far] += F.LDS_WRITE_BYTES
+    inp[1] = rng.random(n) < 0.7
+    return inp
+
+
+def test_lds_fixture_kernels_against_a_numpy_model():
+    """The two LDS fixture kernels the cuda tests compare engines on, run on the CPU engine (everywhere the
+    fixtures can be built), against a numpy model of what they compute: each read's bytes, sign extension
+    and d16 half; each write's bytes in its lane's slot, over the fill pattern."""
+    from tools import emu_cuda_fixtures as F
+    rng = np.random.default_rng(9)
+    # reads
+    co = _fixture(F.lds_sub_reads_co)
+    n = F.LDS_SUB_ROWS
+    inp = rng.integers(0, 2**32, (5, n), dtype=np.uint64).astype(np.uint32)
+    inp[2] = rng.integers(0, 1100, n)
+    inp[3] = rng.random(n) < 0.7
+    dev = Device("gfx942", sanitize=False)
+    din, dout = dev.to_device(inp), dev.to_device(np.zeros((len(F.LDS_SUB_READS), n), np.uint32))
+    dev.load_module(co).launch("lds_sub_reads", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+    got = dev.from_device(dout, (len(F.LDS_SUB_READS), n), np.uint32)
+    # (offset, bytes, signed, d16) of each read, from its text
+    forms = []
+    for r in F.LDS_SUB_READS:
+        name, *_ = r.split()
+        off = int(r.split("offset:")[1]) if "offset:" in r else 0
+        ty = name.split("_")[2]
+        forms.append((off, {"u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4}[ty], ty[0] == "i",
+                      "hi" if name.endswith("hi") else ("lo" if "d16" in name else None)))
+    for t in range(n):
+        g, a = t // 128, int(inp[2, t])
+        lds = np.concatenate([inp[0, g * 128:(g + 1) * 128], inp[1, g * 128:(g + 1) * 128]]).view(np.uint8)
+        prev = int(inp[4, t])
+        for j, (off, size, sgn, d16) in enumerate(forms):
+            if not inp[3, t]:
+                want = prev
+            else:
+                ok = a + off + size <= 1024
+                v = int.from_bytes(lds[a + off:a + off + size].tobytes(), "little") if ok else 0
+                if sgn and v >> (8 * size - 1):
+                    v -= 1 << (8 * size)
+                v &= 0xFFFFFFFF
+                want = {None: v, "lo": (prev & 0xFFFF0000) | (v & 0xFFFF),
+                        "hi": (prev & 0xFFFF) | ((v & 0xFFFF) << 16)}[d16]
+            assert int(got[j, t]) == want, (F.LDS_SUB_READS[j], t)
+    # writes
+    co = _fixture(F.lds_writes_co)
+    n = F.LDS_WRITE_ROWS
+    inp = _lds_model_inputs(F, rng)
+    dev = Device("gfx942", sanitize=False)
+    din, dout = dev.to_device(inp), dev.to_device(np.zeros((F.LDS_WRITE_DUMP, n), np.uint32))
+    dev.load_module(co).launch("lds_writes", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+    got = dev.from_device(dout, (F.LDS_WRITE_DUMP, n), np.uint32)
+    for g in range(3):
+        t = np.arange(128, dtype=np.uint64)
+        fill = (((t * 0x9E3779B1) & 0xFFFFFFFF).astype(np.uint32) ^ np.uint32(g))
+        lds = np.concatenate([fill ^ np.uint32(0x1000193 * (r + 1) & 0x7FFFFFFF) for r in range(F.LDS_WRITE_DUMP)])
+        b = lds.view(np.uint8)
+        for lane in range(128):
+            i = g * 128 + lane
+            a = int(inp[0, i])
+            if not inp[1, i] or a + 80 > F.LDS_WRITE_BYTES:
+                continue
+            d0, d1, d2, d3 = (int(inp[k, i]) for k in (2, 3, 4, 5))
+            for off, val, nb in ((0, d0, 1), (2, d1, 2), (4, d2 >> 16, 1), (6, d3 >> 16, 2), (9, d1, 4),
+                                 (13, d0 | d1 << 32, 8), (24, d2, 4), (28, d3, 4), (32, d0 | d1 << 32 | d2 << 64, 12),
+                                 (48, d0 | d1 << 32, 8), (56, d2 | d3 << 32, 8),
+                                 (64, d0 | d1 << 32 | d2 << 64 | d3 << 96, 16)):
+                b[a + off:a + off + nb] = np.frombuffer((val & ((1 << (8 * nb)) - 1)).to_bytes(nb, "little"), np.uint8)
+        assert np.array_equal(got[:, g * 128:(g + 1) * 128].reshape(-1), lds), g
