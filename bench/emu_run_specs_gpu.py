@@ -54,6 +54,7 @@ def run(names: list[str], limit: int, build_only: bool, save=None, no_reference:
                     else:
                         rep = execute(plan, iters=0)
                         row.update(ok=bool(rep.ok), s=time.perf_counter() - t, emu_ms=rep.time_ms,
+                                   reference_on=rep.reference_on, reference_s=rep.reference_s,
                                    checks=[{"name": c.name, "ok": bool(c.ok), "mismatches": int(c.mismatches),
                                             "numel": int(c.numel), "max_abs": float(c.max_abs),
                                             "max_rel": float(c.max_rel)} for c in rep.checks])

@@ -60,6 +60,7 @@ import os
 import random
 import statistics
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -126,6 +127,8 @@ class RunReport:
     origin: str = ""
     time_ms: float | None = None          # hip: device time (median); emu: wall time of the launch
     instructions: int | None = None       # emu: instructions executed
+    reference_on: str = "cpu"             # torch's device the reference was evaluated on (reference_device)
+    reference_s: float | None = None      # the reference's time (wall, with its magnitude and bounds)
 
     @property
     def ok(self) -> bool:
@@ -448,12 +451,15 @@ def execute(plan: RunPlan, *, scalars: dict | None = None, iters: int = 10, seed
         return tuple({n: t.cpu() for n, t in d.items()} for d in (want, mag, bounds))  # type: ignore[return-value]
 
     where = reference_device(be)
+    t_ref = time.perf_counter()
     try:
         want, mag, bounds = evaluate(where)
     except Exception:       # noqa: BLE001 -- an expression that makes CPU tensors of its own, an op CUDA lacks
         if where == "cpu":
             raise
-        want, mag, bounds = evaluate("cpu")      # ... the same on the CPU (its errors are the spec's)
+        where = "cpu"
+        want, mag, bounds = evaluate(where)      # ... the same on the CPU (its errors are the spec's)
+    report.reference_on, report.reference_s = where, time.perf_counter() - t_ref
     for t in kernel.launch.tensors:
         if t.written:
             report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype, tolerance, sizes,
