@@ -53,7 +53,7 @@ def mx_dequantize(x: torch.Tensor, scale: torch.Tensor, fmt: str) -> torch.Tenso
     if fmt == "e2m1":
         raw = _bytes(x).to(torch.int64)
         codes = torch.stack([raw & 15, raw >> 4], dim=-1).reshape(raw.shape[0], -1)
-        vals = torch.tensor(_E2M1, dtype=torch.float64)[codes]
+        vals = torch.tensor(_E2M1, dtype=torch.float64, device=codes.device)[codes]
     else:
         vals = x.view(_FP8[fmt]).double() if x.dtype == torch.uint8 else x.double()
     e = _bytes(scale).to(torch.float64)

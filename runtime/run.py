@@ -24,7 +24,9 @@ The reference is the spec's ``reference:`` expression, evaluated by torch in flo
 tensors (their values before the launch), the scalars and the sizes; ``torch``, ``F``
 (torch.nn.functional), ``math``, ``isagen`` (for references such as
 ``isagen.prims.random.torch_dropout``) and ``target`` (the kernel's target name: the fp8 formats
-differ) are in scope.  An output matches where
+differ) are in scope.  On the emulator's cuda engine (``ISAGEN_EMU_DEVICE=cuda``) with CUDA torch it is
+evaluated on the GPU (``reference_device``; on CUDA copies of the inputs, the results brought back),
+else, or where the expression fails there, on the CPU.  An output matches where
 ``|out - ref| <= atol + rtol*|ref| + growth`` with the tolerances of its element type
 (``TOLERANCES``) or the spec's ``tolerance: {rtol, atol}``.
 
@@ -58,6 +60,7 @@ import os
 import random
 import statistics
 import sys
+import time
 import types
 from dataclasses import dataclass, field
 
@@ -124,6 +127,8 @@ class RunReport:
     origin: str = ""
     time_ms: float | None = None          # hip: device time (median); emu: wall time of the launch
     instructions: int | None = None       # emu: instructions executed
+    reference_on: str = "cpu"             # torch's device the reference was evaluated on (reference_device)
+    reference_s: float | None = None      # the reference's time (wall, with its magnitude and bounds)
 
     @property
     def ok(self) -> bool:
@@ -432,13 +437,29 @@ def execute(plan: RunPlan, *, scalars: dict | None = None, iters: int = 10, seed
     if be == "emu":
         report.time_ms = result.time_ms
         report.instructions = _instruction_count(stats)
-    want = reference(kernel, inputs, values, sizes)
-    mag = bounds = {}
-    if tolerance.get("reduction"):
-        mag = reference(kernel, {n: t.abs() for n, t in inputs.items()},
-                        {n: abs(v) for n, v in values.items()}, sizes)
-    if tolerance.get("bound"):
-        bounds = error_bounds(kernel, tolerance["bound"], inputs, values, sizes)
+    def evaluate(where: str) -> tuple[dict, dict, dict]:
+        """The reference (and its magnitude and error bounds where the tolerance asks) on torch's ``where``
+        device, returned on the CPU."""
+        ins = inputs if where == "cpu" else {n: t.to(where) for n, t in inputs.items()}
+        want = reference(kernel, ins, values, sizes)
+        mag = bounds = {}
+        if tolerance.get("reduction"):
+            mag = reference(kernel, {n: _abs(t) for n, t in ins.items()},
+                            {n: abs(v) for n, v in values.items()}, sizes)
+        if tolerance.get("bound"):
+            bounds = error_bounds(kernel, tolerance["bound"], ins, values, sizes)
+        return tuple({n: t.cpu() for n, t in d.items()} for d in (want, mag, bounds))  # type: ignore[return-value]
+
+    where = reference_device(be)
+    t_ref = time.perf_counter()
+    try:
+        want, mag, bounds = evaluate(where)
+    except Exception:       # noqa: BLE001 -- an expression that makes CPU tensors of its own, an op CUDA lacks
+        if where == "cpu":
+            raise
+        where = "cpu"
+        want, mag, bounds = evaluate(where)      # ... the same on the CPU (its errors are the spec's)
+    report.reference_on, report.reference_s = where, time.perf_counter() - t_ref
     for t in kernel.launch.tensors:
         if t.written:
             report.checks.append(compare(t.name, tensors[t.name], want[t.name], t.dtype, tolerance, sizes,
@@ -453,6 +474,25 @@ def execute(plan: RunPlan, *, scalars: dict | None = None, iters: int = 10, seed
         report.time_ms = statistics.median(times[1:])     # the first launch warms up and is not counted
         torch.cuda.synchronize()
     return report
+
+
+def _abs(t):
+    """``t.abs()``, in ``t``'s dtype; 8-bit floats by clearing their sign bit (the same value: CUDA torch
+    has no abs for them)."""
+    import torch
+    if t.dtype.is_floating_point and t.element_size() == 1:
+        return (t.view(torch.uint8) & 0x7F).view(t.dtype)
+    return t.abs()
+
+
+def reference_device(be: str) -> str:
+    """torch's device for the reference of a run on backend ``be``: "cuda" on the emulator's cuda engine
+    (``ISAGEN_EMU_DEVICE=cuda``) where torch has CUDA -- the same expression in float64, which at full
+    problem sizes takes the CPU minutes (an 8192^3 block-scaled GEMM's einsums) -- else "cpu"."""
+    if be != "emu" or os.environ.get("ISAGEN_EMU_DEVICE", "cpu").strip().lower() != "cuda":
+        return "cpu"
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 MAX_SEED = 2 ** 64 - 1         # torch.Generator.manual_seed takes a 64-bit seed

@@ -605,6 +605,9 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
     if _native_ok(s, a_kind, b_kind) and X.active() == "cuda":      # one CUDA kernel (cuda_kernels.py)
         from isagen.runtime.emu import cuda_kernels
         return cuda_kernels.mfma_f32(s, t, a, b, c, a_kind, b_kind, cbsz, abid, lay_blgp, out, layout)
+    if s.layout == "f8f6f4" and s.out_type == "f32" and X.active() == "cuda":     # one CUDA kernel
+        return _run_mx_cuda(s, t, a, b, c, (a_kind, b_kind, cbsz, abid, lay_blgp), scale_a, scale_b, opsel_a,
+                            opsel_b, out)
     if W <= _CHUNK:
         return _run(s, t, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp, scale_a, scale_b,
                     opsel_a, opsel_b, out)
@@ -619,6 +622,31 @@ def mfma(name: str, target, a, b, c, cbsz: int = 0, abid: int = 0, blgp: int = 0
         _run(s, t, a[:, w], b[:, w], c[:, w], a_kind, b_kind, cbsz, abid, blgp, lay_blgp,
              None if sa is None else sa[w], None if sb is None else sb[w], opsel_a, opsel_b, out[:, w])
     return out
+
+
+def _scale_operands(s: MfmaSpec, scale_a, scale_b, opsel_a: int, opsel_b: int):
+    """(scale_a, scale_b, opsel_a, opsel_b) of a v_mfma_scale_* (checked as _block_scales checks them), or
+    None for an MFMA without scales."""
+    if not s.scaled:
+        return None
+    for which, sc, sel in (("A", scale_a, opsel_a), ("B", scale_b, opsel_b)):
+        if sc is None:
+            raise MfmaError(f"{s.name}: the {which} scale operand is missing")
+        if not 0 <= int(sel) <= 3:
+            raise MfmaError(f"{s.name}: op_sel byte {sel} of the {which} scale out of range 0..3")
+    return scale_a, scale_b, int(opsel_a), int(opsel_b)
+
+
+def _run_mx_cuda(s: MfmaSpec, t: str, a, b, c, kinds: tuple, scale_a, scale_b, opsel_a, opsel_b, out):
+    """An f8f6f4 MFMA (f32 result) on the cuda engine: cuda_kernels.mfma_mx, the same operations as _run."""
+    from isagen.runtime.emu import cuda_kernels
+    scales = _scale_operands(s, scale_a, scale_b, opsel_a, opsel_b)
+    bits = (F8F6F4_FORMATS[kinds[2]][1], F8F6F4_FORMATS[kinds[4]][1])
+    W = a.shape[1]
+    if out is not None and out.strides[2] != 4:
+        out[...] = cuda_kernels.mfma_mx(s, t, kinds, bits, a, b, c, None, scales, None, W, layout, _decode_table)
+        return out
+    return cuda_kernels.mfma_mx(s, t, kinds, bits, a, b, c, out, scales, None, W, layout, _decode_table)
 
 
 def _run(s: MfmaSpec, t: str, a, b, c, a_kind, b_kind, cbsz, abid, blgp, lay_blgp,

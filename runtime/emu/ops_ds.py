@@ -270,12 +270,14 @@ def _compile_read(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     ai, off = la.ai, la.offset
     ndw = max(size // 4, 1)
 
-    # the cuda engine: one kernel (cuda_kernels.py) for whole dwords when the destination leaves the address
-    fast = size >= 4 and d16 is None and ai is not None and not di <= ai < di + ndw
+    # the cuda engine: one kernel (cuda_kernels.py) when the destination leaves the address alone (whole
+    # dwords; bytes and halves, sign-extended or not, into the whole register or one half of it)
+    fast = (size >= 4 and d16 is None or size < 4) and ai is not None and not di <= ai < di + ndw
 
     def h(st, ws):
         if fast and st.san is None and X.active() == "cuda":
-            if cuda_kernels.ds_read2(st, ws, ai, di, off, 0, size, npair=1):     # out of range: report them
+            if cuda_kernels.ds_read2(st, ws, ai, di, off, 0, size, npair=1, sgn=signed, d16=d16):
+                # out of range: report them
                 _lds_check(st, inst, ws, st.V[ai, ws].astype(I64) + off, st.EXEC[ws], size)
             return
         e = st.EXEC[ws]
@@ -367,6 +369,10 @@ def _compile_write(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
         ndw = size // 4
 
         def h2(st, ws):
+            if ai is not None and st.san is None and X.active() == "cuda":     # one kernel (cuda_kernels.py)
+                if cuda_kernels.ds_write(st, ws, ai, d0i, d1i, o0, o1, size, npair=2):    # out of range: report
+                    _pair_addresses(st, inst, ws, ai, o0, o1, st.EXEC[ws], size)
+                return
             e = st.EXEC[ws]
             a0, a1, m0, m1 = _pair_addresses(st, inst, ws, ai, o0, o1, e, size)
             v0 = np.stack([st.V[d0i + k, ws] for k in range(ndw)], -1)
@@ -401,6 +407,10 @@ def _compile_write(inst, idx, ctx, la: DsAddressing) -> CompiledStep:
     ndw = max(size // 4, 1)
 
     def h(st, ws):
+        if ai is not None and st.san is None and X.active() == "cuda":     # one kernel (cuda_kernels.py)
+            if cuda_kernels.ds_write(st, ws, ai, d0i, d0i, off, 0, size, shift=16 if hi else 0):
+                _lds_check(st, inst, ws, st.V[ai, ws].astype(I64) + off, st.EXEC[ws], size)   # report them
+            return
         e = st.EXEC[ws]
         a = st.V[ai, ws].astype(I64) + off
         m = _lds_check(st, inst, ws, a, e, size)

@@ -71,12 +71,26 @@ def compile_mfma(inst, idx, ctx) -> CompiledStep:
     # group of waves that branched apart (no gathered copies of the operands)
     kinds = M._check_modifiers(spec, cbsz, abid, blgp)
     cuda_fast = in_place and not spec.scaled and M._native_ok(spec, kinds[0], kinds[1])
+    # the f8f6f4 MFMAs (block-scaled or not): one kernel in place too (cuda_kernels.mfma_mx)
+    cuda_mx = in_place and spec.layout == "f8f6f4" and spec.out_type == "f32"
+    mx_bits = (M.F8F6F4_FORMATS[kinds[2]][1], M.F8F6F4_FORMATS[kinds[4]][1]) if cuda_mx else (0, 0)
     ci = ctx.vindex(c.reg, nc) if is_vreg(c) else None
     cconst = None if ci is not None else const
 
     def h(st, ws):
         if cuda_fast and X.active() == "cuda":
             cuda_kernels.mfma_rows(st, ws, spec, target, kinds, ai, bi, ci, cconst, di, M.layout)
+            return
+        if cuda_mx and X.active() == "cuda":
+            idx, n = cuda_kernels._rows(st, ws)
+            V = st.V
+            scales = None
+            if read_sa is not None and read_sb is not None:
+                scales = M._scale_operands(spec, read_sa(st, ws), read_sb(st, ws), scale_kw["opsel_a"],
+                                           scale_kw["opsel_b"])
+            cuda_kernels.mfma_mx(spec, target, kinds, mx_bits, V[ai:ai + na], V[bi:bi + nb],
+                                 V[ci:ci + nc] if ci is not None else cconst, V[di:di + nc], scales, idx, n,
+                                 M.layout, M._decode_table)
             return
         A = st.V[ai:ai + na, ws]
         B = st.V[bi:bi + nb, ws]

@@ -244,3 +244,36 @@ def test_fp8_reference_resolves_in_a_fresh_process():
     r = subprocess.run([sys.executable, "-m", "isagen", "run", str(root / "specs" / "static_quant_fp8_bf16.yaml"),
                         "--backend", "emu"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_reference_device_is_cuda_only_for_the_cuda_emulator_engine(monkeypatch):
+    """``isagen run``'s reference is evaluated by torch on the GPU exactly when the emulator runs on its cuda
+    engine and torch has CUDA (the same expression; at full sizes the CPU takes minutes), else on the CPU."""
+    import torch
+
+    from isagen.runtime.run import reference_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
+    assert reference_device("emu") == "cuda"
+    assert reference_device("hip") == "cpu"          # the hip backend's inputs are on the GPU already
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cpu")
+    assert reference_device("emu") == "cpu"
+    monkeypatch.setenv("ISAGEN_EMU_DEVICE", "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert reference_device("emu") == "cpu"
+
+
+def test_abs_of_8_bit_floats_keeps_dtype_and_values():
+    """The reference's magnitude inputs (run._abs): every fp8 code's absolute value as torch's abs gives it,
+    in the same dtype (CUDA torch has no abs for 8-bit floats, so it clears the sign bit)."""
+    import torch
+
+    from isagen.runtime.run import _abs
+    for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        x = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dt)
+        got, want = _abs(x), x.abs()
+        assert got.dtype == dt
+        g, w = got.float(), want.float()
+        assert ((g == w) | (g.isnan() & w.isnan())).all()
+    y = torch.tensor([-1.5, 2.0, -0.0])
+    assert torch.equal(_abs(y), y.abs())

@@ -244,6 +244,130 @@ def test_perm_b32_kernel_same_bits_as_numpy():
         assert np.array_equal(np.broadcast_to(want, a.shape), got), hex(int(np.asarray(sel).flat[0]))
 
 
+@needs_cuda
+@pytest.mark.parametrize("name,fa,fb", [("v_mfma_scale_f32_16x16x128_f8f6f4", 0, 0),
+                                        ("v_mfma_scale_f32_32x32x64_f8f6f4", 4, 4),
+                                        ("v_mfma_scale_f32_16x16x128_f8f6f4", 2, 1),
+                                        ("v_mfma_scale_f32_32x32x64_f8f6f4", 3, 0),
+                                        ("v_mfma_f32_16x16x128_f8f6f4", 4, 2),
+                                        ("v_mfma_f32_32x32x64_f8f6f4", 1, 3)])
+def test_mx_mfma_random_bits_match_cpu(name, fa, fb):
+    """gfx950's f8f6f4 MFMAs (block-scaled or not; every format for A and B: fp8, bf8, fp6, bf6, fp4) on
+    random register bits and random E8M0 scales (a wide exponent range, so the sum's order shows; NaN
+    scales too) give the CPU engine's bits through the cuda engine's kernel (cuda_kernels.mfma_mx)."""
+    s = M.spec(name, "gfx950")
+    na, nb = M.operand_regs(name, fa, fb)
+    rng = np.random.default_rng(11 + fa + 5 * fb)
+    W = 24
+    a = rng.integers(0, 2**32, (na, W, 64), dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, (nb, W, 64), dtype=np.uint64).astype(np.uint32)
+    c = (rng.standard_normal((s.c_regs, W, 64)) * 1e3).astype(np.float32).view(np.uint32)
+    for x, f in ((a, fa), (b, fb)):
+        if f <= 1:           # fp8 / bf8: their NaN and inf codes made finite (bit 6 cleared), or most sums are NaN
+            table = M._decode_table(M.F8F6F4_FORMATS[f][0], "gfx950")
+            by = x.view(np.uint8)
+            by[~np.isfinite(table[by])] &= np.uint8(0xBF)
+    kw = {}
+    if s.scaled:
+        def scale():          # bytes mostly 2^-20..2^20, some anywhere (255: NaN)
+            e = rng.integers(107, 148, (W, 64, 4)).astype(np.uint8)
+            wild = rng.random((W, 64, 4)) < 0.05
+            e[wild] = rng.integers(0, 256, int(wild.sum()))
+            return e.view(np.uint32).reshape(W, 64)
+        kw = dict(scale_a=scale(), scale_b=scale(), opsel_a=int(rng.integers(4)), opsel_b=int(rng.integers(4)))
+    with X.engine("cpu"):
+        ref = M.mfma(name, "gfx950", a, b, c, cbsz=fa, blgp=fb, **kw)
+    cp = X.cupy_module()
+    dkw = {k: (cp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+    with X.engine("cuda"):
+        got = M.mfma(name, "gfx950", cp.asarray(a), cp.asarray(b), cp.asarray(c), cbsz=fa, blgp=fb, **dkw).get()
+    nan = np.isnan(ref.view(np.float32))
+    assert (nan == np.isnan(got.view(np.float32))).all()
+    assert nan.mean() < 0.5, "too few finite results to compare"
+    assert np.array_equal(ref[~nan], got[~nan])
+
+
+@needs_cuda
+def test_lds_sub_dword_reads_same_as_cpu(monkeypatch):
+    """ds_read_u8/i8/u16/i16, their d16 and d16_hi forms and an unaligned ds_read_b32 at random per-lane
+    addresses (some past the LDS allocation) under a random EXEC, 3 workgroups of 2 waves: the cuda
+    engine's kernel (cuda_kernels.ds_read2, checked to be used for the byte/half reads) leaves the CPU
+    engine's registers, reports and LDS statistics."""
+    from isagen.runtime.emu import cuda_kernels as CK
+    from tools import emu_cuda_fixtures as F
+    co = _fixture(F.lds_sub_reads_co)
+    n = F.LDS_SUB_ROWS
+    rng = np.random.default_rng(5)
+    inp = rng.integers(0, 2**32, (5, n), dtype=np.uint64).astype(np.uint32)
+    inp[2] = rng.integers(0, 1008, n)
+    far = rng.random(n) < 0.05
+    inp[2, far] = rng.integers(1010, 1100, int(far.sum()))
+    inp[3] = rng.random(n) < 0.7
+    sizes = []
+    real = CK.ds_read2
+
+    def spy(st, ws, ai, di, o0, o1, size, *a, **kw):
+        sizes.append(size)
+        return real(st, ws, ai, di, o0, o1, size, *a, **kw)
+    out = {}
+    for eng in ("cpu", "cuda"):
+        if eng == "cuda":
+            monkeypatch.setattr(CK, "ds_read2", spy)
+        dev = Device("gfx942", sanitize=False, array_module=eng)
+        din = dev.to_device(inp)
+        dout = dev.to_device(np.zeros((len(F.LDS_SUB_READS), n), np.uint32))
+        mod = dev.load_module(co)
+        reps = mod.launch("lds_sub_reads", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+        out[eng] = ([_report_key(r) for r in reps], dev.from_device(dout, (len(F.LDS_SUB_READS), n), np.uint32),
+                    mod.last_stats["lds_bytes_read"])
+    assert out["cpu"][0], "the reads past the allocation must be reported"
+    assert out["cpu"][0] == out["cuda"][0]
+    assert np.array_equal(out["cpu"][1], out["cuda"][1])
+    assert out["cpu"][2] == out["cuda"][2]
+    assert {1, 2} <= set(sizes)
+
+
+@needs_cuda
+def test_lds_writes_same_as_cpu(monkeypatch):
+    """LDS writes of every size (b8, b16 and their d16_hi forms, unaligned b32, b64, b96, b128, write2
+    b32/b64) into per-lane slots (a random permutation, some past the allocation) under a random EXEC,
+    3 workgroups of 2 waves: the cuda engine's kernel (cuda_kernels.ds_write, checked to be used for
+    every size) leaves the CPU engine's LDS, reports and statistics."""
+    from isagen.runtime.emu import cuda_kernels as CK
+    from tools import emu_cuda_fixtures as F
+    co = _fixture(F.lds_writes_co)
+    n = F.LDS_WRITE_ROWS
+    rng = np.random.default_rng(2)
+    inp = rng.integers(0, 2**32, (6, n), dtype=np.uint64).astype(np.uint32)
+    for g in range(3):
+        inp[0, g * 128:(g + 1) * 128] = rng.permutation(128) * 96
+    far = rng.random(n) < 0.05
+    inp[0, far] += F.LDS_WRITE_BYTES
+    inp[1] = rng.random(n) < 0.7
+    sizes = []
+    real = CK.ds_write
+
+    def spy(st, ws, ai, d0, d1, o0, o1, size, *a, **kw):
+        sizes.append(size)
+        return real(st, ws, ai, d0, d1, o0, o1, size, *a, **kw)
+    out = {}
+    for eng in ("cpu", "cuda"):
+        if eng == "cuda":
+            monkeypatch.setattr(CK, "ds_write", spy)
+        dev = Device("gfx942", sanitize=False, array_module=eng)
+        din = dev.to_device(inp)
+        dout = dev.to_device(np.zeros((F.LDS_WRITE_DUMP, n), np.uint32))
+        mod = dev.load_module(co)
+        reps = mod.launch("lds_writes", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+        out[eng] = ([_report_key(r) for r in reps], dev.from_device(dout, (F.LDS_WRITE_DUMP, n), np.uint32),
+                    mod.last_stats["lds_bytes_written"])
+    assert out["cpu"][0], "the writes past the allocation must be reported"
+    assert out["cpu"][0] == out["cuda"][0]
+    assert np.array_equal(out["cpu"][1], out["cuda"][1])
+    assert out["cpu"][2] == out["cuda"][2]
+    assert {1, 2, 4, 8, 12, 16} <= set(sizes)
+
+
 def _stats(st):
     return {k: v for k, v in st.items() if k not in ("seconds", "wall_seconds")}
 
@@ -406,3 +530,99 @@ def test_cuda_engine_refused_with_one_line_without_cupy():
     with pytest.raises(X.EngineError) as e:
         Device("gfx942", array_module="cuda")
     assert "\n" not in str(e.value) and "cuda emulator engine" in str(e.value)
+
+
+@needs_cuda
+@pytest.mark.parametrize("spec", ["gemm_fp8_blockscale", "gemm_mxfp4", "gemm_mxfp8", "attention_bf16"])
+def test_reference_on_the_gpu_matches_the_cpu(spec):
+    """``isagen run``'s reference evaluated by torch on the GPU (what it does on the cuda engine,
+    run.reference_device) agrees with the same expression on the CPU to float64 rounding (the sums' order
+    may differ), on the spec's emulator shapes."""
+    from isagen.runtime.run import plan_run, random_inputs, random_scalars, reference, resolve_spec
+    plan = plan_run(resolve_spec(spec), backend="emu")
+    inputs = random_inputs(plan.kernel, plan.sizes)
+    values = random_scalars(plan.kernel, {})
+    cpu = reference(plan.kernel, inputs, values, plan.sizes)
+    gpu = reference(plan.kernel, {n: t.cuda() for n, t in inputs.items()}, values, plan.sizes)
+    for name, want in cpu.items():
+        got = gpu[name]
+        assert got.is_cuda
+        assert torch.allclose(got.cpu(), want, rtol=1e-12, atol=1e-12 * float(want.abs().max())), name
+
+
+def _lds_model_inputs(F, rng):
+    n = F.LDS_WRITE_ROWS
+    inp = rng.integers(0, 2**32, (6, n), dtype=np.uint64).astype(np.uint32)
+    for g in range(3):
+        inp[0, g * 128:(g + 1) * 128] = rng.permutation(128) * 96
+    far = rng.random(n) < 0.05
+    inp[0, far] += F.LDS_WRITE_BYTES
+    inp[1] = rng.random(n) < 0.7
+    return inp
+
+
+def test_lds_fixture_kernels_against_a_numpy_model():
+    """The two LDS fixture kernels the cuda tests compare engines on, run on the CPU engine (everywhere the
+    fixtures can be built), against a numpy model of what they compute: each read's bytes, sign extension
+    and d16 half; each write's bytes in its lane's slot, over the fill pattern."""
+    from tools import emu_cuda_fixtures as F
+    rng = np.random.default_rng(9)
+    # reads
+    co = _fixture(F.lds_sub_reads_co)
+    n = F.LDS_SUB_ROWS
+    inp = rng.integers(0, 2**32, (5, n), dtype=np.uint64).astype(np.uint32)
+    inp[2] = rng.integers(0, 1100, n)
+    inp[3] = rng.random(n) < 0.7
+    dev = Device("gfx942", sanitize=False)
+    din, dout = dev.to_device(inp), dev.to_device(np.zeros((len(F.LDS_SUB_READS), n), np.uint32))
+    dev.load_module(co).launch("lds_sub_reads", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+    got = dev.from_device(dout, (len(F.LDS_SUB_READS), n), np.uint32)
+    # (offset, bytes, signed, d16) of each read, from its text
+    forms = []
+    for r in F.LDS_SUB_READS:
+        name, *_ = r.split()
+        off = int(r.split("offset:")[1]) if "offset:" in r else 0
+        ty = name.split("_")[2]
+        forms.append((off, {"u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4}[ty], ty[0] == "i",
+                      "hi" if name.endswith("hi") else ("lo" if "d16" in name else None)))
+    for t in range(n):
+        g, a = t // 128, int(inp[2, t])
+        lds = np.concatenate([inp[0, g * 128:(g + 1) * 128], inp[1, g * 128:(g + 1) * 128]]).view(np.uint8)
+        prev = int(inp[4, t])
+        for j, (off, size, sgn, d16) in enumerate(forms):
+            if not inp[3, t]:
+                want = prev
+            else:
+                ok = a + off + size <= 1024
+                v = int.from_bytes(lds[a + off:a + off + size].tobytes(), "little") if ok else 0
+                if sgn and v >> (8 * size - 1):
+                    v -= 1 << (8 * size)
+                v &= 0xFFFFFFFF
+                want = {None: v, "lo": (prev & 0xFFFF0000) | (v & 0xFFFF),
+                        "hi": (prev & 0xFFFF) | ((v & 0xFFFF) << 16)}[d16]
+            assert int(got[j, t]) == want, (F.LDS_SUB_READS[j], t)
+    # writes
+    co = _fixture(F.lds_writes_co)
+    n = F.LDS_WRITE_ROWS
+    inp = _lds_model_inputs(F, rng)
+    dev = Device("gfx942", sanitize=False)
+    din, dout = dev.to_device(inp), dev.to_device(np.zeros((F.LDS_WRITE_DUMP, n), np.uint32))
+    dev.load_module(co).launch("lds_writes", grid=(3,), block=(128,), args=[din, dout], on_error="collect")
+    got = dev.from_device(dout, (F.LDS_WRITE_DUMP, n), np.uint32)
+    for g in range(3):
+        t = np.arange(128, dtype=np.uint64)
+        fill = (((t * 0x9E3779B1) & 0xFFFFFFFF).astype(np.uint32) ^ np.uint32(g))
+        lds = np.concatenate([fill ^ np.uint32(0x1000193 * (r + 1) & 0x7FFFFFFF) for r in range(F.LDS_WRITE_DUMP)])
+        b = lds.view(np.uint8)
+        for lane in range(128):
+            i = g * 128 + lane
+            a = int(inp[0, i])
+            if not inp[1, i] or a + 80 > F.LDS_WRITE_BYTES:
+                continue
+            d0, d1, d2, d3 = (int(inp[k, i]) for k in (2, 3, 4, 5))
+            for off, val, nb in ((0, d0, 1), (2, d1, 2), (4, d2 >> 16, 1), (6, d3 >> 16, 2), (9, d1, 4),
+                                 (13, d0 | d1 << 32, 8), (24, d2, 4), (28, d3, 4), (32, d0 | d1 << 32 | d2 << 64, 12),
+                                 (48, d0 | d1 << 32, 8), (56, d2 | d3 << 32, 8),
+                                 (64, d0 | d1 << 32 | d2 << 64 | d3 << 96, 16)):
+                b[a + off:a + off + nb] = np.frombuffer((val & ((1 << (8 * nb)) - 1)).to_bytes(nb, "little"), np.uint8)
+        assert np.array_equal(got[:, g * 128:(g + 1) * 128].reshape(-1), lds), g
