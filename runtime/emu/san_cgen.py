@@ -17,13 +17,20 @@ instruction.
 from __future__ import annotations
 
 from isagen.runtime.emu import cgen
+from isagen.runtime.emu.san_memo import ChecksMemo
 from isagen.runtime.emu.steps import CompiledStep
+
+
+# the kinds of covered steps (cgen._covered) a sanitized native run may hold: VALU/SALU, MFMAs, s_nop /
+# s_waitcnt and global loads; not EXEC writers (the checks after them see another EXEC) nor LDS
+# instructions (whose race checks read the addresses)
+SAN_KINDS = ("wave", "mfma", "nop", "gmem")
 
 
 def sanitized_run_ok(step: CompiledStep, ctx) -> bool:
     """Whether a covered step may be part of a native run under the sanitizer."""
     c = cgen._covered(step, ctx)
-    return c is not None and c[0] == "wave" and not c[2] and hasattr(step.fn, "san_checks")
+    return c is not None and c[0] in SAN_KINDS and not c[2] and hasattr(step.fn, "san_checks")
 
 
 class SanPlan(cgen.Plan):
@@ -39,7 +46,7 @@ class SanPlan(cgen.Plan):
                 if s is not None and sanitized_run_ok(s, ctx):
                     cur.append(s)
                     continue
-                if cur:
+                if cur and any(cgen._covered(c, ctx)[0] != "nop" for c in cur):     # (a run that does something)
                     out.append(cgen._Run(cur[0].idx, cur))
                 cur = []
         return out
@@ -48,37 +55,49 @@ class SanPlan(cgen.Plan):
         # the C handler around the uninstrumented handlers (its fallback when a run cannot go on)
         plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base, s.cat) for s in run.steps])
         plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
+        plain.mfmas, plain.gmem = run.mfmas, run.gmem
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
         native = super().run_handler(plain)
         checks = [s.fn.san_checks for s in run.steps]
-
-        def fn(st, ws):
-            for c in checks:
-                c(st, ws)
-            native(st, ws)
         fused = fused_checks(run.steps)
-        if fused is None:
-            return fn
 
-        def fn_fused(st, ws):
-            if not fused(st, ws):
+        def each_check(st, ws):
+            if fused is None or not fused(st, ws):
                 for c in checks:
                     c(st, ws)
-            native(st, ws)
-        return fn_fused
+        memo = ChecksMemo(run.steps)
+        if not run.gmem:
+            def fn(st, ws):
+                memo.checks(st, ws, each_check)     # (san_memo.py: from the memo where that is exact)
+                native(st, ws)
+            return fn
+        # a run with global loads, which may report an access out of range: without the memo every
+        # instruction's checks, execution and records in program order (the instrumented numpy handlers),
+        # so the reports come in the order of the per-instruction path; from the memo (no check can
+        # report) the run's C function
+        steps = [s.fn for s in run.steps]
+
+        def each_step(st, ws):
+            for h in steps:
+                h(st, ws)
+
+        def fn_mem(st, ws):
+            if memo.checks(st, ws, each_step):
+                native(st, ws)
+        return fn_mem
 
 
 def fused_checks(steps: list[CompiledStep]):
     """The sanitizer checks and records of a run's instructions made once per run where that is exact, or
-    None where the run holds an instruction this does not take (s_waitcnt, or one a counter follows).
+    None where the run holds an instruction this does not take (one a counter follows: a load).
 
     The returned ``f(st, ws)`` answers False, having changed nothing, when a pending-result or
     initialisation check could find something (the caller then makes each instruction's checks as
     before); otherwise it makes what the per-instruction checks would and answers True:
 
     * pending results: ``check_pending`` looks only at registers in the scoreboard's ``maybe`` sets,
-      which nothing in such a run changes (no ``issue``, no ``s_waitcnt``), so when no register the run
-      reads or writes is in them no instruction's check can find anything;
+      which nothing in such a run adds to (no ``issue``; an ``s_waitcnt`` only removes), so when no
+      register the run reads or writes is in them no instruction's check can find anything;
     * initialisation: a register the run reads after an earlier instruction of the run wrote it is
       initialised in every executing lane (``mark_v``/``mark_s``; EXEC does not change in the run), so
       only the registers read before the run writes them can be reported, and none is where each is
@@ -88,8 +107,12 @@ def fused_checks(steps: list[CompiledStep]):
       the issue-slot counters, whose increments are made just before each such call and at the end).
     """
     infos = [s.fn.san_info for s in steps]
-    if any(i.counts for i in infos):
+    if any(i.counts and i.inst.name != "s_waitcnt" for i in infos):
         return None
+    # s_waitcnt only retires results (``maybe`` only shrinks), so what the entry test below finds holds
+    # for every instruction of the run; the waits are made in order after the hazard work (they touch
+    # only the scoreboard, which nothing else of the run reads or writes)
+    waits = [i.step.flags for i in infos if i.counts]
     keys: set[int] = set()
     written_v: set[int] = set()
     written_s: set[int] = set()
@@ -104,7 +127,9 @@ def fused_checks(steps: list[CompiledStep]):
         written_s.update(i.wsc)
     run_keys = frozenset(keys)
     need_v, need_s = frozenset(first_v), frozenset(first_s)
-    marks_v, marks_s = tuple(dict.fromkeys(k for i in infos for k in i.wv)), \
+    # (an MFMA's results count as written in every lane, mark_v's all_lanes; marks only add, in any order)
+    marks_mfma = tuple(dict.fromkeys(k for i in infos if i.hz.cls == "mfma" for k in i.wv))
+    marks_v, marks_s = tuple(dict.fromkeys(k for i in infos if i.hz.cls != "mfma" for k in i.wv)), \
         tuple(dict.fromkeys(k for i in infos for k in i.wsc))
     # the hazard work: (slots to add first, info) for each instruction that checks or records, then the rest
     haz: list = []
@@ -127,22 +152,25 @@ def fused_checks(steps: list[CompiledStep]):
                 return False
         if not (need_v <= san.vfull and need_s <= san.sfull):
             return False
-        slot = san.slot
         if san.haz:
             for add, i in haz:
                 if add:
-                    slot[ws] += add
+                    san.advance(ws, add)
                 if i.haz_check:
                     san.check_hazards(st, ws, i.inst, i.step, i.hz)
                 if i.haz_record:
                     san.record(st, ws, i.step, i.hz, i.wv, i.wsc)
-                slot[ws] += i.nop_slots
+                san.advance(ws, i.nop_slots)
             if tail:
-                slot[ws] += tail
+                san.advance(ws, tail)
         else:
-            slot[ws] += total
+            san.advance(ws, total)
+        for flags in waits:
+            san.waitcnt(st, ws, flags)
         if marks_v:
             san.mark_v(st, ws, marks_v, False)
+        if marks_mfma:
+            san.mark_v(st, ws, marks_mfma, True)
         if marks_s:
             san.mark_s(st, ws, marks_s)
         return True

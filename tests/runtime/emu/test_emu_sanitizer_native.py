@@ -218,7 +218,9 @@ FUSED_KERNELS = {
                     "  v_xor_b32 v5, v8, v2\n",
                     ("hazard", "v_xor_b32", "needs"), True),
     "uninit": (CGEN_KERNELS["uninit"][0], CGEN_KERNELS["uninit"][1], False),
-    "missing_wait": (CGEN_KERNELS["missing_wait"][0], CGEN_KERNELS["missing_wait"][1], False),
+    # (an EXEC write ends the run after the load: a run holding the load itself is not fused)
+    "missing_wait": (CGEN_KERNELS["missing_wait"][0].replace("s[4:5]\n", "s[4:5]\n  s_mov_b64 exec, -1\n", 1),
+                     CGEN_KERNELS["missing_wait"][1], False),
     "partial_lanes": (CGEN_KERNELS["partial_lanes"][0], CGEN_KERNELS["partial_lanes"][1], False),
 }
 
