@@ -373,6 +373,10 @@ MEMO_KERNELS = {
     # states of the runs after the branch, one with a hazard
     "alternating": ("", _MFC + "  s_and_b32 s9, s8, 1\n  s_cmp_eq_u32 s9, 0\n  s_cbranch_scc1 .Lskip\n"
                     "  s_nop 15\n.Lskip:\n  v_xor_b32 v5, v5, v9\n  s_nop 4\n", {"hazard"}),
+    # VALU writes to MFMA registers: before the MFMA of the run (its record drops the VALU entry), after it
+    # in the run (the run's MFMA entry reset) and in the next run (an older MFMA entry reset)
+    "valu_and_mfma_writes": ("", "  v_mov_b32 v8, 0\n  s_nop 1\n" + _MFC + "  s_nop 15\n  v_mov_b32 v11, v5\n"
+                             "  s_mov_b64 exec, -1\n  v_mov_b32 v9, v5\n  v_xor_b32 v5, v5, v10\n", set()),
     # every other iteration waits for the load before the run that reads it: the same hazard records
     # before the run either way (s_nop 1 against s_waitcnt + s_branch), two scoreboard states, one a
     # missing wait
