@@ -46,7 +46,7 @@ class SanPlan(cgen.Plan):
                 if s is not None and sanitized_run_ok(s, ctx):
                     cur.append(s)
                     continue
-                if cur and any(cgen._covered(c, ctx)[0] != "nop" for c in cur):     # (a run that does something)
+                if cur and any(c.cat not in ("nop", "waitcnt") for c in cur):     # (a run that does something)
                     out.append(cgen._Run(cur[0].idx, cur))
                 cur = []
         return out

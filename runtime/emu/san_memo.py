@@ -205,8 +205,12 @@ class ChecksMemo:
         # (b) the producers of the MFMA-result entries the checks look up
         pw = tuple(map(san.mfma_p.get, self.lk_w)) if san.mfma_p else None
         pc = tuple(map(san.mfma_cp.get, self.lk_c)) if san.mfma_cp and self.lk_c else None
-        # (c) the scoreboard, relative to each wave's counters
-        if not san.any_pending and not self.counting:
+        # (c) the scoreboard, relative to each wave's counters; nothing of it where the run neither issues
+        # nor waits and none of its registers is in a ``maybe`` set (no pending check can look further)
+        maybe = san.maybe
+        if not self.counting and (not san.any_pending or (self.run_keys.isdisjoint(maybe["vm"])
+                                                          and self.run_keys.isdisjoint(maybe["lds"])
+                                                          and self.run_keys.isdisjoint(maybe["smem"]))):
             sb: tuple | None = None
         else:
             o = san.issued_all - san.done_all
@@ -214,7 +218,6 @@ class ChecksMemo:
             if (lo != hi).any():
                 return None
             sbl: list = [tuple(lo.tolist())]
-            maybe = san.maybe
             for n, kind in enumerate(_KINDS):
                 m = maybe[kind]
                 if not m:
@@ -250,7 +253,7 @@ class ChecksMemo:
         """Make the run's checks and records: from the memo (True) where the entry signature is one the
         per-instruction checks passed before, else by ``slow(st, ws)`` (False), remembering the
         signature when they reported nothing."""
-        sig = self.signature(st, ws) if enabled() else None
+        sig = self.signature(st, ws) if st.san.memo else None
         if sig is not None and sig in self.safe:
             self.hits += 1
             self.apply(st)

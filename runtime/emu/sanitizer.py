@@ -28,6 +28,7 @@ import numpy as np
 
 from isagen.checks import hazards as HZ
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import san_memo
 from isagen.runtime.emu.wave import ALL, EXEC_LO, M0, VCC_LO
 from isagen.targets import get_target
 
@@ -374,6 +375,7 @@ class Sanitizer:
         self.trace: list[tuple[int, object]] = []
         self.window = _window(prog)
         self.never = np.full(W, NEVER, np.int64)
+        self.memo = san_memo.enabled()          # ISAGEN_EMU_SAN_MEMO=0: every run's checks per instruction
         # LDS race shadow, one generation counter per workgroup
         G = st.G
         self.LW = LW = st.lds.shape[1] // 4
