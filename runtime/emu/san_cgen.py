@@ -1,17 +1,25 @@
 """The native block engine (cgen.py) with the sanitizer on.
 
 A native run executes several instructions in one C call, while the sanitizer checks each instruction
-before it executes and records what it wrote after.  For a run of VALU and SALU instructions that
-writes no EXEC both orders give the same reports and the same sanitizer state: the checks and records
-(pending results, initialisation, hazards, issue slots: ``sanitizer.instrument``) read the sanitizer's
-own state and EXEC, never a register value, and an instruction of such a run changes neither.  So the
-run's handler makes every instruction's checks and records first, in program order, then runs the
-run's C function.  LDS instructions (whose race checks read the addresses) and EXEC writers (which
-change what the checks of the instructions after them see) end a run here; they and everything else
-not covered run through their instrumented numpy handlers as before.  Where it is exact the checks are
-made once per run instead (:func:`fused_checks`): the pending-result and initialisation checks from the
-run's static register sets, the marks once per register, only the hazard checks and records per
-instruction.
+before it executes and records what it wrote after.  For a run of VALU, SALU, MFMA, ``s_nop``,
+``s_waitcnt`` and global-load instructions that writes no EXEC both orders give the same reports and
+the same sanitizer state: the checks and records (pending results, initialisation, hazards, issue
+slots, the scoreboard's issue and wait: ``sanitizer.instrument``) read the sanitizer's own state and
+EXEC, never a register value, and an instruction of such a run changes neither (nor does anything
+but these records change the sanitizer's state).  So the run's handler makes every instruction's
+checks and records first, in program order, then runs the run's C function.  A global load may
+report an access out of range when it executes; so that its report keeps its place among the checks'
+reports, a run holding loads runs its instrumented numpy handlers one by one (checks, execution,
+records) unless the memo (below) knows that no check of the run can report.  LDS instructions (whose
+race checks read the addresses) and EXEC writers (which change what the checks of the instructions
+after them see) end a run here; they and everything else not covered run through their instrumented
+numpy handlers as before.
+
+The checks and records of a run come from a memo where that is exact (``san_memo.ChecksMemo``: an
+entry signature the per-instruction checks passed before, then the run's fixed transformation of the
+sanitizer state); otherwise they are made once per run where that is exact (:func:`fused_checks`: the
+pending-result and initialisation checks from the run's static register sets, the marks once per
+register, only the hazard checks and records per instruction), else per instruction.
 """
 
 from __future__ import annotations
@@ -19,7 +27,6 @@ from __future__ import annotations
 from isagen.runtime.emu import cgen
 from isagen.runtime.emu.san_memo import ChecksMemo
 from isagen.runtime.emu.steps import CompiledStep
-
 
 # the kinds of covered steps (cgen._covered) a sanitized native run may hold: VALU/SALU, MFMAs, s_nop /
 # s_waitcnt and global loads; not EXEC writers (the checks after them see another EXEC) nor LDS
