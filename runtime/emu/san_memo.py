@@ -57,6 +57,14 @@ per-instruction copies; the order of keys in the history dicts differs from the 
 path's where a key is set twice, which nothing reads (no check iterates a history dict).
 ``slot``/``clk`` advance by the run's wait states and the run's records join the trace.
 
+**DS instructions** are taken like any other step (their ``issue`` on lgkmcnt, the pending,
+initialisation and hazard checks of their registers, their records as memory instructions).  Their
+LDS race shadow (``Sanitizer.lds_access``) is execution, not a check: where a DS step runs inside a
+native run after the run's checks, the sequence number it stamps must be the lgkmcnt issue count at
+that step (the entry count plus the run's earlier ``lgkm`` issues, in ``counting`` order), and the
+pending-LDS entries it makes are filtered at the next ``s_waitcnt`` after the run instead of one inside
+it (such an entry is then already retired, which ``barrier`` ignores).
+
 ``ISAGEN_EMU_SAN_MEMO=0`` turns the memo off (every run's checks made per instruction).
 """
 
