@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from emu_support import address_of, build
 
-from isagen.runtime.emu import Device, san_memo, san_native
+from isagen.runtime.emu import Device, san_cgen, san_memo, san_native
 from isagen.runtime.emu import sanitizer as S
 
 pytestmark = pytest.mark.skipif(san_native.library() is None, reason=f"no native library: {san_native.why_not()}")
@@ -420,10 +420,12 @@ def _checks_state(san):
 
 _MEMO_CHECKS = san_memo.ChecksMemo.checks
 _SAN_INIT = S.Sanitizer.__init__
+_RUN_HANDLER = san_cgen.SanPlan.run_handler
 
 
 def _launch_memo(co, mode, memo, monkeypatch):
-    """(reports, buffer, the checks' state after each memoised run, the final state, memo hits)."""
+    """(reports, buffer, the checks' state after each memoised run, the final state, memo hits, native runs
+    made)."""
     monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
     monkeypatch.setenv("ISAGEN_EMU_SAN_MEMO", "1" if memo else "0")
     states: list = []
@@ -440,8 +442,14 @@ def _launch_memo(co, mode, memo, monkeypatch):
     def made(self, prog, st):
         init(self, prog, st)
         sans.append(self)
+    runs = [0]
+
+    def handler(self, run):
+        runs[0] += 1
+        return _RUN_HANDLER(self, run)
     monkeypatch.setattr(san_memo.ChecksMemo, "checks", checks)
     monkeypatch.setattr(S.Sanitizer, "__init__", made)
+    monkeypatch.setattr(san_cgen.SanPlan, "run_handler", handler)
     dev = Device("gfx942")
     buf = dev.to_device(np.arange(256, dtype=np.uint32) * 3)
     mod = dev.load_module(co)
@@ -449,7 +457,7 @@ def _launch_memo(co, mode, memo, monkeypatch):
     reports = [mod.launch("cg", grid=(2,), block=(128,), args=[buf], on_error="collect") for _ in range(2)]
     assert len(sans) == 2
     return ([[(str(r), r.extra) for r in rep] for rep in reports], dev.from_device(buf, 256, np.uint32), states,
-            _checks_state(sans[-1]), hits[0])
+            _checks_state(sans[-1]), hits[0], runs[0])
 
 
 @pytest.mark.parametrize("name", list(MEMO_KERNELS))
@@ -461,10 +469,10 @@ def test_memo_of_run_checks(name, monkeypatch):
     pre, body, want = MEMO_KERNELS[name]
     co = build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
                lds=1024)
-    ref, out_ref, _, end_ref, _ = _launch_memo(co, "0", True, monkeypatch)
-    off, out_off, states_off, end_off, hits_off = _launch_memo(co, "force", False, monkeypatch)
-    got, out, states, end, hits = _launch_memo(co, "force", True, monkeypatch)
-    if cgen.why_not():
+    ref, out_ref, _, end_ref, _, _ = _launch_memo(co, "0", True, monkeypatch)
+    off, out_off, states_off, end_off, hits_off, _ = _launch_memo(co, "force", False, monkeypatch)
+    got, out, states, end, hits, runs = _launch_memo(co, "force", True, monkeypatch)
+    if runs == 0:
         pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
     assert got == off == ref
     assert all({r[0].split("]")[0][1:] for r in rep} == want for rep in got), got
