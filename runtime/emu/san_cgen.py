@@ -73,15 +73,15 @@ class SanPlan(cgen.Plan):
                 for c in checks:
                     c(st, ws)
         memo = ChecksMemo(run.steps)
-        if not run.gmem:
+        if not (run.gmem or run.lds):
             def fn(st, ws):
                 memo.checks(st, ws, each_check)     # (san_memo.py: from the memo where that is exact)
                 native(st, ws)
             return fn
-        # a run with global loads, which may report an access out of range: without the memo every
-        # instruction's checks, execution and records in program order (the instrumented numpy handlers),
-        # so the reports come in the order of the per-instruction path; from the memo (no check can
-        # report) the run's C function
+        # a run with global loads (or LDS instructions), which may report as they execute: without the
+        # memo every instruction's checks, execution and records in program order (the instrumented
+        # numpy handlers), so the reports come in the order of the per-instruction path; from the memo
+        # (no check can report) the run's C function
         steps = [s.fn for s in run.steps]
 
         def each_step(st, ws):
