@@ -777,7 +777,7 @@ def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
     if s.error is not None or s.term:
         return None
     inst = s.inst
-    if s.fn is _noop and s.cat in ("nop", "waitcnt"):
+    if getattr(s.fn, "san_base", s.fn) is _noop and s.cat in ("nop", "waitcnt"):     # (sanitized too)
         return "nop", [], False
     if s.cat == "mfma":
         # the native MFMA kernel for the wave (native.py's mfma_wave on the step's record, which the

@@ -27,6 +27,7 @@ from isagen.runtime.emu.access import CompileError, Ctx
 from isagen.runtime.emu.compile import compile_step
 from isagen.runtime.emu.report import EmulatorError, Report
 from isagen.runtime.emu.san_cgen import SanPlan
+from isagen.runtime.emu.san_memo import ChecksMemo
 from isagen.runtime.emu.sanitizer import instrument
 from isagen.runtime.emu.steps import CompiledBlock, CompiledStep
 from isagen.runtime.emu.wave import ALL, BARRIER, DONE, M0, RUN, Batch
@@ -235,6 +236,12 @@ def _mfma_run(steps: list[CompiledStep]):
     hs = [s.fn for s in steps]
     checks = [getattr(h, "san_checks", None) for h in hs]
     checks_ok = all(c is not None for c in checks) if any(c is not None for c in checks) else None
+    # the checks from a memo where that is exact (san_memo.py)
+    memo = ChecksMemo(steps) if checks_ok else None
+
+    def each_check(st, ws):
+        for c in checks:
+            c(st, ws)
 
     def fused(st, ws):
         if ws is ALL:
@@ -244,9 +251,8 @@ def _mfma_run(steps: list[CompiledStep]):
                 ok = all(c is not None for c in calls)
                 plan = st.native_calls[id(fused)] = (M.run_plan(calls) if ok else None, calls)
             if plan[0] is not None and checks_ok is not False:
-                if checks_ok:
-                    for c in checks:
-                        c(st, ws)
+                if memo is not None:
+                    memo.checks(st, ws, each_check)
                 M.call_run(plan[0], st.W, MFMA_RUN_CHUNK)
                 return
         for h in hs:
@@ -278,6 +284,7 @@ class RunContext:
         self.memory = device.memory
         self.on_error = on_error
         self.reports: list[Report] = []
+        self.faults = 0                   # fault() calls (a report, or one more occurrence of one)
         self._seen: dict = {}
         self.budget = budget
         self.bytes_read = 0
@@ -306,6 +313,7 @@ class RunContext:
         [n, 64] mask over (group row, lane) of the lanes concerned, or None for the whole wave."""
         st = self.batch
         assert st is not None, "fault() is called by the steps of a running batch"
+        self.faults += 1
         widx = np.arange(st.W)[ws] if not isinstance(ws, slice) else np.arange(st.W)[ws]
         row = 0
         lanes: tuple[int, ...] = ()

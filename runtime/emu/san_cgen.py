@@ -1,29 +1,43 @@
 """The native block engine (cgen.py) with the sanitizer on.
 
 A native run executes several instructions in one C call, while the sanitizer checks each instruction
-before it executes and records what it wrote after.  For a run of VALU and SALU instructions that
-writes no EXEC both orders give the same reports and the same sanitizer state: the checks and records
-(pending results, initialisation, hazards, issue slots: ``sanitizer.instrument``) read the sanitizer's
-own state and EXEC, never a register value, and an instruction of such a run changes neither.  So the
-run's handler makes every instruction's checks and records first, in program order, then runs the
-run's C function.  LDS instructions (whose race checks read the addresses) and EXEC writers (which
-change what the checks of the instructions after them see) end a run here; they and everything else
-not covered run through their instrumented numpy handlers as before.  Where it is exact the checks are
-made once per run instead (:func:`fused_checks`): the pending-result and initialisation checks from the
-run's static register sets, the marks once per register, only the hazard checks and records per
-instruction.
+before it executes and records what it wrote after.  For a run of VALU, SALU, MFMA, ``s_nop``,
+``s_waitcnt`` and global-load instructions that writes no EXEC both orders give the same reports and
+the same sanitizer state: the checks and records (pending results, initialisation, hazards, issue
+slots, the scoreboard's issue and wait: ``sanitizer.instrument``) read the sanitizer's own state and
+EXEC, never a register value, and an instruction of such a run changes neither (nor does anything
+but these records change the sanitizer's state).  So the run's handler makes every instruction's
+checks and records first, in program order, then runs the run's C function.  A global load may
+report an access out of range when it executes; so that its report keeps its place among the checks'
+reports, a run holding loads runs its instrumented numpy handlers one by one (checks, execution,
+records) unless the memo (below) knows that no check of the run can report.  LDS instructions (whose
+race checks read the addresses) and EXEC writers (which change what the checks of the instructions
+after them see) end a run here; they and everything else not covered run through their instrumented
+numpy handlers as before.
+
+The checks and records of a run come from a memo where that is exact (``san_memo.ChecksMemo``: an
+entry signature the per-instruction checks passed before, then the run's fixed transformation of the
+sanitizer state); otherwise they are made once per run where that is exact (:func:`fused_checks`: the
+pending-result and initialisation checks from the run's static register sets, the marks once per
+register, only the hazard checks and records per instruction), else per instruction.
 """
 
 from __future__ import annotations
 
 from isagen.runtime.emu import cgen
+from isagen.runtime.emu.san_memo import ChecksMemo
 from isagen.runtime.emu.steps import CompiledStep
+
+# the kinds of covered steps (cgen._covered) a sanitized native run may hold: VALU/SALU, MFMAs, s_nop /
+# s_waitcnt and global loads; not EXEC writers (the checks after them see another EXEC) nor LDS
+# instructions (whose race checks read the addresses)
+SAN_KINDS = ("wave", "mfma", "nop", "gmem")
 
 
 def sanitized_run_ok(step: CompiledStep, ctx) -> bool:
     """Whether a covered step may be part of a native run under the sanitizer."""
     c = cgen._covered(step, ctx)
-    return c is not None and c[0] == "wave" and not c[2] and hasattr(step.fn, "san_checks")
+    return c is not None and c[0] in SAN_KINDS and not c[2] and hasattr(step.fn, "san_checks")
 
 
 class SanPlan(cgen.Plan):
@@ -39,7 +53,7 @@ class SanPlan(cgen.Plan):
                 if s is not None and sanitized_run_ok(s, ctx):
                     cur.append(s)
                     continue
-                if cur:
+                if cur and any(c.cat not in ("nop", "waitcnt") for c in cur):     # (a run that does something)
                     out.append(cgen._Run(cur[0].idx, cur))
                 cur = []
         return out
@@ -48,37 +62,49 @@ class SanPlan(cgen.Plan):
         # the C handler around the uninstrumented handlers (its fallback when a run cannot go on)
         plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base, s.cat) for s in run.steps])
         plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
+        plain.mfmas, plain.gmem = run.mfmas, run.gmem
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
         native = super().run_handler(plain)
         checks = [s.fn.san_checks for s in run.steps]
-
-        def fn(st, ws):
-            for c in checks:
-                c(st, ws)
-            native(st, ws)
         fused = fused_checks(run.steps)
-        if fused is None:
-            return fn
 
-        def fn_fused(st, ws):
-            if not fused(st, ws):
+        def each_check(st, ws):
+            if fused is None or not fused(st, ws):
                 for c in checks:
                     c(st, ws)
-            native(st, ws)
-        return fn_fused
+        memo = ChecksMemo(run.steps)
+        if not (run.gmem or run.lds):
+            def fn(st, ws):
+                memo.checks(st, ws, each_check)     # (san_memo.py: from the memo where that is exact)
+                native(st, ws)
+            return fn
+        # a run with global loads (or LDS instructions), which may report as they execute: without the
+        # memo every instruction's checks, execution and records in program order (the instrumented
+        # numpy handlers), so the reports come in the order of the per-instruction path; from the memo
+        # (no check can report) the run's C function
+        steps = [s.fn for s in run.steps]
+
+        def each_step(st, ws):
+            for h in steps:
+                h(st, ws)
+
+        def fn_mem(st, ws):
+            if memo.checks(st, ws, each_step):
+                native(st, ws)
+        return fn_mem
 
 
 def fused_checks(steps: list[CompiledStep]):
     """The sanitizer checks and records of a run's instructions made once per run where that is exact, or
-    None where the run holds an instruction this does not take (s_waitcnt, or one a counter follows).
+    None where the run holds an instruction this does not take (one a counter follows: a load).
 
     The returned ``f(st, ws)`` answers False, having changed nothing, when a pending-result or
     initialisation check could find something (the caller then makes each instruction's checks as
     before); otherwise it makes what the per-instruction checks would and answers True:
 
     * pending results: ``check_pending`` looks only at registers in the scoreboard's ``maybe`` sets,
-      which nothing in such a run changes (no ``issue``, no ``s_waitcnt``), so when no register the run
-      reads or writes is in them no instruction's check can find anything;
+      which nothing in such a run adds to (no ``issue``; an ``s_waitcnt`` only removes), so when no
+      register the run reads or writes is in them no instruction's check can find anything;
     * initialisation: a register the run reads after an earlier instruction of the run wrote it is
       initialised in every executing lane (``mark_v``/``mark_s``; EXEC does not change in the run), so
       only the registers read before the run writes them can be reported, and none is where each is
@@ -88,8 +114,12 @@ def fused_checks(steps: list[CompiledStep]):
       the issue-slot counters, whose increments are made just before each such call and at the end).
     """
     infos = [s.fn.san_info for s in steps]
-    if any(i.counts for i in infos):
+    if any(i.counts and i.inst.name != "s_waitcnt" for i in infos):
         return None
+    # s_waitcnt only retires results (``maybe`` only shrinks), so what the entry test below finds holds
+    # for every instruction of the run; the waits are made in order after the hazard work (they touch
+    # only the scoreboard, which nothing else of the run reads or writes)
+    waits = [i.step.flags for i in infos if i.counts]
     keys: set[int] = set()
     written_v: set[int] = set()
     written_s: set[int] = set()
@@ -104,7 +134,9 @@ def fused_checks(steps: list[CompiledStep]):
         written_s.update(i.wsc)
     run_keys = frozenset(keys)
     need_v, need_s = frozenset(first_v), frozenset(first_s)
-    marks_v, marks_s = tuple(dict.fromkeys(k for i in infos for k in i.wv)), \
+    # (an MFMA's results count as written in every lane, mark_v's all_lanes; marks only add, in any order)
+    marks_mfma = tuple(dict.fromkeys(k for i in infos if i.hz.cls == "mfma" for k in i.wv))
+    marks_v, marks_s = tuple(dict.fromkeys(k for i in infos if i.hz.cls != "mfma" for k in i.wv)), \
         tuple(dict.fromkeys(k for i in infos for k in i.wsc))
     # the hazard work: (slots to add first, info) for each instruction that checks or records, then the rest
     haz: list = []
@@ -127,22 +159,25 @@ def fused_checks(steps: list[CompiledStep]):
                 return False
         if not (need_v <= san.vfull and need_s <= san.sfull):
             return False
-        slot = san.slot
         if san.haz:
             for add, i in haz:
                 if add:
-                    slot[ws] += add
+                    san.advance(ws, add)
                 if i.haz_check:
                     san.check_hazards(st, ws, i.inst, i.step, i.hz)
                 if i.haz_record:
                     san.record(st, ws, i.step, i.hz, i.wv, i.wsc)
-                slot[ws] += i.nop_slots
+                san.advance(ws, i.nop_slots)
             if tail:
-                slot[ws] += tail
+                san.advance(ws, tail)
         else:
-            slot[ws] += total
+            san.advance(ws, total)
+        for flags in waits:
+            san.waitcnt(st, ws, flags)
         if marks_v:
             san.mark_v(st, ws, marks_v, False)
+        if marks_mfma:
+            san.mark_v(st, ws, marks_mfma, True)
         if marks_s:
             san.mark_s(st, ws, marks_s)
         return True

@@ -28,6 +28,7 @@ import numpy as np
 
 from isagen.checks import hazards as HZ
 from isagen.runtime.emu import report as R
+from isagen.runtime.emu import san_memo
 from isagen.runtime.emu import xp as X
 from isagen.runtime.emu.wave import ALL, EXEC_LO, M0, VCC_LO
 from isagen.targets import get_target
@@ -195,7 +196,7 @@ def instrument(step, ctx) -> None:
             san.issue(st, ws, counter, result, step.writes, step.idx, also_lgkm)
         if haz_record and san.haz:
             san.record(st, ws, step, hz, wv, wsc)
-        san.slot[ws] += nop_slots
+        san.advance(ws, nop_slots)
     # the checks alone, and the instruction alone: a fused run of MFMAs (executor._mfma_run) or a native
     # run of VALU/SALU instructions that write no EXEC (san_cgen.py) makes each instruction's checks in
     # program order, then runs the run's arithmetic in one native call (the checks read no register
@@ -296,6 +297,29 @@ def _spans_overlap(lo, hi) -> bool:
     return bool((lo[o[1:]] <= hi[o[:-1]]).any())
 
 
+def _window(prog) -> int:
+    """The most wait states any hazard rule can ask for in this program: the target's table, with the
+    pass-dependent rules for the passes of every MFMA the program holds (no check looks further back)."""
+    w = getattr(prog, "san_window", None)
+    if w is None:
+        t = get_target(prog.ctx.target)
+        rules = HZ.WAIT_STATES[t.name]
+        passes = set()
+        for inst in prog.insts:
+            if inst.mai:
+                try:
+                    passes.add(t.mfma(inst.name).passes_for(inst.mods.get("cbsz", 0), inst.mods.get("blgp", 0)))
+                except Exception:       # (its step is an error step: it never records)
+                    pass
+        w = HZ.max_window(t)
+        for rule, v in rules.items():
+            if isinstance(v, dict):
+                w = max([w] + [HZ.wait_states(t, rule, p) for p in passes])
+        assert w < 200, w              # the trace keeps the last 256 records (Sanitizer.record)
+        prog.san_window = w
+    return w
+
+
 def _native_shadow(san, st):
     from isagen.runtime.emu import san_native
     if X.active() != "cpu" or san_native.library() is None:
@@ -314,10 +338,16 @@ class Sanitizer:
         W = st.W
         K = nregs + 128
         self.K = K
-        self.issued = {"vm": np.zeros(W, np.int64), "lds": np.zeros(W, np.int64), "smem": np.zeros(W, np.int64)}
-        self.done = {"vm": np.zeros(W, np.int64), "lds": np.zeros(W, np.int64), "smem": np.zeros(W, np.int64)}
+        # the counters of the three kinds are the rows of one array each (the memo, san_memo.py, compares
+        # issued - done of every kind in one operation); every update is made in place
+        self.issued_all = np.zeros((3, W), np.int64)
+        self.done_all = np.zeros((3, W), np.int64)
+        self.issued = {"vm": self.issued_all[0], "lds": self.issued_all[1], "smem": self.issued_all[2]}
+        self.done = {"vm": self.done_all[0], "lds": self.done_all[1], "smem": self.done_all[2]}
         self.pend = {k: np.zeros((K, W), np.int64) for k in ("vm", "lds", "smem")}
-        self.prod = {k: np.full((K, W), -1, np.int64) for k in ("vm", "lds", "smem")}
+        # the producer of a pending result; read only where pend > done, i.e. after issue() wrote both
+        # (zeros: the pages are only touched where written, unlike a fill with -1)
+        self.prod = {k: np.zeros((K, W), np.int64) for k in ("vm", "lds", "smem")}
         self.maybe = {"vm": set(), "lds": set(), "smem": set()}
         self.any_pending = False
         self.vinit = np.zeros((nregs, W, 64), np.bool_)
@@ -334,6 +364,18 @@ class Sanitizer:
         self.any_w: dict[int, np.ndarray] = {}   # VGPR key -> slot of the last write (DPP rule)
         self.exec_w = np.full(W, NEVER, np.int64)
         self.m0_w = np.full(W, NEVER, np.int64)
+        # for the memo of the checks (san_memo.py): the producer of each mfma_w / mfma_c entry; a virtual
+        # clock advanced with ``slot`` by every advance of all waves (``clk``) and its value at the last
+        # advance of only some (``sync``); the hazard records made, as (clk, step) (``trace``); the
+        # longest hazard any rule of the program can have (``window``); a history array of NEVERs
+        self.mfma_p: dict[int, object] = {}
+        self.mfma_cp: dict[int, object] = {}
+        self.clk = 0
+        self.sync = NEVER
+        self.trace: list[tuple[int, object]] = []
+        self.window = _window(prog)
+        self.never = np.full(W, NEVER, np.int64)
+        self.memo = san_memo.enabled()          # ISAGEN_EMU_SAN_MEMO=0: every run's checks per instruction
         # LDS race shadow, one generation counter per workgroup
         G = st.G
         self.LW = LW = st.lds.shape[1] // 4
@@ -369,6 +411,16 @@ class Sanitizer:
         self.inflight_reads: list[tuple] = []
         # the common access in C (san_native.py); None: the numpy path for every access
         self.native = _native_shadow(self, st)
+
+    # ------------------------------------------------------------------ issue slots
+    def advance(self, ws, n: int) -> None:
+        """The waves ``ws`` issued instructions of ``n`` wait states."""
+        if ws is ALL or (isinstance(ws, slice) and ws == ALL):
+            self.slot += n
+            self.clk += n
+        else:
+            self.slot[ws] += n
+            self.sync = self.clk
 
     # ------------------------------------------------------------------ initial state
     def init_vgprs(self, keys, lanes=None):
@@ -657,6 +709,10 @@ class Sanitizer:
         # of the batch executes, one copy of the slot counters serves every register the instruction writes
         snap = slot.copy() if isinstance(ws, slice) and ws == ALL else None
         W = st.W
+        tr = self.trace
+        tr.append((self.clk, step))
+        if len(tr) > 1024:
+            del tr[:-256]             # (a memo signature looks back window < 256 records at most)
 
         def stamped(ent):
             if snap is not None:
@@ -676,6 +732,8 @@ class Sanitizer:
                 valu_w.pop(k, None)
             for k in src_c:
                 mfma_c[k] = (stamped(mfma_c.get(k)), step)
+            self.mfma_p.update(dict.fromkeys(wv, step))
+            self.mfma_cp.update(dict.fromkeys(src_c, step))
             return
         if wv or wsc:
             # a newer write ends older producers' hazards on these registers

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from emu_support import address_of, build
 
-from isagen.runtime.emu import Device, san_native
+from isagen.runtime.emu import Device, san_cgen, san_memo, san_native
 from isagen.runtime.emu import sanitizer as S
 
 pytestmark = pytest.mark.skipif(san_native.library() is None, reason=f"no native library: {san_native.why_not()}")
@@ -218,7 +218,9 @@ FUSED_KERNELS = {
                     "  v_xor_b32 v5, v8, v2\n",
                     ("hazard", "v_xor_b32", "needs"), True),
     "uninit": (CGEN_KERNELS["uninit"][0], CGEN_KERNELS["uninit"][1], False),
-    "missing_wait": (CGEN_KERNELS["missing_wait"][0], CGEN_KERNELS["missing_wait"][1], False),
+    # (an EXEC write ends the run after the load: a run holding the load itself is not fused)
+    "missing_wait": (CGEN_KERNELS["missing_wait"][0].replace("s[4:5]\n", "s[4:5]\n  s_mov_b64 exec, -1\n", 1),
+                     CGEN_KERNELS["missing_wait"][1], False),
     "partial_lanes": (CGEN_KERNELS["partial_lanes"][0], CGEN_KERNELS["partial_lanes"][1], False),
 }
 
@@ -325,3 +327,159 @@ def test_mfma_checks_inside_native_runs(name, monkeypatch):
         first = reports[0]
         assert first.category == cat and first.pc == address_of(co, inst), got
         assert text in first.message, got
+
+
+# ---------------------------------------------------------------- the memo of a run's checks (san_memo.py)
+
+_LOOP_PRE = """  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  v_lshlrev_b32 v1, 2, v0
+  v_cvt_f32_u32 v2, v0
+  v_lshlrev_b32 v3, 16, v0
+  v_mov_b32 v6, v3
+  v_mov_b32 v7, v2
+  v_mov_b32 v4, 0
+  v_mov_b32 v5, 0
+  v_mov_b32 v8, 0
+  v_mov_b32 v9, 0
+  v_mov_b32 v10, 0
+  v_mov_b32 v11, 0
+  v_mov_b32 v12, 0
+  v_mov_b32 v13, 0
+  s_mov_b32 s8, 0
+  s_waitcnt lgkmcnt(0)
+"""
+_LOOP = ".Lloop:\n{body}  s_add_u32 s8, s8, 1\n  s_cmp_lt_u32 s8, 6\n  s_cbranch_scc1 .Lloop\n"
+_LOOP_POST = "  s_waitcnt vmcnt(0) lgkmcnt(0)\n  global_store_dword v1, v5, s[4:5]\n"
+_MFC = "  v_mfma_f32_16x16x16_bf16 v[8:11], v[2:3], v[6:7], v[8:11]\n"
+_CLEAN_BODY = ("  global_load_dword v4, v1, s[4:5]\n  v_add_u32 v13, v1, v0\n  s_waitcnt vmcnt(0)\n"
+               "  v_add_u32 v5, v5, v4\n" + _MFC + "  s_nop 15\n  v_xor_b32 v5, v5, v9\n")
+# a clean run of its own at the end of an iteration (the EXEC write ends the run before it)
+_TAIL = "  s_mov_b64 exec, -1\n  v_add_u32 v13, v1, v0\n  v_xor_b32 v15, v13, v1\n"
+MEMO_KERNELS = {
+    # (pre-loop code, loop body, the categories reported)
+    "clean": ("", _CLEAN_BODY, set()),
+    # the MFMA at the end of an iteration, its result read at the start of the next: only the iterations
+    # after the first have the hazard
+    "hazard_after_first": ("", "  v_xor_b32 v5, v5, v9\n  global_load_dword v4, v1, s[4:5]\n  s_waitcnt vmcnt(0)\n"
+                           "  v_add_u32 v5, v5, v4\n" + _MFC + _TAIL, {"hazard"}),
+    # a load at the end of an iteration read at the start of the next with no wait between (vmcnt(1)
+    # keeps it the only one outstanding there)
+    "missing_wait_after_first": ("", "  v_add_u32 v5, v5, v4\n" + _MFC + "  s_nop 15\n"
+                                 "  global_load_dword v4, v1, s[4:5]\n  s_waitcnt vmcnt(1)\n" + _TAIL,
+                                 {"missing-wait"}),
+    # a register written under half EXEC and read under all of it, every iteration
+    "partial_exec": ("", "  s_mov_b64 exec, 0xffffffff\n  v_mov_b32 v14, v1\n  s_mov_b64 exec, -1\n"
+                     "  v_add_u32 v5, v5, v14\n" + _MFC + "  s_nop 15\n" + _TAIL, {"uninitialized"}),
+    # every other iteration skips the s_nop between the MFMA and the read of its result: two entry
+    # states of the runs after the branch, one with a hazard
+    "alternating": ("", _MFC + "  s_and_b32 s9, s8, 1\n  s_cmp_eq_u32 s9, 0\n  s_cbranch_scc1 .Lskip\n"
+                    "  s_nop 15\n.Lskip:\n  v_xor_b32 v5, v5, v9\n  s_nop 4\n", {"hazard"}),
+    # VALU writes to MFMA registers: before the MFMA of the run (its record drops the VALU entry), after it
+    # in the run (the run's MFMA entry reset) and in the next run (an older MFMA entry reset)
+    "valu_and_mfma_writes": ("", "  v_mov_b32 v8, 0\n  s_nop 1\n" + _MFC + "  s_nop 15\n  v_mov_b32 v11, v5\n"
+                             "  s_mov_b64 exec, -1\n  v_mov_b32 v9, v5\n  v_xor_b32 v5, v5, v10\n", set()),
+    # every other iteration waits for the load before the run that reads it: the same hazard records
+    # before the run either way (s_nop 1 against s_waitcnt + s_branch), two scoreboard states, one a
+    # missing wait
+    "wait_alternating": ("", "  global_load_dword v4, v1, s[4:5]\n  s_and_b32 s9, s8, 1\n  s_cmp_eq_u32 s9, 0\n"
+                         "  s_cbranch_scc1 .Lnowait\n  s_waitcnt vmcnt(0)\n  s_branch .Ljoin\n.Lnowait:\n"
+                         "  s_nop 1\n.Ljoin:\n  v_add_u32 v5, v5, v4\n  v_add_u32 v13, v1, v0\n", {"missing-wait"}),
+    # waves not in lockstep: wave w of a workgroup first runs a scalar loop of w + 1 iterations, so the
+    # waves reach the main loop at different times (and with different issue-slot counts)
+    "diverged": ("  v_readfirstlane_b32 s10, v0\n  s_lshr_b32 s10, s10, 6\n  s_add_u32 s10, s10, 1\n"
+                 ".Lpre:\n  v_add_u32 v13, 3, v13\n  s_nop 3\n  s_sub_u32 s10, s10, 1\n  s_cmp_lg_u32 s10, 0\n"
+                 "  s_cbranch_scc1 .Lpre\n", _CLEAN_BODY, set()),
+    # LDS traffic between the runs (lgkmcnt on the scoreboard; the DS instructions end the runs)
+    "lds": ("", "  ds_write_b32 v1, v5\n  s_waitcnt lgkmcnt(0)\n  ds_read_b32 v4, v1\n  v_add_u32 v13, v1, v0\n"
+            "  s_waitcnt lgkmcnt(0)\n  v_add_u32 v5, v5, v4\n" + _MFC + "  s_nop 15\n  v_xor_b32 v5, v5, v9\n", set()),
+}
+
+
+def _norm(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (tuple, list)):
+        return tuple(_norm(y) for y in x)
+    if hasattr(x, "idx") and hasattr(x, "inst"):
+        return ("step", x.idx)
+    if hasattr(x, "pc"):
+        return ("inst", x.pc)
+    return x
+
+
+def _checks_state(san):
+    """Everything the checks and records of a run read or write (the history dicts by key)."""
+    hist = {d: sorted((k, _norm(v)) for k, v in getattr(san, d).items())
+            for d in ("mfma_w", "mfma_c", "valu_w", "trans_w", "any_w", "mfma_p", "mfma_cp")}
+    return (san.slot.tolist(), san.issued_all.tolist(), san.done_all.tolist(),
+            {k: v.tolist() for k, v in san.pend.items()}, {k: v.tolist() for k, v in san.prod.items()},
+            {k: sorted(v) for k, v in san.maybe.items()}, san.any_pending, san.vinit.tolist(), sorted(san.vfull),
+            san.sinit.tolist(), sorted(san.sfull), hist, san.exec_w.tolist(), san.m0_w.tolist(), san.exec_w_any,
+            _norm(san.exec_w_inst), len(san.pending_lds), len(san.inflight_reads))
+
+
+_MEMO_CHECKS = san_memo.ChecksMemo.checks
+_SAN_INIT = S.Sanitizer.__init__
+_RUN_HANDLER = san_cgen.SanPlan.run_handler
+
+
+def _launch_memo(co, mode, memo, monkeypatch):
+    """(reports, buffer, the checks' state after each memoised run, the final state, memo hits, native runs
+    made)."""
+    monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
+    monkeypatch.setenv("ISAGEN_EMU_SAN_MEMO", "1" if memo else "0")
+    states: list = []
+    sans: list = []
+    hits = [0]
+    orig, init = _MEMO_CHECKS, _SAN_INIT
+
+    def checks(self, st, ws, slow):
+        hit = orig(self, st, ws, slow)
+        hits[0] += hit
+        states.append(_checks_state(st.san))
+        return hit
+
+    def made(self, prog, st):
+        init(self, prog, st)
+        sans.append(self)
+    runs = [0]
+
+    def handler(self, run):
+        runs[0] += 1
+        return _RUN_HANDLER(self, run)
+    monkeypatch.setattr(san_memo.ChecksMemo, "checks", checks)
+    monkeypatch.setattr(S.Sanitizer, "__init__", made)
+    monkeypatch.setattr(san_cgen.SanPlan, "run_handler", handler)
+    dev = Device("gfx942")
+    buf = dev.to_device(np.arange(256, dtype=np.uint32) * 3)
+    mod = dev.load_module(co)
+    # two launches: the memo of the first is used in the second
+    reports = [mod.launch("cg", grid=(2,), block=(128,), args=[buf], on_error="collect") for _ in range(2)]
+    assert len(sans) == 2
+    return ([[(str(r), r.extra) for r in rep] for rep in reports], dev.from_device(buf, 256, np.uint32), states,
+            _checks_state(sans[-1]), hits[0], runs[0])
+
+
+@pytest.mark.parametrize("name", list(MEMO_KERNELS))
+def test_memo_of_run_checks(name, monkeypatch):
+    """The memo of a run's checks (san_memo.py) against the per-instruction checks: the same reports
+    (text, place, occurrences) as the memo off and the block engine off, the same sanitizer state after
+    every run and at the end, and the memo used (hits) in the loops."""
+    from isagen.runtime.emu import cgen
+    pre, body, want = MEMO_KERNELS[name]
+    co = build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
+               lds=1024)
+    ref, out_ref, _, end_ref, _, _ = _launch_memo(co, "0", True, monkeypatch)
+    off, out_off, states_off, end_off, hits_off, _ = _launch_memo(co, "force", False, monkeypatch)
+    got, out, states, end, hits, runs = _launch_memo(co, "force", True, monkeypatch)
+    if runs == 0:
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    assert got == off == ref
+    assert all({r[0].split("]")[0][1:] for r in rep} == want for rep in got), got
+    np.testing.assert_array_equal(out, out_ref)
+    np.testing.assert_array_equal(out_off, out_ref)
+    assert hits_off == 0 and hits > 0
+    assert len(states) == len(states_off)
+    for i, (a, b) in enumerate(zip(states, states_off)):
+        assert a == b, i
+    assert end == end_off == end_ref

@@ -1,0 +1,326 @@
+"""A memo of the sanitizer's checks and records of a straight run of instructions (a native run of the
+block engine, san_cgen.py, or a fused run of MFMAs, executor._mfma_run).
+
+A run's checks (pending results on the per-wave scoreboard, initialisation, hazards: ``sanitizer.
+instrument``'s ``checked``) read only the sanitizer's state and EXEC, never a register value; its
+records (``issue``/``waitcnt``, ``mark_v``/``mark_s``, ``record``, the issue slots) write only the
+sanitizer's state.  In a loop the same run is entered again and again in an equivalent state, so
+whether any of its checks can report is decided by a small *entry signature*, and when none can, what
+the checks and records do is a fixed transformation, made here with a few dict and numpy operations
+instead of per instruction.  Every report is still made by the per-instruction code: a signature not
+yet seen, or a state the signature does not describe, runs the per-instruction checks (and remembers
+the signature when they reported nothing).
+
+**When the memo applies** (otherwise :meth:`ChecksMemo.signature` is None): every wave of the batch
+executes the run (``ws`` is ``ALL``), the hazard checks are on, every register the run reads as a
+value (``uninit_v``/``uninit_s``) and every register it writes is already fully initialised (in
+``vfull``/``sfull``), and at least ``window`` wait states have passed, for all waves alike, since the
+last time only some waves advanced (``clk - sync > window``).
+
+**The signature** is (a) the hazard records of the last ``window`` wait states, each as (wait states
+since, producing step) (the ``trace``, newest first); (b) the producing step (or None) of the
+``mfma_w`` entry of each register an MFMA-result check of the run looks up, and of the ``mfma_c``
+entry of each register a VALU/memory instruction of the run writes; (c) per counter kind, the number
+of results issued and not retired (``issued - done``, the same in every wave), whether its ``maybe``
+set is empty, and for each register of the run in it, how many results were issued after its own (the
+same in every wave, or retired in every wave).
+
+**Why equal signatures give equal checks** (``window`` is at least every wait-state count any rule
+of the program asks for, ``sanitizer._window``):
+
+* initialisation: every register read or written is in ``vfull``/``sfull``, so no check looks at the
+  lanes (nor at EXEC) and ``mark_v``/``mark_s`` change nothing;
+* pending results: ``check_pending`` tests ``pend > done`` for registers in ``maybe``; with every
+  wave's ``issued - done`` equal and each register's ``issued - pend`` equal (or retired everywhere),
+  that test has one answer for all waves, a function of (c); the run's ``issue``/``waitcnt`` change
+  these relative counts the same way from equal ones (``waitcnt`` clears a ``maybe`` set exactly when
+  the count is 0), so every check of the run answers as the first time this signature was seen;
+* hazards: a check reports only where ``slot - since - 1 < need <= window``.  Since ``clk - sync >
+  window``, every history entry written before ``sync`` is at least ``window`` wait states old in
+  every wave (the histories hold slot values, and all waves advanced alike since), and every entry of
+  the last ``window`` wait states was written by a record in (a), all waves at once, so its age is the
+  same in every wave.  The entries younger than ``window`` are therefore a function of (a) (each the
+  last record of (a) that touched the register); older ones cannot report, and what else a check
+  reads of them -- whether ``mfma_w``/``mfma_c`` hold the register (the ``break`` after the first one
+  a write finds) and its producer (reads of one producer's registers are checked once) -- is (b).
+  Entries the run's own records make are the same each time (their age is a difference of the
+  run's static slot offsets).  So every hazard check has the same outcome as the first time.
+
+**Why the transformation is fixed**: the scoreboard is updated by the real ``issue``/``waitcnt``
+calls, in order (cheap; they also filter the LDS lists exactly as before).  The marks change nothing
+(above).  Each record with all waves executing stores ``slot`` at that instruction (the entry slots
+plus the run's static offset) for the registers it writes, pops or resets older producers'
+entries; the net effect per register is computed once from the run's instructions
+(:func:`_net_records`) and replayed with the entry slots (one numpy operation for all the arrays).
+The history arrays are never changed in place anywhere, so rows of one array serve as the
+per-instruction copies; the order of keys in the history dicts differs from the per-instruction
+path's where a key is set twice, which nothing reads (no check iterates a history dict).
+``slot``/``clk`` advance by the run's wait states and the run's records join the trace.
+
+**DS instructions** are taken like any other step (their ``issue`` on lgkmcnt, the pending,
+initialisation and hazard checks of their registers, their records as memory instructions).  Their
+LDS race shadow (``Sanitizer.lds_access``) is execution, not a check: where a DS step runs inside a
+native run after the run's checks, the sequence number it stamps must be the lgkmcnt issue count at
+that step (the entry count plus the run's earlier ``lgkm`` issues, in ``counting`` order), and the
+pending-LDS entries it makes are filtered at the next ``s_waitcnt`` after the run instead of one inside
+it (such an entry is then already retired, which ``barrier`` ignores).
+
+``ISAGEN_EMU_SAN_MEMO=0`` turns the memo off (every run's checks made per instruction).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from isagen.runtime.emu.wave import ALL
+
+_KINDS = ("vm", "lds", "smem")
+MAX_SIGNATURES = 64          # signatures kept per run (a loop has a few states; more means it varies)
+
+
+def enabled() -> bool:
+    return os.environ.get("ISAGEN_EMU_SAN_MEMO", "1") != "0"
+
+
+def _net_records(infos) -> dict:
+    """The net effect of the run's hazard records (``Sanitizer.record`` with every wave executing) on
+    each history dict: key -> ('set', offset, payload) | ('pop',) | ('never_orig',) (an entry older than
+    the run reset to NEVER) | ('set_never', payload) (an entry of the run reset to NEVER)."""
+    net: dict[str, dict] = {d: {} for d in ("mfma_w", "mfma_c", "valu_w", "trans_w", "any_w")}
+    extra: dict = {"exec": None, "m0": None}
+    off = 0
+    for i in infos:
+        if i.haz_record:
+            hz, step = i.hz, i.step
+            cls, wv, wsc = hz.cls, i.wv, i.wsc
+            if hz.writes_exec:
+                extra["exec"] = (off, step.inst)
+            if cls == "mfma":
+                for k in wv:
+                    net["mfma_w"][k] = ("set", off, (step, hz.wv_sorted))
+                    net["valu_w"][k] = ("pop",)
+                for k in hz.src_c:
+                    net["mfma_c"][k] = ("set", off, (step,))
+            else:
+                for k in wv:
+                    cur = net["mfma_w"].get(k)
+                    if cur is None:
+                        net["mfma_w"][k] = ("never_orig",)
+                    elif cur[0] == "set":
+                        net["mfma_w"][k] = ("set_never", cur[2])
+                if cls == "valu":
+                    for k in wv + wsc:
+                        net["valu_w"][k] = ("set", off, (step.inst,))
+                    for k in wv:
+                        net["trans_w"][k] = ("set", off, (step.inst,)) if hz.is_trans else ("pop",)
+                if wv and cls != "salu":
+                    for k in wv:
+                        net["any_w"][k] = ("set", off, (step.inst,))
+                if hz.writes_m0:
+                    extra["m0"] = off
+        off += i.nop_slots
+    return {"net": net, **extra}
+
+
+class ChecksMemo:
+    """The checks and records of the steps ``steps`` (instrumented: ``step.fn.san_info``), in program
+    order, made from a memo where that is exact (see the module docstring)."""
+
+    def __init__(self, steps):
+        infos = [s.fn.san_info for s in steps]
+        self.infos = infos
+        self.uv = frozenset(k for i in infos for k in i.uninit_v) | frozenset(k for i in infos for k in i.wv)
+        self.us = frozenset(k for i in infos for k in i.uninit_s) | frozenset(k for i in infos for k in i.wsc)
+        keys: dict[int, None] = {}
+        lk_w: dict[int, None] = {}
+        lk_c: dict[int, None] = {}
+        for i in infos:
+            keys.update(dict.fromkeys(i.step.reads))
+            keys.update(dict.fromkeys(i.step.writes))
+            if i.haz_check:
+                lk_w.update(dict.fromkeys(i.step.reads))
+                if i.hz.cls in ("valu", "mem"):
+                    lk_w.update(dict.fromkeys(i.step.writes))
+                    lk_c.update(dict.fromkeys(i.step.writes))
+        self.run_keys = frozenset(keys)
+        self.lk_w, self.lk_c = tuple(lk_w), tuple(lk_c)
+        # the scoreboard calls, in order: (waitcnt flags, None) or (None, step)
+        self.counting = [(i.step.flags, None) if i.inst.name == "s_waitcnt" else (None, i.step)
+                         for i in infos if i.counts]
+        self.total = sum(i.nop_slots for i in infos)
+        r = _net_records(infos)
+        net = r["net"]
+        self.exec_set, self.m0_set = r["exec"], r["m0"]
+        offs: dict[int, int] = {}
+        off = 0
+        self.trace_add: list[tuple[int, object]] = []
+        for i in infos:
+            if i.haz_record:
+                self.trace_add.append((off, i.step))
+            off += i.nop_slots
+        # the sets grouped by (dict, offset, payload): one tuple per group, shared by its keys
+        # (payloads hold instructions, which do not hash: grouped by identity)
+        sets: dict[tuple, tuple[str, int, tuple, list[int]]] = {}
+        set_never: dict[tuple, tuple[str, tuple, list[int]]] = {}
+        self.never_orig: tuple[int, ...] = ()
+        pops: dict[str, list[int]] = {}
+        for d, m in net.items():
+            for k, a in m.items():
+                if a[0] == "set":
+                    row = offs.setdefault(a[1], len(offs))
+                    sets.setdefault((d, row) + tuple(map(id, a[2])), (d, row, a[2], []))[3].append(k)
+                elif a[0] == "set_never":
+                    set_never.setdefault((d,) + tuple(map(id, a[1])), (d, a[1], []))[2].append(k)
+                elif a[0] == "never_orig":
+                    self.never_orig += (k,)
+                else:
+                    pops.setdefault(d, []).append(k)
+        self.offs = np.array(sorted(offs, key=offs.__getitem__), np.int64)[:, None] if offs else None
+        self.sets = [(d, row, pay, tuple(ks)) for d, row, pay, ks in sets.values()]
+        self.set_never = [(d, pay, tuple(ks)) for d, pay, ks in set_never.values()]
+        self.pops = [(d, frozenset(ks)) for d, ks in pops.items()]
+        self.p_w = {k: a[2][0] if a[0] == "set" else a[1][0] for k, a in net["mfma_w"].items()
+                    if a[0] in ("set", "set_never")}
+        self.p_c = {k: a[2][0] for k, a in net["mfma_c"].items() if a[0] == "set"}
+        self.safe: set = set()
+        self.hits = self.misses = 0
+
+    # ---------------------------------------------------------------- signature
+    def signature(self, st, ws):
+        """The entry signature of the run for the batch ``st`` (module docstring), or None where the memo
+        does not apply."""
+        if ws is not ALL and not (isinstance(ws, slice) and ws == ALL):
+            return None
+        san = st.san
+        if not san.haz or not (self.uv <= san.vfull and self.us <= san.sfull):
+            return None
+        clk, win = san.clk, san.window
+        if clk - san.sync <= win:
+            return None
+        # (a) the hazard records of the last `window` wait states
+        tail: list = []
+        tr = san.trace
+        j = len(tr) - 1
+        while j >= 0:
+            t, s = tr[j]
+            if clk - t > win:
+                break
+            tail.append(clk - t)
+            tail.append(s)
+            j -= 1
+        # (b) the producers of the MFMA-result entries the checks look up
+        pw = tuple(map(san.mfma_p.get, self.lk_w)) if san.mfma_p else None
+        pc = tuple(map(san.mfma_cp.get, self.lk_c)) if san.mfma_cp and self.lk_c else None
+        # (c) the scoreboard, relative to each wave's counters; nothing of it where the run neither issues
+        # nor waits and none of its registers is in a ``maybe`` set (no pending check can look further)
+        maybe = san.maybe
+        if not self.counting and (not san.any_pending or (self.run_keys.isdisjoint(maybe["vm"])
+                                                          and self.run_keys.isdisjoint(maybe["lds"])
+                                                          and self.run_keys.isdisjoint(maybe["smem"]))):
+            sb: tuple | None = None
+        else:
+            o = san.issued_all - san.done_all
+            lo, hi = o.min(axis=1), o.max(axis=1)
+            if (lo != hi).any():
+                return None
+            sbl: list = [tuple(lo.tolist())]
+            for n, kind in enumerate(_KINDS):
+                m = maybe[kind]
+                if not m:
+                    sbl.append(None)
+                    continue
+                inter = self.run_keys.intersection(m)
+                if not inter:
+                    sbl.append(())
+                    continue
+                ks = sorted(inter)
+                iss = san.issued_all[n]
+                rel = iss - san.pend[kind][ks]
+                rlo, rhi = rel.min(axis=1), rel.max(axis=1)
+                uni = rlo == rhi
+                out: list = []
+                if not uni.all():
+                    retired = (san.pend[kind][ks] <= san.done_all[n]).all(axis=1)
+                    for q in range(len(ks)):
+                        if uni[q]:
+                            out.append(int(rlo[q]))
+                        elif retired[q]:
+                            out.append(-1)
+                        else:
+                            return None
+                else:
+                    out = rlo.tolist()
+                sbl.append((tuple(ks), tuple(out)))
+            sb = tuple(sbl)
+        return (tuple(tail), pw, pc, sb)
+
+    # ---------------------------------------------------------------- running
+    def checks(self, st, ws, slow) -> bool:
+        """Make the run's checks and records: from the memo (True) where the entry signature is one the
+        per-instruction checks passed before, else by ``slow(st, ws)`` (False), remembering the
+        signature when they reported nothing."""
+        sig = self.signature(st, ws) if st.san.memo else None
+        if sig is not None and sig in self.safe:
+            self.hits += 1
+            self.apply(st)
+            return True
+        self.misses += 1
+        rc = st.run
+        n0 = rc.faults
+        slow(st, ws)
+        if sig is not None and rc.faults == n0:
+            if len(self.safe) >= MAX_SIGNATURES:
+                self.safe.clear()
+            self.safe.add(sig)
+        return False
+
+    def apply(self, st) -> None:
+        """The run's checks' and records' effect on the sanitizer's state, every wave executing and no
+        check reporting (the per-instruction path's, module docstring)."""
+        san = st.san
+        for flags, step in self.counting:
+            if step is None:
+                san.waitcnt(st, ALL, flags)
+            else:
+                san.issue(st, ALL, step.counter, step.result, step.writes, step.idx,
+                          bool(step.flags.get("also_lgkm")) if isinstance(step.flags, dict) else False)
+        slot = san.slot
+        if self.offs is not None:
+            rows = slot + self.offs                 # [records, W]: the slots at each recording instruction
+            for d, row, pay, ks in self.sets:
+                getattr(san, d).update(dict.fromkeys(ks, (rows[row],) + pay))
+        for d, pay, ks in self.set_never:
+            getattr(san, d).update(dict.fromkeys(ks, (san.never,) + pay))
+        if self.p_w:
+            san.mfma_p.update(self.p_w)
+        if self.p_c:
+            san.mfma_cp.update(self.p_c)
+        if self.never_orig:
+            mw = san.mfma_w
+            for k in self.never_orig:
+                e = mw.get(k)
+                if e is not None:
+                    mw[k] = (san.never,) + e[1:]
+        for d, ks in self.pops:
+            h = getattr(san, d)
+            for k in ks.intersection(h):
+                del h[k]
+        if self.exec_set is not None:
+            o, inst = self.exec_set
+            np.add(slot, o, out=san.exec_w)
+            san.exec_w_any = True
+            san.exec_w_inst = inst
+        if self.m0_set is not None:
+            np.add(slot, self.m0_set, out=san.m0_w)
+        clk = san.clk
+        tr = san.trace
+        tr.extend([(clk + o, s) for o, s in self.trace_add])
+        if len(tr) > 1024:
+            del tr[:-256]
+        slot += self.total
+        san.clk = clk + self.total
+
+
+__all__ = ["ChecksMemo", "enabled"]
