@@ -16,14 +16,14 @@ instruction.
 
 from __future__ import annotations
 
-from isagen.runtime.emu import cgen
+from isagen.runtime.emu import cgen, san_ds
 from isagen.runtime.emu.steps import CompiledStep
 
 
 def sanitized_run_ok(step: CompiledStep, ctx) -> bool:
     """Whether a covered step may be part of a native run under the sanitizer."""
     c = cgen._covered(step, ctx)
-    return c is not None and c[0] == "wave" and not c[2] and hasattr(step.fn, "san_checks")
+    return c is not None and c[0] in ("wave", "lds") and not c[2] and hasattr(step.fn, "san_checks")
 
 
 class SanPlan(cgen.Plan):
@@ -40,17 +40,31 @@ class SanPlan(cgen.Plan):
                     cur.append(s)
                     continue
                 if cur:
-                    out.append(cgen._Run(cur[0].idx, cur))
+                    run = cgen._Run(cur[0].idx, cur)
+                    if any(x.cat == "ds" for x in cur):
+                        run.ds_gen = san_ds.DsGen()     # the LDS shadow's common access in the C
+                    out.append(run)
                 cur = []
         return out
 
+    def extra_source(self) -> str:
+        return san_ds.source()
+
     def run_handler(self, run):
-        # the C handler around the uninstrumented handlers (its fallback when a run cannot go on)
-        plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base, s.cat) for s in run.steps])
+        # the C handler around the uninstrumented handlers (its fallback when a run cannot go on); the
+        # numpy handlers of its DS steps see the lgkm counts of their place in the run (san_ds.fallback)
+        before = san_ds.lgkm_before(run.steps)
+        plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base if s.cat != "ds" else
+                                                   san_ds.fallback(s.fn.san_base, before[-1] - before[j]),
+                                                   s.cat)
+                                      for j, s in enumerate(run.steps)])
         plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
+        plain.mfmas, plain.gmem = run.mfmas, run.gmem
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
-        native = super().run_handler(plain)
         checks = [s.fn.san_checks for s in run.steps]
+        if run.ds_gen is not None:
+            return _ds_run_handler(run, plain, checks, self.par, self.cfns[run.fname])
+        native = super().run_handler(plain)
 
         def fn(st, ws):
             for c in checks:
@@ -66,6 +80,50 @@ class SanPlan(cgen.Plan):
                     c(st, ws)
             native(st, ws)
         return fn_fused
+
+
+def _ds_run_handler(run, plain, checks, par, cfn):
+    """The handler of a sanitized run with DS instructions (san_ds.py): the checks and records first,
+    in program order, then the C with the LDS shadow, its records, the numpy handlers of what it stopped
+    before.  The reports are put back in the per-instruction order: the checks of a step (made first)
+    and its numpy handler's (made after the C) before the next step's."""
+    hook = san_ds.DsHook(run, run.ds_gen)
+    pos = [0, 0]                          # (step, 0: its checks / 1: its handler) while reports are kept
+    held: list = []
+    steps = plain.steps
+
+    def keep(*a, **k):
+        held.append((pos[0], pos[1], len(held), a, k))
+
+    def tagged(j, f):
+        def g(st, ws):
+            pos[0], pos[1] = j, 1
+            f(st, ws)
+        return g
+    for j, s in enumerate(steps):
+        if s.cat == "ds":
+            s.fn = tagged(j, s.fn)
+    native = cgen._handler(cfn, plain, par, hook)
+
+    def fn(st, ws):
+        hook.begin(st)
+        rc = st.run
+        held.clear()
+        rc.fault = keep                   # (an instance attribute over the method, removed below)
+        try:
+            for j, c in enumerate(checks):
+                pos[0], pos[1] = j, 0
+                c(st, ws)
+            if not held:
+                del rc.fault                  # no check reported: the handlers' reports come in order
+            native(st, ws)
+        finally:
+            if "fault" in rc.__dict__:
+                del rc.fault
+        if held:
+            for _, _, _, a, k in sorted(held, key=lambda h: h[:3]):
+                rc.fault(*a, **k)
+    return fn
 
 
 def fused_checks(steps: list[CompiledStep]):
