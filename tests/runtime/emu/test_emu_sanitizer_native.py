@@ -534,3 +534,24 @@ def test_planted_lds_cases_inside_sanitized_native_runs(name, monkeypatch):
     rep2, _, _, out2 = _run_engine(co, "force", monkeypatch, san_native_on=False, grid=grid)
     assert [(str(r), r.extra) for r in rep2] == ref
     np.testing.assert_array_equal(out2, out0)
+
+
+def test_shadow_arrays_reused_across_launches():
+    """The LDS shadow's arrays pass from one launch's sanitizer to the next one's on the same device
+    (sanitizer._ShadowPool): launches after racy ones report what they report on a fresh device."""
+    import gc
+    cos = [build("rnd", _kernel(seed), args=(("ptr", "out"),), lds=8192, vgprs=48) for seed in (1, 4, 11)]
+
+    def launch(dev, co):
+        out = dev.to_device(np.zeros(3072, np.uint32))
+        reps = dev.load_module(co).launch("rnd", grid=(2,), block=(256,), args=[out], on_error="collect")
+        return [(str(r), r.extra) for r in reps], dev.from_device(out, 3072, np.uint32)
+    fresh = [launch(Device("gfx942"), co) for co in cos]
+    dev = Device("gfx942")
+    for k in (0, 1, 2, 1, 0, 2, 2):
+        rep, out = launch(dev, cos[k])
+        assert rep == fresh[k][0], k
+        np.testing.assert_array_equal(out, fresh[k][1])
+        gc.collect()
+    pool = S._ShadowPool._pools.get(dev)
+    assert pool and all(base > 0 for _, base in pool.values())     # generations went on from the last ones
