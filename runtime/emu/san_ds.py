@@ -27,6 +27,8 @@ are put back in the per-instruction order: by instruction, the checks' before th
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from isagen.runtime.emu import native
@@ -55,7 +57,7 @@ static int sd_prep(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U3
     const I64 LW = sp[SP_LW], nall = sp[SP_NALL], p0 = ws - (const I64 *)(intptr_t)sp[SP_WS0];
     const I64 *wg = (const I64 *)(intptr_t)sp[SP_WG], *wiw = (const I64 *)(intptr_t)sp[SP_WIW];
     const int32_t *gen = (const int32_t *)(intptr_t)sp[SP_GEN];
-    I64 *w0 = (I64 *)(intptr_t)sp[SP_W0] + (rec * nall + p0) * 64;
+    int32_t *w0 = (int32_t *)(intptr_t)sp[SP_W0] + (rec * nall + p0) * 64;
     I64 *me = (I64 *)(intptr_t)sp[SP_ME] + rec * nall + p0;
     I64 *g = (I64 *)(intptr_t)sp[SP_SPAN] + 3 * e * nall + p0, *lo = g + nall, *hi = g + 2 * nall;
     for (I64 k = k0; k < k1; k++) {
@@ -71,9 +73,9 @@ static int sd_prep(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U3
         if (bad || mn < 0 || (mx >> 2) + nw - 1 >= LW)
             return 1;
         const I64 base = gw * LW;
-        I64 *wr = w0 + k * 64;
+        int32_t *wr = w0 + k * 64;
         for (int l = 0; l < 64; l++)
-            wr[l] = (((I64)ad[l] + off) >> 2) + base;
+            wr[l] = (int32_t)((((I64)ad[l] + off) >> 2) + base);
         g[k] = gw;
         lo[k] = (mn >> 2) + base;
         hi[k] = (mx >> 2) + nw - 1 + base;
@@ -103,12 +105,12 @@ static int sd_block_hit(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 nw, I6
 {
     const I64 nall = sp[SP_NALL], p0 = ws - (const I64 *)(intptr_t)sp[SP_WS0], LW = sp[SP_LW], NB = sp[SP_NB];
     const I64 *g = (const I64 *)(intptr_t)sp[SP_SPAN] + 3 * e * nall + p0;
-    const I64 *w0 = (const I64 *)(intptr_t)sp[SP_W0] + (rec * nall + p0) * 64;
+    const int32_t *w0 = (const int32_t *)(intptr_t)sp[SP_W0] + (rec * nall + p0) * 64;
     const int32_t *gen = (const int32_t *)(intptr_t)sp[SP_GEN];
     const I64 *wblk = (const I64 *)(intptr_t)sp[SP_WBLK];
     for (I64 k = k0; k < k1; k++) {
         const I64 base = g[k] * NB, gv = gen[g[k]], wb = g[k] * LW;
-        const I64 *wr = w0 + k * 64;
+        const int32_t *wr = w0 + k * 64;
         for (int l = 0; l < 64; l++) {
             const I64 x = wr[l] - wb;
             if (wblk[base + (x >> 6)] == gv || (nw > 1 && wblk[base + ((x + nw - 1) >> 6)] == gv))
@@ -138,11 +140,11 @@ static void sd_commit(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 nw, I64 
     if (which != SP_WBG)
         return;
     const I64 LW = sp[SP_LW], NB = sp[SP_NB];
-    const I64 *w0 = (const I64 *)(intptr_t)sp[SP_W0] + (rec * nall + p0) * 64;
+    const int32_t *w0 = (const int32_t *)(intptr_t)sp[SP_W0] + (rec * nall + p0) * 64;
     I64 *wblk = (I64 *)(intptr_t)sp[SP_WBLK];
     for (I64 k = k0; k < k1; k++) {
         const I64 base = g[k] * NB, gv = gen[g[k]], wb = g[k] * LW;
-        const I64 *wr = w0 + k * 64;
+        const int32_t *wr = w0 + k * 64;
         for (int l = 0; l < 64; l++) {
             const I64 x = wr[l] - wb;
             wblk[base + (x >> 6)] = gv;
@@ -223,17 +225,30 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
     I64 *sv = (I64 *)(intptr_t)sp[SP_SAVED] + (p0 + k0) * 512;
     I64 ns = 0;
     for (I64 e = 0; e < nel; e++) {
-        const I64 *w0 = (const I64 *)(intptr_t)sp[SP_W0] + ((rec0 + e) * nall + p0) * 64;
+        const int32_t *w0 = (const int32_t *)(intptr_t)sp[SP_W0] + ((rec0 + e) * nall + p0) * 64;
         const I64 *me = (const I64 *)(intptr_t)sp[SP_ME] + (rec0 + e) * nall + p0;
         /* another wave's write of this generation may lie here: look at the stamps (the second element
            always: the first one's stamps are not in the boxes yet) */
-        const int chk_w = e > 0 || (sd_may_hit(sp, ws, k0, k1, e, SP_WBG) && sd_block_hit(sp, ws, k0, k1, nw, rec0, e));
+        const int chk_w = e > 0 || (sd_may_hit(sp, ws, k0, k1, e, SP_WBG)
+                                    && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
+        const int apart = k1 - k0 < 2 || sd_spans_apart(sp, ws, k0, k1, e);
+        if (!chk_w && apart && nel == 1) {
+            /* nothing can send it back: the stamps alone */
+            for (I64 k = k0; k < k1; k++) {
+                const I64 m = me[k];
+                const int32_t *wk = w0 + k * 64;
+                for (int l = 0; l < 64; l++)
+                    for (I64 j = 0; j < nw; j++)
+                        wr[wk[l] + j] = m;
+            }
+            continue;
+        }
         for (I64 k = k0; k < k1; k++) {
             const I64 m = me[k];
-            const I64 *wk = w0 + k * 64;
+            const int32_t *wk = w0 + k * 64;
             for (int l = 0; l < 64; l++)
                 for (I64 j = 0; j < nw; j++) {
-                    const I64 f = wk[l] + j;
+                    const I64 f = (I64)wk[l] + j;
                     const I64 old = wr[f];
                     if (chk_w && (U64)(((old ^ m) & SD_KEEP_GEN_WAVE) - 1) < 31) {
                         sd_undo(wr, sv, ns);
@@ -245,11 +260,11 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
                     wr[f] = m;
                 }
         }
-        if (k1 - k0 > 1 && !sd_spans_apart(sp, ws, k0, k1, e)) {
+        if (!apart) {
             /* two waves of the access wrote one word: its stamp is not every writer's */
             for (I64 k = k0; k < k1; k++) {
                 const I64 m = me[k];
-                const I64 *wk = w0 + k * 64;
+                const int32_t *wk = w0 + k * 64;
                 for (int l = 0; l < 64; l++)
                     for (I64 j = 0; j < nw; j++)
                         if (wr[wk[l] + j] != m) {
@@ -314,6 +329,7 @@ class DsHook:
         self.nsteps = n
         self.iss0: np.ndarray | None = None
         self._w0 = self._me = None
+        self._free: list[tuple[np.ndarray, np.ndarray]] = []
         self._mode = MODE_STOP
 
     def begin(self, st) -> None:
@@ -343,6 +359,21 @@ class DsHook:
             blk = st.native_calls[key] = (arr, mrecs)     # (mrecs kept alive with it)
         return blk[0]
 
+    def _buffers(self, nr: int, n: int):
+        """Room for the records of a call: a buffer of an earlier call no record refers to any more
+        (the records are views of it: its reference count says), else a new one (fresh memory costs a
+        page fault per 4 KiB)."""
+        free = self._free
+        for i, (w0, me) in enumerate(free):
+            # references: the list's tuple, the loop's name and getrefcount's argument
+            if w0.shape == (nr, n, 64) and sys.getrefcount(w0) <= 3 and sys.getrefcount(me) <= 3:
+                return w0, me
+        pair = (np.empty((nr, n, 64), np.int32), np.empty((nr, n), np.int64))
+        free.append(pair)
+        if len(free) > 4:
+            free.pop(0)
+        return pair
+
     def recs(self, st, mrecs, wsa) -> int:
         arr = self._block(st, mrecs)
         mode = _mode(st)
@@ -354,8 +385,7 @@ class DsHook:
             ctx = _batch_shadow(st, st.san)
             if ctx.span.size < 6 * n:
                 ctx.grow(n)
-            self._w0 = np.empty((nr, n, 64), np.int64)
-            self._me = np.empty((nr, n), np.int64)
+            self._w0, self._me = self._buffers(nr, n)
             a = native.address
             arr[SP_W0], arr[SP_ME], arr[SP_NALL], arr[SP_WS0] = a(self._w0), a(self._me), n, a(wsa)
             arr[SP_SPAN], arr[SP_SAVED] = a(ctx.span), a(ctx.saved)
@@ -413,6 +443,8 @@ def _mode(st) -> int:
         return MODE_STOP
     if san.single_wave:
         return MODE_PLAIN
+    if san.wr_stamp.size >= 1 << 31:
+        return MODE_STOP            # (the records hold the words as int32)
     return MODE_SHADOW
 
 
