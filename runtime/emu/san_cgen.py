@@ -61,6 +61,8 @@ class SanPlan(cgen.Plan):
         plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
         plain.mfmas, plain.gmem = run.mfmas, run.gmem
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
+        # (a DS instruction's LDS shadow in the C, about as much again as its access)
+        plain.cost += cgen.COST_MEM * sum(s.cat == "ds" for s in run.steps)
         checks = [s.fn.san_checks for s in run.steps]
         if run.ds_gen is not None:
             return _ds_run_handler(run, plain, checks, self.par, self.cfns[run.fname])

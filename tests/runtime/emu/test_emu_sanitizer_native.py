@@ -84,6 +84,16 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
             nat.access = counted
         return nat
     monkeypatch.setattr(S, "_native_shadow", shadow)
+    # (with the block engine on, ISAGEN_EMU_CGEN=force, the accesses inside its runs are made by their C:
+    # san_ds.py; counted too)
+    from isagen.runtime.emu import san_ds
+    orig_after = san_ds.DsHook.after
+
+    def after(self, st, wsa, wg, bounds, res, stopped):
+        n = len(st.san.pending_lds) + len(st.san.unstamped_reads)
+        orig_after(self, st, wsa, wg, bounds, res, stopped)
+        taken[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
+    monkeypatch.setattr(san_ds.DsHook, "after", after)
     dev = Device("gfx942")
     out = dev.to_device(np.zeros(3072, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
