@@ -40,6 +40,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -819,7 +820,7 @@ class _Run:
         self.gmem = False            # global loads: their bytes are counted (RunContext.global_access)
         self.cost = 0                # the work of one wave, in units of a VALU instruction (COST_*)
         self.mfmas: list[CompiledStep] = []     # the run's MFMAs, in order (their records: recs[j])
-        self.ds_gen = None           # the C of its LDS instructions, when not _ds's (san_ds.py)
+        self.ds_gen: Callable | None = None     # the C of its LDS instructions, when not _ds's (san_ds.py)
 
 
 def _vgprs(inst, ctx) -> set[int]:

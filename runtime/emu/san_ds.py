@@ -328,7 +328,8 @@ class DsHook:
         self.before = lgkm_before(run.steps)
         self.nsteps = n
         self.iss0: np.ndarray | None = None
-        self._w0 = self._me = None
+        self._w0: np.ndarray | None = None
+        self._me: np.ndarray | None = None
         self._free: list[tuple[np.ndarray, np.ndarray]] = []
         self._mode = MODE_STOP
 
@@ -364,7 +365,7 @@ class DsHook:
         (the records are views of it: its reference count says), else a new one (fresh memory costs a
         page fault per 4 KiB)."""
         free = self._free
-        for i, (w0, me) in enumerate(free):
+        for w0, me in free:
             # references: the list's tuple, the loop's name and getrefcount's argument
             if w0.shape == (nr, n, 64) and sys.getrefcount(w0) <= 3 and sys.getrefcount(me) <= 3:
                 return w0, me
@@ -385,9 +386,9 @@ class DsHook:
             ctx = _batch_shadow(st, st.san)
             if ctx.span.size < 6 * n:
                 ctx.grow(n)
-            self._w0, self._me = self._buffers(nr, n)
+            w0, me = self._w0, self._me = self._buffers(nr, n)
             a = native.address
-            arr[SP_W0], arr[SP_ME], arr[SP_NALL], arr[SP_WS0] = a(self._w0), a(self._me), n, a(wsa)
+            arr[SP_W0], arr[SP_ME], arr[SP_NALL], arr[SP_WS0] = a(w0), a(me), n, a(wsa)
             arr[SP_SPAN], arr[SP_SAVED] = a(ctx.span), a(ctx.saved)
         return native.address(arr) + 8 * SP_N
 
@@ -399,6 +400,7 @@ class DsHook:
         san = st.san
         w0s, mes = self._w0, self._me
         self._w0 = self._me = None
+        assert w0s is not None and mes is not None
         pos = None
         if stopped:
             pos = __import__("isagen.runtime.emu.cgen", fromlist=["stop_positions"]).stop_positions(
