@@ -103,8 +103,7 @@ def _ds_run_handler(run, plain, checks, par, cfn):
             f(st, ws)
         return g
     for j, s in enumerate(steps):
-        if s.cat == "ds":
-            s.fn = tagged(j, s.fn)
+        s.fn = tagged(j, s.fn)
     native = cgen._handler(cfn, plain, par, hook)
 
     def fn(st, ws):
