@@ -40,6 +40,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -649,8 +650,9 @@ def _salu(inst, g: _Gen) -> tuple[list[str], bool]:
 
 # ============================================================================ DS
 
-def _ds(inst, ctx, k: int) -> tuple[list[str], int, int] | None:
-    """One LDS instruction as a segment over all waves: (lines, bytes read per active lane, written)."""
+def _ds(inst, ctx, k: int, after_check: list[str] | None = None) -> tuple[list[str], int, int] | None:
+    """One LDS instruction as a segment over all waves: (lines, bytes read per active lane, written).
+    ``after_check``: lines between the bounds check and the access (the sanitizer's: san_ds.py)."""
     from isagen.runtime.emu.ops_ds import DsAddressing, _pair_layout
     name = inst.name
     la = DsAddressing(inst, ctx)
@@ -686,7 +688,7 @@ def _ds(inst, ctx, k: int) -> tuple[list[str], int, int] | None:
              "    for (int l = 0; l < 64; l++) {", "        const I64 a = (I64)ad[l];"]
     conds = " | ".join(f"(a + {o + size} > lds_bytes)" for o in elems)
     check += [f"        bad |= ex[l] & ({conds});", "    }", f"    if (bad) {{ counts[2] = k0; return {k}; }}", "}"]
-    lines = ["{"] + check
+    lines = ["{"] + check + list(after_check or ())
     if read:
         # lane by lane: the address, every element's data, then the writes (a destination may be the
         # address register); an inactive lane reads (and drops) the row's first bytes: no branch
@@ -807,7 +809,7 @@ def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
 
 
 class _Run:
-    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds", "mfmas", "gmem", "cost")
+    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds", "mfmas", "gmem", "cost", "ds_gen")
 
     def __init__(self, first: int, steps: list):
         self.first, self.steps = first, steps
@@ -818,6 +820,7 @@ class _Run:
         self.gmem = False            # global loads: their bytes are counted (RunContext.global_access)
         self.cost = 0                # the work of one wave, in units of a VALU instruction (COST_*)
         self.mfmas: list[CompiledStep] = []     # the run's MFMAs, in order (their records: recs[j])
+        self.ds_gen: Callable | None = None     # the C of its LDS instructions, when not _ds's (san_ds.py)
 
 
 def _vgprs(inst, ctx) -> set[int]:
@@ -885,7 +888,7 @@ def _run_source(run: _Run, ctx) -> str:
             continue
         if kind == "lds":
             flush()
-            r = _ds(s.inst, ctx, k)
+            r = run.ds_gen(s.inst, ctx, k) if run.ds_gen is not None else _ds(s.inst, ctx, k)
             assert r is not None
             out.extend([f"/* {s.inst.text} */"] + r[0])
             run.lds = True
@@ -951,7 +954,7 @@ class Plan:
                 _why = "no instruction of the kernel has a C form"
                 self.pending = False
                 return
-            parts = [_HDR]
+            parts = [_HDR + self.extra_source()]
             for r in runs:
                 r.fname = f"run_{r.first}_{r.first + len(r.steps) - 1}"
                 r.src = _run_source(r, prog.ctx)
@@ -984,6 +987,10 @@ class Plan:
         self.lib = lib
         for blk in self.prog._blocks.values():
             blk.fns = self.fuse_block(blk.steps)
+
+    def extra_source(self) -> str:
+        """C the runs' functions use beyond the common header (san_cgen.SanPlan: the LDS shadow's)."""
+        return ""
 
     def _block_runs(self, b) -> list[_Run]:
         out: list[_Run] = []
@@ -1069,7 +1076,10 @@ def _chunks(wg_of_ws: np.ndarray, by_wg: bool, threads: int) -> np.ndarray:
     return np.concatenate((starts[::step], [n])).astype(np.int64)
 
 
-def _handler(cfn: int, run: _Run, par):
+def _handler(cfn: int, run: _Run, par, hook=None):
+    """The handler of a loaded run.  ``hook`` (san_ds.DsHook): ``hook.recs(st, mfma records or None, wsa)``
+    gives the ``recs`` address the run's C gets, ``hook.after(st, wsa, wg, bounds, res, stopped)`` runs
+    after its call, before the numpy handlers finish what it stopped before."""
     steps = run.steps
     wexec, lds, gmem = run.wexec, run.lds, run.gmem
     fallback = [s.fn for s in steps]
@@ -1091,6 +1101,7 @@ def _handler(cfn: int, run: _Run, par):
                 h(st, ws)
             return
         recs = 0
+        mrecs = None
         if mfmas:
             plan = st.native_calls.get(id(fn))      # per batch: the MFMA records point into its registers
             if plan is None:
@@ -1101,12 +1112,15 @@ def _handler(cfn: int, run: _Run, par):
                 for h in fallback:
                     h(st, ws)
                 return
-            recs = native.address(plan[0])
+            mrecs = plan[0]
+            recs = native.address(mrecs)
         whole = isinstance(ws, slice) and ws == ALL
         if isinstance(ws, slice):
             wsa = b.all_ws if whole else np.ascontiguousarray(b.all_ws[ws])     # a stepped slice too
         else:
             wsa = ws if (ws.dtype == np.int64 and ws.flags.c_contiguous) else np.ascontiguousarray(ws, np.int64)
+        if hook is not None:
+            recs = hook.recs(st, mrecs, wsa)
         threads = b.threads if wsa.size * cost >= THREAD_WORK else 1
         if threads == 1:
             bounds = b.one_chunk if whole else np.array([0, wsa.size], np.int64)
@@ -1131,9 +1145,27 @@ def _handler(cfn: int, run: _Run, par):
                 if c[4 + d]:
                     rc.global_access(4 * (d + 1), int(c[4 + d]), write=False)
             c[4:] = 0
+        if hook is not None:
+            hook.after(st, wsa, b.wg if b.cnt[3] else None, bounds, res[:2 * nch].reshape(nch, 2), stopped)
         if stopped:
             _finish_stopped(st, wsa, b.wg if b.cnt[3] else None, bounds, res[:2 * nch].reshape(nch, 2), fallback)
     return fn
+
+
+def stop_positions(wsa: np.ndarray, wg: np.ndarray | None, bounds: np.ndarray, res: np.ndarray,
+                   done: int) -> np.ndarray:
+    """The next step of each wave of ``wsa`` after a run's call whose chunks stopped (see
+    :func:`_finish_stopped`): ``done`` (the run's length) for the waves that finished it."""
+    n = wsa.size
+    pos = np.full(n, done, np.int64)
+    wgs = wg[wsa] if wg is not None else None
+    for c in np.flatnonzero(res[:, 0] >= 0):
+        r, p = int(res[c, 0]), int(res[c, 1])
+        k1 = int(bounds[c + 1])
+        q = p + int(np.count_nonzero(wgs[p:k1] == wgs[p])) if wgs is not None else k1
+        pos[p:q] = r
+        pos[q:k1] = 0
+    return pos
 
 
 def _finish_stopped(st, wsa: np.ndarray, wg: np.ndarray | None, bounds: np.ndarray, res: np.ndarray,
@@ -1148,16 +1180,8 @@ def _finish_stopped(st, wsa: np.ndarray, wg: np.ndarray | None, bounds: np.ndarr
     changes no register, no LDS byte and no report; and workgroups share nothing.  ``wg``: the
     workgroup of each wave of the batch, or None where the run took ws as one group (its waves not
     ordered by workgroup: one chunk, stopped as a whole)."""
-    n = wsa.size
     done = len(fallback)
-    pos = np.full(n, done, np.int64)         # the next step of each wave of ws
-    wgs = wg[wsa] if wg is not None else None
-    for c in np.flatnonzero(res[:, 0] >= 0):
-        r, p = int(res[c, 0]), int(res[c, 1])
-        k1 = int(bounds[c + 1])
-        q = p + int(np.count_nonzero(wgs[p:k1] == wgs[p])) if wgs is not None else k1
-        pos[p:q] = r
-        pos[q:k1] = 0
+    pos = stop_positions(wsa, wg, bounds, res, done)
     for j in range(int(pos.min()), done):
         sel = wsa[pos <= j]
         if sel.size:

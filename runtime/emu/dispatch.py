@@ -446,7 +446,7 @@ class Module:
             raise LaunchError(f"kernel '{k.name}': entry address {entry_pc:#x} is not an instruction boundary")
         st.pc[:] = entry
         if prog.ctx.sanitize:
-            sz = Sanitizer(prog, st)
+            sz = Sanitizer(prog, st, self.device)      # (the device keeps its shadow's arrays)
             st.san = sz
             sz.init_vgprs([0])
             sz.init_sgprs(s_init + [EXEC_LO, EXEC_LO + 1])

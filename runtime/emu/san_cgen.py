@@ -24,14 +24,14 @@ register, only the hazard checks and records per instruction), else per instruct
 
 from __future__ import annotations
 
-from isagen.runtime.emu import cgen
+from isagen.runtime.emu import cgen, san_ds
 from isagen.runtime.emu.san_memo import ChecksMemo
 from isagen.runtime.emu.steps import CompiledStep
 
 # the kinds of covered steps (cgen._covered) a sanitized native run may hold: VALU/SALU, MFMAs, s_nop /
-# s_waitcnt and global loads; not EXEC writers (the checks after them see another EXEC) nor LDS
-# instructions (whose race checks read the addresses)
-SAN_KINDS = ("wave", "mfma", "nop", "gmem")
+# s_waitcnt, global loads and LDS instructions (their race shadow in the C: san_ds.py); not EXEC writers
+# (the checks after them see another EXEC)
+SAN_KINDS = ("wave", "mfma", "nop", "gmem", "lds")
 
 
 def sanitized_run_ok(step: CompiledStep, ctx) -> bool:
@@ -54,17 +54,29 @@ class SanPlan(cgen.Plan):
                     cur.append(s)
                     continue
                 if cur and any(c.cat not in ("nop", "waitcnt") for c in cur):     # (a run that does something)
-                    out.append(cgen._Run(cur[0].idx, cur))
+                    run = cgen._Run(cur[0].idx, cur)
+                    if any(x.cat == "ds" for x in cur):
+                        run.ds_gen = san_ds.DsGen()     # the LDS shadow's common access in the C
+                    out.append(run)
                 cur = []
         return out
 
+    def extra_source(self) -> str:
+        return san_ds.source()
+
     def run_handler(self, run):
-        # the C handler around the uninstrumented handlers (its fallback when a run cannot go on)
-        plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base, s.cat) for s in run.steps])
+        # the C handler around the uninstrumented handlers (its fallback when a run cannot go on); the
+        # numpy handlers of its DS steps see the lgkm counts of their place in the run (san_ds.fallback)
+        before = san_ds.lgkm_before(run.steps)
+        plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base if s.cat != "ds" else
+                                                   san_ds.fallback(s.fn.san_base, before[-1] - before[j]),
+                                                   s.cat)
+                                      for j, s in enumerate(run.steps)])
         plain.fname, plain.wexec, plain.lds = run.fname, run.wexec, run.lds
         plain.mfmas, plain.gmem = run.mfmas, run.gmem
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
-        native = super().run_handler(plain)
+        # (a DS instruction's LDS shadow in the C, about as much again as its access)
+        plain.cost += cgen.COST_MEM * sum(s.cat == "ds" for s in run.steps)
         checks = [s.fn.san_checks for s in run.steps]
         fused = fused_checks(run.steps)
 
@@ -73,13 +85,21 @@ class SanPlan(cgen.Plan):
                 for c in checks:
                     c(st, ws)
         memo = ChecksMemo(run.steps)
+        if run.ds_gen is not None and not run.gmem:
+            return _ds_run_handler(run, plain, checks, self.par, self.cfns[run.fname], memo)
+        if run.ds_gen is not None:
+            hook = san_ds.DsHook(run, run.ds_gen)
+            native = cgen._handler(self.cfns[run.fname], plain, self.par, hook)
+        else:
+            hook = None
+            native = super().run_handler(plain)
         if not (run.gmem or run.lds):
             def fn(st, ws):
                 memo.checks(st, ws, each_check)     # (san_memo.py: from the memo where that is exact)
                 native(st, ws)
             return fn
-        # a run with global loads (or LDS instructions), which may report as they execute: without the
-        # memo every instruction's checks, execution and records in program order (the instrumented
+        # a run with global loads (and maybe LDS instructions), which may report as they execute: without
+        # the memo every instruction's checks, execution and records in program order (the instrumented
         # numpy handlers), so the reports come in the order of the per-instruction path; from the memo
         # (no check can report) the run's C function
         steps = [s.fn for s in run.steps]
@@ -89,9 +109,61 @@ class SanPlan(cgen.Plan):
                 h(st, ws)
 
         def fn_mem(st, ws):
+            if hook is not None:
+                hook.begin(st)                      # (the lgkm counts at the run's entry)
             if memo.checks(st, ws, each_step):
                 native(st, ws)
         return fn_mem
+
+
+def _ds_run_handler(run, plain, checks, par, cfn, memo):
+    """The handler of a sanitized run with DS instructions (san_ds.py): the checks and records first,
+    in program order (from the memo where that is exact, san_memo.py), then the C with the LDS shadow,
+    its records, the numpy handlers of what it stopped before.  The reports are put back in the
+    per-instruction order: the checks of a step (made first) and its numpy handler's (made after the C)
+    before the next step's."""
+    hook = san_ds.DsHook(run, run.ds_gen)
+    pos = [0, 0]                          # (step, 0: its checks / 1: its handler) while reports are kept
+    held: list = []
+    steps = plain.steps
+
+    def keep(*a, **k):
+        held.append((pos[0], pos[1], len(held), a, k))
+        st_run[0].faults += 1             # (a report: the memo must not learn this entry signature)
+    st_run: list = [None]
+
+    def each_check(st, ws):
+        for j, c in enumerate(checks):
+            pos[0], pos[1] = j, 0
+            c(st, ws)
+
+    def tagged(j, f):
+        def g(st, ws):
+            pos[0], pos[1] = j, 1
+            f(st, ws)
+        return g
+    for j, s in enumerate(steps):
+        s.fn = tagged(j, s.fn)
+    native = cgen._handler(cfn, plain, par, hook)
+
+    def fn(st, ws):
+        hook.begin(st)
+        rc = st.run
+        held.clear()
+        st_run[0] = rc
+        rc.fault = keep                   # (an instance attribute over the method, removed below)
+        try:
+            memo.checks(st, ws, each_check)
+            if not held:
+                del rc.fault                  # no check reported: the handlers' reports come in order
+            native(st, ws)
+        finally:
+            if "fault" in rc.__dict__:
+                del rc.fault
+        if held:
+            for _, _, _, a, k in sorted(held, key=lambda h: h[:3]):
+                rc.fault(*a, **k)
+    return fn
 
 
 def fused_checks(steps: list[CompiledStep]):

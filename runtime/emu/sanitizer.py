@@ -24,6 +24,8 @@ Categories (see report.py):
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from isagen.checks import hazards as HZ
@@ -327,10 +329,53 @@ def _native_shadow(san, st):
     return san_native.LdsShadow(san, st)
 
 
+class _ShadowPool:
+    """The LDS race shadow's large arrays (the stamps, their scratch, the block map), kept per device from
+    one batch's sanitizer to the next one of the same shape instead of allocating and filling ~2 x 8
+    bytes a word of every workgroup's LDS per launch.  A shadow array is only ever compared with stamps
+    of the current generation (the generation bits of a stamp, the block map's entries) or written
+    before it is read (the scratch), so a stamp left by an earlier batch is as good as none provided its
+    generation is below every generation of the new batch: the new sanitizer's generations start one
+    past the largest the last one reached (``base``).  Arrays are handed back when their sanitizer is
+    collected (its batch is done), so no two sanitizers share them."""
+
+    _pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    LIMIT = 1 << 30          # generations (int32) start again from 0, with filled arrays, past this
+
+    @classmethod
+    def take(cls, device, n: int, nblk: int) -> tuple[tuple, int]:
+        pool = cls._pools.get(device) if device is not None else None
+        ent = pool.pop((n, nblk), None) if pool is not None else None
+        if ent is not None:
+            return ent
+        return (np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                np.full(nblk, -1, np.int64)), 0
+
+    @classmethod
+    def give_back_later(cls, san, device, arrs, gen) -> None:
+        try:
+            ref = weakref.ref(device)
+        except TypeError:
+            return
+        weakref.finalize(san, cls._give_back, ref, arrs, gen)
+
+    @classmethod
+    def _give_back(cls, ref, arrs, gen) -> None:
+        device = ref()
+        if device is None:
+            return
+        base = int(gen.max()) + 1 if gen.size else 0
+        if base >= cls.LIMIT:
+            for a in (arrs[0], arrs[1], arrs[4]):
+                a.fill(-1)
+            base = 0
+        cls._pools.setdefault(device, {})[(arrs[0].size, arrs[4].size)] = (arrs, base)
+
+
 class Sanitizer:
     """Scoreboard, initialisation map, hazard history and LDS race shadow of one batch."""
 
-    def __init__(self, prog, st):
+    def __init__(self, prog, st, device=None):
         ctx = prog.ctx
         self.prog = prog
         self.ctx = ctx
@@ -386,19 +431,21 @@ class Sanitizer:
         # was passed.  Reads: flag = two or more waves read the word in this generation; bit 30 (the
         # writes' same-value bit, _LATE_READ here) = the read was carried over from an earlier generation
         # because it was still outstanding when its wave passed the barrier.
-        self.wr_stamp = np.full(n, -1, np.int64)
-        self.rd_stamp = np.full(n, -1, np.int64)
+        # (the large arrays come from the device's last sanitizer of this shape when there is one, see
+        # _ShadowPool: its stamps are of generations below this one's first, so they match nothing)
+        self.NB = NB = -(-LW // 64)
+        arrs, base = _ShadowPool.take(device, n, G * NB)
+        self.wr_stamp, self.rd_stamp, self._tmp, self._tmph, self.wblk = arrs
         self.wr_dma = None                       # vm sequence of LDS-DMA writes, made on the first one
-        self._tmp = np.zeros(n, np.int64)         # scratch for same-instruction duplicates
-        self._tmph = np.zeros(n, np.int64)        # ... and their data digests
-        self.gen = np.zeros(G, np.int32)
+        # (_tmp: scratch for same-instruction duplicates, _tmph: ... and their data digests)
+        self.gen = np.full(G, base, np.int32)
+        if device is not None:
+            _ShadowPool.give_back_later(self, device, arrs, self.gen)
         # per workgroup: (generation, first word, last word) boxes around the words written / read in that
         # generation (reads included before they are stamped); a check whose words lie outside the box of
         # the current generation cannot find a stamp of it, so it is skipped
         # ... and, per workgroup and block of 64 words, the last generation a write stamped a word of it in
         # (finer than the box: a read whose blocks no write of this generation touched checks nothing)
-        self.NB = NB = -(-LW // 64)
-        self.wblk = np.full(G * NB, -1, np.int64)
         self.wbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
         self.rbox = (np.full(G, -1, np.int64), np.full(G, _BIG, np.int64), np.full(G, -1, np.int64))
         self.single_wave = st.W == G                # every workgroup has one wave

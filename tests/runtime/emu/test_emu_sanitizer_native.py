@@ -85,6 +85,17 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
         return nat
     monkeypatch.setattr(S, "_native_shadow", shadow)
     dev = Device("gfx942", array_module="cpu")     # the native shadow is the CPU engine's
+    # (with the block engine on, ISAGEN_EMU_CGEN=force, the accesses inside its runs are made by their C:
+    # san_ds.py; counted too)
+    from isagen.runtime.emu import san_ds
+    orig_after = san_ds.DsHook.after
+
+    def after(self, st, wsa, wg, bounds, res, stopped):
+        n = len(st.san.pending_lds) + len(st.san.unstamped_reads)
+        orig_after(self, st, wsa, wg, bounds, res, stopped)
+        taken[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
+    monkeypatch.setattr(san_ds.DsHook, "after", after)
+    dev = Device("gfx942")
     out = dev.to_device(np.zeros(3072, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
     return reports, made, taken[0], dev.from_device(out, 3072, np.uint32)
@@ -439,8 +450,8 @@ def _launch_memo(co, mode, memo, monkeypatch):
         states.append(_checks_state(st.san))
         return hit
 
-    def made(self, prog, st):
-        init(self, prog, st)
+    def made(self, *args):
+        init(self, *args)
         sans.append(self)
     runs = [0]
 
@@ -483,3 +494,239 @@ def test_memo_of_run_checks(name, monkeypatch):
     for i, (a, b) in enumerate(zip(states, states_off)):
         assert a == b, i
     assert end == end_off == end_ref
+# ---------------------------------------------------------------- LDS instructions in sanitized native runs (san_ds.py)
+
+def _run_engine(co, mode, monkeypatch, san_native_on=True, name="rnd", grid=(2,), block=(256,)):
+    """(reports, sanitizers, accesses the sanitized runs' C made, the buffer) with the block engine ``mode``."""
+    from isagen.runtime.emu import san_ds
+    monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
+    made: list = []
+    in_c = [0]
+
+    def shadow(san, st):
+        made.append(san)
+        return _SHADOW(san, st) if san_native_on else None
+    monkeypatch.setattr(S, "_native_shadow", shadow)
+    orig_after = san_ds.DsHook.after
+
+    def after(self, st, wsa, wg, bounds, res, stopped):
+        n = len(st.san.pending_lds) + len(st.san.unstamped_reads)
+        orig_after(self, st, wsa, wg, bounds, res, stopped)
+        in_c[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
+    monkeypatch.setattr(san_ds.DsHook, "after", after)
+    dev = Device("gfx942")
+    n = 3072 * grid[0]
+    out = dev.to_device(np.zeros(n, np.uint32))
+    reports = dev.load_module(co).launch(name, grid=grid, block=block, args=[out], on_error="collect")
+    return reports, made, in_c[0], dev.from_device(out, n, np.uint32)
+
+
+def _block_engine() -> bool:
+    """Whether the native block engine can be built here (a C compiler, the CPU engine); cgen.why_not()
+    keeps the reason of the last program that did not go native, whichever it was."""
+    from isagen.runtime.emu import native
+    return native._compiler() is not None and native.available()
+
+
+def _ds_run_kernel(seed: int) -> str:
+    """_kernel's accesses with VALU instructions between them (so that they form native runs), and
+    reads and writes of shared words with no barrier between: races inside the runs."""
+    rng = random.Random(1000 + seed)
+    lines = _kernel(seed).splitlines()
+    out = []
+    for ln in lines:
+        out.append(ln)
+        if "ds_" in ln and rng.random() < 0.7:
+            out.append(f"  v_add_u32 v{rng.choice((18, 19))}, v1, v0")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ds_inside_sanitized_native_runs(seed, monkeypatch):
+    """Random multi-wave LDS kernels (own, shared and the neighbour wave's words, replicated and differing
+    data, misaligned offsets, partial EXEC, barriers with and without waits): with the DS instructions
+    inside the sanitized native runs (san_ds.py), the same reports (text, place, counts, order), the same
+    memory and the same shadow state as the per-instruction path, with its LDS shadow in C and in numpy."""
+    from isagen.runtime.emu import cgen
+    co = build("rnd", _ds_run_kernel(seed), args=(("ptr", "out"),), lds=8192, vgprs=48)
+    rep0, san0, _, out0 = _run_engine(co, "0", monkeypatch)
+    rep_np, san_np, _, out_np = _run_engine(co, "0", monkeypatch, san_native_on=False)
+    rep1, san1, in_c, out1 = _run_engine(co, "force", monkeypatch)
+    if not _block_engine():
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    ref = [(str(r), r.extra) for r in rep0]
+    assert [(str(r), r.extra) for r in rep_np] == ref
+    assert [(str(r), r.extra) for r in rep1] == ref, seed
+    np.testing.assert_array_equal(out1, out0)
+    np.testing.assert_array_equal(out_np, out0)
+    assert _state(san1[0]) == _state(san0[0]) == _state(san_np[0]), seed
+    # and with the sanitizer's native shadow off, every DS instruction of the runs through numpy
+    rep2, san2, in_c2, out2 = _run_engine(co, "force", monkeypatch, san_native_on=False)
+    assert [(str(r), r.extra) for r in rep2] == ref
+    np.testing.assert_array_equal(out2, out0)
+    assert in_c2 == 0 and _state(san2[0]) == _state(san0[0])
+    assert in_c > 0                     # the runs' C made accesses
+
+
+# Planted cases inside native runs (VALU instructions around each access, no s_waitcnt between them), four
+# workgroups of four waves; s6 = 0x100 in workgroups 2 and 3, 0 in 0 and 1, so that the C takes a
+# workgroup's access where the other workgroups of the same instruction go to the numpy checks
+_DS_PRE = """  s_load_dwordx2 s[4:5], s[0:1], 0x0
+  s_lshr_b32 s6, s2, 1
+  s_lshl_b32 s6, s6, 8
+  v_and_b32 v1, 63, v0
+  v_lshlrev_b32 v8, 2, v0
+  v_lshlrev_b32 v9, 2, v1
+  v_xor_b32 v2, s6, v8
+  v_mov_b32 v10, v0
+  v_mov_b32 v11, v1
+  v_mov_b32 v12, 0
+  v_mov_b32 v13, 0
+  v_mov_b32 v14, 0
+  v_mov_b32 v15, 0
+  s_waitcnt lgkmcnt(0)
+"""
+# every workgroup's LDS out (after a barrier) at its own place in the buffer
+_DS_POST = """  s_mov_b64 exec, -1
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_lshlrev_b32 v3, 4, v0
+  ds_read_b128 v[40:43], v3
+  ds_read_b128 v[44:47], v3 offset:4096
+  s_mul_i32 s7, s2, 0x3000
+  s_add_u32 s4, s4, s7
+  s_addc_u32 s5, s5, 0
+  s_waitcnt lgkmcnt(0)
+  v_add_u32 v4, 0x1000, v3
+  v_add_u32 v5, 0x2000, v3
+  global_store_dwordx4 v3, v[40:43], s[4:5]
+  global_store_dwordx4 v4, v[44:47], s[4:5]
+  global_store_dwordx4 v5, v[12:15], s[4:5]
+"""
+DS_KERNELS = {
+    # (body, the categories reported)
+    "clean": ("""  v_lshlrev_b32 v16, 3, v0
+  ds_write_b32 v8, v10
+  v_add_u32 v12, v1, v0
+  ds_write2st64_b32 v8, v10, v11 offset0:4 offset1:8
+  v_add_u32 v13, v1, v0
+  ds_write_b64 v16, v[10:11] offset:4096
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_add_u32 v14, v1, v0
+  ds_read_b32 v20, v2
+  v_add_u32 v15, v1, v0
+  ds_read2st64_b32 v[22:23], v9 offset0:0 offset1:2
+  ds_read_b128 v[24:27], v9 offset:2048
+  ds_read2_b64 v[28:31], v9 offset0:16 offset1:32
+  v_add_u32 v16, v1, v0
+  s_waitcnt lgkmcnt(0)
+  v_add_u32 v12, v20, v22
+  v_add_u32 v13, v23, v27
+""", set()),
+    # a wave reads its neighbour's words (workgroups 2, 3) with no barrier after their write; the read's
+    # result then read with no wait: the race (numpy handler, after the C) reported before the
+    # missing wait (checks, before the C) of the next instruction
+    "race_read": ("""  ds_write_b32 v8, v10
+  v_add_u32 v12, v1, v0
+  ds_read_b32 v20, v2
+  v_add_u32 v13, v20, v0
+  v_add_u32 v14, v1, v0
+""", {"lds-race", "missing-wait"}),
+    # a read still outstanding at the barrier (no s_waitcnt before it), then every wave writes the words
+    # its neighbour (2, 3) or itself (0, 1) read: a write-after-read race in workgroups 2 and 3
+    "read_in_flight_at_barrier": ("""  ds_write_b32 v8, v10
+  s_waitcnt lgkmcnt(0)
+  s_barrier
+  v_add_u32 v12, v1, v0
+  ds_read_b32 v20, v2
+  v_add_u32 v13, v1, v0
+  s_barrier
+  v_add_u32 v14, v1, v0
+  ds_write_b32 v8, v11
+  v_add_u32 v15, v1, v0
+  s_waitcnt lgkmcnt(0)
+""", {"lds-race"}),
+    # write after read in one barrier generation
+    "write_after_read": ("""  ds_read_b32 v20, v2
+  v_add_u32 v12, v1, v0
+  ds_write_b32 v8, v11
+  v_add_u32 v13, v1, v0
+  s_waitcnt lgkmcnt(0)
+""", {"lds-race"}),
+    # every wave of a workgroup writes the lane's word: the same value (the lane) in workgroups 0 and 1
+    # (replicated data: no race), the thread id (different values) where s6 is set
+    "two_waves_one_word": ("""  v_cmp_ne_u32_e64 s[8:9], s6, 0
+  s_nop 4
+  v_cndmask_b32_e64 v12, v11, v10, s[8:9]
+  v_add_u32 v13, v1, v0
+  ds_write_b32 v9, v12
+  v_add_u32 v14, v1, v0
+  ds_write_b32 v9, v11 offset:1024
+  v_add_u32 v15, v1, v0
+""", {"lds-race"}),
+    # ds_write2: each wave's second element lands on the next wave's first one (workgroups 2, 3)
+    "write2_across_waves": ("""  v_add_u32 v12, s6, v8
+  v_add_u32 v13, v1, v0
+  ds_write2_b32 v12, v10, v11 offset0:0 offset1:64
+  v_add_u32 v14, v1, v0
+  ds_write2_b32 v8, v10, v11 offset0:0 offset1:64
+  v_add_u32 v15, v1, v0
+""", {"lds-race"}),
+    # an access out of range in workgroups 2 and 3 only, between accesses the C makes
+    "out_of_range": ("""  ds_write_b32 v8, v10
+  v_lshlrev_b32 v12, 8, v2
+  v_add_u32 v13, v1, v0
+  ds_write_b32 v12, v11
+  v_add_u32 v14, v1, v0
+  ds_read_b32 v20, v8
+  v_add_u32 v15, v1, v0
+  s_waitcnt lgkmcnt(0)
+""", {"oob-lds"}),
+}
+
+
+@pytest.mark.parametrize("name", list(DS_KERNELS))
+def test_planted_lds_cases_inside_sanitized_native_runs(name, monkeypatch):
+    """Planted races, a read in flight at a barrier, two waves writing one word (different values, and
+    the same value), a pair write over another wave's words and an access out of range, each inside a
+    native run and in some workgroups only: the reports (text, place, counts and order), memory and
+    shadow state are those of the per-instruction path, and the C made the other accesses."""
+    from isagen.runtime.emu import cgen
+    body, cats = DS_KERNELS[name]
+    co = build("rnd", _DS_PRE + body + _DS_POST, args=(("ptr", "out"),), lds=8192, vgprs=48)
+    grid = (4,)
+    rep0, san0, _, out0 = _run_engine(co, "0", monkeypatch, grid=grid)
+    rep1, san1, in_c, out1 = _run_engine(co, "force", monkeypatch, grid=grid)
+    if not _block_engine():
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    ref = [(str(r), r.extra) for r in rep0]
+    assert [(str(r), r.extra) for r in rep1] == ref
+    np.testing.assert_array_equal(out1, out0)
+    assert _state(san1[0]) == _state(san0[0])
+    assert {r.category for r in rep0} == cats, ref
+    assert in_c > 0
+    rep2, _, _, out2 = _run_engine(co, "force", monkeypatch, san_native_on=False, grid=grid)
+    assert [(str(r), r.extra) for r in rep2] == ref
+    np.testing.assert_array_equal(out2, out0)
+
+
+def test_shadow_arrays_reused_across_launches():
+    """The LDS shadow's arrays pass from one launch's sanitizer to the next one's on the same device
+    (sanitizer._ShadowPool): launches after racy ones report what they report on a fresh device."""
+    import gc
+    cos = [build("rnd", _kernel(seed), args=(("ptr", "out"),), lds=8192, vgprs=48) for seed in (1, 4, 11)]
+
+    def launch(dev, co):
+        out = dev.to_device(np.zeros(3072, np.uint32))
+        reps = dev.load_module(co).launch("rnd", grid=(2,), block=(256,), args=[out], on_error="collect")
+        return [(str(r), r.extra) for r in reps], dev.from_device(out, 3072, np.uint32)
+    fresh = [launch(Device("gfx942"), co) for co in cos]
+    dev = Device("gfx942")
+    for k in (0, 1, 2, 1, 0, 2, 2):
+        rep, out = launch(dev, cos[k])
+        assert rep == fresh[k][0], k
+        np.testing.assert_array_equal(out, fresh[k][1])
+        gc.collect()
+    pool = S._ShadowPool._pools.get(dev)
+    assert pool and all(base > 0 for _, base in pool.values())     # generations went on from the last ones
