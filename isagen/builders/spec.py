@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 FIELDS = ("kernel", "name", "description", "targets", "params", "shapes", "emulator_shapes", "reference",
           "tolerance")
-TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate", "bound")
+TOLERANCE_KEYS = ("rtol", "atol", "reduction", "accumulate", "magnitude", "bound")
 ACCUMULATE = ("f32", "f64", "f16", "bf16")
 REQUIRED = ("kernel", "name", "targets")
 
@@ -528,9 +528,11 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
                              f"got {_show(value)}")
         if key == "accumulate" and (not isinstance(value, str) or value not in ACCUMULATE):
             raise err(fname, f"expected one of {', '.join(ACCUMULATE)}, got {_show(value)}")
-        if key == "bound":
+        if key in ("bound", "magnitude"):
             if not isinstance(value, str) or not value.strip():
-                raise err(fname, f"expected a torch expression giving each output's allowed error, got {_show(value)}")
+                what = ("each output's allowed error" if key == "bound" else
+                        "each output's sum of absolute terms (what the reduction's growth scales)")
+                raise err(fname, f"expected a torch expression giving {what}, got {_show(value)}")
             try:
                 ast.parse(value.strip(), mode="eval")
             except SyntaxError as e:
@@ -538,8 +540,8 @@ def parse_spec(text: str, path: str = "<spec>", overrides=()) -> Spec:
             tolerance[key] = value.strip()
     if "bound" in tolerance and len(tolerance) > 1:
         others = ", ".join(k for k in tolerance if k != "bound")
-        raise err("tolerance.bound", f"replaces rtol, atol, reduction and accumulate; give it alone (not with "
-                                     f"{others})")
+        raise err("tolerance.bound", f"replaces rtol, atol, reduction, accumulate and magnitude; give it alone "
+                                     f"(not with {others})")
     if "accumulate" in tolerance and "reduction" not in tolerance:
         raise err("tolerance.accumulate", "needs tolerance.reduction (the size the output sums over)")
     tolerance = {k: (float(v) if k in ("rtol", "atol") else v) for k, v in tolerance.items()}

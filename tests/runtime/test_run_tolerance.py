@@ -181,3 +181,41 @@ def test_a_planted_mismatch_fails_with_exit_code_1(tmp_path, capsys):
     assert cli_main(["run", path, "--shape", "m=256", "--shape", "n=256", "--shape", "k=256"]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "FAIL" and "C: max abs err" in out and "FAIL (" in out
+
+
+def test_magnitude_field_parses_and_names_its_errors():
+    spec = parse_spec(GEMM + "tolerance: {reduction: k, magnitude: A.abs() @ B.abs().T}\n", "g.yaml")
+    assert spec.tolerance == {"reduction": "k", "magnitude": "A.abs() @ B.abs().T"}
+    for text, message in [
+        ("tolerance: {magnitude: 3}", r"tolerance.magnitude: expected a torch expression giving each output's sum"),
+        ("tolerance: {magnitude: 'A @'}", r"tolerance.magnitude: not a valid expression"),
+        ("tolerance: {bound: '0.1', magnitude: A}", r"tolerance.bound: replaces .*magnitude; give it alone"),
+    ]:
+        with pytest.raises(SpecError, match=message):
+            parse_spec(GEMM + text + "\n", "g.yaml")
+
+
+def test_packed_fp4_magnitude_is_that_of_the_decoded_values():
+    """gemm_mxfp4's A and B are bytes of two e2m1 codes: the default magnitude (the reference on the
+    inputs' absolute values) is then the reference itself, cancellation included, so its growth term
+    protects nothing; the spec's ``tolerance.magnitude`` is |A|·|B|ᵀ of the decoded values, computed
+    here from the e2m1 table of the OCP MX specification."""
+    plan = run.plan_run(str(bundled_specs_dir() / "gemm_mxfp4.yaml"), target="gfx950", backend="emu")
+    kernel, sizes = plan.kernel, plan.sizes
+    t = run.random_inputs(kernel, sizes, "cpu", 3)
+    tol = run.output_tolerance(kernel, plan.tolerance)
+    assert tol["reduction"] == "kp" and tol["magnitude"]
+    e2m1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=torch.float64)
+
+    def decoded_abs(x, scale):
+        codes = torch.stack([x.long() & 15, x.long() >> 4], dim=-1).reshape(x.shape[0], -1)
+        return e2m1[codes & 7] * torch.exp2(scale.double() - 127).repeat_interleave(32, dim=1)
+    want = decoded_abs(t["A"], t["scale_a"]) @ decoded_abs(t["B"], t["scale_b"]).T
+    mag = run.magnitude(kernel, tol, t, {}, sizes)["C"]
+    assert torch.equal(mag, want)
+    ref = run.reference(kernel, t, {}, sizes)["C"]
+    assert (mag >= ref.abs()).all() and (mag > 2 * ref.abs()).any()       # random signs cancel
+    default = run.magnitude(kernel, {"reduction": "kp"}, t, {}, sizes)["C"]
+    assert torch.equal(default.abs(), ref.abs())                          # why the spec gives it
+    check = run.compare("C", ref, ref, "bf16", tol, sizes, mag)
+    assert check.ok and check.reduction == "10*sqrt(kp) x u(f32) x magnitude, kp=320"
