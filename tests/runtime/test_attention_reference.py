@@ -197,8 +197,8 @@ def test_spec_bound_field_parses_and_names_its_errors():
     for text, message in [
         ("tolerance: {bound: 3}", r"g.yaml:5: tolerance.bound: expected a torch expression .* got the number 3"),
         ("tolerance: {bound: 'A @'}", r"tolerance.bound: not a valid expression"),
-        ("tolerance: {bound: '1e-3', rtol: 0.1}", r"tolerance.bound: replaces rtol, atol, reduction and "
-                                                   r"accumulate; give it alone \(not with rtol\)"),
+        ("tolerance: {bound: '1e-3', rtol: 0.1}", r"tolerance.bound: replaces rtol, atol, reduction, "
+                                                   r"accumulate and magnitude; give it alone \(not with rtol\)"),
     ]:
         with pytest.raises(SpecError, match=message):
             parse_spec(ATTN_LIKE + text + "\n", "g.yaml")

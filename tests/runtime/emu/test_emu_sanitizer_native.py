@@ -95,7 +95,7 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
         orig_after(self, st, wsa, wg, bounds, res, stopped)
         taken[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
     monkeypatch.setattr(san_ds.DsHook, "after", after)
-    dev = Device("gfx942")
+    dev = Device("gfx942", array_module="cpu")
     out = dev.to_device(np.zeros(3072, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
     return reports, made, taken[0], dev.from_device(out, 3072, np.uint32)
@@ -461,7 +461,7 @@ def _launch_memo(co, mode, memo, monkeypatch):
     monkeypatch.setattr(san_memo.ChecksMemo, "checks", checks)
     monkeypatch.setattr(S.Sanitizer, "__init__", made)
     monkeypatch.setattr(san_cgen.SanPlan, "run_handler", handler)
-    dev = Device("gfx942")
+    dev = Device("gfx942", array_module="cpu")
     buf = dev.to_device(np.arange(256, dtype=np.uint32) * 3)
     mod = dev.load_module(co)
     # two launches: the memo of the first is used in the second
@@ -514,7 +514,7 @@ def _run_engine(co, mode, monkeypatch, san_native_on=True, name="rnd", grid=(2,)
         orig_after(self, st, wsa, wg, bounds, res, stopped)
         in_c[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
     monkeypatch.setattr(san_ds.DsHook, "after", after)
-    dev = Device("gfx942")
+    dev = Device("gfx942", array_module="cpu")
     n = 3072 * grid[0]
     out = dev.to_device(np.zeros(n, np.uint32))
     reports = dev.load_module(co).launch(name, grid=grid, block=block, args=[out], on_error="collect")
@@ -721,8 +721,8 @@ def test_shadow_arrays_reused_across_launches():
         out = dev.to_device(np.zeros(3072, np.uint32))
         reps = dev.load_module(co).launch("rnd", grid=(2,), block=(256,), args=[out], on_error="collect")
         return [(str(r), r.extra) for r in reps], dev.from_device(out, 3072, np.uint32)
-    fresh = [launch(Device("gfx942"), co) for co in cos]
-    dev = Device("gfx942")
+    fresh = [launch(Device("gfx942", array_module="cpu"), co) for co in cos]
+    dev = Device("gfx942", array_module="cpu")
     for k in (0, 1, 2, 1, 0, 2, 2):
         rep, out = launch(dev, cos[k])
         assert rep == fresh[k][0], k
