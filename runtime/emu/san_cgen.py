@@ -10,10 +10,12 @@ but these records change the sanitizer's state).  So the run's handler makes eve
 checks and records first, in program order, then runs the run's C function.  A global load may
 report an access out of range when it executes; so that its report keeps its place among the checks'
 reports, a run holding loads runs its instrumented numpy handlers one by one (checks, execution,
-records) unless the memo (below) knows that no check of the run can report.  LDS instructions (whose
-race checks read the addresses) and EXEC writers (which change what the checks of the instructions
-after them see) end a run here; they and everything else not covered run through their instrumented
-numpy handlers as before.
+records) unless the memo (below) knows that no check of the run can report.  LDS instructions take part
+too: their race shadow is execution, made in the generated C per workgroup (``san_ds.py``), which stops
+before an access it cannot decide (the instrumented numpy handler then makes it and its reports); the
+reports of such a run are put back in the per-instruction order (:func:`_ds_run_handler`).  EXEC
+writers (which change what the checks of the instructions after them see) end a run; they and
+everything else not covered run through their instrumented numpy handlers as before.
 
 The checks and records of a run come from a memo where that is exact (``san_memo.ChecksMemo``: an
 entry signature the per-instruction checks passed before, then the run's fixed transformation of the

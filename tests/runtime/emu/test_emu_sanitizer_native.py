@@ -400,7 +400,12 @@ MEMO_KERNELS = {
     "diverged": ("  v_readfirstlane_b32 s10, v0\n  s_lshr_b32 s10, s10, 6\n  s_add_u32 s10, s10, 1\n"
                  ".Lpre:\n  v_add_u32 v13, 3, v13\n  s_nop 3\n  s_sub_u32 s10, s10, 1\n  s_cmp_lg_u32 s10, 0\n"
                  "  s_cbranch_scc1 .Lpre\n", _CLEAN_BODY, set()),
-    # LDS traffic between the runs (lgkmcnt on the scoreboard; the DS instructions end the runs)
+    # an MFMA result stored to LDS too early, every iteration, inside a run with a DS instruction (whose
+    # handler holds the checks' reports back): each occurrence counted, so the memo must not learn the
+    # entry signature of a run whose held checks reported
+    "ds_hazard_every_iteration": ("", _MFC + "  ds_write_b32 v1, v9\n  s_nop 15\n  s_waitcnt lgkmcnt(0)\n"
+                                  + _TAIL, {"hazard"}),
+    # LDS traffic between the runs (lgkmcnt on the scoreboard)
     "lds": ("", "  ds_write_b32 v1, v5\n  s_waitcnt lgkmcnt(0)\n  ds_read_b32 v4, v1\n  v_add_u32 v13, v1, v0\n"
             "  s_waitcnt lgkmcnt(0)\n  v_add_u32 v5, v5, v4\n" + _MFC + "  s_nop 15\n  v_xor_b32 v5, v5, v9\n", set()),
 }
