@@ -28,6 +28,12 @@ def _dir() -> Path | None:
     return Path(d) if d else None
 
 
+def _prebuilt(name: str) -> bytes | None:
+    """The file ``name`` of the prebuilt fixtures (``$ISAGEN_EMU_CUDA_FIXTURES``), or None (build it here)."""
+    d = _dir()
+    return (d / name).read_bytes() if d is not None and (d / name).exists() else None
+
+
 def triton_matmul():
     """The Triton gfx942 bf16 matmul (128x128x64 tiles, 4 waves, sizes divisible by 16) of bench/emu_speed.py."""
     from tools.triton_kernels import TritonKernel
@@ -46,9 +52,9 @@ def gemm_spec():
 
 def gemm_co(target: str) -> bytes:
     """isagen's bundled gemm_bf16 (256x256 tiles, 8 waves, C = A·Bᵀ) for ``target``."""
-    d = _dir()
-    if d is not None and (d / f"gemm_bf16_{target}.co").exists():
-        return (d / f"gemm_bf16_{target}.co").read_bytes()
+    co = _prebuilt(f"gemm_bf16_{target}.co")
+    if co is not None:
+        return co
     from isagen.objects.emit import render_assembly
     from isagen.objects.toolchain import assemble
     spec = gemm_spec()
@@ -98,9 +104,9 @@ LDS_SUB_ROWS = 384
 
 def lds_sub_reads_co() -> bytes:
     """The LDS sub-dword read kernel above (``lds_sub_reads``: kernarg inp, out; grid 3, block 128, LDS 1 KiB)."""
-    d = _dir()
-    if d is not None and (d / "lds_sub_reads.co").exists():
-        return (d / "lds_sub_reads.co").read_bytes()
+    co = _prebuilt("lds_sub_reads.co")
+    if co is not None:
+        return co
     sys.path.insert(0, str(ROOT / "tests"))
     from emu_support import build
     row = 4 * LDS_SUB_ROWS
@@ -153,9 +159,9 @@ LDS_WRITE_DUMP = LDS_WRITE_BYTES // 512
 
 def lds_writes_co() -> bytes:
     """The LDS write kernel above (``lds_writes``: kernarg inp, out; grid 3, block 128, LDS 12 KiB)."""
-    d = _dir()
-    if d is not None and (d / "lds_writes.co").exists():
-        return (d / "lds_writes.co").read_bytes()
+    co = _prebuilt("lds_writes.co")
+    if co is not None:
+        return co
     sys.path.insert(0, str(ROOT / "tests"))
     from emu_support import build
     row = 4 * LDS_WRITE_ROWS
