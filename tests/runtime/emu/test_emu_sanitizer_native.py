@@ -84,18 +84,10 @@ def _run(co, native: bool, monkeypatch, name="rnd"):
             nat.access = counted
         return nat
     monkeypatch.setattr(S, "_native_shadow", shadow)
-    dev = Device("gfx942", array_module="cpu")     # the native shadow is the CPU engine's
     # (with the block engine on, ISAGEN_EMU_CGEN=force, the accesses inside its runs are made by their C:
     # san_ds.py; counted too)
-    from isagen.runtime.emu import san_ds
-    orig_after = san_ds.DsHook.after
-
-    def after(self, st, wsa, wg, bounds, res, stopped):
-        n = len(st.san.pending_lds) + len(st.san.unstamped_reads)
-        orig_after(self, st, wsa, wg, bounds, res, stopped)
-        taken[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
-    monkeypatch.setattr(san_ds.DsHook, "after", after)
-    dev = Device("gfx942", array_module="cpu")
+    _count_c_accesses(monkeypatch, taken)
+    dev = Device("gfx942", array_module="cpu")     # the native shadow is the CPU engine's
     out = dev.to_device(np.zeros(3072, np.uint32))
     reports = dev.load_module(co).launch(name, grid=(2,), block=(256,), args=[out], on_error="collect")
     return reports, made, taken[0], dev.from_device(out, 3072, np.uint32)
@@ -501,9 +493,21 @@ def test_memo_of_run_checks(name, monkeypatch):
     assert end == end_off == end_ref
 # ---------------------------------------------------------------- LDS instructions in sanitized native runs (san_ds.py)
 
+def _count_c_accesses(monkeypatch, counter: list) -> None:
+    """Add to ``counter[0]`` the LDS accesses the sanitized runs' generated C makes (san_ds.py): the
+    records ``DsHook.after`` makes of them."""
+    from isagen.runtime.emu import san_ds
+    orig_after = san_ds.DsHook.after
+
+    def after(self, st, wsa, wg, bounds, res, stopped):
+        n = len(st.san.pending_lds) + len(st.san.unstamped_reads)
+        orig_after(self, st, wsa, wg, bounds, res, stopped)
+        counter[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
+    monkeypatch.setattr(san_ds.DsHook, "after", after)
+
+
 def _run_engine(co, mode, monkeypatch, san_native_on=True, name="rnd", grid=(2,), block=(256,)):
     """(reports, sanitizers, accesses the sanitized runs' C made, the buffer) with the block engine ``mode``."""
-    from isagen.runtime.emu import san_ds
     monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
     made: list = []
     in_c = [0]
@@ -512,13 +516,7 @@ def _run_engine(co, mode, monkeypatch, san_native_on=True, name="rnd", grid=(2,)
         made.append(san)
         return _SHADOW(san, st) if san_native_on else None
     monkeypatch.setattr(S, "_native_shadow", shadow)
-    orig_after = san_ds.DsHook.after
-
-    def after(self, st, wsa, wg, bounds, res, stopped):
-        n = len(st.san.pending_lds) + len(st.san.unstamped_reads)
-        orig_after(self, st, wsa, wg, bounds, res, stopped)
-        in_c[0] += len(st.san.pending_lds) + len(st.san.unstamped_reads) - n
-    monkeypatch.setattr(san_ds.DsHook, "after", after)
+    _count_c_accesses(monkeypatch, in_c)
     dev = Device("gfx942", array_module="cpu")
     n = 3072 * grid[0]
     out = dev.to_device(np.zeros(n, np.uint32))
