@@ -218,8 +218,12 @@ def reference(kernel, inputs: dict, scalars: dict, sizes: dict) -> dict:
     """The spec's reference for each written tensor (float64), from the inputs before the launch."""
     if not kernel.reference:
         raise SpecError(f"{kernel.spec_path or kernel.name}: the spec has no 'reference:' to check against")
-    doubled = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
-    return _per_output(kernel, "reference", kernel.reference, inputs, doubled, scalars, sizes)
+    return _per_output(kernel, "reference", kernel.reference, inputs, _float64(inputs), scalars, sizes)
+
+
+def _float64(inputs: dict) -> dict:
+    """The inputs as the reference sees them: floating tensors in float64, others (codes, indices) as given."""
+    return {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
 
 
 def magnitude(kernel, tolerance: dict, inputs: dict, scalars: dict, sizes: dict) -> dict:
@@ -230,8 +234,7 @@ def magnitude(kernel, tolerance: dict, inputs: dict, scalars: dict, sizes: dict)
     absolute values of the inputs and scalars."""
     expression = tolerance.get("magnitude")
     if expression:
-        doubled = {n: (t.double() if t.dtype.is_floating_point else t) for n, t in inputs.items()}
-        return _per_output(kernel, "tolerance.magnitude", expression, inputs, doubled, scalars, sizes)
+        return _per_output(kernel, "tolerance.magnitude", expression, inputs, _float64(inputs), scalars, sizes)
     return reference(kernel, {n: _abs(t) for n, t in inputs.items()}, {n: abs(v) for n, v in scalars.items()},
                      sizes)
 
