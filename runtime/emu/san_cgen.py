@@ -80,15 +80,15 @@ class SanPlan(cgen.Plan):
         # (a DS instruction's LDS shadow in the C, about as much again as its access)
         plain.cost += cgen.COST_MEM * sum(s.cat == "ds" for s in run.steps)
         checks = [s.fn.san_checks for s in run.steps]
+        memo = ChecksMemo(run.steps)
+        if run.ds_gen is not None and not run.gmem:
+            return _ds_run_handler(run, plain, checks, self.par, self.cfns[run.fname], memo)
         fused = fused_checks(run.steps)
 
         def each_check(st, ws):
             if fused is None or not fused(st, ws):
                 for c in checks:
                     c(st, ws)
-        memo = ChecksMemo(run.steps)
-        if run.ds_gen is not None and not run.gmem:
-            return _ds_run_handler(run, plain, checks, self.par, self.cfns[run.fname], memo)
         if run.ds_gen is not None:
             hook = san_ds.DsHook(run, run.ds_gen)
             native = cgen._handler(self.cfns[run.fname], plain, self.par, hook)
