@@ -650,28 +650,33 @@ def _salu(inst, g: _Gen) -> tuple[list[str], bool]:
 
 # ============================================================================ DS
 
-def _ds(inst, ctx, k: int, after_check: list[str] | None = None) -> tuple[list[str], int, int] | None:
-    """One LDS instruction as a segment over all waves: (lines, bytes read per active lane, written).
-    ``after_check``: lines between the bounds check and the access (the sanitizer's: san_ds.py)."""
-    from isagen.runtime.emu.ops_ds import DsAddressing, _pair_layout
-    name = inst.name
-    la = DsAddressing(inst, ctx)
-    if la.ai is None:
-        raise NotCovered("no address register")
-    ai = la.ai
+def ds_layout(name: str, la) -> tuple[int, list[int]]:
+    """(bytes per element, the elements' offsets) of a covered LDS instruction (``la``: its
+    ops_ds.DsAddressing); NotCovered for the others."""
+    from isagen.runtime.emu.ops_ds import _pair_layout
     if name.startswith(("ds_read2", "ds_write2")):
         if name[-3:] not in ("b32", "b64") or name[len("ds_read2"):] not in ("_b32", "_b64", "st64_b32", "st64_b64") \
                 and name[len("ds_write2"):] not in ("_b32", "_b64", "st64_b32", "st64_b64"):
             raise NotCovered(name)
         size, o0, o1 = _pair_layout(name, la)
-        elems = [o0, o1]
-    else:
-        parts = name.split("_")
-        sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
-        if len(parts) != 3 or parts[1] not in ("read", "write") or parts[2] not in sizes:
-            raise NotCovered(name)
-        size = sizes[parts[2]]
-        elems = [la.offset]
+        return size, [o0, o1]
+    parts = name.split("_")
+    sizes = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
+    if len(parts) != 3 or parts[1] not in ("read", "write") or parts[2] not in sizes:
+        raise NotCovered(name)
+    return sizes[parts[2]], [la.offset]
+
+
+def _ds(inst, ctx, k: int, after_check: list[str] | None = None) -> tuple[list[str], int, int] | None:
+    """One LDS instruction as a segment over all waves: (lines, bytes read per active lane, written).
+    ``after_check``: lines between the bounds check and the access (the sanitizer's: san_ds.py)."""
+    from isagen.runtime.emu.ops_ds import DsAddressing
+    name = inst.name
+    la = DsAddressing(inst, ctx)
+    if la.ai is None:
+        raise NotCovered("no address register")
+    ai = la.ai
+    size, elems = ds_layout(name, la)
     read = name.startswith("ds_read")
     ndw = size // 4
     if read:

@@ -293,16 +293,12 @@ class DsGen:
 
     def __call__(self, inst, ctx, k: int):
         from isagen.runtime.emu import cgen
-        from isagen.runtime.emu.ops_ds import DsAddressing, _pair_layout
+        from isagen.runtime.emu.ops_ds import DsAddressing
         name = inst.name
         la = DsAddressing(inst, ctx)
-        if name.startswith(("ds_read2", "ds_write2")):
-            size, o0, o1 = _pair_layout(name, la)
-            nel = 2
-        else:
-            size = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}[name.split("_")[2]]
-            o0 = o1 = la.offset
-            nel = 1
+        size, elems = cgen.ds_layout(name, la)
+        nel = len(elems)
+        o0, o1 = elems[0], elems[-1]
         write = name.startswith("ds_write")
         rec0 = len(self.recs)
         idx = ctx.pc_index.get(inst.pc, 0) & 0xFFFFF
@@ -403,8 +399,8 @@ class DsHook:
         assert w0s is not None and mes is not None
         pos = None
         if stopped:
-            pos = __import__("isagen.runtime.emu.cgen", fromlist=["stop_positions"]).stop_positions(
-                wsa, wg, bounds, res, self.nsteps)
+            from isagen.runtime.emu import cgen
+            pos = cgen.stop_positions(wsa, wg, bounds, res, self.nsteps)
         iss0 = self.iss0
         assert iss0 is not None
         for r, (j, write, nw) in enumerate(self.records):
