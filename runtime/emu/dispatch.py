@@ -244,7 +244,11 @@ class Module:
                 if wave_insts:
                     report_progress(first, total_wg, _batch_estimate(st, first, n, wave_insts))
                 t_batch = time.perf_counter()
-                run_batch(prog, st, rc)
+                try:
+                    run_batch(prog, st, rc)
+                finally:
+                    if st.san is not None:
+                        st.san.close()           # (its large arrays go to the next batch)
                 wave_insts = float(st.icount.mean())
                 if probe and eta and first == 0:
                     report_note(_launch_estimate(time.perf_counter() - t_batch, wave_insts, nwaves_wg, total_wg,

@@ -337,7 +337,7 @@ class _ShadowPool:
     before it is read (the scratch), so a stamp left by an earlier batch is as good as none provided its
     generation is below every generation of the new batch: the new sanitizer's generations start one
     past the largest the last one reached (``base``).  Arrays are handed back when their sanitizer is
-    collected (its batch is done), so no two sanitizers share them."""
+    collected or closed (its batch is done: ``Sanitizer.close``), so no two sanitizers share them."""
 
     _pools: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
     LIMIT = 1 << 30          # generations (int32) start again from 0, with filled arrays, past this
@@ -352,12 +352,14 @@ class _ShadowPool:
                 np.full(nblk, -1, np.int64)), 0
 
     @classmethod
-    def give_back_later(cls, san, device, arrs, gen) -> None:
+    def give_back_later(cls, san, device, arrs, gen):
+        """A finalizer of ``san`` that hands its arrays back (called early by ``Sanitizer.close``), or None
+        where the device takes no weak reference."""
         try:
             ref = weakref.ref(device)
         except TypeError:
-            return
-        weakref.finalize(san, cls._give_back, ref, arrs, gen)
+            return None
+        return weakref.finalize(san, cls._give_back, ref, arrs, gen)
 
     @classmethod
     def _give_back(cls, ref, arrs, gen) -> None:
@@ -395,6 +397,8 @@ class Sanitizer:
         self.prod = {k: np.zeros((K, W), np.int64) for k in ("vm", "lds", "smem")}
         self.maybe = {"vm": set(), "lds": set(), "smem": set()}
         self.any_pending = False
+        # the lanes each register has been written in; a register in vfull/sfull (written in every lane
+        # of every wave) is never looked up here again, so its row is not written (nor its pages touched)
         self.vinit = np.zeros((nregs, W, 64), np.bool_)
         self.sinit = np.zeros((128, W), np.bool_)
         self.vfull: set[int] = set()
@@ -418,6 +422,7 @@ class Sanitizer:
         self.clk = 0
         self.sync = NEVER
         self.trace: list[tuple[int, object]] = []
+        self.tail_at: tuple | None = None     # (clk, the trace's tail at clk), as a memo hit left it (san_memo)
         self.window = _window(prog)
         self.never = np.full(W, NEVER, np.int64)
         self.memo = san_memo.enabled()          # ISAGEN_EMU_SAN_MEMO=0: every run's checks per instruction
@@ -439,8 +444,7 @@ class Sanitizer:
         self.wr_dma = None                       # vm sequence of LDS-DMA writes, made on the first one
         # (_tmp: scratch for same-instruction duplicates, _tmph: ... and their data digests)
         self.gen = np.full(G, base, np.int32)
-        if device is not None:
-            _ShadowPool.give_back_later(self, device, arrs, self.gen)
+        self._give_back = _ShadowPool.give_back_later(self, device, arrs, self.gen) if device is not None else None
         # per workgroup: (generation, first word, last word) boxes around the words written / read in that
         # generation (reads included before they are stamped); a check whose words lie outside the box of
         # the current generation cannot find a stamp of it, so it is skipped
@@ -459,6 +463,14 @@ class Sanitizer:
         # the common access in C (san_native.py); None: the numpy path for every access
         self.native = _native_shadow(self, st)
 
+    def close(self) -> None:
+        """The batch is done: its LDS shadow's arrays go back to the device now (_ShadowPool), for the
+        next batch, rather than when this object is collected (the launch keeps no cycle collection
+        running while batches run, so that could be after the next batch has allocated its own)."""
+        if self._give_back is not None:
+            self._give_back()
+            self._give_back = None
+
     # ------------------------------------------------------------------ issue slots
     def advance(self, ws, n: int) -> None:
         """The waves ``ws`` issued instructions of ``n`` wait states."""
@@ -473,7 +485,6 @@ class Sanitizer:
     def init_vgprs(self, keys, lanes=None):
         for k in keys:
             if lanes is None:
-                self.vinit[k] = True
                 self.vfull.add(k)
             else:
                 self.vinit[k] |= lanes
@@ -599,7 +610,6 @@ class Sanitizer:
             if k in self.vfull:
                 continue
             if full:
-                self.vinit[k] = True
                 self.vfull.add(k)
             elif all_lanes:
                 self.vinit[k, ws] = True
@@ -758,6 +768,7 @@ class Sanitizer:
         W = st.W
         tr = self.trace
         tr.append((self.clk, step))
+        self.tail_at = None           # (the memo's trace tail is not the trace's any more)
         if len(tr) > 1024:
             del tr[:-256]             # (a memo signature looks back window < 256 records at most)
 
