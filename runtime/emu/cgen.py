@@ -814,7 +814,7 @@ def _covered(s: CompiledStep, ctx) -> tuple[str, list[str], bool] | None:
 
 
 class _Run:
-    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds", "mfmas", "gmem", "cost", "ds_gen")
+    __slots__ = ("first", "steps", "src", "fname", "wexec", "lds", "mfmas", "gmem", "cost", "ds_gen", "parts")
 
     def __init__(self, first: int, steps: list):
         self.first, self.steps = first, steps
@@ -826,6 +826,7 @@ class _Run:
         self.cost = 0                # the work of one wave, in units of a VALU instruction (COST_*)
         self.mfmas: list[CompiledStep] = []     # the run's MFMAs, in order (their records: recs[j])
         self.ds_gen: Callable | None = None     # the C of its LDS instructions, when not _ds's (san_ds.py)
+        self.parts: list | None = None          # san_cgen: the runs and steps of a run that writes EXEC
 
 
 def _vgprs(inst, ctx) -> set[int]:

@@ -36,39 +36,74 @@ from isagen.runtime.emu.steps import CompiledStep
 SAN_KINDS = ("wave", "mfma", "nop", "gmem", "lds")
 
 
-def sanitized_run_ok(step: CompiledStep, ctx) -> bool:
-    """Whether a covered step may be part of a native run under the sanitizer."""
+def sanitized_run_ok(step: CompiledStep, ctx, exec_writers: bool = False) -> bool:
+    """Whether a covered step may be part of a native run under the sanitizer (an EXEC writer only where
+    ``exec_writers``: in a run whose checks come from the memo, :meth:`SanPlan._exec_run`)."""
     c = cgen._covered(step, ctx)
-    return c is not None and c[0] in SAN_KINDS and not c[2] and hasattr(step.fn, "san_checks")
+    return (c is not None and c[0] in SAN_KINDS and (exec_writers or not c[2])
+            and hasattr(step.fn, "san_checks"))
 
 
 class SanPlan(cgen.Plan):
     """cgen.Plan for a sanitized program: runs split at the steps :func:`sanitized_run_ok` refuses; each
-    run's handler makes its instructions' sanitizer checks first, then runs its C function."""
+    run's handler makes its instructions' sanitizer checks first, then runs its C function.  Where EXEC
+    writers split a stretch of such steps, the whole stretch is a run too (its ``parts``: the runs and
+    the writers between them), whose C runs when the memo has its checks (:meth:`_exec_run`)."""
 
     def _block_runs(self, b) -> list:
         out = []
         ctx = self.prog.ctx
         for r in super()._block_runs(b):
-            cur: list[CompiledStep] = []
+            stretch: list[CompiledStep] = []
             for s in r.steps + [None]:
-                if s is not None and sanitized_run_ok(s, ctx):
-                    cur.append(s)
+                if s is not None and sanitized_run_ok(s, ctx, exec_writers=True):
+                    stretch.append(s)
                     continue
-                if cur and any(c.cat not in ("nop", "waitcnt") for c in cur):     # (a run that does something)
-                    run = cgen._Run(cur[0].idx, cur)
-                    if any(x.cat == "ds" for x in cur):
-                        run.ds_gen = san_ds.DsGen()     # the LDS shadow's common access in the C
-                    out.append(run)
-                cur = []
+                out += self._stretch_runs(stretch)
+                stretch = []
         return out
+
+    def _stretch_runs(self, steps: list[CompiledStep]) -> list:
+        """The runs of a stretch of steps a sanitized run may hold but for EXEC writers: the runs between
+        the writers and, where there are writers, the whole stretch (first: fuse_block takes the first
+        run that starts at a step) with them as its parts."""
+        ctx = self.prog.ctx
+        runs: list = []
+        parts: list = []
+        cur: list[CompiledStep] = []
+        for s in steps + [None]:
+            if s is not None and sanitized_run_ok(s, ctx):
+                cur.append(s)
+                continue
+            if cur and any(c.cat not in ("nop", "waitcnt") for c in cur):     # (a run that does something)
+                run = self._new_run(cur)
+                runs.append(run)
+                parts.append(run)
+            else:
+                parts += cur                # (nothing worth a call: their handlers)
+            if s is not None:
+                parts.append(s)             # an EXEC writer
+            cur = []
+        if len(parts) > len(runs):
+            whole = self._new_run(steps)
+            whole.parts = parts
+            runs.insert(0, whole)
+        return runs
+
+    @staticmethod
+    def _new_run(steps: list[CompiledStep]):
+        run = cgen._Run(steps[0].idx, list(steps))
+        if any(x.cat == "ds" for x in steps):
+            run.ds_gen = san_ds.DsGen()     # the LDS shadow's common access in the C
+        return run
 
     def extra_source(self) -> str:
         return san_ds.source()
 
-    def run_handler(self, run):
-        # the C handler around the uninstrumented handlers (its fallback when a run cannot go on); the
-        # numpy handlers of its DS steps see the lgkm counts of their place in the run (san_ds.fallback)
+    @staticmethod
+    def _plain(run):
+        """The run around the uninstrumented handlers (its C handler's fallback when a run cannot go on);
+        the numpy handlers of its DS steps see the lgkm counts of their place in the run (san_ds.fallback)."""
         before = san_ds.lgkm_before(run.steps)
         plain = cgen._Run(run.first, [CompiledStep(s.inst, s.idx, s.fn.san_base if s.cat != "ds" else
                                                    san_ds.fallback(s.fn.san_base, before[-1] - before[j]),
@@ -79,6 +114,12 @@ class SanPlan(cgen.Plan):
         plain.cost = run.cost          # its work: large calls spread over threads (cgen_par) as without it
         # (a DS instruction's LDS shadow in the C, about as much again as its access)
         plain.cost += cgen.COST_MEM * sum(s.cat == "ds" for s in run.steps)
+        return plain
+
+    def run_handler(self, run):
+        if run.parts is not None:
+            return self._exec_run(run)
+        plain = self._plain(run)
         checks = [s.fn.san_checks for s in run.steps]
         memo = ChecksMemo(run.steps)
         if run.ds_gen is not None and not run.gmem:
@@ -116,6 +157,31 @@ class SanPlan(cgen.Plan):
             if memo.checks(st, ws, each_step):
                 native(st, ws)
         return fn_mem
+
+
+    def _exec_run(self, run):
+        """The handler of a run with EXEC writers (its ``parts``: runs and the writers between them).
+        The checks of the instructions after a writer see the EXEC it wrote, so they cannot be made
+        first, in general; but where the memo has the run's entry signature (san_memo.py: every register
+        the run reads or writes fully initialised, so no check looks at EXEC) its checks and records are
+        the memo's and the C runs the whole run, writers included.  Otherwise the parts run as they
+        would without this run: each run's handler, each writer's instrumented handler, in order."""
+        handlers = [self.run_handler(p) if isinstance(p, cgen._Run) else p.fn for p in run.parts]
+        memo = ChecksMemo(run.steps)
+        hook = san_ds.DsHook(run, run.ds_gen) if run.ds_gen is not None else None
+        native = cgen._handler(self.cfns[run.fname], self._plain(run), self.par, hook)
+
+        def parts(st, ws):
+            for h in handlers:
+                h(st, ws)
+
+        def fn(st, ws):
+            if hook is not None:
+                hook.begin(st)                      # (the lgkm counts at the run's entry)
+            if memo.checks(st, ws, parts):
+                native(st, ws)
+        fn.memo = memo                              # type: ignore[attr-defined]  # (its hits: tests)
+        return fn
 
 
 def _ds_run_handler(run, plain, checks, par, cfn, memo):

@@ -74,7 +74,7 @@ import os
 
 import numpy as np
 
-from isagen.runtime.emu.wave import ALL
+from isagen.runtime.emu.wave import ALL, EXEC_LO
 
 _KINDS = ("vm", "lds", "smem")
 MAX_SIGNATURES = 64          # signatures kept per run (a loop has a few states; more means it varies)
@@ -124,6 +124,69 @@ def _net_records(infos) -> dict:
     return {"net": net, **extra}
 
 
+def _scoreboard_plan(counting) -> list:
+    """The run's scoreboard calls (``ChecksMemo.counting``) for all waves at once: (waitcnt flags, None),
+    or (None, per counter kind (kind, issues, registers[m], sequence offsets[m, 1], producers[m, 1],
+    registers)) for each stretch of consecutive issues.  ``Sanitizer.issue`` numbers a result with its
+    counter's issue count just after its own increment (an instruction that also counts on lgkm adds
+    one there after its own); a register written twice takes the later result."""
+    out: list = []
+    cur: list = []
+
+    def flush():
+        if not cur:
+            return
+        inc: dict[str, int] = {}
+        last: dict[str, dict[int, tuple[int, int]]] = {}
+        for step in cur:
+            kind = "lds" if step.counter == "lgkm" else step.counter
+            inc[kind] = inc.get(kind, 0) + 1
+            if step.result is not None:
+                regs = last.setdefault(kind, {})
+                for k in step.writes:
+                    regs.pop(k, None)
+                    regs[k] = (inc[kind], step.idx)
+            if isinstance(step.flags, dict) and step.flags.get("also_lgkm"):
+                inc["lds"] = inc.get("lds", 0) + 1
+        issues = []
+        for kind, n in inc.items():
+            regs = last.get(kind)
+            if regs is None:
+                issues.append((kind, n, None, None, None, ()))
+                continue
+            issues.append((kind, n, np.array(list(regs), np.int64),
+                           np.array([v[0] for v in regs.values()], np.int64)[:, None],
+                           np.array([v[1] for v in regs.values()], np.int64)[:, None], tuple(regs)))
+        out.append((None, issues))
+        cur.clear()
+
+    for flags, step in counting:
+        if step is None:
+            flush()
+            out.append((flags, None))
+        else:
+            cur.append(step)
+    flush()
+    return out
+
+
+def _tail(san) -> tuple:
+    """Part (a) of a signature: the trace's records of the last ``window`` wait states, newest first, as
+    (wait states since, step) pairs flattened."""
+    clk, win = san.clk, san.window
+    tail: list = []
+    tr = san.trace
+    j = len(tr) - 1
+    while j >= 0:
+        t, s = tr[j]
+        if clk - t > win:
+            break
+        tail.append(clk - t)
+        tail.append(s)
+        j -= 1
+    return tuple(tail)
+
+
 class ChecksMemo:
     """The checks and records of the steps ``steps`` (instrumented: ``step.fn.san_info``), in program
     order, made from a memo where that is exact (see the module docstring)."""
@@ -133,6 +196,18 @@ class ChecksMemo:
         self.infos = infos
         self.uv = frozenset(k for i in infos for k in i.uninit_v) | frozenset(k for i in infos for k in i.wv)
         self.us = frozenset(k for i in infos for k in i.uninit_s) | frozenset(k for i in infos for k in i.wsc)
+        # the registers the run reads before it writes them (its others are written first)
+        first_v: set[int] = set()
+        first_s: set[int] = set()
+        wrote_v: set[int] = set()
+        wrote_s: set[int] = set()
+        for i in infos:
+            first_v.update(k for k in i.uninit_v if k not in wrote_v)
+            first_s.update(k for k in i.uninit_s if k not in wrote_s)
+            wrote_v.update(i.wv)
+            wrote_s.update(i.wsc)
+        self.first_v, self.first_s = frozenset(first_v), frozenset(first_s)
+        self.writes_exec: bool | None = None        # (known once the register numbering is: signature)
         keys: dict[int, None] = {}
         lk_w: dict[int, None] = {}
         lk_c: dict[int, None] = {}
@@ -149,6 +224,7 @@ class ChecksMemo:
         # the scoreboard calls, in order: (waitcnt flags, None) or (None, step)
         self.counting = [(i.step.flags, None) if i.inst.name == "s_waitcnt" else (None, i.step)
                          for i in infos if i.counts]
+        self.scoreboard = _scoreboard_plan(self.counting)
         self.total = sum(i.nop_slots for i in infos)
         r = _net_records(infos)
         net = r["net"]
@@ -185,6 +261,7 @@ class ChecksMemo:
                     if a[0] in ("set", "set_never")}
         self.p_c = {k: a[2][0] for k, a in net["mfma_c"].items() if a[0] == "set"}
         self.safe: set = set()
+        self.tails: dict = {}           # entry trace tail -> the tail after the run (a memo hit)
         self.hits = self.misses = 0
 
     # ---------------------------------------------------------------- signature
@@ -194,22 +271,26 @@ class ChecksMemo:
         if ws is not ALL and not (isinstance(ws, slice) and ws == ALL):
             return None
         san = st.san
-        if not san.haz or not (self.uv <= san.vfull and self.us <= san.sfull):
+        if not san.haz:
             return None
+        if self.uv <= san.vfull and self.us <= san.sfull:
+            fresh = None
+        else:
+            # (d) the run's registers not yet fully initialised, where the run makes them so
+            if self.writes_exec is None:
+                ex = san.nregs + EXEC_LO
+                self.writes_exec = any(i.hz.writes_exec or ex in i.wsc or ex + 1 in i.wsc for i in self.infos)
+            if (self.writes_exec or not st.exec_all
+                    or not (self.first_v <= san.vfull and self.first_s <= san.sfull)):
+                return None
+            fresh = (frozenset(self.uv - san.vfull), frozenset(self.us - san.sfull))
         clk, win = san.clk, san.window
         if clk - san.sync <= win:
             return None
-        # (a) the hazard records of the last `window` wait states
-        tail: list = []
-        tr = san.trace
-        j = len(tr) - 1
-        while j >= 0:
-            t, s = tr[j]
-            if clk - t > win:
-                break
-            tail.append(clk - t)
-            tail.append(s)
-            j -= 1
+        # (a) the hazard records of the last `window` wait states; where no record was made since the
+        # last memo hit (tail_at), that hit's tail and the wait states since
+        ta = san.tail_at
+        tail = (clk - ta[0], ta[1]) if ta is not None else _tail(san)
         # (b) the producers of the MFMA-result entries the checks look up
         pw = tuple(map(san.mfma_p.get, self.lk_w)) if san.mfma_p else None
         pc = tuple(map(san.mfma_cp.get, self.lk_c)) if san.mfma_cp and self.lk_c else None
@@ -254,7 +335,7 @@ class ChecksMemo:
                     out = rlo.tolist()
                 sbl.append((tuple(ks), tuple(out)))
             sb = tuple(sbl)
-        return (tuple(tail), pw, pc, sb)
+        return (tail, pw, pc, sb, fresh)
 
     # ---------------------------------------------------------------- running
     def checks(self, st, ws, slow) -> bool:
@@ -264,7 +345,15 @@ class ChecksMemo:
         sig = self.signature(st, ws) if st.san.memo else None
         if sig is not None and sig in self.safe:
             self.hits += 1
-            self.apply(st)
+            self.apply(st, sig[4])
+            # the trace's tail now: a function of the entry's (sig[0]) and the run's records
+            san = st.san
+            after = self.tails.get(sig[0])
+            if after is None:
+                if len(self.tails) >= MAX_SIGNATURES:
+                    self.tails.clear()
+                after = self.tails[sig[0]] = _tail(san)
+            san.tail_at = (san.clk, after)
             return True
         self.misses += 1
         rc = st.run
@@ -276,16 +365,30 @@ class ChecksMemo:
             self.safe.add(sig)
         return False
 
-    def apply(self, st) -> None:
+    def apply(self, st, fresh=None) -> None:
         """The run's checks' and records' effect on the sanitizer's state, every wave executing and no
-        check reporting (the per-instruction path's, module docstring)."""
+        check reporting (the per-instruction path's, module docstring); ``fresh``: part (d) of the
+        signature, the registers the run initialises."""
         san = st.san
-        for flags, step in self.counting:
-            if step is None:
+        if fresh is not None:                   # (mark_v / mark_s of every lane: vfull / sfull)
+            san.vfull.update(fresh[0])
+            nr = san.nregs
+            for k in fresh[1]:
+                san.sinit[k - nr] = True
+            san.sfull.update(fresh[1])
+        for flags, issues in self.scoreboard:
+            if issues is None:
                 san.waitcnt(st, ALL, flags)
-            else:
-                san.issue(st, ALL, step.counter, step.result, step.writes, step.idx,
-                          bool(step.flags.get("also_lgkm")) if isinstance(step.flags, dict) else False)
+                continue
+            # Sanitizer.issue of consecutive instructions, every wave executing, at once
+            for kind, n, rows, seqs, prods, keys in issues:
+                iss = san.issued[kind]
+                if rows is not None:
+                    san.pend[kind][rows] = iss + seqs
+                    san.prod[kind][rows] = prods
+                    san.maybe[kind].update(keys)
+                    san.any_pending = True
+                iss += n
         slot = san.slot
         if self.offs is not None:
             rows = slot + self.offs                 # [records, W]: the slots at each recording instruction

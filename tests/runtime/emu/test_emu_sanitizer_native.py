@@ -373,6 +373,12 @@ MEMO_KERNELS = {
     # a register written under half EXEC and read under all of it, every iteration
     "partial_exec": ("", "  s_mov_b64 exec, 0xffffffff\n  v_mov_b32 v14, v1\n  s_mov_b64 exec, -1\n"
                      "  v_add_u32 v5, v5, v14\n" + _MFC + "  s_nop 15\n" + _TAIL, {"uninitialized"}),
+    # a VALU write of EXEC read by the MFMA right after it, every iteration, in a run whose checks come
+    # from the memo when nothing reports (the writers' stretch is one run: san_cgen.SanPlan._exec_run)
+    "valu_exec_write_hazard": ("", "  v_cmpx_le_u32 vcc, 0, v0\n" + _MFC + "  s_nop 15\n" + _TAIL, {"hazard"}),
+    # ... with the wait states it needs: clean, its runs' checks from the memo after the first iteration
+    "valu_exec_write_waited": ("", "  v_cmpx_le_u32 vcc, 0, v0\n  s_nop 4\n" + _MFC + "  s_nop 15\n" + _TAIL,
+                               set()),
     # every other iteration skips the s_nop between the MFMA and the read of its result: two entry
     # states of the runs after the branch, one with a hazard
     "alternating": ("", _MFC + "  s_and_b32 s9, s8, 1\n  s_cmp_eq_u32 s9, 0\n  s_cbranch_scc1 .Lskip\n"
@@ -423,7 +429,7 @@ def _checks_state(san):
             {k: v.tolist() for k, v in san.pend.items()}, {k: v.tolist() for k, v in san.prod.items()},
             {k: sorted(v) for k, v in san.maybe.items()}, san.any_pending, san.vinit.tolist(), sorted(san.vfull),
             san.sinit.tolist(), sorted(san.sfull), hist, san.exec_w.tolist(), san.m0_w.tolist(), san.exec_w_any,
-            _norm(san.exec_w_inst), len(san.pending_lds), len(san.inflight_reads))
+            _norm(san.exec_w_inst), len(san.pending_lds), len(san.inflight_reads), _norm(san_memo._tail(san)))
 
 
 _MEMO_CHECKS = san_memo.ChecksMemo.checks
@@ -439,12 +445,26 @@ def _launch_memo(co, mode, memo, monkeypatch):
     states: list = []
     sans: list = []
     hits = [0]
+    exec_memos: list = []       # the memos of the runs with EXEC writers (san_cgen.SanPlan._exec_run)
+    depth = [0]
     orig, init = _MEMO_CHECKS, _SAN_INIT
 
     def checks(self, st, ws, slow):
-        hit = orig(self, st, ws, slow)
+        # (the state after each outermost run: a run with EXEC writers makes its parts' runs' checks
+        # inside its own when the memo does not have them)
+        depth[0] += 1
+        try:
+            hit = orig(self, st, ws, slow)
+        finally:
+            depth[0] -= 1
         hits[0] += hit
-        states.append(_checks_state(st.san))
+        san = st.san
+        if san.tail_at is not None:                     # the memo's trace tail, aged, is the trace's
+            t0, tail = san.tail_at
+            aged = [(a + san.clk - t0, s) for a, s in zip(tail[::2], tail[1::2]) if a + san.clk - t0 <= san.window]
+            assert tuple(x for p in aged for x in p) == san_memo._tail(san)
+        if depth[0] == 0:
+            states.append(_checks_state(st.san))
         return hit
 
     def made(self, *args):
@@ -454,7 +474,10 @@ def _launch_memo(co, mode, memo, monkeypatch):
 
     def handler(self, run):
         runs[0] += 1
-        return _RUN_HANDLER(self, run)
+        fn = _RUN_HANDLER(self, run)
+        if run.parts is not None:
+            exec_memos.append(fn.memo)
+        return fn
     monkeypatch.setattr(san_memo.ChecksMemo, "checks", checks)
     monkeypatch.setattr(S.Sanitizer, "__init__", made)
     monkeypatch.setattr(san_cgen.SanPlan, "run_handler", handler)
@@ -465,7 +488,7 @@ def _launch_memo(co, mode, memo, monkeypatch):
     reports = [mod.launch("cg", grid=(2,), block=(128,), args=[buf], on_error="collect") for _ in range(2)]
     assert len(sans) == 2
     return ([[(str(r), r.extra) for r in rep] for rep in reports], dev.from_device(buf, 256, np.uint32), states,
-            _checks_state(sans[-1]), hits[0], runs[0])
+            _checks_state(sans[-1]), hits[0], runs[0], sum(m.hits for m in exec_memos))
 
 
 @pytest.mark.parametrize("name", list(MEMO_KERNELS))
@@ -477,9 +500,9 @@ def test_memo_of_run_checks(name, monkeypatch):
     pre, body, want = MEMO_KERNELS[name]
     co = build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
                lds=1024)
-    ref, out_ref, _, end_ref, _, _ = _launch_memo(co, "0", True, monkeypatch)
-    off, out_off, states_off, end_off, hits_off, _ = _launch_memo(co, "force", False, monkeypatch)
-    got, out, states, end, hits, runs = _launch_memo(co, "force", True, monkeypatch)
+    ref, out_ref, _, end_ref, _, _, _ = _launch_memo(co, "0", True, monkeypatch)
+    off, out_off, states_off, end_off, hits_off, _, _ = _launch_memo(co, "force", False, monkeypatch)
+    got, out, states, end, hits, runs, exec_hits = _launch_memo(co, "force", True, monkeypatch)
     if runs == 0:
         pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
     assert got == off == ref
@@ -487,6 +510,8 @@ def test_memo_of_run_checks(name, monkeypatch):
     np.testing.assert_array_equal(out, out_ref)
     np.testing.assert_array_equal(out_off, out_ref)
     assert hits_off == 0 and hits > 0
+    if name in ("valu_exec_write_waited", "valu_and_mfma_writes"):
+        assert exec_hits > 0         # a run with EXEC writers had its checks from the memo (and ran in C)
     assert len(states) == len(states_off)
     for i, (a, b) in enumerate(zip(states, states_off)):
         assert a == b, i
