@@ -14,8 +14,10 @@ the signature when they reported nothing).
 **When the memo applies** (otherwise :meth:`ChecksMemo.signature` is None): every wave of the batch
 executes the run (``ws`` is ``ALL``), the hazard checks are on, every register the run reads as a
 value (``uninit_v``/``uninit_s``) and every register it writes is already fully initialised (in
-``vfull``/``sfull``), and at least ``window`` wait states have passed, for all waves alike, since the
-last time only some waves advanced (``clk - sync > window``).
+``vfull``/``sfull``) -- or, for a run that writes no EXEC entered with every lane of every wave active
+(``exec_all``), every register it reads before writing it is -- and at least ``window`` wait states
+have passed, for all waves alike, since the last time only some waves advanced (``clk - sync >
+window``).
 
 **The signature** is (a) the hazard records of the last ``window`` wait states, each as (wait states
 since, producing step) (the ``trace``, newest first); (b) the producing step (or None) of the
@@ -23,13 +25,20 @@ since, producing step) (the ``trace``, newest first); (b) the producing step (or
 entry of each register a VALU/memory instruction of the run writes; (c) per counter kind, the number
 of results issued and not retired (``issued - done``, the same in every wave), whether its ``maybe``
 set is empty, and for each register of the run in it, how many results were issued after its own (the
-same in every wave, or retired in every wave).
+same in every wave, or retired in every wave); (d) None, or (in the second case above) the run's
+registers not yet fully initialised.  Part (a) is computed from the trace, except where no record has
+been made since the last memo hit (``Sanitizer.tail_at``, which ``record`` clears): then it is that
+hit's tail (kept per entry tail, ``ChecksMemo.tails``) and the wait states since, a function of the
+same records.
 
 **Why equal signatures give equal checks** (``window`` is at least every wait-state count any rule
 of the program asks for, ``sanitizer._window``):
 
 * initialisation: every register read or written is in ``vfull``/``sfull``, so no check looks at the
-  lanes (nor at EXEC) and ``mark_v``/``mark_s`` change nothing;
+  lanes (nor at EXEC) and ``mark_v``/``mark_s`` change nothing; or (d) names the registers that are
+  not, none is read before the run writes it, and the run's writes, with every lane active and EXEC
+  unchanged, make each fully initialised (``mark_v``/``mark_s`` with a whole-batch ``ws``) before any
+  later read: no check reports, and the marks' effect is (d) joining ``vfull``/``sfull``;
 * pending results: ``check_pending`` tests ``pend > done`` for registers in ``maybe``; with every
   wave's ``issued - done`` equal and each register's ``issued - pend`` equal (or retired everywhere),
   that test has one answer for all waves, a function of (c); the run's ``issue``/``waitcnt`` change
