@@ -57,7 +57,8 @@ def run(names: list[str], limit: int, build_only: bool, save=None, no_reference:
                                    reference_on=rep.reference_on, reference_s=rep.reference_s,
                                    checks=[{"name": c.name, "ok": bool(c.ok), "mismatches": int(c.mismatches),
                                             "numel": int(c.numel), "max_abs": float(c.max_abs),
-                                            "max_rel": float(c.max_rel)} for c in rep.checks])
+                                            "max_rel": float(c.max_rel), "worst": float(c.worst)}
+                                           for c in rep.checks])
                 finally:
                     signal.alarm(0)
             res[p.stem] = row
@@ -83,7 +84,8 @@ def markdown(res: dict, meta: str) -> str:
         if r.get("reference") == "not evaluated":
             what = "emulation finished; reference not evaluated (--no-reference)"
         elif r.get("ok"):
-            what = "matches the reference"
+            shares = [f"{c['name']} {c['worst']:.2g}" for c in r.get("checks", []) if "worst" in c]
+            what = "matches the reference" + (f" (worst error / bound: {', '.join(shares)})" if shares else "")
         elif "Timeout" in r.get("error", ""):
             what = ("the CPU torch reference ran past the limit" if "reference" in r["error"]
                     else "ran past the limit (no error before it)")

@@ -46,6 +46,7 @@ torch's own, see there).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import numbers
@@ -403,6 +404,48 @@ def output_like(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, layout="bhnd"):
 
 
 # --------------------------------------------------------------------------- references
+# float64 scores a reference makes at once (1 GiB): at full size a (B, H_q, N_q, N_kv) score tensor is
+# 32 GiB (16x64x2048x2048), and each step of the formula makes another; see ``by_score_chunks``
+SCORE_CHUNK = 2 ** 27
+
+
+def score_chunks(b: int, h_kv: int, group: int, n_q: int, n_kv: int) -> list[list[tuple[slice, slice]]]:
+    """How ``by_score_chunks`` cuts (B, H_kv): rows of (batch slice, KV-head slice) pieces, a row per batch
+    slice.  Each piece is as many whole batch elements as keep their ``b' * h_kv * group * n_q * n_kv``
+    scores within ``SCORE_CHUNK``; where one batch element's do not fit, a row per batch element of as
+    many KV heads as fit (at least one: a KV head's query heads stay together, so GQA sums stay whole)."""
+    per_kv_head = group * n_q * n_kv
+    if b * h_kv * per_kv_head <= SCORE_CHUNK:
+        return [[(slice(0, b), slice(0, h_kv))]]
+    if h_kv * per_kv_head <= SCORE_CHUNK:
+        step = SCORE_CHUNK // (h_kv * per_kv_head)
+        return [[(slice(b0, min(b0 + step, b)), slice(0, h_kv))] for b0 in range(0, b, step)]
+    step = max(1, SCORE_CHUNK // per_kv_head)
+    return [[(slice(b0, b0 + 1), slice(k0, min(k0 + step, h_kv))) for k0 in range(0, h_kv, step)]
+            for b0 in range(b)]
+
+
+def by_score_chunks(fn, q_like: tuple, kv_like: tuple, group: int) -> tuple:
+    """``fn(*q_like, *kv_like)`` evaluated a chunk of ``score_chunks`` at a time, its outputs put back
+    together: ``q_like`` are (B, H_q, N_q, ...) tensors, ``kv_like`` (B, H_kv, N_kv, ...) ones with
+    H_q = group * H_kv (query head h reads KV head h // group); ``fn`` returns a tuple of (B', heads,
+    ...) tensors, heads the chunk's query heads or its KV heads.  Every chunk is the whole formula on
+    its slices, so the outputs are the whole-tensor formula's (each (batch, head) is independent)."""
+    b, h_kv = kv_like[0].shape[:2]
+    rows = score_chunks(b, h_kv, group, q_like[0].shape[2], kv_like[0].shape[2])
+    if len(rows) == 1 and len(rows[0]) == 1:
+        return fn(*q_like, *kv_like)
+
+    def piece(bs: slice, ks: slice) -> tuple:
+        qs = slice(ks.start * group, ks.stop * group)
+        return fn(*(t[bs, qs] for t in q_like), *(t[bs, ks] for t in kv_like))
+
+    def cat(outs: list, dim: int) -> tuple:
+        return tuple(torch.cat(ts, dim) for ts in zip(*outs))
+
+    return cat([cat([piece(bs, ks) for bs, ks in row], 1) for row in rows], 0)
+
+
 def _sequences(p: Problem, x: torch.Tensor, which: str) -> list[torch.Tensor]:
     """``x`` as a list of (B', H, N, D) blocks of one sequence length: the whole batch at once, or one
     sequence per block with varlen."""
@@ -439,44 +482,57 @@ def attention_reference(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=
                         layout="bhnd"):
     """``attention`` in float64, from its definition: scores ``q k^T * scale`` with an explicit boolean
     mask (bottom-right causal), K/V heads repeated for GQA (``repeat_interleave``), softmax, ``@ v``;
-    per sequence with varlen.  Same arguments and output layouts as ``attention``; any floating dtype
-    and head dim.  ``lse`` is ``torch.logsumexp`` of the masked scores (-inf for a row that sees no
-    key), and such a row's ``o`` is 0, as torch's SDPA gives (its safe softmax)."""
+    per sequence with varlen, a chunk of heads at a time (``by_score_chunks``).  Same arguments and
+    output layouts as ``attention``; any floating dtype and head dim.  ``lse`` is ``torch.logsumexp`` of
+    the masked scores (-inf for a row that sees no key), and such a row's ``o`` is 0, as torch's SDPA
+    gives (its safe softmax)."""
     p = check_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, layout, kernel=False)
     scale = check_scale(softmax_scale, p.head_dim)
     group = p.heads // p.kv_heads if p.kv_heads else 1
     blocks, lses = [], []
     for qb, kb, vb in zip(*(_sequences(p, t.double(), w) for t, w in ((q, "q"), (k, "k"), (v, "k")))):
-        kb, vb = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
-        s = (qb @ kb.transpose(-1, -2)) * scale
-        if causal:
-            s = s.masked_fill(~causal_mask(s.shape[-2], s.shape[-1], s.device), -math.inf)
-        lse = torch.logsumexp(s, dim=-1)
-        w = torch.exp(s - lse[..., None])
-        w = torch.where(torch.isinf(lse)[..., None], torch.zeros_like(w), w)     # no key: o = 0
-        blocks.append(w @ vb)
+        o, lse = by_score_chunks(functools.partial(_reference_chunk, scale, causal, group), (qb,), (kb, vb), group)
+        blocks.append(o)
         lses.append(lse)
     return _assemble(p, blocks, lses)
+
+
+def _reference_chunk(scale, causal, group, qb, kb, vb):
+    """``attention_reference``'s (o, lse) of (B', H, N, D) blocks (float64)."""
+    kb, vb = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
+    s = (qb @ kb.transpose(-1, -2)) * scale
+    if causal:
+        s = s.masked_fill(~causal_mask(s.shape[-2], s.shape[-1], s.device), -math.inf)
+    lse = torch.logsumexp(s, dim=-1)
+    w = torch.exp(s - lse[..., None])
+    w = torch.where(torch.isinf(lse)[..., None], torch.zeros_like(w), w)     # no key: o = 0
+    return w @ vb, lse
 
 
 def torch_attention(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
                     layout="bhnd"):
     """``o`` of torch's own ``scaled_dot_product_attention`` in the inputs' dtype, with the same explicit
-    mask (per sequence with varlen): the baseline of the tolerance (``attention_error_bounds``)."""
+    mask (per sequence with varlen, a chunk of heads at a time): the baseline of the tolerance
+    (``attention_error_bounds``)."""
     p = check_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, layout, kernel=False)
     scale = check_scale(softmax_scale, p.head_dim)
     group = p.heads // p.kv_heads if p.kv_heads else 1
     blocks = []
     for qb, kb, vb in zip(*(_sequences(p, t, w) for t, w in ((q, "q"), (k, "k"), (v, "k")))):
-        kb, vb = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
-        mask = causal_mask(qb.shape[-2], kb.shape[-2], qb.device) if causal else None
-        blocks.append(torch.nn.functional.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale))
+        blocks += by_score_chunks(functools.partial(_sdpa_chunk, scale, causal, group), (qb,), (kb, vb), group)
     if not p.varlen:
         o = blocks[0] if p.layout == "bhnd" else blocks[0].transpose(1, 2)
         return o.contiguous()
     if not blocks:
         return q.new_zeros(p.output_shapes()[0])
     return torch.cat([b[0].transpose(0, 1) for b in blocks], 0)
+
+
+def _sdpa_chunk(scale, causal, group, qb, kb, vb):
+    """``torch_attention``'s o of (B', H, N, D) blocks, as a 1-tuple."""
+    kb, vb = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
+    mask = causal_mask(qb.shape[-2], kb.shape[-2], qb.device) if causal else None
+    return (torch.nn.functional.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale),)
 
 
 def attention_error_bounds(q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
@@ -787,7 +843,8 @@ def _rows_back(p: Problem, blocks: list[torch.Tensor], which: str) -> torch.Tens
 
 def attention_backward_reference(do, q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None,
                                  cu_seqlens_k=None, layout="bhnd"):
-    """``(dq, dk, dv)`` in float64 from the formulas (no autograd): per (sequence, query head) with
+    """``(dq, dk, dv)`` in float64 from the formulas (no autograd; a chunk of heads at a time,
+    ``by_score_chunks``): per (sequence, query head) with
     P = softmax(scale q k^T + mask) (rows that see no key: P = 0), dV = P^T dO, dP = dO V^T,
     DELTA = rowsum(P * dP), dS = P * (dP - DELTA), dQ = scale dS K, dK = scale dS^T Q; K/V heads repeated
     for GQA and their gradients summed over each group.  Same arguments and layouts as
@@ -801,20 +858,28 @@ def attention_backward_reference(do, q, k, v, causal=False, softmax_scale=None, 
     dqs, dks, dvs = [], [], []
     seqs = [_sequences(p, t.double(), w) for t, w in ((q, "q"), (k, "k"), (v, "k"), (do, "q"))]
     for qb, kb, vb, dob in zip(*seqs):
-        kr, vr = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
-        s = (qb @ kr.transpose(-1, -2)) * scale
-        if causal:
-            s = s.masked_fill(~causal_mask(s.shape[-2], s.shape[-1], s.device), -math.inf)
-        lse = torch.logsumexp(s, dim=-1, keepdim=True)
-        w = torch.exp(s - lse)
-        w = torch.where(torch.isinf(lse), torch.zeros_like(w), w)          # no key: P = 0
-        dp = dob @ vr.transpose(-1, -2)
-        ds = w * (dp - (w * dp).sum(-1, keepdim=True))
-        dqs.append(ds @ kr * scale)
-        b, h, n, d = kb.shape
-        dks.append((ds.transpose(-1, -2) @ qb * scale).reshape(b, h, group, n, d).sum(2))
-        dvs.append((w.transpose(-1, -2) @ dob).reshape(b, h, group, n, d).sum(2))
+        dq, dk, dv = by_score_chunks(functools.partial(_backward_chunk, scale, causal, group), (qb, dob), (kb, vb),
+                                     group)
+        dqs.append(dq)
+        dks.append(dk)
+        dvs.append(dv)
     return _rows_back(p, dqs, "q"), _rows_back(p, dks, "k"), _rows_back(p, dvs, "k")
+
+
+def _backward_chunk(scale, causal, group, qb, dob, kb, vb):
+    """``attention_backward_reference``'s (dq, dk, dv) of (B', H, N, D) blocks (float64)."""
+    kr, vr = kb.repeat_interleave(group, dim=1), vb.repeat_interleave(group, dim=1)
+    s = (qb @ kr.transpose(-1, -2)) * scale
+    if causal:
+        s = s.masked_fill(~causal_mask(s.shape[-2], s.shape[-1], s.device), -math.inf)
+    lse = torch.logsumexp(s, dim=-1, keepdim=True)
+    w = torch.exp(s - lse)
+    w = torch.where(torch.isinf(lse), torch.zeros_like(w), w)          # no key: P = 0
+    dp = dob @ vr.transpose(-1, -2)
+    ds = w * (dp - (w * dp).sum(-1, keepdim=True))
+    b, h, n, d = kb.shape
+    return (ds @ kr * scale, (ds.transpose(-1, -2) @ qb * scale).reshape(b, h, group, n, d).sum(2),
+            (w.transpose(-1, -2) @ dob).reshape(b, h, group, n, d).sum(2))
 
 
 def torch_attention_backward(do, q, k, v, causal=False, softmax_scale=None, cu_seqlens_q=None,

@@ -10,14 +10,19 @@ this checks one kernel against its own formula (kernels/attention_bwd.py), for a
 
 The kernel multiplies P and dS as 16-bit MFMA operands, so the reference rounds them to the inputs'
 element type at the same points (``dtype``); everything else is float64.  Tensors are the
-contract's: contiguous (B, H, N, D), DELTA and LSE2 (B, H, N_q).
+contract's: contiguous (B, H, N, D), DELTA and LSE2 (B, H, N_q).  The formula is evaluated a chunk of
+(batch elements, KV heads with their query heads) at a time (``runtime/attention.py``'s ``by_score_chunks``):
+at full size (16x64x2048x2048) one float64 score tensor is 32 GiB.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
+
+from isagen.runtime.attention import by_score_chunks
 
 OPERAND_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
@@ -47,21 +52,31 @@ def backward_part_reference(Q, K, V, dO, DELTA, LSE2, causal, softmax_scale, par
 
 
 def _part(Q, K, V, dO, DELTA, LSE2, causal, softmax_scale, part, operand_dtype):
+    """``backward_part_reference`` on (B, H, N, D) tensors, a chunk of heads at a time (``by_score_chunks``:
+    a full-size problem's scores do not fit in memory at once)."""
+    group = Q.shape[1] // K.shape[1]
+    fn = functools.partial(_part_chunk, causal, softmax_scale, part, operand_dtype)
+    got = by_score_chunks(fn, (Q, dO, DELTA, LSE2), (K, V), group)
+    return got[0] if part == "dq" else got
+
+
+def _part_chunk(causal, softmax_scale, part, operand_dtype, Q, dO, DELTA, LSE2, K, V):
+    """``(dQ,)`` or ``(dK, dV)`` of one chunk: the formula of the module docstring."""
     q, k, v, do = (x.double() for x in (Q, K, V, dO))
     group = q.shape[1] // k.shape[1]
     kk, vv = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     n_q, n_kv = q.shape[2], k.shape[2]
     s = (q @ kk.transpose(-1, -2)) * (softmax_scale * math.log2(math.e)) - LSE2.double()[..., None]
     if causal:
-        i = torch.arange(n_q)[:, None]
-        j = torch.arange(n_kv)[None, :]
+        i = torch.arange(n_q, device=s.device)[:, None]
+        j = torch.arange(n_kv, device=s.device)[None, :]
         s = s.masked_fill(j > i + n_kv - n_q, float("-inf"))
     p = torch.exp2(s)
     dp = do @ vv.transpose(-1, -2)
     ds = p * (dp - DELTA.double()[..., None])
     p16, ds16 = (x.to(operand_dtype).double() for x in (p, ds))
     if part == "dq":
-        return softmax_scale * (ds16 @ kk)
+        return (softmax_scale * (ds16 @ kk),)
     b, h_kv = k.shape[0], k.shape[1]
     dv = (p16.transpose(-1, -2) @ do).reshape(b, h_kv, group, n_kv, -1).sum(2)
     dk = softmax_scale * (ds16.transpose(-1, -2) @ q).reshape(b, h_kv, group, n_kv, -1).sum(2)

@@ -96,6 +96,7 @@ class OutputCheck:
     atol: float
     reduction: str = ""          # how the bound grows with the reduction ("" when there is none)
     bound: str = ""              # the spec's tolerance.bound expression, when it gives the bound
+    worst: float = 0.0           # the largest |got - want| / bound: the share of its bound the worst element uses
 
     @property
     def ok(self) -> bool:
@@ -358,7 +359,9 @@ def compare(name: str, got, want, dtype: str, tolerance: dict | None = None, siz
     max_abs = float(d.max()) if d.numel() else 0.0
     rel = d / w[finite].abs().clamp_min(torch.finfo(torch.float32).tiny)
     max_rel = float(rel.max()) if rel.numel() else 0.0
-    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol, described, given)
+    share = d / torch.broadcast_to(bound, diff.shape)[finite]          # 0/0 (exact where nothing is allowed): 0
+    worst = float(torch.nan_to_num(share, nan=0.0).max()) if share.numel() else 0.0
+    return OutputCheck(name, max_abs, max_rel, int(bad.sum()), g.numel(), rtol, atol, described, given, worst)
 
 
 def output_tolerance(kernel, spec_tolerance: dict) -> dict:

@@ -149,7 +149,7 @@ def _torch_grads64(do, q, k, v, causal, scale, cu_q, cu_k, layout):
     ((2, 3, 1, 9, 30, 64), True, "bnhd", None),         # MQA, N_q < N_kv
     ((1, 2, 2, 1, 1, 64), True, "bnhd", None),
 ])
-def test_reference_is_torch_autograd_in_float64(dims, causal, layout, scale):
+def test_reference_is_torch_autograd_in_float64(dims, causal, layout, scale, score_chunking):
     b, hq, hkv, nq, nk, d = dims
     q, k, v = (x.double() for x in _qkv(*dims))
     do = _randn(b, hq, nq, d, seed=9).double()
@@ -170,7 +170,7 @@ def test_reference_is_torch_autograd_in_float64(dims, causal, layout, scale):
         assert (ref[0][:, :, :nq - nk] == 0).all()
 
 
-def test_reference_varlen_is_per_sequence():
+def test_reference_varlen_is_per_sequence(score_chunking):
     """THD batches (an empty query sequence, an empty key sequence): each sequence's gradients are the
     dense reference's of that sequence alone; empty ones are zero."""
     lens_q, lens_k = [5, 0, 3, 9], [7, 3, 0, 4]

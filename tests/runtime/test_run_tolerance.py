@@ -53,8 +53,13 @@ def test_compare_bounds_by_hand():
     tol = {"rtol": 1e-6, "atol": 1e-6, "reduction": "k"}
     inside = run.compare("C", want + 0.99 * bound * torch.tensor([1, -1, 1, -1]), want, "f32", tol, {"k": 1000}, mag)
     assert inside.ok and inside.reduction == "10*sqrt(k) x u(f32) x ref(|inputs|), k=1000"
+    assert inside.worst == pytest.approx(0.99)               # the share of its bound the worst element uses
     outside = run.compare("C", want + 1.01 * bound * torch.tensor([1, 0, 0, -1]), want, "f32", tol, {"k": 1000}, mag)
-    assert outside.mismatches == 2
+    assert outside.mismatches == 2 and outside.worst == pytest.approx(1.01)
+    # a given bound (tolerance.bound): 0 allowed and 0 found is a share of 0, not 0/0
+    given = run.compare("C", want + torch.tensor([0.0, 0.5, 0.0, 0.0]), want, "f32", {"bound": "b"},
+                        bound=torch.tensor([0.0, 2.0, 1.0, 1.0], dtype=torch.float64))
+    assert given.ok and given.worst == 0.25 and given.bound == "b"
     # k = 64 <= 10^2: the worst case k u mag is the smaller, and the bound
     small = 1e-6 + 1e-6 * want.abs() + 64 * u * mag
     assert run.compare("C", want + 0.99 * small, want, "f32", tol, {"k": 64}, mag).ok
