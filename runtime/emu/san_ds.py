@@ -173,6 +173,30 @@ static int sd_spans_apart(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 e)
     return 1;
 }
 
+/* whether, within each workgroup, the spans of every element of one wave are apart from those of every
+   element of every other wave (rows of a workgroup consecutive, as sd_spans_apart) */
+static int sd_waves_apart(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 nel)
+{
+    const I64 nall = sp[SP_NALL], p0 = ws - (const I64 *)(intptr_t)sp[SP_WS0];
+    const I64 *sb = (const I64 *)(intptr_t)sp[SP_SPAN] + p0, *g = sb;
+    for (I64 r0 = k0, r1; r0 < k1; r0 = r1) {
+        for (r1 = r0 + 1; r1 < k1 && g[r1] == g[r0]; r1++)
+            ;
+        if (r1 < k1 && g[r1] < g[r0])
+            return 0;
+        for (I64 e = 0; e < nel; e++)
+            for (I64 f = 0; f < nel; f++) {
+                const I64 *lo = sb + (3 * e + 1) * nall, *hi = sb + (3 * e + 2) * nall;
+                const I64 *lo2 = sb + (3 * f + 1) * nall, *hi2 = sb + (3 * f + 2) * nall;
+                for (I64 x = r0; x < r1; x++)
+                    for (I64 y = r0; y < r1; y++)
+                        if (x != y && lo[x] <= hi2[y] && lo2[y] <= hi[x])
+                            return 0;
+            }
+    }
+    return 1;
+}
+
 static void sd_undo(I64 *wr, const I64 *sv, I64 n)
 {
     for (I64 j = n - 1; j >= 0; j--)
@@ -222,6 +246,28 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
             return 1;
     const I64 nall = sp[SP_NALL], p0 = ws - (const I64 *)(intptr_t)sp[SP_WS0];
     I64 *wr = (I64 *)(intptr_t)sp[SP_WR];
+    /* no write of this generation in any element's words, and no wave's words among another's (of any
+       element): the checks below cannot find anything, so the stamps alone (a wave's later element over
+       its own earlier one is no conflict) */
+    int clear = 1;
+    for (I64 e = 0; e < nel && clear; e++)
+        clear = !(sd_may_hit(sp, ws, k0, k1, e, SP_WBG) && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
+    if (clear && (k1 - k0 < 2 || sd_waves_apart(sp, ws, k0, k1, nel))) {
+        for (I64 e = 0; e < nel; e++) {
+            const int32_t *w0 = (const int32_t *)(intptr_t)sp[SP_W0] + ((rec0 + e) * nall + p0) * 64;
+            const I64 *me = (const I64 *)(intptr_t)sp[SP_ME] + (rec0 + e) * nall + p0;
+            for (I64 k = k0; k < k1; k++) {
+                const I64 m = me[k];
+                const int32_t *wk = w0 + k * 64;
+                for (int l = 0; l < 64; l++)
+                    for (I64 j = 0; j < nw; j++)
+                        wr[wk[l] + j] = m;
+            }
+        }
+        for (I64 e = 0; e < nel; e++)
+            sd_commit(sp, ws, k0, k1, nw, rec0 + e, e, SP_WBG);
+        return 0;
+    }
     I64 *sv = (I64 *)(intptr_t)sp[SP_SAVED] + (p0 + k0) * 512;
     I64 ns = 0;
     for (I64 e = 0; e < nel; e++) {
