@@ -188,6 +188,15 @@ def _tail(san) -> tuple:
     j = len(tr) - 1
     while j >= 0:
         t, s = tr[j]
+        if type(s) is ChecksMemo:
+            # a memo hit's records (ChecksMemo.apply): (t + o, step) for (o, step) in its trace_add
+            for o, step in reversed(s.trace_add):
+                if clk - t - o > win:
+                    return tuple(tail)
+                tail.append(clk - t - o)
+                tail.append(step)
+            j -= 1
+            continue
         if clk - t > win:
             break
         tail.append(clk - t)
@@ -249,7 +258,7 @@ class ChecksMemo:
         # (payloads hold instructions, which do not hash: grouped by identity)
         sets: dict[tuple, tuple[str, int, tuple, list[int]]] = {}
         set_never: dict[tuple, tuple[str, tuple, list[int]]] = {}
-        self.never_orig: tuple[int, ...] = ()
+        never_orig: list[int] = []
         pops: dict[str, list[int]] = {}
         for d, m in net.items():
             for k, a in m.items():
@@ -259,10 +268,11 @@ class ChecksMemo:
                 elif a[0] == "set_never":
                     set_never.setdefault((d,) + tuple(map(id, a[1])), (d, a[1], []))[2].append(k)
                 elif a[0] == "never_orig":
-                    self.never_orig += (k,)
+                    never_orig.append(k)
                 else:
                     pops.setdefault(d, []).append(k)
         self.offs = np.array(sorted(offs, key=offs.__getitem__), np.int64)[:, None] if offs else None
+        self.never_orig = frozenset(never_orig)
         self.sets = [(d, row, pay, tuple(ks)) for d, row, pay, ks in sets.values()]
         self.set_never = [(d, pay, tuple(ks)) for d, pay, ks in set_never.values()]
         self.pops = [(d, frozenset(ks)) for d, ks in pops.items()]
@@ -411,10 +421,8 @@ class ChecksMemo:
             san.mfma_cp.update(self.p_c)
         if self.never_orig:
             mw = san.mfma_w
-            for k in self.never_orig:
-                e = mw.get(k)
-                if e is not None:
-                    mw[k] = (san.never,) + e[1:]
+            for k in self.never_orig.intersection(mw):
+                mw[k] = (san.never,) + mw[k][1:]
         for d, ks in self.pops:
             h = getattr(san, d)
             for k in ks.intersection(h):
@@ -428,7 +436,8 @@ class ChecksMemo:
             np.add(slot, self.m0_set, out=san.m0_w)
         clk = san.clk
         tr = san.trace
-        tr.extend([(clk + o, s) for o, s in self.trace_add])
+        if self.trace_add:
+            tr.append((clk, self))                  # (its records, expanded where read: _tail)
         if len(tr) > 1024:
             del tr[:-256]
         slot += self.total

@@ -563,8 +563,12 @@ class Sanitizer:
     def waitcnt(self, st, ws, flags):
         vm, lgkm = flags["vmcnt"], flags["lgkmcnt"]
         d, i = self.done, self.issued
-        d["vm"][ws] = np.maximum(d["vm"][ws], i["vm"][ws] - vm)
-        d["lds"][ws] = np.maximum(d["lds"][ws], i["lds"][ws] - lgkm)
+        if ws is ALL:                   # (every wave: in place, the common case in a loop)
+            np.maximum(d["vm"], i["vm"] - vm, out=d["vm"])
+            np.maximum(d["lds"], i["lds"] - lgkm, out=d["lds"])
+        else:
+            d["vm"][ws] = np.maximum(d["vm"][ws], i["vm"][ws] - vm)
+            d["lds"][ws] = np.maximum(d["lds"][ws], i["lds"][ws] - lgkm)
         if lgkm == 0:
             d["smem"][ws] = i["smem"][ws]
         anyp = False
