@@ -32,6 +32,7 @@ import sys
 import numpy as np
 
 from isagen.runtime.emu import native
+from isagen.runtime.emu.sanitizer import _Words
 
 # the fields of the parameter block the generated DS code reads at recs - SP_N (sd_* in _SRC)
 (SP_MODE, SP_WR, SP_WBG, SP_WBL, SP_WBH, SP_RBG, SP_RBL, SP_RBH, SP_WBLK, SP_GEN, SP_WIW, SP_LW, SP_NB,
@@ -438,7 +439,6 @@ class DsHook:
         """The records of the accesses the C made (before the numpy handlers make the rest)."""
         if self._mode != MODE_SHADOW:
             return
-        from isagen.runtime.emu.sanitizer import _Words
         san = st.san
         w0s, mes = self._w0, self._me
         self._w0 = self._me = None
@@ -449,24 +449,26 @@ class DsHook:
             pos = cgen.stop_positions(wsa, wg, bounds, res, self.nsteps)
         iss0 = self.iss0
         assert iss0 is not None
+        # (the waves' lgkm counts and workgroups, the same for every access of a call that did not stop)
+        iss_all, wg_all = iss0[wsa], st.wg[wsa]
         for r, (j, write, nw) in enumerate(self.records):
             if pos is None:
                 rows = None
-                waves = wsa
+                waves, iss, wg = wsa, iss_all, wg_all
             else:
                 rows = pos > j
                 if not rows.any():
                     continue
-                waves = wsa[rows]
+                waves, iss, wg = wsa[rows], iss_all[rows], wg_all[rows]
             w0 = w0s[r] if rows is None else w0s[r][rows]
             me = mes[r] if rows is None else mes[r][rows]
             words = w0 if nw == 1 else _Words(w0, nw)
-            seq = iss0[waves] + (self.before[j] + 1)
+            seq = iss + (self.before[j] + 1)
             if write:
                 san.pending_lds.append(("lds", waves, seq, words, None))
             else:
                 me2 = me[:, None]
-                san.unstamped_reads.append((words, me2, waves.size > 1, st.wg[waves]))
+                san.unstamped_reads.append((words, me2, waves.size > 1, wg))
                 san.inflight_reads.append((waves, seq, words, me2, None))
 
 
