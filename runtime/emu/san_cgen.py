@@ -14,8 +14,11 @@ records) unless the memo (below) knows that no check of the run can report.  LDS
 too: their race shadow is execution, made in the generated C per workgroup (``san_ds.py``), which stops
 before an access it cannot decide (the instrumented numpy handler then makes it and its reports); the
 reports of such a run are put back in the per-instruction order (:func:`_ds_run_handler`).  EXEC
-writers (which change what the checks of the instructions after them see) end a run; they and
-everything else not covered run through their instrumented numpy handlers as before.
+writers (which change what the checks of the instructions after them see) end such a run; everything
+else not covered runs through its instrumented numpy handler as before.  A stretch of runs split only
+by EXEC writers is also a run of its own (:meth:`SanPlan._exec_run`), whose C runs the whole stretch
+where the memo has its checks (no check then looks at EXEC: every register it touches is fully
+initialised) and which otherwise runs its parts: the runs and the writers' instrumented handlers.
 
 The checks and records of a run come from a memo where that is exact (``san_memo.ChecksMemo``: an
 entry signature the per-instruction checks passed before, then the run's fixed transformation of the
