@@ -14,8 +14,9 @@ the signature when they reported nothing).
 **When the memo applies** (otherwise :meth:`ChecksMemo.signature` is None): every wave of the batch
 executes the run (``ws`` is ``ALL``), the hazard checks are on, every register the run reads as a
 value (``uninit_v``/``uninit_s``) and every register it writes is already fully initialised (in
-``vfull``/``sfull``) -- or, for a run that writes no EXEC entered with every lane of every wave active
-(``exec_all``), every register it reads before writing it is -- and at least ``window`` wait states
+``vfull``/``sfull``) -- or, for a run entered with every lane of every wave active (``exec_all``),
+every register it reads before writing it is, and each VGPR it writes that is not is first written by
+an MFMA or before the run's first instruction that may change EXEC (``_late_v``) -- and at least ``window`` wait states
 have passed, for all waves alike, since the last time only some waves advanced (``clk - sync >
 window``).
 
@@ -36,9 +37,12 @@ of the program asks for, ``sanitizer._window``):
 
 * initialisation: every register read or written is in ``vfull``/``sfull``, so no check looks at the
   lanes (nor at EXEC) and ``mark_v``/``mark_s`` change nothing; or (d) names the registers that are
-  not, none is read before the run writes it, and the run's writes, with every lane active and EXEC
-  unchanged, make each fully initialised (``mark_v``/``mark_s`` with a whole-batch ``ws``) before any
-  later read: no check reports, and the marks' effect is (d) joining ``vfull``/``sfull``;
+  not, none is read before the run writes it, and each one's first write makes it fully initialised
+  before any later read -- an SGPR's always (``mark_s`` with a whole-batch ``ws``), a VGPR's when an
+  MFMA makes it (every lane) or when every lane is still active (EXEC all lanes at the entry, and not
+  changed yet: an ``s_or_b64`` of EXEC into EXEC keeps it so) -- after which its checks look at no
+  lane and its marks change nothing: no check reports, and the marks' effect is (d) joining
+  ``vfull``/``sfull``;
 * pending results: ``check_pending`` tests ``pend > done`` for registers in ``maybe``; with every
   wave's ``issued - done`` equal and each register's ``issued - pend`` equal (or retired everywhere),
   that test has one answer for all waves, a function of (c); the run's ``issue``/``waitcnt`` change
@@ -133,6 +137,15 @@ def _net_records(infos) -> dict:
     return {"net": net, **extra}
 
 
+def writes_exec(info, ex: int) -> bool:
+    """Whether the instruction of ``info`` (``sanitizer._StepChecks``) writes EXEC (``ex``: EXEC_LO's key):
+    as a named destination, a VALU compare's (``v_cmpx``), or implicitly (``s_*_saveexec``, ``s_*_wrexec``,
+    whose EXEC the decoder does not list among the operands)."""
+    name = info.inst.name
+    return (info.hz.writes_exec or ex in info.wsc or ex + 1 in info.wsc
+            or "saveexec" in name or "_wrexec" in name)
+
+
 def _scoreboard_plan(counting) -> list:
     """The run's scoreboard calls (``ChecksMemo.counting``) for all waves at once: (waitcnt flags, None),
     or (None, per counter kind (kind, issues, registers[m], sequence offsets[m, 1], producers[m, 1],
@@ -225,7 +238,9 @@ class ChecksMemo:
             wrote_v.update(i.wv)
             wrote_s.update(i.wsc)
         self.first_v, self.first_s = frozenset(first_v), frozenset(first_s)
-        self.writes_exec: bool | None = None        # (known once the register numbering is: signature)
+        # the VGPRs first written, not by an MFMA (it writes every lane), at or after the run's first
+        # instruction that may change EXEC (known once the register numbering is: signature, _late_v)
+        self.late_v: frozenset | None = None
         keys: dict[int, None] = {}
         lk_w: dict[int, None] = {}
         lk_c: dict[int, None] = {}
@@ -296,13 +311,13 @@ class ChecksMemo:
             fresh = None
         else:
             # (d) the run's registers not yet fully initialised, where the run makes them so
-            if self.writes_exec is None:
-                ex = san.nregs + EXEC_LO
-                self.writes_exec = any(i.hz.writes_exec or ex in i.wsc or ex + 1 in i.wsc for i in self.infos)
-            if (self.writes_exec or not st.exec_all
-                    or not (self.first_v <= san.vfull and self.first_s <= san.sfull)):
+            if self.late_v is None:
+                self.late_v = self._late_v(san.nregs + EXEC_LO)
+            if not st.exec_all or not (self.first_v <= san.vfull and self.first_s <= san.sfull):
                 return None
             fresh = (frozenset(self.uv - san.vfull), frozenset(self.us - san.sfull))
+            if not self.late_v.isdisjoint(fresh[0]):
+                return None
         clk, win = san.clk, san.window
         if clk - san.sync <= win:
             return None
@@ -355,6 +370,24 @@ class ChecksMemo:
                 sbl.append((tuple(ks), tuple(out)))
             sb = tuple(sbl)
         return (tail, pw, pc, sb, fresh)
+
+    def _late_v(self, ex: int) -> frozenset:
+        """The VGPRs the run first writes (in program order) with an instruction other than an MFMA (which
+        writes every lane) at or after its first instruction that may change EXEC (``ex``: EXEC_LO's key):
+        such a first write may leave lanes unwritten.  ``s_or_b64`` of EXEC with something into EXEC does
+        not count as a change: EXEC stays every lane where it was every lane (part (d) asks that at the
+        run's entry)."""
+        late: set[int] = set()
+        written: set[int] = set()
+        changed = False
+        for i in self.infos:
+            if not changed and writes_exec(i, ex):
+                reads = i.step.reads
+                changed = not (i.inst.name == "s_or_b64" and ex in reads and ex + 1 in reads)
+            if changed and i.hz.cls != "mfma":
+                late.update(k for k in i.wv if k not in written)
+            written.update(i.wv)
+        return frozenset(late)
 
     # ---------------------------------------------------------------- running
     def checks(self, st, ws, slow) -> bool:

@@ -379,6 +379,18 @@ MEMO_KERNELS = {
     # ... with the wait states it needs: clean, its runs' checks from the memo after the first iteration
     "valu_exec_write_waited": ("", "  v_cmpx_le_u32 vcc, 0, v0\n  s_nop 4\n" + _MFC + "  s_nop 15\n" + _TAIL,
                                set()),
+    # before the loop, one stretch of first writes split by EXEC writers: v14 written for the first time
+    # after an OR into EXEC (all lanes stay on) and before the saveexec, v13 (already initialised) under
+    # half EXEC -- the memo takes the stretch in the second launch (signature part (d))
+    "first_writes_around_exec_writers": ("  s_or_b64 exec, exec, s[0:1]\n  v_mov_b32 v14, v1\n"
+                                         "  v_cmp_gt_u32 vcc, 32, v0\n  s_and_saveexec_b64 s[12:13], vcc\n"
+                                         "  v_add_u32 v13, v13, v1\n  s_or_b64 exec, exec, s[12:13]\n",
+                                         "  v_add_u32 v5, v5, v14\n" + _CLEAN_BODY, set()),
+    # ... v14 written for the first time under half EXEC, then read in the loop under all of it: the
+    # memo must not take the stretch (its marks depend on EXEC), every read reports
+    "first_write_under_half_exec": ("  v_cmp_gt_u32 vcc, 32, v0\n  s_and_saveexec_b64 s[12:13], vcc\n"
+                                    "  v_mov_b32 v14, v1\n  s_or_b64 exec, exec, s[12:13]\n",
+                                    "  v_add_u32 v5, v5, v14\n" + _CLEAN_BODY, {"uninitialized"}),
     # every other iteration skips the s_nop between the MFMA and the read of its result: two entry
     # states of the runs after the branch, one with a hazard
     "alternating": ("", _MFC + "  s_and_b32 s9, s8, 1\n  s_cmp_eq_u32 s9, 0\n  s_cbranch_scc1 .Lskip\n"
@@ -510,7 +522,7 @@ def test_memo_of_run_checks(name, monkeypatch):
     np.testing.assert_array_equal(out, out_ref)
     np.testing.assert_array_equal(out_off, out_ref)
     assert hits_off == 0 and hits > 0
-    if name in ("valu_exec_write_waited", "valu_and_mfma_writes"):
+    if name in ("valu_exec_write_waited", "valu_and_mfma_writes", "first_writes_around_exec_writers"):
         assert exec_hits > 0         # a run with EXEC writers had its checks from the memo (and ran in C)
     assert len(states) == len(states_off)
     for i, (a, b) in enumerate(zip(states, states_off)):
