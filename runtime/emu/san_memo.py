@@ -29,8 +29,8 @@ set is empty, and for each register of the run in it, how many results were issu
 same in every wave, or retired in every wave); (d) None, or (in the second case above) the run's
 registers not yet fully initialised.  Part (a) is computed from the trace, except where no record has
 been made since the last memo hit (``Sanitizer.tail_at``, which ``record`` clears): then it is that
-hit's tail (kept per entry tail, ``ChecksMemo.tails``) and the wait states since, a function of the
-same records.
+hit's tail (kept per entry tail, ``ChecksMemo.tails``) aged by the wait states since (kept per age and
+tail, ``ChecksMemo.aged``), the tuple the trace gives.
 
 **Why equal signatures give equal checks** (``window`` is at least every wait-state count any rule
 of the program asks for, ``sanitizer._window``):
@@ -192,6 +192,19 @@ def _scoreboard_plan(counting) -> list:
     return out
 
 
+def _aged(tail: tuple, d: int, win: int) -> tuple:
+    """A signature's part (a) ``d`` wait states later, no record made meanwhile: the ages grown by ``d``,
+    the records past ``win`` dropped (the oldest last)."""
+    out: list = []
+    for j in range(0, len(tail), 2):
+        age = tail[j] + d
+        if age > win:
+            break
+        out.append(age)
+        out.append(tail[j + 1])
+    return tuple(out)
+
+
 def _tail(san) -> tuple:
     """Part (a) of a signature: the trace's records of the last ``window`` wait states, newest first, as
     (wait states since, step) pairs flattened."""
@@ -296,6 +309,7 @@ class ChecksMemo:
         self.p_c = {k: a[2][0] for k, a in net["mfma_c"].items() if a[0] == "set"}
         self.safe: set = set()
         self.tails: dict = {}           # entry trace tail -> the tail after the run (a memo hit)
+        self.aged: dict = {}            # (wait states, id(tail)) -> (tail, the tail that many wait states on)
         self.hits = self.misses = 0
 
     # ---------------------------------------------------------------- signature
@@ -322,9 +336,22 @@ class ChecksMemo:
         if clk - san.sync <= win:
             return None
         # (a) the hazard records of the last `window` wait states; where no record was made since the
-        # last memo hit (tail_at), that hit's tail and the wait states since
+        # last memo hit (tail_at), that hit's tail aged by the wait states since (kept per age and tail:
+        # the same tuple the trace would give, so that signatures stay one per state)
         ta = san.tail_at
-        tail = (clk - ta[0], ta[1]) if ta is not None else _tail(san)
+        if ta is None:
+            tail = _tail(san)
+        elif ta[0] == clk:
+            tail = ta[1]
+        else:
+            t = ta[1]
+            key = (clk - ta[0], id(t))
+            ent = self.aged.get(key)
+            if ent is None or ent[0] is not t:
+                if len(self.aged) >= MAX_SIGNATURES:
+                    self.aged.clear()
+                ent = self.aged[key] = (t, _aged(t, clk - ta[0], win))
+            tail = ent[1]
         # (b) the producers of the MFMA-result entries the checks look up
         pw = tuple(map(san.mfma_p.get, self.lk_w)) if san.mfma_p else None
         pc = tuple(map(san.mfma_cp.get, self.lk_c)) if san.mfma_cp and self.lk_c else None
