@@ -148,18 +148,7 @@ class SanPlan(cgen.Plan):
         # the memo every instruction's checks, execution and records in program order (the instrumented
         # numpy handlers), so the reports come in the order of the per-instruction path; from the memo
         # (no check can report) the run's C function
-        steps = [s.fn for s in run.steps]
-
-        def each_step(st, ws):
-            for h in steps:
-                h(st, ws)
-
-        def fn_mem(st, ws):
-            if hook is not None:
-                hook.begin(st)                      # (the lgkm counts at the run's entry)
-            if memo.checks(st, ws, each_step):
-                native(st, ws)
-        return fn_mem
+        return _memo_or_each(memo, [s.fn for s in run.steps], native, hook)
 
 
     def _exec_run(self, run):
@@ -173,18 +162,24 @@ class SanPlan(cgen.Plan):
         memo = ChecksMemo(run.steps)
         hook = san_ds.DsHook(run, run.ds_gen) if run.ds_gen is not None else None
         native = cgen._handler(self.cfns[run.fname], self._plain(run), self.par, hook)
-
-        def parts(st, ws):
-            for h in handlers:
-                h(st, ws)
-
-        def fn(st, ws):
-            if hook is not None:
-                hook.begin(st)                      # (the lgkm counts at the run's entry)
-            if memo.checks(st, ws, parts):
-                native(st, ws)
+        fn = _memo_or_each(memo, handlers, native, hook)
         fn.memo = memo                              # type: ignore[attr-defined]  # (its hits: tests)
         return fn
+
+
+def _memo_or_each(memo, handlers, native, hook):
+    """A run's handler that runs its C function ``native`` where the memo has the run's checks and records,
+    and otherwise ``handlers`` in order (which make them themselves: instrumented handlers, or runs')."""
+    def each(st, ws):
+        for h in handlers:
+            h(st, ws)
+
+    def fn(st, ws):
+        if hook is not None:
+            hook.begin(st)                          # (the lgkm counts at the run's entry)
+        if memo.checks(st, ws, each):
+            native(st, ws)
+    return fn
 
 
 def _ds_run_handler(run, plain, checks, par, cfn, memo):

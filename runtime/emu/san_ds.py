@@ -278,18 +278,8 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
            always: the first one's stamps are not in the boxes yet) */
         const int chk_w = e > 0 || (sd_may_hit(sp, ws, k0, k1, e, SP_WBG)
                                     && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
+        /* (a single element with nothing to check and the waves apart took the stamps-alone path above) */
         const int apart = k1 - k0 < 2 || sd_spans_apart(sp, ws, k0, k1, e);
-        if (!chk_w && apart && nel == 1) {
-            /* nothing can send it back: the stamps alone */
-            for (I64 k = k0; k < k1; k++) {
-                const I64 m = me[k];
-                const int32_t *wk = w0 + k * 64;
-                for (int l = 0; l < 64; l++)
-                    for (I64 j = 0; j < nw; j++)
-                        wr[wk[l] + j] = m;
-            }
-            continue;
-        }
         for (I64 k = k0; k < k1; k++) {
             const I64 m = me[k];
             const int32_t *wk = w0 + k * 64;
