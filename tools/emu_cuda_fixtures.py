@@ -107,23 +107,12 @@ def lds_sub_reads_co() -> bytes:
     co = _prebuilt("lds_sub_reads.co")
     if co is not None:
         return co
-    sys.path.insert(0, str(ROOT / "tests"))
-    from emu_support import build
     row = 4 * LDS_SUB_ROWS
-    loads = "\n".join(f"  v_add_u32 v101, {row * k}, v100\n  global_load_dword v{1 + k}, v101, s[4:5]"
-                      for k in range(5))
     prev = "\n".join(f"  v_mov_b32 v{40 + j}, v5" for j in range(len(LDS_SUB_READS)))
     reads = "\n".join(f"  {r}" for r in LDS_SUB_READS)
     stores = "\n".join(f"  v_add_u32 v101, {row * j}, v100\n  global_store_dword v101, v{40 + j}, s[6:7]"
                        for j in range(len(LDS_SUB_READS)))
-    src = f"""
-  s_load_dwordx4 s[4:7], s[0:1], 0x0
-  s_lshl_b32 s8, s2, 7
-  v_add_u32 v100, s8, v0
-  v_lshlrev_b32 v100, 2, v100
-  s_waitcnt lgkmcnt(0)
-{loads}
-  s_waitcnt vmcnt(0)
+    body = f"""  s_waitcnt vmcnt(0)
   v_lshlrev_b32 v10, 2, v0
   ds_write_b32 v10, v1
   ds_write_b32 v10, v2 offset:512
@@ -137,8 +126,26 @@ def lds_sub_reads_co() -> bytes:
   s_mov_b64 exec, s[20:21]
 {stores}
 """
-    return build("lds_sub_reads", src, args=(("ptr", "inp"), ("ptr", "out")), vgprs=104, sgprs=32, lds=1024,
-                 max_wg=128)
+    return _rows_kernel("lds_sub_reads", LDS_SUB_ROWS, range(1, 6), body, 1024)
+
+
+def _rows_kernel(name: str, rows: int, regs, body: str, lds: int) -> bytes:
+    """A fixture kernel of the LDS tests (kernarg inp, out; workgroups of 128 work-items): the work-item's
+    byte offset in an input row (``rows`` dwords) in v100, input row k loaded into v``regs[k]`` (not
+    waited for), then ``body``."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from emu_support import build
+    loads = "\n".join(f"  v_add_u32 v101, {4 * rows * k}, v100\n  global_load_dword v{r}, v101, s[4:5]"
+                      for k, r in enumerate(regs))
+    src = f"""
+  s_load_dwordx4 s[4:7], s[0:1], 0x0
+  s_lshl_b32 s8, s2, 7
+  v_add_u32 v100, s8, v0
+  v_lshlrev_b32 v100, 2, v100
+  s_waitcnt lgkmcnt(0)
+{loads}
+{body}"""
+    return build(name, src, args=(("ptr", "inp"), ("ptr", "out")), vgprs=104, sgprs=32, lds=lds, max_wg=128)
 
 
 # LDS writes of every size (b8, b16, their d16_hi forms, b32 unaligned, b64, b96, b128, write2 b32/b64)
@@ -162,25 +169,14 @@ def lds_writes_co() -> bytes:
     co = _prebuilt("lds_writes.co")
     if co is not None:
         return co
-    sys.path.insert(0, str(ROOT / "tests"))
-    from emu_support import build
     row = 4 * LDS_WRITE_ROWS
-    loads = "\n".join(f"  v_add_u32 v101, {row * k}, v100\n  global_load_dword v{r}, v101, s[4:5]"
-                      for k, r in enumerate((20, 4, 22, 23, 24, 25)))
     fill = "\n".join(f"  v_xor_b32 v11, {0x1000193 * (r + 1) & 0x7FFFFFFF}, v12\n"
                      f"  ds_write_b32 v10, v11 offset:{512 * r}" for r in range(LDS_WRITE_DUMP))
     writes = "\n".join(f"  {w}" for w in LDS_WRITES)
     dump = "\n".join(f"  ds_read_b32 v11, v10 offset:{512 * r}\n  s_waitcnt lgkmcnt(0)\n"
                      f"  v_add_u32 v101, {row * r}, v100\n  global_store_dword v101, v11, s[6:7]"
                      for r in range(LDS_WRITE_DUMP))
-    src = f"""
-  s_load_dwordx4 s[4:7], s[0:1], 0x0
-  s_lshl_b32 s8, s2, 7
-  v_add_u32 v100, s8, v0
-  v_lshlrev_b32 v100, 2, v100
-  s_waitcnt lgkmcnt(0)
-{loads}
-  v_lshlrev_b32 v10, 2, v0
+    body = f"""  v_lshlrev_b32 v10, 2, v0
   s_mov_b32 s9, 0x9e3779b1
   v_mul_lo_u32 v12, v0, s9
   v_xor_b32 v12, s2, v12
@@ -195,8 +191,7 @@ def lds_writes_co() -> bytes:
   s_barrier
 {dump}
 """
-    return build("lds_writes", src, args=(("ptr", "inp"), ("ptr", "out")), vgprs=104, sgprs=32,
-                 lds=LDS_WRITE_BYTES, max_wg=128)
+    return _rows_kernel("lds_writes", LDS_WRITE_ROWS, (20, 4, 22, 23, 24, 25), body, LDS_WRITE_BYTES)
 
 
 def prebuild(out: Path) -> None:
