@@ -155,28 +155,9 @@ static void sd_commit(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 nw, I64 
     }
 }
 
-/* whether the spans of the rows k0..k1 of element e are pairwise apart within each workgroup (rows of a
-   workgroup consecutive; 0 when they are not) */
-static int sd_spans_apart(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 e)
-{
-    const I64 nall = sp[SP_NALL], p0 = ws - (const I64 *)(intptr_t)sp[SP_WS0];
-    const I64 *g = (const I64 *)(intptr_t)sp[SP_SPAN] + 3 * e * nall + p0, *lo = g + nall, *hi = g + 2 * nall;
-    for (I64 r0 = k0, r1; r0 < k1; r0 = r1) {
-        for (r1 = r0 + 1; r1 < k1 && g[r1] == g[r0]; r1++)
-            ;
-        if (r1 < k1 && g[r1] < g[r0])
-            return 0;
-        for (I64 x = r0; x < r1; x++)
-            for (I64 y = x + 1; y < r1; y++)
-                if (lo[x] <= hi[y] && lo[y] <= hi[x])
-                    return 0;
-    }
-    return 1;
-}
-
-/* whether, within each workgroup, the spans of every element of one wave are apart from those of every
-   element of every other wave (rows of a workgroup consecutive, as sd_spans_apart) */
-static int sd_waves_apart(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 nel)
+/* whether, within each workgroup, the spans of the elements e0..e1 of one wave are apart from those of
+   every other wave (rows of a workgroup consecutive; 0 when they are not) */
+static int sd_apart(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 e0, I64 e1)
 {
     const I64 nall = sp[SP_NALL], p0 = ws - (const I64 *)(intptr_t)sp[SP_WS0];
     const I64 *sb = (const I64 *)(intptr_t)sp[SP_SPAN] + p0, *g = sb;
@@ -185,8 +166,8 @@ static int sd_waves_apart(const I64 *sp, const I64 *ws, I64 k0, I64 k1, I64 nel)
             ;
         if (r1 < k1 && g[r1] < g[r0])
             return 0;
-        for (I64 e = 0; e < nel; e++)
-            for (I64 f = 0; f < nel; f++) {
+        for (I64 e = e0; e < e1; e++)
+            for (I64 f = e0; f < e1; f++) {
                 const I64 *lo = sb + (3 * e + 1) * nall, *hi = sb + (3 * e + 2) * nall;
                 const I64 *lo2 = sb + (3 * f + 1) * nall, *hi2 = sb + (3 * f + 2) * nall;
                 for (I64 x = r0; x < r1; x++)
@@ -253,7 +234,7 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
     int clear = 1;
     for (I64 e = 0; e < nel && clear; e++)
         clear = !(sd_may_hit(sp, ws, k0, k1, e, SP_WBG) && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
-    if (clear && (k1 - k0 < 2 || sd_waves_apart(sp, ws, k0, k1, nel))) {
+    if (clear && (k1 - k0 < 2 || sd_apart(sp, ws, k0, k1, 0, nel))) {
         for (I64 e = 0; e < nel; e++) {
             const int32_t *w0 = (const int32_t *)(intptr_t)sp[SP_W0] + ((rec0 + e) * nall + p0) * 64;
             const I64 *me = (const I64 *)(intptr_t)sp[SP_ME] + (rec0 + e) * nall + p0;
@@ -279,7 +260,7 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
         const int chk_w = e > 0 || (sd_may_hit(sp, ws, k0, k1, e, SP_WBG)
                                     && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
         /* (a single element with nothing to check and the waves apart took the stamps-alone path above) */
-        const int apart = k1 - k0 < 2 || sd_spans_apart(sp, ws, k0, k1, e);
+        const int apart = k1 - k0 < 2 || sd_apart(sp, ws, k0, k1, e, e + 1);
         for (I64 k = k0; k < k1; k++) {
             const I64 m = me[k];
             const int32_t *wk = w0 + k * 64;
