@@ -18,7 +18,8 @@ writers (which change what the checks of the instructions after them see) end su
 else not covered runs through its instrumented numpy handler as before.  A stretch of runs split only
 by EXEC writers is also a run of its own (:meth:`SanPlan._exec_run`), whose C runs the whole stretch
 where the memo has its checks (no check then looks at EXEC: every register it touches is fully
-initialised) and which otherwise runs its parts: the runs and the writers' instrumented handlers.
+initialised, or first written while every lane is active) and which otherwise runs its parts: the runs
+and the writers' instrumented handlers.
 
 The checks and records of a run come from a memo where that is exact (``san_memo.ChecksMemo``: an
 entry signature the per-instruction checks passed before, then the run's fixed transformation of the
@@ -150,12 +151,12 @@ class SanPlan(cgen.Plan):
         # (no check can report) the run's C function
         return _memo_or_each(memo, [s.fn for s in run.steps], native, hook)
 
-
     def _exec_run(self, run):
         """The handler of a run with EXEC writers (its ``parts``: runs and the writers between them).
         The checks of the instructions after a writer see the EXEC it wrote, so they cannot be made
         first, in general; but where the memo has the run's entry signature (san_memo.py: every register
-        the run reads or writes fully initialised, so no check looks at EXEC) its checks and records are
+        the run reads or writes fully initialised, or first written by it while every lane is active, so
+        no check looks at EXEC) its checks and records are
         the memo's and the C runs the whole run, writers included.  Otherwise the parts run as they
         would without this run: each run's handler, each writer's instrumented handler, in order."""
         handlers = [self.run_handler(p) if isinstance(p, cgen._Run) else p.fn for p in run.parts]
