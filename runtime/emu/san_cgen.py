@@ -31,7 +31,7 @@ register, only the hazard checks and records per instruction), else per instruct
 from __future__ import annotations
 
 from isagen.runtime.emu import cgen, san_ds
-from isagen.runtime.emu.san_memo import ChecksMemo
+from isagen.runtime.emu.san_memo import ChecksMemo, read_before_written
 from isagen.runtime.emu.steps import CompiledStep
 
 # the kinds of covered steps (cgen._covered) a sanitized native run may hold: VALU/SALU, MFMAs, s_nop /
@@ -260,19 +260,11 @@ def fused_checks(steps: list[CompiledStep]):
     # only the scoreboard, which nothing else of the run reads or writes)
     waits = [i.step.flags for i in infos if i.counts]
     keys: set[int] = set()
-    written_v: set[int] = set()
-    written_s: set[int] = set()
-    first_v: dict[int, None] = {}
-    first_s: dict[int, None] = {}
     for i in infos:
         keys.update(i.step.reads)
         keys.update(i.step.writes)
-        first_v.update((k, None) for k in i.uninit_v if k not in written_v)
-        first_s.update((k, None) for k in i.uninit_s if k not in written_s)
-        written_v.update(i.wv)
-        written_s.update(i.wsc)
     run_keys = frozenset(keys)
-    need_v, need_s = frozenset(first_v), frozenset(first_s)
+    need_v, need_s = read_before_written(infos)
     # (an MFMA's results count as written in every lane, mark_v's all_lanes; marks only add, in any order)
     marks_mfma = tuple(dict.fromkeys(k for i in infos if i.hz.cls == "mfma" for k in i.wv))
     marks_v, marks_s = tuple(dict.fromkeys(k for i in infos if i.hz.cls != "mfma" for k in i.wv)), \

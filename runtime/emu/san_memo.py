@@ -146,6 +146,21 @@ def writes_exec(info, ex: int) -> bool:
             or "saveexec" in name or "_wrexec" in name)
 
 
+def read_before_written(infos) -> tuple[frozenset, frozenset]:
+    """The VGPRs and SGPRs a run of instructions (their ``sanitizer._StepChecks``) reads as values before
+    it writes them: the only ones its initialisation checks can find unwritten, EXEC unchanged."""
+    first_v: set[int] = set()
+    first_s: set[int] = set()
+    wrote_v: set[int] = set()
+    wrote_s: set[int] = set()
+    for i in infos:
+        first_v.update(k for k in i.uninit_v if k not in wrote_v)
+        first_s.update(k for k in i.uninit_s if k not in wrote_s)
+        wrote_v.update(i.wv)
+        wrote_s.update(i.wsc)
+    return frozenset(first_v), frozenset(first_s)
+
+
 def _scoreboard_plan(counting) -> list:
     """The run's scoreboard calls (``ChecksMemo.counting``) for all waves at once: (waitcnt flags, None),
     or (None, per counter kind (kind, issues, registers[m], sequence offsets[m, 1], producers[m, 1],
@@ -241,16 +256,7 @@ class ChecksMemo:
         self.uv = frozenset(k for i in infos for k in i.uninit_v) | frozenset(k for i in infos for k in i.wv)
         self.us = frozenset(k for i in infos for k in i.uninit_s) | frozenset(k for i in infos for k in i.wsc)
         # the registers the run reads before it writes them (its others are written first)
-        first_v: set[int] = set()
-        first_s: set[int] = set()
-        wrote_v: set[int] = set()
-        wrote_s: set[int] = set()
-        for i in infos:
-            first_v.update(k for k in i.uninit_v if k not in wrote_v)
-            first_s.update(k for k in i.uninit_s if k not in wrote_s)
-            wrote_v.update(i.wv)
-            wrote_s.update(i.wsc)
-        self.first_v, self.first_s = frozenset(first_v), frozenset(first_s)
+        self.first_v, self.first_s = read_before_written(infos)
         # the VGPRs first written, not by an MFMA (it writes every lane), at or after the run's first
         # instruction that may change EXEC (known once the register numbering is: signature, _late_v)
         self.late_v: frozenset | None = None
@@ -504,4 +510,4 @@ class ChecksMemo:
         san.clk = clk + self.total
 
 
-__all__ = ["ChecksMemo", "enabled"]
+__all__ = ["ChecksMemo", "enabled", "read_before_written"]
