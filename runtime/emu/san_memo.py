@@ -163,7 +163,8 @@ def read_before_written(infos) -> tuple[frozenset, frozenset]:
 
 def _scoreboard_plan(counting) -> list:
     """The run's scoreboard calls (``ChecksMemo.counting``) for all waves at once: (waitcnt flags, None),
-    or (None, per counter kind (kind, issues, registers[m], sequence offsets[m, 1], producers[m, 1],
+    or (None, per counter kind (kind, issues, registers (a slice where consecutive, else [m]), sequence
+    offsets[m, 1], producers[m, 1],
     registers)) for each stretch of consecutive issues.  ``Sanitizer.issue`` numbers a result with its
     counter's issue count just after its own increment (an instruction that also counts on lgkm adds
     one there after its own); a register written twice takes the later result."""
@@ -191,7 +192,11 @@ def _scoreboard_plan(counting) -> list:
             if regs is None:
                 issues.append((kind, n, None, None, None, ()))
                 continue
-            issues.append((kind, n, np.array(list(regs), np.int64),
+            keys = list(regs)
+            # (consecutive registers, as a load's usually are: a slice, which numpy assigns faster)
+            rows = (slice(keys[0], keys[-1] + 1) if keys == list(range(keys[0], keys[0] + len(keys)))
+                    else np.array(keys, np.int64))
+            issues.append((kind, n, rows,
                            np.array([v[0] for v in regs.values()], np.int64)[:, None],
                            np.array([v[1] for v in regs.values()], np.int64)[:, None], tuple(regs)))
         out.append((None, issues))
@@ -307,7 +312,20 @@ class ChecksMemo:
                     pops.setdefault(d, []).append(k)
         self.offs = np.array(sorted(offs, key=offs.__getitem__), np.int64)[:, None] if offs else None
         self.never_orig = frozenset(never_orig)
-        self.sets = [(d, row, pay, tuple(ks)) for d, row, pay, ks in sets.values()]
+        # the sets as one update per history dict: the entry values, one per (offset, payload) -- a
+        # VALU result's valu_w and any_w entries share theirs (entries are never changed in place) --
+        # and per dict its keys and the index of each key's value
+        vals: dict[tuple, int] = {}
+        self.vspec: list[tuple[int, tuple]] = []
+        per_dict: dict[str, tuple[list[int], list[int]]] = {}
+        for d, row, pay, ks in sets.values():
+            j = vals.setdefault((row,) + tuple(map(id, pay)), len(vals))
+            if j == len(self.vspec):
+                self.vspec.append((row, pay))
+            keys, idx = per_dict.setdefault(d, ([], []))
+            keys += ks
+            idx += [j] * len(ks)
+        self.set_plan = [(d, tuple(keys), tuple(idx)) for d, (keys, idx) in per_dict.items()]
         self.set_never = [(d, pay, tuple(ks)) for d, pay, ks in set_never.values()]
         self.pops = [(d, frozenset(ks)) for d, ks in pops.items()]
         self.p_w = {k: a[2][0] if a[0] == "set" else a[1][0] for k, a in net["mfma_w"].items()
@@ -370,10 +388,9 @@ class ChecksMemo:
             sb: tuple | None = None
         else:
             o = san.issued_all - san.done_all
-            lo, hi = o.min(axis=1), o.max(axis=1)
-            if (lo != hi).any():
+            if not (o == o[:, :1]).all():
                 return None
-            sbl: list = [tuple(lo.tolist())]
+            sbl: list = [tuple(o[:, 0].tolist())]
             for n, kind in enumerate(_KINDS):
                 m = maybe[kind]
                 if not m:
@@ -476,22 +493,24 @@ class ChecksMemo:
                 iss += n
         slot = san.slot
         if self.offs is not None:
-            rows = slot + self.offs                 # [records, W]: the slots at each recording instruction
-            for d, row, pay, ks in self.sets:
-                getattr(san, d).update(dict.fromkeys(ks, (rows[row],) + pay))
+            rows = list(slot + self.offs)           # the slots at each recording instruction [W] each
+            vals = [(rows[row],) + pay for row, pay in self.vspec]
+            for d, keys, idx in self.set_plan:
+                getattr(san, d).update(zip(keys, map(vals.__getitem__, idx)))
         for d, pay, ks in self.set_never:
             getattr(san, d).update(dict.fromkeys(ks, (san.never,) + pay))
         if self.p_w:
             san.mfma_p.update(self.p_w)
         if self.p_c:
             san.mfma_cp.update(self.p_c)
+        # (a dict's keys view & a frozenset looks up the frozenset's keys in the dict, not the reverse)
         if self.never_orig:
             mw = san.mfma_w
-            for k in self.never_orig.intersection(mw):
+            for k in mw.keys() & self.never_orig:
                 mw[k] = (san.never,) + mw[k][1:]
         for d, ks in self.pops:
             h = getattr(san, d)
-            for k in ks.intersection(h):
+            for k in h.keys() & ks:
                 del h[k]
         if self.exec_set is not None:
             o, inst = self.exec_set
