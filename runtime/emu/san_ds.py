@@ -50,6 +50,15 @@ enum { SP_MODE, SP_WR, SP_WBG, SP_WBL, SP_WBH, SP_RBG, SP_RBL, SP_RBH, SP_WBLK, 
 #define SD_BIG (((I64)1) << 62)
 #define SD_KEEP_GEN_WAVE ((I64)~0xFFFFFFE0LL)
 
+/* the words of a wave's 64 lanes: in 32 bits, which the compiler vectorises (it does not where the
+   arrays may overlap, hence the restrict parameters): every address plus the offset is below LW * 4
+   (sd_prep checks it first) and every word below 2^31 (san_ds._mode) */
+static inline void sd_words(int32_t *restrict wr, const U32 *restrict ad, U32 off, U32 base)
+{
+    for (int l = 0; l < 64; l++)
+        wr[l] = (int32_t)(((ad[l] + off) >> 2) + base);
+}
+
 /* each wave's words (record rec: w0 [pos][64], stamp me [pos]) and span (element e: g, lo, hi [pos]);
    1 when a lane is misaligned or past the workgroup's words (not the common case) */
 static int sd_prep(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U32 *V, I64 ai, I64 off,
@@ -73,13 +82,11 @@ static int sd_prep(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U3
         }
         if (bad || mn < 0 || (mx >> 2) + nw - 1 >= LW)
             return 1;
-        const I64 base = gw * LW;
-        int32_t *wr = w0 + k * 64;
-        for (int l = 0; l < 64; l++)
-            wr[l] = (int32_t)((((I64)ad[l] + off) >> 2) + base);
+        const U32 base = (U32)(gw * LW);
+        sd_words(w0 + k * 64, ad, (U32)off, base);
         g[k] = gw;
-        lo[k] = (mn >> 2) + base;
-        hi[k] = (mx >> 2) + nw - 1 + base;
+        lo[k] = (mn >> 2) + (I64)base;
+        hi[k] = (mx >> 2) + nw - 1 + (I64)base;
         me[k] = ((I64)gen[gw] << 32) | (idx << 10) | (0xF << 6) | wiw[w];
     }
     return 0;
