@@ -70,6 +70,21 @@ per-instruction copies; the order of keys in the history dicts differs from the 
 path's where a key is set twice, which nothing reads (no check iterates a history dict).
 ``slot``/``clk`` advance by the run's wait states and the run's records join the trace.
 
+**The history records wait** until something reads or writes the five history dicts (``mfma_w``,
+``mfma_c``, ``valu_w``, ``trans_w``, ``any_w``): a hit keeps only a copy of the entry slots, per run, its
+latest hit replacing the earlier one (``Sanitizer.deferred``); ``Sanitizer.settle``, called first by
+``check_hazards`` and ``record`` (the only readers and writers besides this), makes each run's latest
+records in the order the hits came.  In a loop whose runs all hit nothing reads the dicts in between
+(branches and barriers check and record no hazards), so each run's records are made once, not once per
+iteration.  That gives the dicts every hit would have left: a run's net record of a key is the same at
+every hit -- set (to the entry slots plus a fixed offset, a fixed payload), reset to NEVER, popped, or
+(``never_orig``) an existing entry's slots reset to NEVER, its payload kept.  So a key's last set, reset or
+pop over all the hits is one made at the latest hit of its run, the ones after it are ``never_orig``
+resets of runs whose latest hit also comes after it, and replaying the latest hits in order makes that
+last set, reset or pop and then at least one ``never_orig`` exactly where all the hits did.  The producer
+maps (``mfma_p``/``mfma_cp``, which signatures read), the EXEC and M0 records, the scoreboard and the trace
+are made at each hit.
+
 **DS instructions** are taken like any other step (their ``issue`` on lgkmcnt, the pending,
 initialisation and hazard checks of their registers, their records as memory instructions).  Their
 LDS race shadow (``Sanitizer.lds_access``) is execution, not a check: where a DS step runs inside a
@@ -328,6 +343,7 @@ class ChecksMemo:
         self.set_plan = [(d, tuple(keys), tuple(idx)) for d, (keys, idx) in per_dict.items()]
         self.set_never = [(d, pay, tuple(ks)) for d, pay, ks in set_never.values()]
         self.pops = [(d, frozenset(ks)) for d, ks in pops.items()]
+        self.history = bool(self.vspec or self.set_never or self.never_orig or self.pops)
         self.p_w = {k: a[2][0] if a[0] == "set" else a[1][0] for k, a in net["mfma_w"].items()
                     if a[0] in ("set", "set_never")}
         self.p_c = {k: a[2][0] for k, a in net["mfma_c"].items() if a[0] == "set"}
@@ -467,6 +483,26 @@ class ChecksMemo:
             self.safe.add(sig)
         return False
 
+    def apply_history(self, san, slot) -> None:
+        """The run's records in the hazard-history dicts (mfma_w, mfma_c, valu_w, trans_w, any_w), for
+        an entry at the issue slots ``slot`` (Sanitizer.settle)."""
+        if self.offs is not None:
+            rows = list(slot + self.offs)           # the slots at each recording instruction [W] each
+            vals = [(rows[row],) + pay for row, pay in self.vspec]
+            for d, keys, idx in self.set_plan:
+                getattr(san, d).update(zip(keys, map(vals.__getitem__, idx)))
+        for d, pay, ks in self.set_never:
+            getattr(san, d).update(dict.fromkeys(ks, (san.never,) + pay))
+        # (a dict's keys view & a frozenset looks up the frozenset's keys in the dict, not the reverse)
+        if self.never_orig:
+            mw = san.mfma_w
+            for k in mw.keys() & self.never_orig:
+                mw[k] = (san.never,) + mw[k][1:]
+        for d, ks in self.pops:
+            h = getattr(san, d)
+            for k in h.keys() & ks:
+                del h[k]
+
     def apply(self, st, fresh=None) -> None:
         """The run's checks' and records' effect on the sanitizer's state, every wave executing and no
         check reporting (the per-instruction path's, module docstring); ``fresh``: part (d) of the
@@ -492,26 +528,17 @@ class ChecksMemo:
                     san.any_pending = True
                 iss += n
         slot = san.slot
-        if self.offs is not None:
-            rows = list(slot + self.offs)           # the slots at each recording instruction [W] each
-            vals = [(rows[row],) + pay for row, pay in self.vspec]
-            for d, keys, idx in self.set_plan:
-                getattr(san, d).update(zip(keys, map(vals.__getitem__, idx)))
-        for d, pay, ks in self.set_never:
-            getattr(san, d).update(dict.fromkeys(ks, (san.never,) + pay))
+        if self.history:
+            # the history dicts' records wait for Sanitizer.settle (module docstring): this run's latest
+            # hit replaces its earlier one, moved to the end
+            d = san.deferred
+            if self in d:
+                del d[self]
+            d[self] = slot.copy()
         if self.p_w:
             san.mfma_p.update(self.p_w)
         if self.p_c:
             san.mfma_cp.update(self.p_c)
-        # (a dict's keys view & a frozenset looks up the frozenset's keys in the dict, not the reverse)
-        if self.never_orig:
-            mw = san.mfma_w
-            for k in mw.keys() & self.never_orig:
-                mw[k] = (san.never,) + mw[k][1:]
-        for d, ks in self.pops:
-            h = getattr(san, d)
-            for k in h.keys() & ks:
-                del h[k]
         if self.exec_set is not None:
             o, inst = self.exec_set
             np.add(slot, o, out=san.exec_w)

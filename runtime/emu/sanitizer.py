@@ -411,6 +411,9 @@ class Sanitizer:
         self.valu_w: dict[int, np.ndarray] = {}  # VGPR/SGPR key -> slot of the last VALU write
         self.trans_w: dict[int, np.ndarray] = {}
         self.any_w: dict[int, np.ndarray] = {}   # VGPR key -> slot of the last write (DPP rule)
+        # the memo's records of these five dicts not made yet: memo -> the slots at its latest hit
+        # (san_memo.ChecksMemo.apply; made by settle() before anything reads or writes the dicts)
+        self.deferred: dict = {}
         self.exec_w = np.full(W, NEVER, np.int64)
         self.m0_w = np.full(W, NEVER, np.int64)
         # for the memo of the checks (san_memo.py): the producer of each mfma_w / mfma_c entry; a virtual
@@ -652,7 +655,18 @@ class Sanitizer:
                    f"{what} {self._name(k)} too early after `{p.text}` (pc {p.pc:#x}); needs {need} wait states")
             st.run.fault(R.HAZARD, inst, msg, ws, None, wave=int(np.arange(st.W)[ws][row]))
 
+    def settle(self) -> None:
+        """Make the hazard-history records the memo deferred (``deferred``): each run's latest, in the
+        order they were made (san_memo.py says why that is the state every record would have left)."""
+        d = self.deferred
+        if d:
+            self.deferred = {}
+            for memo, slot in d.items():
+                memo.apply_history(self, slot)
+
     def check_hazards(self, st, ws, inst, step, hz):
+        if self.deferred:
+            self.settle()
         t = self.ctx.target
         nr = self.nregs
         cls, rules, src_c, dpp_src, vmem_sreads = hz.cls, hz.rules, hz.src_c, hz.dpp_src, hz.vmem_sreads
@@ -764,6 +778,8 @@ class Sanitizer:
     exec_w_inst = None
 
     def record(self, st, ws, step, hz, wv, wsc):
+        if self.deferred:
+            self.settle()
         cls, src_c, is_trans, writes_exec, writes_m0 = hz.cls, hz.src_c, hz.is_trans, hz.writes_exec, hz.writes_m0
         slot = self.slot
         # the history arrays are never changed in place (each update makes a new one), so when every wave

@@ -433,10 +433,14 @@ def _norm(x):
     return x
 
 
-def _checks_state(san):
-    """Everything the checks and records of a run read or write (the history dicts by key)."""
-    hist = {d: sorted((k, _norm(v)) for k, v in getattr(san, d).items())
-            for d in ("mfma_w", "mfma_c", "valu_w", "trans_w", "any_w", "mfma_p", "mfma_cp")}
+def _checks_state(san, history: bool = True):
+    """Everything the checks and records of a run read or write (the history dicts by key: made first
+    where the memo deferred them, Sanitizer.settle; ``history=False`` leaves them out, and deferred)."""
+    hist = None
+    if history:
+        san.settle()
+        hist = {d: sorted((k, _norm(v)) for k, v in getattr(san, d).items())
+                for d in ("mfma_w", "mfma_c", "valu_w", "trans_w", "any_w", "mfma_p", "mfma_cp")}
     return (san.slot.tolist(), san.issued_all.tolist(), san.done_all.tolist(),
             {k: v.tolist() for k, v in san.pend.items()}, {k: v.tolist() for k, v in san.prod.items()},
             {k: sorted(v) for k, v in san.maybe.items()}, san.any_pending, san.vinit.tolist(), sorted(san.vfull),
@@ -449,9 +453,10 @@ _SAN_INIT = S.Sanitizer.__init__
 _RUN_HANDLER = san_cgen.SanPlan.run_handler
 
 
-def _launch_memo(co, mode, memo, monkeypatch):
+def _launch_memo(co, mode, memo, monkeypatch, history: bool = True):
     """(reports, buffer, the checks' state after each memoised run, the final state, memo hits, native runs
-    made)."""
+    made).  ``history=False``: the states after each run leave out the history dicts, so that the memo's
+    deferred records (Sanitizer.deferred) pile up over the launch until the final state makes them."""
     monkeypatch.setenv("ISAGEN_EMU_CGEN", mode)
     monkeypatch.setenv("ISAGEN_EMU_SAN_MEMO", "1" if memo else "0")
     states: list = []
@@ -476,7 +481,7 @@ def _launch_memo(co, mode, memo, monkeypatch):
             aged = [(a + san.clk - t0, s) for a, s in zip(tail[::2], tail[1::2]) if a + san.clk - t0 <= san.window]
             assert tuple(x for p in aged for x in p) == san_memo._tail(san)
         if depth[0] == 0:
-            states.append(_checks_state(st.san))
+            states.append(_checks_state(st.san, history))
         return hit
 
     def made(self, *args):
@@ -528,6 +533,43 @@ def test_memo_of_run_checks(name, monkeypatch):
     for i, (a, b) in enumerate(zip(states, states_off)):
         assert a == b, i
     assert end == end_off == end_ref
+
+
+@pytest.mark.parametrize("name", list(MEMO_KERNELS))
+def test_memo_history_deferred_over_a_launch(name, monkeypatch):
+    """The memo's history records deferred over the whole launch (nothing reads the history dicts between
+    runs here but the runs' own checks): the same reports and final state as the memo off, the deferred
+    records of several runs made at once in the end."""
+    from isagen.runtime.emu import cgen
+    pre, body, want = MEMO_KERNELS[name]
+    co = build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
+               lds=1024)
+    piled = [0, 0, 0]           # the most runs deferred at once; hits deferred; records made by settle
+    orig, orig_apply = S.Sanitizer.settle, san_memo.ChecksMemo.apply
+
+    def settle(self):
+        piled[0] = max(piled[0], len(self.deferred))
+        piled[2] += len(self.deferred)
+        orig(self)
+
+    def apply(self, st, fresh=None):
+        piled[1] += self.history
+        orig_apply(self, st, fresh)
+    monkeypatch.setattr(S.Sanitizer, "settle", settle)
+    monkeypatch.setattr(san_memo.ChecksMemo, "apply", apply)
+    off, out_off, states_off, end_off, _, _, _ = _launch_memo(co, "force", False, monkeypatch, history=False)
+    got, out, states, end, hits, runs, _ = _launch_memo(co, "force", True, monkeypatch, history=False)
+    if runs == 0:
+        pytest.skip(f"the native block engine is not available: {cgen.why_not()}")
+    assert got == off
+    np.testing.assert_array_equal(out, out_off)
+    assert hits > 0 and piled[1] > 0 and piled[2] <= piled[1]
+    if name in ("clean", "lds", "alternating", "valu_and_mfma_writes"):
+        # nothing checks hazards between the loop's runs: records of several runs wait together, and a
+        # run's later hits replace its earlier ones
+        assert piled[0] >= 2 and piled[2] < piled[1], piled
+    assert states == states_off
+    assert end == end_off
 # ---------------------------------------------------------------- LDS instructions in sanitized native runs (san_ds.py)
 
 def _count_c_accesses(monkeypatch, counter: list) -> None:
