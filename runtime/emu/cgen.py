@@ -388,6 +388,32 @@ def _check_plain_valu(vi) -> None:
         raise NotCovered("DPP/SDWA")
 
 
+def _sdwa_sels(vi) -> tuple[int, int] | None:
+    """None for a plain VALU instruction; for an SDWA one the C covers -- an integer op of _V32 or
+    v_cndmask_b32, whole-dword destination (dst_sel DWORD), no clamp or float modifiers, the form
+    compilers use to take a half or a byte of a register -- its source selects (ops_valu._sdwa_select's
+    codes: BYTE_0..3 = 0..3, WORD_0/1 = 4/5, DWORD = 6)."""
+    if vi.sdwa is None:
+        _check_plain_valu(vi)
+        return None
+    if (vi.dpp is not None or vi.sdwa[2] != 6 or vi.clamp or vi.omod or any(vi.neg[:2]) or any(vi.abs[:2])
+            or not (vi.name == "v_cndmask_b32" or (vi.name in _V32 and len(_V32[vi.name][0]) <= 2))):
+        raise NotCovered("SDWA form")
+    return vi.sdwa[0], vi.sdwa[1]
+
+
+def _sdwa_src(e: str, sel: int, sext: bool) -> str:
+    """The C of ops_valu._sdwa_select: the byte or half ``sel`` of the 32-bit value ``e``, zero- or
+    sign-extended (``sext``); the value itself for DWORD."""
+    if sel == 6:
+        return e
+    if sel <= 3:
+        v = f"((({e}) >> {8 * sel}) & 0xFFu)"
+        return f"(U32)(int32_t)(int8_t){v}" if sext else v
+    v = f"((({e}) >> {16 * (sel - 4)}) & 0xFFFFu)"
+    return f"(U32)(int32_t)(int16_t){v}" if sext else v
+
+
 def _lane_loop(pro: list[str], body: list[str]) -> list[str]:
     return pro + ["#pragma GCC ivdep", "for (int l = 0; l < 64; l++) {"] + ["    " + b for b in body] + ["}"]
 
@@ -396,7 +422,7 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
     """C of one VALU instruction for wave w; (lines, writes exec)."""
     from isagen.runtime.emu.ops_valu import VInst
     vi = VInst(inst)
-    _check_plain_valu(vi)
+    sels = _sdwa_sels(vi)
     name = vi.name
     if name == "v_perm_b32" and len(vi.srcs) == 3 and not (vi.srcs[2].kind == "reg"
                                                             and vi.srcs[2].reg.file in ("v", "a")):
@@ -422,10 +448,10 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
             raise NotCovered("operand count")
         pro: list[str] = []
         ex = []
-        for o, ty in zip(vi.srcs, ins):
+        for j, (o, ty) in enumerate(zip(vi.srcs, ins)):
             p, e = g.src64(o, ty) if ty.endswith("64") else g.src32(o, ty)
             pro += p
-            ex.append(e)
+            ex.append(_sdwa_src(e, sels[j], vi.sext[j]) if sels is not None else e)
         decl = [f"const {'U64' if ty.endswith('64') else 'U32'} {v} = {e};" for v, ty, e in zip("abc", ins, ex)]
         if name in _V64:
             pro += g.vdst(vi.vdst, 2)
@@ -440,6 +466,8 @@ def _valu(inst, g: _Gen) -> tuple[list[str], bool]:
             raise NotCovered("float modifiers")
         pa, ea = g.src32(vi.srcs[0], "u32")
         pb, eb = g.src32(vi.srcs[1], "u32")
+        if sels is not None:
+            ea, eb = _sdwa_src(ea, sels[0], vi.sext[0]), _sdwa_src(eb, sels[1], vi.sext[1])
         sel = vi.srcs[2] if inst.family == "VOP3" else vi.vcc_in
         pm, em = g.mask(sel)
         pro = pa + pb + pm + g.vdst(vi.vdst)

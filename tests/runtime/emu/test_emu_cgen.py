@@ -107,6 +107,16 @@ v_cmp_nle_f32_e32 vcc, v2, v3
 v_cmp_ngt_f32_e32 vcc, v2, v3
 v_cmp_nge_f32_e32 vcc, v2, v3
 v_cmp_nlg_f32_e32 vcc, v2, v3
+v_and_b32_sdwa v1, v2, v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_1 src1_sel:DWORD
+v_and_b32_sdwa v1, v2, v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_2 src1_sel:WORD_0
+v_add_u32_sdwa v1, sext(v2), v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_1 src1_sel:WORD_1
+v_sub_u32_sdwa v1, v2, sext(v3) dst_sel:DWORD dst_unused:UNUSED_PRESERVE src0_sel:BYTE_3 src1_sel:WORD_1
+v_ashrrev_i32_sdwa v1, v2, sext(v3) dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_0 src1_sel:WORD_1
+v_or_b32_sdwa v1, s2, v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_0 src1_sel:BYTE_1
+v_mov_b32_sdwa v1, v2 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_1
+v_mov_b32_sdwa v1, sext(v2) dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_3
+v_cndmask_b32_sdwa v1, v2, v3, vcc dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:WORD_1
+v_cndmask_b32_sdwa v1, v2, v3, vcc dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:BYTE_0 src1_sel:WORD_0
 """
 
 SALU = """
@@ -333,9 +343,21 @@ def test_every_lds_instruction_matches_numpy():
         _compare(dev, prog, steps, handlers, np.random.default_rng(2), lds_addr_reg=2, unaligned=unaligned)
 
 
+def test_sdwa_forms_the_c_does_not_take_stay_numpy():
+    """SDWA with a part-dword destination, or a float op, is left to the numpy handlers."""
+    _, prog, steps = _program("""
+v_and_b32_sdwa v1, v2, v3 dst_sel:WORD_1 dst_unused:UNUSED_PRESERVE src0_sel:WORD_1 src1_sel:DWORD
+v_add_u32_sdwa v1, v2, v3 dst_sel:BYTE_0 dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:DWORD
+v_add_f32_sdwa v1, v2, v3 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:WORD_1 src1_sel:DWORD
+v_cmp_gt_u32_sdwa vcc, v2, v3 src0_sel:WORD_1 src1_sel:DWORD
+""")
+    assert [cgen.covers(s, prog.ctx) for s in steps] == [False] * 4
+
+
 def test_tables_are_all_tested():
     text = VALU + SALU + DS
-    names = {line.split()[0].removesuffix("_e32").removesuffix("_e64") for line in text.splitlines() if line.strip()}
+    names = {line.split()[0].removesuffix("_e32").removesuffix("_e64").removesuffix("_sdwa")
+             for line in text.splitlines() if line.strip()}
     table = (set(cgen._V32) | set(cgen._V64) | set(cgen._CARRY) | set(cgen._S2_32) | set(cgen._S2_64)
              | set(cgen._S1_32) | set(cgen._S1_64) | set(cgen._SAVEEXEC) | {"v_cndmask_b32"})
     assert table <= names, sorted(table - names)
