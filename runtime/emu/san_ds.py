@@ -347,6 +347,8 @@ class DsHook:
         self.records = gen.recs
         n = len(run.steps)
         self.before = lgkm_before(run.steps)
+        # each record's lgkm sequence number past the entry count (its step's place among the issues)
+        self.seq_off = np.array([self.before[j] + 1 for j, _, _ in self.records], np.int64)[:, None]
         self.nsteps = n
         self.iss0: np.ndarray | None = None
         self._w0: np.ndarray | None = None
@@ -429,19 +431,19 @@ class DsHook:
         assert iss0 is not None
         # (the waves' lgkm counts and workgroups, the same for every access of a call that did not stop)
         iss_all, wg_all = iss0[wsa], st.wg[wsa]
+        seqs = list(iss_all + self.seq_off)         # every record's sequence numbers, in one operation
         for r, (j, write, nw) in enumerate(self.records):
             if pos is None:
                 rows = None
-                waves, iss, wg = wsa, iss_all, wg_all
+                waves, seq, wg = wsa, seqs[r], wg_all
             else:
                 rows = pos > j
                 if not rows.any():
                     continue
-                waves, iss, wg = wsa[rows], iss_all[rows], wg_all[rows]
+                waves, seq, wg = wsa[rows], seqs[r][rows], wg_all[rows]
             w0 = w0s[r] if rows is None else w0s[r][rows]
             me = mes[r] if rows is None else mes[r][rows]
             words = w0 if nw == 1 else _Words(w0, nw)
-            seq = iss + (self.before[j] + 1)
             if write:
                 san.pending_lds.append(("lds", waves, seq, words, None))
             else:

@@ -280,6 +280,7 @@ class ChecksMemo:
         # the VGPRs first written, not by an MFMA (it writes every lane), at or after the run's first
         # instruction that may change EXEC (known once the register numbering is: signature, _late_v)
         self.late_v: frozenset | None = None
+        self.full_in = -1           # the sanitizer (serial) in which every register of the run is fully initialised
         keys: dict[int, None] = {}
         lk_w: dict[int, None] = {}
         lk_c: dict[int, None] = {}
@@ -361,7 +362,10 @@ class ChecksMemo:
         san = st.san
         if not san.haz:
             return None
-        if self.uv <= san.vfull and self.us <= san.sfull:
+        if self.full_in == san.serial:
+            fresh = None
+        elif self.uv <= san.vfull and self.us <= san.sfull:
+            self.full_in = san.serial           # (vfull / sfull only grow: so it stays for this sanitizer)
             fresh = None
         else:
             # (d) the run's registers not yet fully initialised, where the run makes them so

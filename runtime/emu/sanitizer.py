@@ -24,6 +24,7 @@ Categories (see report.py):
 
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import numpy as np
@@ -53,6 +54,9 @@ class MfmaKind:
 
 
 # ============================================================================ per-instruction metadata
+
+_SERIALS = itertools.count()
+
 
 def _reg_keys(reg, ctx) -> list[int]:
     """Sanitizer keys of a register operand: unified VGPR index, or nregs + scalar code."""
@@ -402,6 +406,7 @@ class Sanitizer:
         self.vinit = np.zeros((nregs, W, 64), np.bool_)
         self.sinit = np.zeros((128, W), np.bool_)
         self.vfull: set[int] = set()
+        self.serial = next(_SERIALS)         # (which sanitizer: san_memo.ChecksMemo.full_in)
         self.sfull: set[int] = set()
         self.slot = np.zeros(W, np.int64)
         self.haz = True
@@ -1215,11 +1220,10 @@ class Sanitizer:
                     self._box_add(self.wbox, gl, f, f, self.gen[gl] + 1)
                     self.wblk[gl * self.NB + ((f - gl * self.LW) >> 6)] = self.gen[gl] + 1
         if self.unstamped_reads:
-            keep = []
-            for ent in self.unstamped_reads:
-                if not gs[ent[3]].all():
-                    keep.append(ent)
-            self.unstamped_reads = keep
+            if gs.all():                  # (every workgroup released, as in a batch of one kernel's loop)
+                self.unstamped_reads = []
+            else:
+                self.unstamped_reads = [ent for ent in self.unstamped_reads if not gs[ent[3]].all()]
         if self.inflight_reads:
             self._carry_reads(st, gs)
         self.gen[groups] += 1
