@@ -238,8 +238,10 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
     /* no write of this generation in any element's words, and no wave's words among another's (of any
        element): the checks below cannot find anything, so the stamps alone (a wave's later element over
        its own earlier one is no conflict) */
-    int clear = 1;
-    for (I64 e = 0; e < nel && clear; e++)
+    /* (the first element's answer also decides whether the careful loop below checks its stamps) */
+    const int hit0 = sd_may_hit(sp, ws, k0, k1, 0, SP_WBG) && sd_block_hit(sp, ws, k0, k1, nw, rec0, 0);
+    int clear = !hit0;
+    for (I64 e = 1; e < nel && clear; e++)
         clear = !(sd_may_hit(sp, ws, k0, k1, e, SP_WBG) && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
     if (clear && (k1 - k0 < 2 || sd_apart(sp, ws, k0, k1, 0, nel))) {
         for (I64 e = 0; e < nel; e++) {
@@ -264,8 +266,7 @@ static int sd_write(const I64 *sp, I64 W, const I64 *ws, I64 k0, I64 k1, const U
         const I64 *me = (const I64 *)(intptr_t)sp[SP_ME] + (rec0 + e) * nall + p0;
         /* another wave's write of this generation may lie here: look at the stamps (the second element
            always: the first one's stamps are not in the boxes yet) */
-        const int chk_w = e > 0 || (sd_may_hit(sp, ws, k0, k1, e, SP_WBG)
-                                    && sd_block_hit(sp, ws, k0, k1, nw, rec0 + e, e));
+        const int chk_w = e > 0 || hit0;
         /* (a single element with nothing to check and the waves apart took the stamps-alone path above) */
         const int apart = k1 - k0 < 2 || sd_apart(sp, ws, k0, k1, e, e + 1);
         for (I64 k = k0; k < k1; k++) {
