@@ -508,15 +508,21 @@ def _launch_memo(co, mode, memo, monkeypatch, history: bool = True):
             _checks_state(sans[-1]), hits[0], runs[0], sum(m.hits for m in exec_memos))
 
 
+def _memo_kernel(name: str):
+    """The code object of MEMO_KERNELS[name]: its prologue, then its body in the loop."""
+    pre, body, _ = MEMO_KERNELS[name]
+    return build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
+                 lds=1024)
+
+
 @pytest.mark.parametrize("name", list(MEMO_KERNELS))
 def test_memo_of_run_checks(name, monkeypatch):
     """The memo of a run's checks (san_memo.py) against the per-instruction checks: the same reports
     (text, place, occurrences) as the memo off and the block engine off, the same sanitizer state after
     every run and at the end, and the memo used (hits) in the loops."""
     from isagen.runtime.emu import cgen
-    pre, body, want = MEMO_KERNELS[name]
-    co = build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
-               lds=1024)
+    co = _memo_kernel(name)
+    want = MEMO_KERNELS[name][2]
     ref, out_ref, _, end_ref, _, _, _ = _launch_memo(co, "0", True, monkeypatch)
     off, out_off, states_off, end_off, hits_off, _, _ = _launch_memo(co, "force", False, monkeypatch)
     got, out, states, end, hits, runs, exec_hits = _launch_memo(co, "force", True, monkeypatch)
@@ -541,9 +547,7 @@ def test_memo_history_deferred_over_a_launch(name, monkeypatch):
     runs here but the runs' own checks): the same reports and final state as the memo off, the deferred
     records of several runs made at once in the end."""
     from isagen.runtime.emu import cgen
-    pre, body, want = MEMO_KERNELS[name]
-    co = build("cg", _LOOP_PRE + pre + _LOOP.format(body=body) + _LOOP_POST, args=(("ptr", "buf"),), vgprs=24,
-               lds=1024)
+    co = _memo_kernel(name)
     piled = [0, 0, 0]           # the most runs deferred at once; hits deferred; records made by settle
     orig, orig_apply = S.Sanitizer.settle, san_memo.ChecksMemo.apply
 
@@ -570,6 +574,8 @@ def test_memo_history_deferred_over_a_launch(name, monkeypatch):
         assert piled[0] >= 2 and piled[2] < piled[1], piled
     assert states == states_off
     assert end == end_off
+
+
 # ---------------------------------------------------------------- LDS instructions in sanitized native runs (san_ds.py)
 
 def _count_c_accesses(monkeypatch, counter: list) -> None:
